@@ -1,0 +1,156 @@
+"""IR stage: the closed set of operators and their typed attributes.
+
+Every node of a Kilobyte graph carries one `Op` and one attrs dataclass of the matching type (see `ATTRS_TYPE`).
+Layouts follow TFLite so the `.tflite` writer and the C runtime need no transposes: activations are NHWC, CONV_2D
+weights are OHWI `(Cout, kh, kw, Cin)`, DEPTHWISE_CONV_2D weights are `(1, kh, kw, C)`, FULLY_CONNECTED weights are
+`(out, in)`, biases are 1-D. Padding is explicit `(top, bottom, left, right)`: PyTorch's symmetric padding and
+TFLite's SAME/VALID are both special cases of it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Op(enum.Enum):
+    CONV_2D = "CONV_2D"
+    DEPTHWISE_CONV_2D = "DEPTHWISE_CONV_2D"
+    FULLY_CONNECTED = "FULLY_CONNECTED"
+    ADD = "ADD"
+    AVG_POOL_2D = "AVG_POOL_2D"
+    MAX_POOL_2D = "MAX_POOL_2D"
+    MEAN = "MEAN"
+    PAD = "PAD"
+    RESHAPE = "RESHAPE"
+    CONCAT = "CONCAT"
+    SOFTMAX = "SOFTMAX"
+    # Training-graph ops: frontends emit them, the inference transforms remove them.
+    BATCH_NORM = "BATCH_NORM"
+    RELU = "RELU"
+    RELU6 = "RELU6"
+    IDENTITY = "IDENTITY"
+    # Graph-edge conversions between float and int8 (TFLite QUANTIZE / DEQUANTIZE).
+    QUANTIZE = "QUANTIZE"
+    DEQUANTIZE = "DEQUANTIZE"
+
+
+class Activation(enum.Enum):
+    """Fused activation of a producer op (TFLite's fused_activation_function)."""
+
+    NONE = "NONE"
+    RELU = "RELU"
+    RELU6 = "RELU6"
+
+
+Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
+
+
+@dataclass(frozen=True)
+class ConvAttrs:
+    """CONV_2D. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin), bias (Cout,) optional."""
+
+    stride: tuple[int, int] = (1, 1)
+    padding: Pad4 = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class DepthwiseAttrs:
+    """DEPTHWISE_CONV_2D. Inputs: x (1,H,W,C), weight (1,kh,kw,C*multiplier), bias optional."""
+
+    stride: tuple[int, int] = (1, 1)
+    padding: Pad4 = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    depth_multiplier: int = 1
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class FullyConnectedAttrs:
+    """FULLY_CONNECTED. Inputs: x (1,in), weight (out,in), bias (out,) optional."""
+
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class PoolAttrs:
+    """AVG_POOL_2D / MAX_POOL_2D. Average pooling divides by the count of in-image taps (TFLite)."""
+
+    kernel: tuple[int, int] = (2, 2)
+    stride: tuple[int, int] = (2, 2)
+    padding: Pad4 = (0, 0, 0, 0)
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class AddAttrs:
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class MeanAttrs:
+    """MEAN over NHWC axes (global average pooling is axes=(1, 2))."""
+
+    axes: tuple[int, ...] = (1, 2)
+    keepdims: bool = False
+
+
+@dataclass(frozen=True)
+class PadAttrs:
+    """PAD with zeros (int8: with the input zero point). pads: (before, after) per NHWC axis."""
+
+    pads: tuple[tuple[int, int], ...] = ((0, 0), (0, 0), (0, 0), (0, 0))
+
+
+@dataclass(frozen=True)
+class ReshapeAttrs:
+    shape: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConcatAttrs:
+    axis: int = 3
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class SoftmaxAttrs:
+    beta: float = 1.0
+
+
+@dataclass(frozen=True)
+class BatchNormAttrs:
+    """BATCH_NORM. Inputs: x, gamma, beta, running_mean, running_var (all (C,))."""
+
+    eps: float = 1e-5
+
+
+@dataclass(frozen=True)
+class NoAttrs:
+    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE."""
+
+
+ATTRS_TYPE: dict[Op, type] = {
+    Op.CONV_2D: ConvAttrs,
+    Op.DEPTHWISE_CONV_2D: DepthwiseAttrs,
+    Op.FULLY_CONNECTED: FullyConnectedAttrs,
+    Op.ADD: AddAttrs,
+    Op.AVG_POOL_2D: PoolAttrs,
+    Op.MAX_POOL_2D: PoolAttrs,
+    Op.MEAN: MeanAttrs,
+    Op.PAD: PadAttrs,
+    Op.RESHAPE: ReshapeAttrs,
+    Op.CONCAT: ConcatAttrs,
+    Op.SOFTMAX: SoftmaxAttrs,
+    Op.BATCH_NORM: BatchNormAttrs,
+    Op.RELU: NoAttrs,
+    Op.RELU6: NoAttrs,
+    Op.IDENTITY: NoAttrs,
+    Op.QUANTIZE: NoAttrs,
+    Op.DEQUANTIZE: NoAttrs,
+}
+
+# Ops whose inputs after the first are constant parameters, not activations.
+PARAM_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.BATCH_NORM})

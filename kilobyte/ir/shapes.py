@@ -1,0 +1,95 @@
+"""IR stage: output-shape rules, one per op.
+
+Frontends use these to give every new tensor its shape and `Graph.verify()` uses them to check a graph; both must
+agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
+"""
+
+from __future__ import annotations
+
+from .ops import Op
+
+
+class ShapeError(ValueError):
+    """A node's inputs do not fit its op; the message names the reason."""
+
+
+def conv_out_size(size: int, k: int, stride: int, pad_before: int, pad_after: int, dilation: int = 1) -> int:
+    """Output length of a convolution/pooling window along one axis.
+
+    >>> conv_out_size(224, 3, 2, 1, 1)
+    112
+    """
+    span = dilation * (k - 1) + 1
+    out = (size + pad_before + pad_after - span) // stride + 1
+    if out < 1:
+        raise ShapeError(f"window {k} (stride {stride}) does not fit input size {size}")
+    return out
+
+
+def _window_shape(x: tuple[int, ...], kh: int, kw: int, attrs, cout: int) -> tuple[int, ...]:
+    t, b, left, r = attrs.padding
+    dh, dw = getattr(attrs, "dilation", (1, 1))
+    ho = conv_out_size(x[1], kh, attrs.stride[0], t, b, dh)
+    wo = conv_out_size(x[2], kw, attrs.stride[1], left, r, dw)
+    return (x[0], ho, wo, cout)
+
+
+def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Shape of the (single) output of `op` given its input shapes (activations and parameters)."""
+    x = shapes[0]
+    if op is Op.CONV_2D:
+        w = shapes[1]
+        if len(x) != 4 or len(w) != 4 or w[3] != x[3]:
+            raise ShapeError(f"conv input {x} does not match weight {w} (OHWI)")
+        return _window_shape(x, w[1], w[2], attrs, w[0])
+    if op is Op.DEPTHWISE_CONV_2D:
+        w = shapes[1]
+        if len(x) != 4 or w[3] != x[3] * attrs.depth_multiplier:
+            raise ShapeError(f"depthwise input {x} does not match weight {w} (1,kh,kw,C)")
+        return _window_shape(x, w[1], w[2], attrs, w[3])
+    if op is Op.FULLY_CONNECTED:
+        w = shapes[1]
+        if len(x) != 2 or x[1] != w[1]:
+            raise ShapeError(f"fully connected input {x} does not match weight {w} (out,in)")
+        return (x[0], w[0])
+    if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
+        return _window_shape(x, attrs.kernel[0], attrs.kernel[1], attrs, x[3])
+    if op is Op.ADD:
+        if any(s != x for s in shapes[1:]):
+            raise ShapeError(f"add operands differ in shape: {shapes}")
+        return x
+    if op is Op.MEAN:
+        axes = {a % len(x) for a in attrs.axes}
+        if attrs.keepdims:
+            return tuple(1 if i in axes else d for i, d in enumerate(x))
+        return tuple(d for i, d in enumerate(x) if i not in axes)
+    if op is Op.PAD:
+        if len(attrs.pads) != len(x):
+            raise ShapeError(f"pad has {len(attrs.pads)} axes, input has {len(x)}")
+        return tuple(d + a + b for d, (a, b) in zip(x, attrs.pads))
+    if op is Op.RESHAPE:
+        if _numel(attrs.shape) != _numel(x):
+            raise ShapeError(f"cannot reshape {x} to {attrs.shape}")
+        return tuple(attrs.shape)
+    if op is Op.CONCAT:
+        return _concat_shape(shapes, attrs.axis)
+    # Elementwise: SOFTMAX, BATCH_NORM, RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE.
+    return x
+
+
+def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
+    rank = len(shapes[0])
+    axis %= rank
+    for s in shapes[1:]:
+        if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis):
+            raise ShapeError(f"concat operands do not match outside axis {axis}: {shapes}")
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return tuple(out)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
