@@ -1,0 +1,99 @@
+"""Python API mirroring the CLI: load a model from any source into the IR, then profile, plan, quantise, compile.
+
+Each function takes plain values and returns data; the CLI (`kilobyte.cli`) only parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import KilobyteError, ModelFileError
+from .ir import Graph
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model in the IR: the raw frontend graph and the inference graph every later stage uses."""
+
+    source: str
+    graph: Graph  # inference graph: BN folded, activations fused (float) — or the int8 graph of a .tflite
+    module: object = None  # the torch module when the source was PyTorch (for training / accuracy)
+    input_shape_nchw: tuple[int, ...] | None = None
+
+    @property
+    def is_int8(self) -> bool:
+        return self.graph.tensors[self.graph.inputs[0]].dtype == "int8"
+
+
+def load(spec: str, *, resolution: int | None = None, width: float | None = None, channels: int | None = None,
+         num_classes: int | None = None) -> LoadedModel:
+    """Load MODEL = a zoo name, a `.onnx` / `.tflite` file, or a Python `module:attr` (an nn.Module or a factory)."""
+    from . import zoo
+
+    if spec in zoo.names():
+        kwargs = {"width": width if width is not None else 1.0, "resolution": resolution}
+        if num_classes is not None:
+            kwargs["num_classes"] = num_classes
+        if channels is not None:
+            kwargs["in_channels"] = channels
+        module, shape = zoo.create(spec, **kwargs)
+        return _from_module(spec, module, shape)
+    path = Path(spec)
+    if path.suffix == ".onnx":
+        return _from_onnx(path)
+    if path.suffix == ".tflite":
+        return _from_tflite(path)
+    if ":" in spec and not path.exists():
+        return _from_python(spec, resolution, channels)
+    raise KilobyteError(f"model '{spec}': not a zoo name ({', '.join(zoo.names())}), .onnx, .tflite or "
+                        f"module:attr")
+
+
+def _from_module(source: str, module, shape) -> LoadedModel:
+    from .frontends import from_torch
+    from .transforms import prepare_for_inference
+
+    graph = prepare_for_inference(from_torch(module, tuple(shape)))
+    return LoadedModel(source, graph, module, tuple(shape))
+
+
+def _from_onnx(path: Path) -> LoadedModel:
+    from .frontends import from_onnx
+    from .transforms import prepare_for_inference
+
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file")
+    return LoadedModel(str(path), prepare_for_inference(from_onnx(path)))
+
+
+def _from_tflite(path: Path) -> LoadedModel:
+    from .frontends.tflite import from_tflite
+
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file")
+    return LoadedModel(str(path), from_tflite(path))
+
+
+def _from_python(spec: str, resolution: int | None, channels: int | None) -> LoadedModel:
+    mod_name, _, attr = spec.partition(":")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        obj = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise KilobyteError(f"model '{spec}': cannot import ({e})") from None
+    finally:
+        sys.path.pop(0)
+    import torch
+
+    module = obj if isinstance(obj, torch.nn.Module) else obj()
+    if not isinstance(module, torch.nn.Module):
+        raise KilobyteError(f"model '{spec}': {attr} is not an nn.Module or a function returning one")
+    shape = getattr(module, "input_shape", None)
+    if shape is None:
+        if resolution is None:
+            raise KilobyteError(f"model '{spec}': give --resolution (or an `input_shape` attribute on the module)")
+        shape = (1, channels or 3, resolution, resolution)
+    return _from_module(spec, module, shape)

@@ -1,0 +1,51 @@
+"""CLI stage: the `kilobyte` command. Each sub-command lives in its own module and registers itself here.
+
+Exit codes: 0 success, 1 error (one line on stderr, never a traceback for a user mistake), 2 "does not fit".
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import KilobyteError
+from . import devices_cmd, profile_cmd
+
+COMMANDS = [profile_cmd, devices_cmd]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kilobyte",
+        description="Make deep learning fit on microcontrollers: profile, quantise, plan memory and generate C.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cmd in COMMANDS:
+        cmd.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from .. import __version__
+
+        print(__version__)
+        return 0
+    if not args.command:
+        parser.print_help()
+        return 1
+    try:
+        return int(args.func(args) or 0)
+    except KilobyteError as e:
+        print(f"kilobyte: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kilobyte: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""CLI stage: `kilobyte devices` — the device catalogue (built-ins plus a user TOML file)."""
+
+from __future__ import annotations
+
+from .common import print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("devices", help="list the known microcontrollers (SRAM, Flash, clock)",
+                       description="List built-in devices and those of a TOML file ($KILOBYTE_DEVICES or "
+                       "--devices-file). TOML format: [device.NAME] core=\"cortex-m4\" sram_kb=192 "
+                       "flash_kb=512 clock_mhz=120")
+    p.add_argument("--devices-file", default=None, help="TOML file with extra devices")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dataclasses import asdict
+
+    from ..targets.devices import format_table, list_devices
+
+    devices = list_devices(args.devices_file)
+    if args.json:
+        print_json([asdict(d) for d in devices])
+    else:
+        print(format_table(devices))
+    return 0
