@@ -1,0 +1,117 @@
+"""Model zoo stage: reference PyTorch networks that feed the frontend, built from code (no weight downloads).
+
+Every model uses only the ops the PyTorch frontend supports and traces with torch.fx. The registry below is plain
+data; a family's module (and torch) is imported only when `create` builds one of its models, so `names()` and
+`describe()` stay cheap for the CLI.
+
+>>> names()
+['mbv2-rd', 'mnasnet', 'mobilenetv2', 'proxyless-mobile', 'resnet-small', 'vgg-small']
+>>> describe("vgg-small")
+'VGG-11-style CNN, 8 conv3x3 in 1-1-2-2-2 groups, widths 16-64 (DTMM-like, MCU-sized); 32 px, 10 classes'
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One model: where its builder lives (`module:function`), what it is, and its default input."""
+
+    builder: str
+    description: str
+    resolution: int
+    num_classes: int
+    min_resolution: int  # smallest square input the down-sampling plan accepts
+
+
+_REGISTRY: dict[str, ZooEntry] = {
+    "mobilenetv2": ZooEntry(
+        "kilobyte.zoo.mobilenetv2:build", "MobileNetV2 (Sandler et al.), torchvision layout", 224, 1000, 32
+    ),
+    "mbv2-rd": ZooEntry(
+        "kilobyte.zoo.mbv2_rd:build",
+        "MobileNetV2 with receptive field redistributed for patch-based inference (MCUNetV2 MbV2-RD)",
+        224,
+        1000,
+        32,
+    ),
+    "mnasnet": ZooEntry("kilobyte.zoo.mnasnet:build", "MnasNet-B1 (no SE), torchvision mnasnet1_0 layout", 224, 1000, 32),
+    "proxyless-mobile": ZooEntry(
+        "kilobyte.zoo.proxyless:build", "ProxylessNAS-Mobile (Cai et al.), published block list", 224, 1000, 32
+    ),
+    "vgg-small": ZooEntry(
+        "kilobyte.zoo.small_cnns:build_vgg",
+        "VGG-11-style CNN, 8 conv3x3 in 1-1-2-2-2 groups, widths 16-64 (DTMM-like, MCU-sized)",
+        32,
+        10,
+        16,
+    ),
+    "resnet-small": ZooEntry(
+        "kilobyte.zoo.small_cnns:build_resnet",
+        "ResNet-12-style CNN, 5 basic blocks in 3 stages, widths 16-64 (DTMM-like, MCU-sized)",
+        32,
+        10,
+        16,
+    ),
+}
+
+
+class UnknownModelError(KeyError, ValueError):
+    """Raised for a model name the zoo does not have; catchable as KeyError or ValueError."""
+
+    def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
+        return str(self.args[0])
+
+
+def names() -> list[str]:
+    """Names of all zoo models, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _entry(name: str) -> ZooEntry:
+    key = name.strip().lower().replace("_", "-")
+    if key not in _REGISTRY:
+        raise UnknownModelError(f"unknown zoo model {name!r}; valid names: {', '.join(names())}")
+    return _REGISTRY[key]
+
+
+def describe(name: str) -> str:
+    """One-line description of a model, with its default input size and class count."""
+    entry = _entry(name)
+    return f"{entry.description}; {entry.resolution} px, {entry.num_classes} classes"
+
+
+def create(
+    name: str,
+    width: float = 1.0,
+    resolution: int | None = None,
+    num_classes: int | None = None,
+    in_channels: int = 3,
+) -> tuple[nn.Module, tuple[int, int, int, int]]:
+    """Build zoo model `name` in eval mode and return it with its NCHW input shape (batch 1).
+
+    `width` multiplies channel counts; `resolution` (square) and `num_classes` default to the model's own values.
+
+    >>> model, shape = create("resnet-small", resolution=28, in_channels=1)
+    >>> shape
+    (1, 1, 28, 28)
+    """
+    entry = _entry(name)
+    resolution = entry.resolution if resolution is None else resolution
+    num_classes = entry.num_classes if num_classes is None else num_classes
+    if resolution < entry.min_resolution:
+        raise ValueError(f"{name}: resolution {resolution} is below its minimum of {entry.min_resolution} px")
+    if width <= 0 or num_classes < 1 or in_channels < 1:
+        raise ValueError(f"{name}: need width > 0, num_classes >= 1, in_channels >= 1 (got {width}, "
+                         f"{num_classes}, {in_channels})")
+    module_name, function_name = entry.builder.split(":")
+    build = getattr(importlib.import_module(module_name), function_name)
+    model = build(width=width, num_classes=num_classes, in_channels=in_channels)
+    return model.eval(), (1, in_channels, resolution, resolution)
