@@ -97,3 +97,33 @@ def _from_python(spec: str, resolution: int | None, channels: int | None) -> Loa
             raise KilobyteError(f"model '{spec}': give --resolution (or an `input_shape` attribute on the module)")
         shape = (1, channels or 3, resolution, resolution)
     return _from_module(spec, module, shape)
+
+
+def calibration_inputs(dataset_spec: str, input_shape_nhwc: tuple[int, ...], n: int = 64, seed: int = 0):
+    """`n` images of a dataset resized / channel-matched to the model input, as a list of (1,H,W,C) arrays."""
+    import numpy as np
+
+    from .data import load_dataset, resize_nearest
+
+    ds = load_dataset(dataset_spec, seed=seed)
+    _, h, w, c = input_shape_nhwc
+    x = ds.x[:n]
+    if x.shape[1:3] != (h, w):
+        if h != w:
+            raise KilobyteError(f"dataset '{dataset_spec}': cannot resize {x.shape[1:3]} images to {h}x{w}")
+        x = resize_nearest(x, h)
+    if x.shape[3] != c:
+        if x.shape[3] != 1:
+            raise KilobyteError(f"dataset '{dataset_spec}' has {x.shape[3]} channels, the model wants {c}")
+        x = np.repeat(x, c, axis=3)
+    return [x[i:i + 1] for i in range(len(x))]
+
+
+def quantize(model: LoadedModel, dataset_spec: str, *, samples: int = 64, method: str = "minmax") -> Graph:
+    """Post-training int8 quantisation of a float model with calibration images from a dataset."""
+    from .quant import quantize as _quantize
+
+    if model.is_int8:
+        return model.graph
+    shape = model.graph.tensors[model.graph.inputs[0]].shape
+    return _quantize(model.graph, calibration_inputs(dataset_spec, shape, samples), method=method)

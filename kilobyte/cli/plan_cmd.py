@@ -1,0 +1,107 @@
+"""CLI stage: `kilobyte plan MODEL` — the memory plan: order, in-place rules, patch stage, arena."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import KilobyteError
+from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
+from .profile_cmd import fit_verdict
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "plan", help="plan memory: best operator order, in-place ops, patch-based stage, arena offsets",
+        description="Plan the int8 activation memory: the operator order with the smallest peak, in-place "
+        "depthwise/add, aliasing reshape/concat, an optional MCUNetV2 patch-based first stage, and the arena "
+        "offsets. The model input is a caller-owned buffer (reported as input_bytes, not in the arena). "
+        "Exit code 2 when arena + scratch do not fit --device.")
+    add_model_args(p)
+    add_device_arg(p)
+    p.add_argument("--patch", default="off", metavar="auto|off|N,P",
+                   help="patch-based stage: off (default), auto (minimise peak), or N,P = first N nodes "
+                   "(or 'K-blocks') with a PxP grid, e.g. '5-blocks,4x4' or '12,4'")
+    p.add_argument("--max-mac-overhead", type=float, default=None, metavar="FRAC",
+                   help="for --patch auto: largest extra MACs allowed, e.g. 0.15")
+    p.add_argument("--no-inplace", action="store_true", help="disable in-place depthwise/add and aliasing")
+    p.add_argument("--no-reorder", action="store_true", help="keep the graph's own operator order")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", metavar="FILE.png", help="plot live memory per step: per-layer vs planned")
+    p.set_defaults(func=run)
+
+
+def parse_patch(text: str, graph):
+    """'off' -> None, 'auto' -> 'auto', 'N,P' / 'K-blocks,PxP' -> (n_nodes, p)."""
+    text = text.strip().lower().replace("×", "x")
+    if text in ("off", "none", "no"):
+        return None
+    if text == "auto":
+        return "auto"
+    m = re.fullmatch(r"(\d+)(-?blocks?)?,(\d+)(?:x(\d+))?", text)
+    if not m or (m.group(4) and m.group(4) != m.group(3)):
+        raise KilobyteError(f"--patch '{text}': expected auto, off, N,P or K-blocks,PxP (square grid)")
+    n, p = int(m.group(1)), int(m.group(3))
+    if m.group(2):
+        n = nodes_in_first_blocks(graph, n)
+    if not 1 <= n <= len(graph.nodes) or p < 1:
+        raise KilobyteError(f"--patch '{text}': N must be 1..{len(graph.nodes)} and P ≥ 1")
+    return (n, p)
+
+
+def nodes_in_first_blocks(graph, k: int) -> int:
+    """Node count of the first k blocks (block rule of `kilobyte.analysis.blocks`)."""
+    from ..analysis import block_ids
+
+    ids = block_ids(graph)
+    if k > max(ids) + 1:
+        raise KilobyteError(f"--patch: the model has only {max(ids) + 1} blocks")
+    return sum(1 for b in ids if b < k)
+
+
+def run(args) -> int:
+    from ..schedule import PlanOptions, make_plan, plan_to_dict
+
+    model = load_model(args)
+    inplace = not args.no_inplace
+    opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
+                       concat_in_place=inplace, reorder=not args.no_reorder,
+                       patch=parse_patch(args.patch, model.graph), max_mac_overhead=args.max_mac_overhead)
+    plan = make_plan(model.graph, opts)
+    device = get_device(args)
+    flash = _flash_bytes(model.graph)
+    verdict = fit_verdict(plan.arena_bytes, flash, device)
+    if args.plot:
+        from ..report.plan_plot import plot_plan
+
+        plot_plan(model.graph, plan, args.plot, sram_bytes=device.sram_bytes if device else None)
+    if args.json:
+        d = plan_to_dict(plan)
+        d["model"] = args.model
+        if device:
+            d["device"], d["fits"] = device.name, verdict["fits"]
+        print_json(d)
+    else:
+        _print_human(plan, verdict)
+    return 0 if verdict["fits"] else 2
+
+
+def _flash_bytes(graph) -> int:
+    from ..analysis import profile
+
+    return profile(graph).flash_bytes
+
+
+def _print_human(plan, verdict) -> None:
+    p = plan.patch
+    print(f"order: {len(plan.order)} ops ({'optimal' if plan.optimal else 'heuristic'}; lower bound "
+          f"{kb(plan.lower_bound)})")
+    if p:
+        print(f"patch stage: first {p.n_nodes} ops, {p.grid}x{p.grid} patches, input patch {p.input_patch}², "
+              f"stage output {kb(p.stage_output_bytes)}, working {kb(p.working_bytes)}")
+    print(f"peak {kb(plan.peak_bytes)} | arena {kb(plan.arena_bytes)} ({plan.arena_bytes} B) | scratch "
+          f"{kb(plan.scratch_bytes)} | input (caller-owned) {kb(plan.input_bytes)}")
+    print(f"MACs {plan.macs / 1e6:.2f} M (overhead {plan.mac_overhead * 100:+.1f} %)")
+    for note in plan.notes:
+        print(f"note: {note}")
+    if verdict["text"]:
+        print(verdict["text"])
