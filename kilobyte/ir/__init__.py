@@ -2,9 +2,24 @@
 
 from .builder import GraphBuilder
 from .graph import DTYPES, Graph, GraphError, Node, QParams, Tensor
-from .ops import (ATTRS_TYPE, PARAM_OPS, Activation, AddAttrs, BatchNormAttrs, ConcatAttrs, ConvAttrs,
-                  DepthwiseAttrs, FullyConnectedAttrs, MeanAttrs, NoAttrs, Op, PadAttrs, PoolAttrs, ReshapeAttrs,
-                  SoftmaxAttrs)
+from .ops import (
+                  ATTRS_TYPE,
+                  PARAM_OPS,
+                  Activation,
+                  AddAttrs,
+                  BatchNormAttrs,
+                  ConcatAttrs,
+                  ConvAttrs,
+                  DepthwiseAttrs,
+                  FullyConnectedAttrs,
+                  MeanAttrs,
+                  NoAttrs,
+                  Op,
+                  PadAttrs,
+                  PoolAttrs,
+                  ReshapeAttrs,
+                  SoftmaxAttrs,
+)
 from .shapes import ShapeError, conv_out_size, infer_shape
 
 __all__ = [

@@ -16,6 +16,8 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kilobyte.errors import KilobyteError
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -42,7 +44,9 @@ _REGISTRY: dict[str, ZooEntry] = {
         1000,
         32,
     ),
-    "mnasnet": ZooEntry("kilobyte.zoo.mnasnet:build", "MnasNet-B1 (no SE), torchvision mnasnet1_0 layout", 224, 1000, 32),
+    "mnasnet": ZooEntry(
+        "kilobyte.zoo.mnasnet:build", "MnasNet-B1 (no SE), torchvision mnasnet1_0 layout", 224, 1000, 32
+    ),
     "proxyless-mobile": ZooEntry(
         "kilobyte.zoo.proxyless:build", "ProxylessNAS-Mobile (Cai et al.), published block list", 224, 1000, 32
     ),
@@ -63,8 +67,8 @@ _REGISTRY: dict[str, ZooEntry] = {
 }
 
 
-class UnknownModelError(KeyError, ValueError):
-    """Raised for a model name the zoo does not have; catchable as KeyError or ValueError."""
+class UnknownModelError(KilobyteError, KeyError):
+    """Raised for a model name the zoo does not have; a KilobyteError (so a ValueError) and a KeyError."""
 
     def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
         return str(self.args[0])
@@ -107,10 +111,11 @@ def create(
     resolution = entry.resolution if resolution is None else resolution
     num_classes = entry.num_classes if num_classes is None else num_classes
     if resolution < entry.min_resolution:
-        raise ValueError(f"{name}: resolution {resolution} is below its minimum of {entry.min_resolution} px")
+        raise KilobyteError(f"zoo model {name}: resolution {resolution} px is below its minimum of "
+                            f"{entry.min_resolution} px")
     if width <= 0 or num_classes < 1 or in_channels < 1:
-        raise ValueError(f"{name}: need width > 0, num_classes >= 1, in_channels >= 1 (got {width}, "
-                         f"{num_classes}, {in_channels})")
+        raise KilobyteError(f"zoo model {name}: need width > 0, num_classes >= 1 and in_channels >= 1 "
+                            f"(got {width}, {num_classes}, {in_channels})")
     module_name, function_name = entry.builder.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
     model = build(width=width, num_classes=num_classes, in_channels=in_channels)

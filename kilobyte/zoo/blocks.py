@@ -28,7 +28,9 @@ def make_divisible(value: float, divisor: int = 8) -> int:
     return rounded
 
 
-def conv_bn_act(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, act: type[nn.Module] | None = nn.ReLU6) -> nn.Sequential:
+def conv_bn_act(
+    cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, act: type[nn.Module] | None = nn.ReLU6
+) -> nn.Sequential:
     """Conv2d (no bias, 'same'-style padding k//2) -> BatchNorm2d -> optional activation."""
     layers: list[nn.Module] = [
         nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, groups=groups, bias=False),

@@ -7,7 +7,6 @@ receptive field is measured with autograd (which input pixels a 7x7 output patch
 
 from __future__ import annotations
 
-import doctest
 import importlib
 import operator
 
@@ -212,9 +211,3 @@ def test_bad_arguments():
 
 def test_name_normalisation():
     assert zoo.create("Proxyless_Mobile", width=0.35, resolution=32)[1] == (1, 3, 32, 32)
-
-
-@pytest.mark.parametrize("module", ["kilobyte.zoo", "kilobyte.zoo.blocks"])
-def test_doctests(module):
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.failed == 0 and result.attempted > 0
