@@ -18,8 +18,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import (AddAttrs, BatchNormAttrs, ConcatAttrs, ConvAttrs, DepthwiseAttrs, FullyConnectedAttrs, Graph,
-                  GraphBuilder, MeanAttrs, Op, PadAttrs, PoolAttrs, ReshapeAttrs, ShapeError, SoftmaxAttrs)
+from ..ir import (
+    AddAttrs,
+    BatchNormAttrs,
+    ConcatAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    FullyConnectedAttrs,
+    Graph,
+    GraphBuilder,
+    MeanAttrs,
+    Op,
+    PadAttrs,
+    PoolAttrs,
+    ReshapeAttrs,
+    ShapeError,
+    SoftmaxAttrs,
+)
 
 Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kilobyte.interp import run_float
-from kilobyte.ir import (ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, PadAttrs, PoolAttrs,
-                         ReshapeAttrs)
+from kilobyte.ir import ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, PadAttrs, PoolAttrs, ReshapeAttrs
 
 
 def random_graph(seed: int) -> Graph:

@@ -1,0 +1,185 @@
+"""Export stage: lower each IR node to TFLite operators (builtin code, tensor names, options fields).
+
+Most nodes become one operator. TFLite only knows SAME/VALID padding, so a window op whose explicit padding is
+neither becomes PAD (CONV_2D, DEPTHWISE_CONV_2D: pads with the zero point) or PADV2 with the dtype minimum
+(MAX_POOL_2D) followed by the VALID op; AVG_POOL_2D cannot be padded that way (TFLite divides by the count of
+in-image taps) and is refused. Attributes TFLite keeps in tensors (PAD paddings, MEAN axes, RESHAPE shape) become
+int32 constants. Every added tensor is named after the IR output it serves (`<out>.pad`, `<out>.axes`, ...), so the
+writer is deterministic and the reader can recognise (and fold back) what the writer added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import KilobyteError, UnsupportedOpError
+from ..ir import Graph, Node, Op, QParams, Tensor
+from . import tflite_schema as S
+
+B = S.B
+
+
+@dataclass(frozen=True)
+class TflOp:
+    """One TFLite operator: builtin code, tensor names (None = optional input left out), options fields."""
+
+    code: int
+    inputs: tuple[str | None, ...]
+    outputs: tuple[str, ...]
+    options: dict  # field name (as in the generated `<Options>Add<Field>` functions) -> value or tuple (vector)
+
+
+def lower_graph(graph: Graph) -> tuple[list[TflOp], list[Tensor]]:
+    """All operators of `graph` in node order, plus the tensors the lowering added (constants and pad outputs)."""
+    ops: list[TflOp] = []
+    extra: list[Tensor] = []
+    for node in graph.nodes:
+        node_ops, node_tensors = lower_node(graph, node)
+        ops += node_ops
+        extra += node_tensors
+    for t in extra:
+        if t.name in graph.tensors:
+            raise KilobyteError(f"graph '{graph.name}': tensor name '{t.name}' is reserved for the .tflite writer")
+    return ops, extra
+
+
+def lower_node(graph: Graph, node: Node) -> tuple[list[TflOp], list[Tensor]]:
+    lower = _LOWER.get(node.op)
+    if lower is None:
+        raise UnsupportedOpError(f"node '{node.name}': {node.op.value} has no TFLite operator; run the inference "
+                                 f"transforms (fold batch norm, fuse activations) before export")
+    return lower(graph, node)
+
+
+# -- window ops (padding) ---------------------------------------------------------------------------------------
+def _window(graph: Graph, node: Node, kernel, dilation, pad_value: str) -> tuple[int, str, list[TflOp], list]:
+    """Padding mode for a window op and its (possibly padded) input: (mode, input name, pad ops, pad tensors)."""
+    a = node.attrs
+    x = graph.tensors[node.inputs[0]]
+    mode = S.tflite_padding(x.shape[1:3], kernel, a.stride, dilation, a.padding)
+    if mode is not None:
+        return mode, x.name, [], []
+    if pad_value == "none":
+        raise KilobyteError(f"node '{node.name}': {node.op.value} padding {a.padding} is neither SAME nor VALID and "
+                            f"TFLite cannot express it (the average divisor would change); pad to SAME or VALID")
+    ops, tensors = _pad_input(x, node.outputs[0], a.padding, pad_value)
+    return S.VALID, S.pad_tensor_name(node.outputs[0]), ops, tensors
+
+
+def _pad_input(x: Tensor, out: str, padding, pad_value: str) -> tuple[list[TflOp], list[Tensor]]:
+    t, b, left, r = padding
+    name = S.pad_tensor_name(out)
+    shape = (x.shape[0], x.shape[1] + t + b, x.shape[2] + left + r, x.shape[3])
+    padded = Tensor(name, shape, x.dtype, None, x.qparams)  # PAD keeps the input's quantisation
+    pads = _const(f"{name}.paddings", np.array([[0, 0], [t, b], [left, r], [0, 0]], np.int32))
+    if pad_value == "zero":
+        return [TflOp(B.PAD, (x.name, pads.name), (name,), {})], [pads, padded]
+    # MAX_POOL: pad with the smallest value so padded taps never win (TFLite ignores them).
+    if x.dtype == "int8":
+        q = x.qparams
+        value = _const(f"{name}.value", np.array([-128], np.int8),
+                       QParams.per_tensor(float(q.scale[0]), int(q.zero_point[0])))
+    else:
+        value = _const(f"{name}.value", np.array([np.finfo(np.float32).min], np.float32))
+    return [TflOp(B.PADV2, (x.name, pads.name, value.name), (name,), {})], [pads, value, padded]
+
+
+def _const(name: str, data: np.ndarray, qparams: QParams | None = None) -> Tensor:
+    data = np.ascontiguousarray(data)
+    data.setflags(write=False)
+    return Tensor(name, tuple(data.shape), str(data.dtype), data, qparams)
+
+
+def _params(node: Node) -> tuple[str, str | None]:
+    """(weight, bias or None) of a CONV / DEPTHWISE / FC node."""
+    return node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else None
+
+
+def _act(node: Node) -> int:
+    return S.ACT_TO_TFL[node.attrs.activation]
+
+
+# -- per-op lowerings -------------------------------------------------------------------------------------------
+def _conv(graph: Graph, node: Node):
+    a = node.attrs
+    w, bias = _params(node)
+    kernel = graph.tensors[w].shape[1:3]
+    mode, x, ops, tensors = _window(graph, node, kernel, a.dilation, "zero")
+    opts = {"Padding": mode, "StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node),
+            "DilationWFactor": a.dilation[1], "DilationHFactor": a.dilation[0]}
+    if node.op is Op.DEPTHWISE_CONV_2D:
+        opts = {**opts, "DepthMultiplier": a.depth_multiplier}
+    return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x, w, bias), node.outputs, opts)], tensors
+
+
+def _fully_connected(graph: Graph, node: Node):
+    w, bias = _params(node)
+    op = TflOp(B.FULLY_CONNECTED, (node.inputs[0], w, bias), node.outputs, {"FusedActivationFunction": _act(node)})
+    return [op], []
+
+
+def _pool(graph: Graph, node: Node):
+    a = node.attrs
+    pad_value = "min" if node.op is Op.MAX_POOL_2D else "none"
+    mode, x, ops, tensors = _window(graph, node, a.kernel, (1, 1), pad_value)
+    opts = {"Padding": mode, "StrideW": a.stride[1], "StrideH": a.stride[0], "FilterWidth": a.kernel[1],
+            "FilterHeight": a.kernel[0], "FusedActivationFunction": _act(node)}
+    return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x,), node.outputs, opts)], tensors
+
+
+def _add(graph: Graph, node: Node):
+    if len(node.inputs) != 2:
+        raise UnsupportedOpError(f"node '{node.name}': TFLite ADD takes 2 operands, not {len(node.inputs)}")
+    return [TflOp(B.ADD, node.inputs, node.outputs, {"FusedActivationFunction": _act(node)})], []
+
+
+def _mean(graph: Graph, node: Node):
+    axes = _const(f"{node.outputs[0]}.axes", np.array(node.attrs.axes, np.int32))
+    op = TflOp(B.MEAN, (node.inputs[0], axes.name), node.outputs, {"KeepDims": bool(node.attrs.keepdims)})
+    return [op], [axes]
+
+
+def _pad(graph: Graph, node: Node):
+    pads = _const(f"{node.outputs[0]}.paddings", np.array(node.attrs.pads, np.int32).reshape(-1, 2))
+    return [TflOp(B.PAD, (node.inputs[0], pads.name), node.outputs, {})], [pads]
+
+
+def _reshape(graph: Graph, node: Node):
+    shape = tuple(int(d) for d in node.attrs.shape)
+    const = _const(f"{node.outputs[0]}.shape", np.array(shape, np.int32))
+    return [TflOp(B.RESHAPE, (node.inputs[0], const.name), node.outputs, {"NewShape": shape})], [const]
+
+
+def _concat(graph: Graph, node: Node):
+    opts = {"Axis": node.attrs.axis, "FusedActivationFunction": _act(node)}
+    return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
+
+
+def _softmax(graph: Graph, node: Node):
+    return [TflOp(B.SOFTMAX, node.inputs, node.outputs, {"Beta": float(node.attrs.beta)})], []
+
+
+def _plain(graph: Graph, node: Node):
+    """QUANTIZE, DEQUANTIZE, RELU, RELU6: no attributes."""
+    return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
+
+
+_LOWER = {
+    Op.CONV_2D: _conv,
+    Op.DEPTHWISE_CONV_2D: _conv,
+    Op.FULLY_CONNECTED: _fully_connected,
+    Op.AVG_POOL_2D: _pool,
+    Op.MAX_POOL_2D: _pool,
+    Op.ADD: _add,
+    Op.MEAN: _mean,
+    Op.PAD: _pad,
+    Op.RESHAPE: _reshape,
+    Op.CONCAT: _concat,
+    Op.SOFTMAX: _softmax,
+    Op.QUANTIZE: _plain,
+    Op.DEQUANTIZE: _plain,
+    Op.RELU: _plain,
+    Op.RELU6: _plain,
+}

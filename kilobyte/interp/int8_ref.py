@@ -1,0 +1,278 @@
+"""Reference stage: a numpy int8 interpreter with TFLite's integer arithmetic — bit-exact with TensorFlow Lite Micro.
+
+`run_int8` runs a whole quantised graph; `eval_node_int8` runs one node from its argument arrays (a memory-plan
+executor calls it node by node); the per-op kernels below (`conv2d_int8`, `depthwise_conv2d_int8`,
+`fully_connected_int8`, `add_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain integer parameters so the
+C runtime can be tested against them directly, and `requant_params` / `add_node_params` / `activation_range_of`
+derive those parameters from a graph exactly as TFLite Micro's Prepare functions do.
+
+Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
+nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
+channel; max pooling ignores padded taps; average pooling divides by the number of in-image taps with
+`(sum ± count/2) / count`. Products are summed in float64, which is exact for every integer sum below 2^53, so BLAS
+does the heavy lifting without changing a bit. Kernels accept any batch size N in the leading axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import KilobyteError, UnsupportedOpError
+from ..ir import Activation, Graph, Node, Op, conv_out_size
+from ..quant.arith import (AddParams, activation_range, add_params, channel_multipliers, dequantize_values,
+                           fc_multipliers, multiply_by_quantized_multiplier, quantize_values, requantize)
+
+
+# -- graph-level execution ---------------------------------------------------------------------------------------------
+def run_int8(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
+    """Execute a quantised `graph`; return its outputs (or every non-constant tensor with `keep_all`).
+
+    `inputs` is one int8 array (single-input graphs) or a dict name -> int8 array in the graph's shapes; a
+    leading axis of N instead of the graph's batch of 1 runs N samples at once (results equal N single runs).
+    Quantise float data first with `kilobyte.quant.quantize_input`.
+    """
+    if not isinstance(inputs, dict):
+        inputs = {graph.inputs[0]: inputs}
+    env: dict[str, np.ndarray] = {name: _check_input(graph, name, inputs.get(name)) for name in graph.inputs}
+    for node in graph.nodes:
+        args = [env[t] if t in env else graph.tensors[t].data for t in node.inputs]
+        env[node.outputs[0]] = eval_node_int8(graph, node, args)
+    names = list(env) if keep_all else list(graph.outputs)
+    return {k: env[k] for k in names}
+
+
+def _check_input(graph: Graph, name: str, x) -> np.ndarray:
+    t = graph.tensors[name]
+    if x is None:
+        raise KilobyteError(f"graph input '{name}' was not given")
+    x = np.asarray(x)
+    if x.dtype != np.dtype(t.dtype):
+        hint = " (quantise float data with kilobyte.quant.quantize_input)" if t.dtype == "int8" else ""
+        raise KilobyteError(f"graph input '{name}' is {t.dtype}, got {x.dtype}{hint}")
+    if x.shape != t.shape and not (t.shape[0] == 1 and x.shape[1:] == t.shape[1:]):
+        raise KilobyteError(f"graph input '{name}': shape {x.shape}, graph expects {t.shape}")
+    return x
+
+
+def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
+    """Run one node of a quantised graph on its argument arrays (activations, then weight / bias data)."""
+    op = node.op
+    if op in _ACTIVATION_INPUT_INT8 and args[0].dtype != np.int8:
+        raise KilobyteError(f"node '{node.name}' ({op.value}): expects an int8 input, got {args[0].dtype}")
+    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED):
+        return _eval_weighted(graph, node, args)
+    if op is Op.ADD:
+        return add_int8(args[0], args[1], add_node_params(graph, node))
+    if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
+        _require_same_qparams(graph, node)
+        a = node.attrs
+        lo, hi = activation_range_of(graph, node)
+        pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
+        return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
+    if op is Op.PAD:
+        _require_same_qparams(graph, node)
+        return pad_int8(args[0], node.attrs.pads, _qp(graph, node.inputs[0])[1])
+    if op in (Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
+        _require_same_qparams(graph, node)
+        if op is Op.CONCAT:
+            if node.attrs.activation is not Activation.NONE:
+                raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
+            return np.concatenate(args, axis=node.attrs.axis)
+        if op is Op.RESHAPE:
+            return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
+        return args[0].copy()
+    if op is Op.QUANTIZE:
+        return quantize_values(args[0], *_qp(graph, node.outputs[0]))
+    if op is Op.DEQUANTIZE:
+        return dequantize_values(args[0], *_qp(graph, node.inputs[0]))
+    if op is Op.SOFTMAX and args[0].dtype == np.float32:
+        return softmax_float(args[0], node.attrs.beta)
+    raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value} "
+                             f"(quantize() rewrites MEAN to AVG_POOL_2D and keeps SOFTMAX in float)")
+
+
+_ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.AVG_POOL_2D,
+                                    Op.MAX_POOL_2D, Op.PAD, Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
+
+
+def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
+    x, w = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    p = requant_params(graph, node)
+    a = node.attrs
+    if node.op is Op.FULLY_CONNECTED:
+        return fully_connected_int8(x, w, bias, p)
+    if node.op is Op.CONV_2D:
+        return conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation)
+    return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
+                                 depth_multiplier=a.depth_multiplier)
+
+
+# -- parameters (TFLite Micro's Prepare) -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RequantParams:
+    """What a conv / depthwise / FC kernel needs besides data: zero points, per-channel multipliers, clamp."""
+
+    input_zp: int
+    output_zp: int
+    multiplier: np.ndarray  # (Cout,) int64, values in [0, 2^31)
+    shift: np.ndarray  # (Cout,) int64
+    act_min: int
+    act_max: int
+
+
+def _qp(graph: Graph, name: str) -> tuple[np.float32, int]:
+    q = graph.tensors[name].qparams
+    if q is None or q.axis is not None or len(q.scale) != 1:
+        raise KilobyteError(f"tensor '{name}' needs per-tensor quantisation params for int8 execution")
+    return np.float32(q.scale[0]), int(q.zero_point[0])
+
+
+def activation_range_of(graph: Graph, node: Node) -> tuple[int, int]:
+    """int8 clamp bounds of `node`'s fused activation, from its output's scale and zero point."""
+    return activation_range(getattr(node.attrs, "activation", Activation.NONE), *_qp(graph, node.outputs[0]))
+
+
+def requant_params(graph: Graph, node: Node) -> RequantParams:
+    """Per-channel requantisation of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node."""
+    s_in, z_in = _qp(graph, node.inputs[0])
+    s_out, z_out = _qp(graph, node.outputs[0])
+    wq = graph.tensors[node.inputs[1]].qparams
+    if wq is None or np.any(wq.zero_point != 0):
+        raise KilobyteError(f"node '{node.name}': weights need symmetric (zero point 0) quantisation params")
+    n_out = graph.tensors[node.outputs[0]].shape[-1]
+    if node.op is Op.FULLY_CONNECTED:
+        m, s = fc_multipliers(s_in, wq.scale, s_out)
+    else:
+        m, s = channel_multipliers(s_in, wq.scale, s_out)
+    m, s = np.broadcast_to(m, (n_out,)), np.broadcast_to(s, (n_out,))
+    lo, hi = activation_range_of(graph, node)
+    return RequantParams(z_in, z_out, m, s, lo, hi)
+
+
+def add_node_params(graph: Graph, node: Node) -> AddParams:
+    """TFLite's ADD parameters of an ADD node."""
+    (s1, z1), (s2, z2) = _qp(graph, node.inputs[0]), _qp(graph, node.inputs[1])
+    return add_params(s1, z1, s2, z2, *_qp(graph, node.outputs[0]), node.attrs.activation)
+
+
+def _require_same_qparams(graph: Graph, node: Node) -> None:
+    want = graph.tensors[node.outputs[0]].qparams
+    for t in node.inputs:
+        if graph.tensors[t].qparams != want:
+            raise KilobyteError(f"node '{node.name}' ({node.op.value}): input '{t}' and output must share "
+                                f"quantisation params (the int8 kernel copies values without rescaling)")
+
+
+# -- kernels -----------------------------------------------------------------------------------------------------------
+def _taps(xp: np.ndarray, kh: int, kw: int, stride, dilation, out_hw):
+    """Yield `(i, j, view)` for every kernel tap: `view` (N,Ho,Wo,C) holds the padded input under tap (i, j)."""
+    (sh, sw), (dh, dw), (ho, wo) = stride, dilation, out_hw
+    for i in range(kh):
+        for j in range(kw):
+            yield i, j, xp[:, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw, :]
+
+
+def _out_hw(x: np.ndarray, kh: int, kw: int, stride, padding, dilation=(1, 1)) -> tuple[int, int]:
+    t, b, left, r = padding
+    return (conv_out_size(x.shape[1], kh, stride[0], t, b, dilation[0]),
+            conv_out_size(x.shape[2], kw, stride[1], left, r, dilation[1]))
+
+
+def _pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
+    t, b, left, r = padding
+    return np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)), constant_values=value)
+
+
+def _finish(acc: np.ndarray, bias, p: RequantParams) -> np.ndarray:
+    """float64 accumulator (exact integers) + int32 bias -> requantised int8."""
+    acc = acc.astype(np.int64)
+    if bias is not None:
+        acc = acc + np.asarray(bias, np.int64)
+    return requantize(acc, p.multiplier, p.shift, p.output_zp, p.act_min, p.act_max)
+
+
+def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)) -> np.ndarray:
+    """int8 CONV_2D. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None -> (N,Ho,Wo,Cout)."""
+    cout, kh, kw, _ = w.shape
+    ho, wo = _out_hw(x, kh, kw, stride, padding, dilation)
+    xp = _pad_hw(x.astype(np.float64) - p.input_zp, padding)  # zero-point padding == skipping padded taps
+    wf = w.astype(np.float64)
+    acc = np.zeros((x.shape[0], ho, wo, cout))
+    for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
+        acc += view @ wf[:, i, j, :].T  # (N,Ho,Wo,Cin) @ (Cin,Cout)
+    return _finish(acc, bias, p)
+
+
+def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                          depth_multiplier: int = 1) -> np.ndarray:
+    """int8 DEPTHWISE_CONV_2D. x (N,H,W,C), w (1,kh,kw,C·m) -> (N,Ho,Wo,C·m); output channel c·m+k reads c."""
+    _, kh, kw, _ = w.shape
+    ho, wo = _out_hw(x, kh, kw, stride, padding, dilation)
+    xs = x.astype(np.float64) - p.input_zp
+    if depth_multiplier != 1:
+        xs = np.repeat(xs, depth_multiplier, axis=3)
+    xp = _pad_hw(xs, padding)
+    wf = w[0].astype(np.float64)
+    acc = np.zeros((x.shape[0], ho, wo, w.shape[3]))
+    for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
+        acc += view * wf[i, j]
+    return _finish(acc, bias, p)
+
+
+def fully_connected_int8(x, w, bias, p: RequantParams) -> np.ndarray:
+    """int8 FULLY_CONNECTED. x (N,in) int8, w (out,in) int8, bias (out,) int32 or None -> (N,out)."""
+    acc = (x.astype(np.float64) - p.input_zp) @ w.astype(np.float64).T
+    return _finish(acc, bias, p)
+
+
+def add_int8(a, b, p: AddParams) -> np.ndarray:
+    """TFLite's int8 ADD (`AddFunc`) over equal-shaped arrays: inputs shifted left 20 bits, rescaled, summed."""
+    x = (np.asarray(a, np.int64) + p.input1_offset) << p.left_shift
+    y = (np.asarray(b, np.int64) + p.input2_offset) << p.left_shift
+    x = multiply_by_quantized_multiplier(x, p.input1_multiplier, p.input1_shift)
+    y = multiply_by_quantized_multiplier(y, p.input2_multiplier, p.input2_shift)
+    raw = multiply_by_quantized_multiplier(x + y, p.output_multiplier, p.output_shift) + p.output_offset
+    return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
+
+
+def avg_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int = 127) -> np.ndarray:
+    """int8 AVG_POOL_2D: mean of the in-image taps, rounded as TFLite does (`(sum ± count/2) / count`, truncating)."""
+    kh, kw = kernel
+    ho, wo = _out_hw(x, kh, kw, stride, padding)
+    xp = _pad_hw(x.astype(np.int64), padding)
+    ones = _pad_hw(np.ones((1,) + x.shape[1:3] + (1,), np.int64), padding)
+    total = np.zeros((x.shape[0], ho, wo, x.shape[3]), np.int64)
+    count = np.zeros((1, ho, wo, 1), np.int64)
+    for (_, _, view), (_, _, ones_view) in zip(_taps(xp, kh, kw, stride, (1, 1), (ho, wo)),
+                                               _taps(ones, kh, kw, stride, (1, 1), (ho, wo))):
+        total += view
+        count += ones_view
+    half = count // 2
+    mean = np.where(total > 0, (total + half) // count, -((half - total) // count))  # C division truncates
+    return np.clip(mean, act_min, act_max).astype(np.int8)
+
+
+def max_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int = 127) -> np.ndarray:
+    """int8 MAX_POOL_2D: maximum over the in-image taps (padded taps never win), then the activation clamp."""
+    kh, kw = kernel
+    ho, wo = _out_hw(x, kh, kw, stride, padding)
+    xp = _pad_hw(x.astype(np.int16), padding, value=-129)  # below every int8: padded taps are ignored
+    best = np.full((x.shape[0], ho, wo, x.shape[3]), -129, np.int16)
+    for _, _, view in _taps(xp, kh, kw, stride, (1, 1), (ho, wo)):
+        np.maximum(best, view, out=best)
+    return np.clip(best, act_min, act_max).astype(np.int8)
+
+
+def pad_int8(x, pads, zero_point: int) -> np.ndarray:
+    """int8 PAD: pad every axis with the zero point (the quantised value of real 0)."""
+    return np.pad(x, tuple(tuple(p) for p in pads), constant_values=np.int8(zero_point))
+
+
+def softmax_float(x, beta: float = 1.0) -> np.ndarray:
+    """TFLite's float32 SOFTMAX over the last axis: exp((x - max) · beta) / sum, all in float32."""
+    x = np.asarray(x, np.float32)
+    e = np.exp((x - x.max(axis=-1, keepdims=True)) * np.float32(beta))
+    return (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)

@@ -1,0 +1,221 @@
+"""Quantisation stage: post-training full-integer quantisation of an inference graph (TFLite's int8 specification).
+
+`quantize(graph, calibration_inputs)` calibrates every activation (see `calibrate`), then rewrites the float graph
+into the int8 graph every later stage relies on:
+
+- activations (graph inputs and outputs included) are int8 per-tensor asymmetric, zero point in [-128, 127], the
+  range widened to contain 0 and the zero point nudged to an integer as TFLite's `GetAsymmetricQuantizationParams`;
+- weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D axis 0, DEPTHWISE axis 3,
+  FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with scale `s_in · s_w[c]`, axis 0;
+- ops that move values without rescaling share one set of params between input and output: MAX_POOL_2D,
+  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, and CONCAT (all inputs and the output: TFLite Micro's int8 concat copies
+  bytes), each group taking the union of its members' calibrated ranges; ADD, convolutions and FC get their own;
+- MEAN over (H, W) becomes AVG_POOL_2D with a full-size kernel (plus a RESHAPE when `keepdims` is False), keeping the
+  input's params: a pure-integer rounded average, where TFLite Micro's int8 MEAN kernel goes through float;
+- a final SOFTMAX stays float at the graph edge: int8 logits -> DEQUANTIZE -> SOFTMAX (float32 output).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import KilobyteError, UnsupportedOpError
+from ..ir import Graph, Node, Op, PoolAttrs, QParams, ReshapeAttrs, Tensor
+from .arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round_half_away
+from .calibrate import Range, calibrate
+
+SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.MEAN, Op.CONCAT})
+WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0}
+NOT_INFERENCE = {Op.BATCH_NORM: "fold it", Op.RELU: "fuse it", Op.RELU6: "fuse it"}
+
+
+def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentile: float = 99.99) -> Graph:
+    """The int8 version of the float inference `graph`, calibrated on `calibration_inputs` (see `calibrate`)."""
+    _check_float_inference_graph(graph)
+    ranges = calibrate(graph, calibration_inputs, method=method, percentile=percentile)
+    qparams = activation_qparams(graph, ranges)
+    tensors: dict[str, Tensor] = {}
+    nodes: list[Node] = []
+    taken = set(graph.tensors) | {n.name for n in graph.nodes}
+    for name in graph.inputs:
+        tensors[name] = _int8_activation(graph.tensors[name], qparams[name])
+    for node in graph.nodes:
+        out = graph.tensors[node.outputs[0]]
+        if node.op is Op.MEAN:
+            new_nodes, new_tensors = _mean_as_avg_pool(graph, node, qparams[out.name], taken)
+        elif node.op is Op.SOFTMAX:
+            new_nodes, new_tensors = _softmax_at_edge(graph, node, tensors[node.inputs[0]], taken)
+        else:
+            new_nodes = [node]
+            new_tensors = [_int8_activation(out, qparams[out.name]), *_quantize_params(graph, node, qparams)]
+        nodes.extend(new_nodes)
+        tensors.update({t.name: t for t in new_tensors})
+    return Graph(tensors, tuple(nodes), graph.inputs, graph.outputs, graph.name).verify()
+
+
+def _check_float_inference_graph(graph: Graph) -> None:
+    if any(t.dtype == "int8" for t in graph.tensors.values()):
+        raise KilobyteError(f"graph '{graph.name}' is already quantised (it has int8 tensors)")
+    for n in graph.nodes:
+        if n.op in NOT_INFERENCE:
+            raise KilobyteError(f"node '{n.name}' ({n.op.value}): quantize() needs an inference graph; "
+                                f"run kilobyte.transforms.prepare_for_inference first to {NOT_INFERENCE[n.op]}")
+        if n.op in (Op.QUANTIZE, Op.DEQUANTIZE):
+            raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): the float graph must not convert types")
+        if n.op is Op.MEAN and not _is_spatial_mean(graph, n):
+            raise UnsupportedOpError(f"node '{n.name}' (MEAN): int8 supports the mean over axes (1, 2) of an NHWC "
+                                     f"tensor only, got axes {n.attrs.axes}")
+        if n.op is Op.SOFTMAX and (graph.consumers(n.outputs[0]) or n.outputs[0] not in graph.outputs):
+            raise UnsupportedOpError(f"node '{n.name}' (SOFTMAX): only a final softmax (a graph output read by no "
+                                     f"node) is supported; it stays float after an int8 DEQUANTIZE")
+        if n.op is Op.CONCAT and n.attrs.activation.value != "NONE":
+            raise UnsupportedOpError(f"node '{n.name}' (CONCAT): int8 concat cannot fuse an activation")
+
+
+def _is_spatial_mean(graph: Graph, n: Node) -> bool:
+    rank = len(graph.tensors[n.inputs[0]].shape)
+    return rank == 4 and sorted(a % rank for a in n.attrs.axes) == [1, 2]
+
+
+# -- activation parameters -------------------------------------------------------------------------------------------
+def choose_qparams(lo: float, hi: float) -> QParams:
+    """Per-tensor int8 params for the real range [lo, hi], as TFLite's `GetAsymmetricQuantizationParams`.
+
+    The range is widened to contain 0; the zero point is `round(-128 - lo / scale)` clamped to int8, so real 0 is
+    exactly representable. An all-zero range gets scale 1.0 (any scale represents it).
+
+    >>> q = choose_qparams(-1.0, 3.0)
+    >>> float(q.scale[0]), int(q.zero_point[0])
+    (0.01568627543747425, -64)
+    """
+    lo32 = np.float32(min(float(lo), 0.0))
+    hi32 = np.float32(max(float(hi), 0.0))
+    scale = (hi32 - lo32) / np.float32(INT8_MAX - INT8_MIN)
+    if not np.isfinite(scale):
+        raise KilobyteError(f"calibrated range [{lo}, {hi}] is not finite")
+    if scale == 0:
+        return QParams.per_tensor(1.0, INT8_MIN)
+    zp_from_min = np.float32(INT8_MIN) - lo32 / scale
+    zp = int(np.clip(round_half_away(zp_from_min), INT8_MIN, INT8_MAX))
+    return QParams.per_tensor(float(scale), zp)
+
+
+def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QParams]:
+    """QParams of every activation tensor: ranges united over groups that must share params (see module doc)."""
+    parent: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while parent.get(t, t) != t:
+            t = parent[t]
+        return t
+
+    for n in graph.nodes:
+        if n.op in SHARED_QPARAMS:
+            for t in graph.activation_inputs(n):
+                parent[find(t)] = find(n.outputs[0])
+    union: dict[str, Range] = {}
+    for t, (lo, hi) in ranges.items():
+        root = find(t)
+        old_lo, old_hi = union.get(root, (lo, hi))
+        union[root] = (min(old_lo, lo), max(old_hi, hi))
+    return {t: choose_qparams(*union[find(t)]) for t in ranges}
+
+
+def _int8_activation(t: Tensor, q: QParams) -> Tensor:
+    return Tensor(t.name, t.shape, "int8", None, q)
+
+
+# -- weights and biases ----------------------------------------------------------------------------------------------
+def weight_scales(w: np.ndarray, axis: int, bias: np.ndarray | None = None, input_scale: float = 1.0) -> np.ndarray:
+    """Per-channel symmetric scales `max|w| / 127` (float32), kept large enough that the int32 bias cannot overflow.
+
+    A channel of zero weights and zero bias gets scale 1.0 (any positive scale represents it exactly).
+    """
+    other = tuple(i for i in range(w.ndim) if i != axis)
+    scale = np.abs(w.astype(np.float64)).max(axis=other) / INT8_MAX
+    if bias is not None:  # |bias| / (s_in · s_w) must stay below 2^30
+        scale = np.maximum(scale, np.abs(bias.astype(np.float64)) / (float(input_scale) * 2.0**30))
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    return np.where(scale > 0, scale, np.float32(np.finfo(np.float32).tiny))  # float32 underflow guard
+
+
+def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
+    """int8 symmetric quantisation `round(w / s[c])` clamped to [-127, 127] along `axis`."""
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    q = round_half_away(w.astype(np.float64) / scales.astype(np.float64).reshape(shape))
+    return np.clip(q, -INT8_MAX, INT8_MAX).astype(np.int8)
+
+
+def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
+    """int8 weight and int32 bias tensors of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node."""
+    if node.op not in WEIGHT_AXIS:
+        return []
+    axis = WEIGHT_AXIS[node.op]
+    w_t = graph.tensors[node.inputs[1]]
+    b_t = graph.tensors[node.inputs[2]] if len(node.inputs) > 2 else None
+    s_in = float(qparams[node.inputs[0]].scale[0])
+    scales = weight_scales(w_t.data, axis, None if b_t is None else b_t.data, s_in)
+    zeros = np.zeros(len(scales), np.int64)
+    out = [_const(w_t, quantize_weights(w_t.data, scales, axis), QParams(scales, zeros, axis))]
+    if b_t is not None:
+        bias_scale = np.float64(np.float32(s_in)) * scales.astype(np.float64)
+        q = round_half_away(b_t.data.astype(np.float64) / bias_scale)
+        q = np.clip(q, -(2**31 - 1), 2**31 - 1).astype(np.int32)
+        out.append(_const(b_t, q, QParams(bias_scale.astype(np.float32), zeros, 0)))
+    return out
+
+
+def _const(t: Tensor, data: np.ndarray, q: QParams) -> Tensor:
+    data.setflags(write=False)
+    return Tensor(t.name, t.shape, str(data.dtype), data, q)
+
+
+# -- rewrites --------------------------------------------------------------------------------------------------------
+def _fresh(base: str, taken: set[str]) -> str:
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
+def _mean_as_avg_pool(graph: Graph, node: Node, q: QParams, taken: set[str]):
+    """MEAN over (H, W) -> AVG_POOL_2D with a full-size kernel (+ RESHAPE to drop the unit axes)."""
+    n, h, w, c = graph.tensors[node.inputs[0]].shape
+    out = graph.tensors[node.outputs[0]]
+    pool_attrs = PoolAttrs(kernel=(h, w), stride=(1, 1))
+    if node.attrs.keepdims:
+        return [Node(node.name, Op.AVG_POOL_2D, node.inputs[:1], node.outputs, pool_attrs, node.origin)], [
+            _int8_activation(out, q)]
+    pooled = _fresh(f"{node.name}_pool", taken)
+    nodes = [Node(pooled, Op.AVG_POOL_2D, node.inputs[:1], (pooled,), pool_attrs, node.origin),
+             Node(node.name, Op.RESHAPE, (pooled,), node.outputs, ReshapeAttrs(out.shape), node.origin)]
+    return nodes, [Tensor(pooled, (n, 1, 1, c), "int8", None, q), _int8_activation(out, q)]
+
+
+def _softmax_at_edge(graph: Graph, node: Node, logits: Tensor, taken: set[str]):
+    """SOFTMAX(int8 x) -> SOFTMAX(DEQUANTIZE(x)), both float32."""
+    deq = _fresh(f"{logits.name}_dequant", taken)
+    out = graph.tensors[node.outputs[0]]
+    nodes = [Node(deq, Op.DEQUANTIZE, (logits.name,), (deq,), None, node.origin),
+             Node(node.name, Op.SOFTMAX, (deq,), node.outputs, node.attrs, node.origin)]
+    return nodes, [Tensor(deq, logits.shape, "float32"), Tensor(out.name, out.shape, "float32")]
+
+
+# -- graph-edge helpers ----------------------------------------------------------------------------------------------
+def quantize_input(graph: Graph, x, name: str | None = None) -> np.ndarray:
+    """Float data -> the int8 values graph input `name` (default: the first) expects (TFLite QUANTIZE)."""
+    t = graph.tensors[name or graph.inputs[0]]
+    if t.dtype != "int8":
+        raise KilobyteError(f"graph input '{t.name}' is {t.dtype}, not int8")
+    return quantize_values(x, t.qparams.scale[0], t.qparams.zero_point[0])
+
+
+def dequantize_output(graph: Graph, y, name: str | None = None) -> np.ndarray:
+    """int8 values of graph output `name` (default: the first) -> float32 (TFLite DEQUANTIZE); float passes through."""
+    t = graph.tensors[name or graph.outputs[0]]
+    if t.dtype != "int8":
+        return np.asarray(y, np.float32)
+    return dequantize_values(y, t.qparams.scale[0], t.qparams.zero_point[0])

@@ -1,0 +1,112 @@
+/* Kilobyte runtime (codegen stage): parameter structs and kernel prototypes of the portable C99 int8 kernels.
+ *
+ * Generated code calls these kernels straight-line, with every shape, offset, multiplier and shift emitted as
+ * constants, and copies in only the kernel files (kb_*.c) the model uses. Arithmetic is TFLite's int8 reference
+ * arithmetic, bit for bit (see kb_requant.h). Conventions:
+ *   - activations are int8 NHWC, batch 1; a tensor is (h, w, c) pixels, and consecutive pixels are `cstride`
+ *     bytes apart (cstride == c, except for a CONCAT input written into its channel slice of the output);
+ *   - zero points enter as offsets: in_offset = -input zero point, out_offset = +output zero point;
+ *   - padding is explicit (top, bottom, left, right); padded taps contribute nothing (TFLite skips them);
+ *   - act_min/act_max are the fused activation's clamp in the quantised domain ([-128, 127] for none);
+ *   - per-channel multipliers/shifts are int32 arrays (shift > 0 = left shift), one entry per output channel.
+ * Nothing here allocates or checks arguments: the code generator checks everything before it emits a call.
+ */
+#ifndef KILOBYTE_H
+#define KILOBYTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CONV_2D, DEPTHWISE_CONV_2D (out_c == in_c) and the pooling ops (in_offset, out_offset, dil unused). */
+typedef struct {
+    int32_t in_h, in_w, in_c, in_cstride;     /* input (in_h, in_w, in_c), pixel stride in_cstride */
+    int32_t out_h, out_w, out_c, out_cstride; /* output (out_h, out_w, out_c), pixel stride out_cstride */
+    int32_t k_h, k_w;                         /* window */
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;                     /* dilation (1 = dense) */
+    int32_t pad_t, pad_b, pad_l, pad_r;       /* explicit padding */
+    int32_t in_offset;                        /* -input zero point */
+    int32_t out_offset;                       /* output zero point */
+    int32_t act_min, act_max;                 /* quantised activation clamp */
+} kb_conv_params;
+
+/* FULLY_CONNECTED: in (in_n,), weights (out_n, in_n), out (out_n,). */
+typedef struct {
+    int32_t in_n, out_n;
+    int32_t in_offset, out_offset;
+    int32_t act_min, act_max;
+} kb_fc_params;
+
+/* ADD (TFLite int8): operands and output are (pixels, c) with their own pixel strides. */
+typedef struct {
+    int32_t pixels, c;
+    int32_t in1_cstride, in2_cstride, out_cstride;
+    int32_t in1_offset, in2_offset;           /* -zero points */
+    int32_t left_shift;                       /* 20 */
+    int32_t in1_mult, in1_shift;
+    int32_t in2_mult, in2_shift;
+    int32_t out_mult, out_shift;
+    int32_t out_offset;                       /* output zero point */
+    int32_t act_min, act_max;
+} kb_add_params;
+
+/* MEAN over H and W: in (h, w, c) -> out (c,) (TFLite's integer QuantizedMeanOrSum). */
+typedef struct {
+    int32_t h, w, c, in_cstride;
+    int32_t in_zp_times_n;                    /* input zero point * h * w */
+    int32_t mult, shift;                      /* input/output scale ratio with the 1/(h*w) folded in */
+    int32_t out_offset;                       /* output zero point */
+} kb_mean_params;
+
+/* PAD with a constant (the input zero point) in H, W and C. */
+typedef struct {
+    int32_t in_h, in_w, in_c, in_cstride;
+    int32_t pad_t, pad_b, pad_l, pad_r, pad_c0, pad_c1;
+    int32_t out_cstride;                      /* >= pad_c0 + in_c + pad_c1 */
+    int32_t value;                            /* fill byte: the zero point */
+} kb_pad_params;
+
+/* kb_conv.c ------------------------------------------------------------------------------------------------------ */
+void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+             const int32_t *mult, const int32_t *shift, int8_t *out);
+void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                 const int32_t *mult, const int32_t *shift, int8_t *out);
+void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                 const int32_t *mult, const int32_t *shift, int8_t *out);
+
+/* kb_depthwise.c ------------------------------------------------------------------------------------------------- */
+void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                  const int32_t *mult, const int32_t *shift, int8_t *out);
+void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+void kb_depthwise_inplace_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+void kb_depthwise_inplace_5x5(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+void kb_depthwise_inplace_7x7(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+
+/* kb_fc.c -------------------------------------------------------------------------------------------------------- */
+void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                        const int32_t *mult, const int32_t *shift, int8_t *out);
+
+/* kb_add.c ------------------------------------------------------------------------------------------------------- */
+void kb_add(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+
+/* kb_pool.c ------------------------------------------------------------------------------------------------------ */
+void kb_avg_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);
+void kb_max_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);
+
+/* kb_mean.c ------------------------------------------------------------------------------------------------------ */
+void kb_mean_hw(const kb_mean_params *p, const int8_t *in, int8_t *out);
+
+/* kb_concat.c ---------------------------------------------------------------------------------------------------- */
+void kb_copy_channels(int32_t pixels, int32_t c, const int8_t *in, int32_t in_cstride, int8_t *out,
+                      int32_t out_cstride);
+void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
+
+/* kb_quantize.c -------------------------------------------------------------------------------------------------- */
+void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);
+void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);
+
+#endif /* KILOBYTE_H */

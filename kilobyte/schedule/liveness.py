@@ -1,0 +1,119 @@
+"""Schedule stage: liveness and live bytes of a graph for ONE given execution order, with the in-place rules.
+
+Time is counted in steps: step i runs `order[i]`. A storage unit (see inplace.py) is live from the first step that
+produces any of its tensors to the last step that reads any of them, inclusive (graph outputs: to the last step), so
+an op's inputs and output are live together at its step. An in-place node's output unit joins its dying input's
+*group*: the group is placed at one arena offset, and at the in-place step it occupies max(input, output) bytes, not
+the sum. Scratch is live at its step only. The caller-owned graph input is not counted.
+
+This is the reference model: the reorder search computes the same numbers incrementally over sets of nodes, and the
+tests check both against each other and against brute force.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Graph
+from .inplace import Aliases, find_aliases
+from .plan_types import PlanOptions
+from .scratch import kernel_scratch
+
+
+@dataclass(frozen=True)
+class Liveness:
+    order: tuple[str, ...]
+    first: dict[str, int]  # unit root -> first live step
+    last: dict[str, int]  # unit root -> last live step
+    inplace: dict[str, str]  # node -> the input tensor whose bytes it overwrites
+    group: dict[str, str]  # unit root -> group id (root of the oldest unit of its in-place chain)
+    scratch: tuple[int, ...]  # scratch bytes per step
+    live_bytes: tuple[int, ...]  # unit + scratch bytes live at each step
+    aliases: Aliases
+
+    @property
+    def peak(self) -> int:
+        return max(self.live_bytes, default=0)
+
+
+def unit_lifetimes(graph: Graph, order, aliases: Aliases) -> tuple[dict[str, int], dict[str, int]]:
+    """First and last step of every storage unit under `order`."""
+    pos = {name: i for i, name in enumerate(order)}
+    last_step = len(order) - 1
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for n in graph.nodes:
+        for t in n.outputs:
+            r = aliases.root[t]
+            first[r] = min(first.get(r, pos[n.name]), pos[n.name])
+            last[r] = max(last.get(r, pos[n.name]), pos[n.name])
+            if t in graph.outputs:
+                last[r] = last_step
+        for t in n.inputs:
+            r = aliases.root.get(t)  # constants and graph inputs have no unit
+            if r is not None:
+                last[r] = max(last.get(r, pos[n.name]), pos[n.name])
+    return first, last
+
+
+def output_units(graph: Graph, aliases: Aliases) -> set[str]:
+    return {aliases.root[t] for t in graph.outputs if t in aliases.root}
+
+
+def choose_inplace(node: str, step: int, aliases: Aliases, last: dict[str, int], outs: set[str]) -> str | None:
+    """The input `node` overwrites at `step`: the first candidate whose unit dies there (never a graph output)."""
+    for c in aliases.candidates.get(node, ()):
+        r = aliases.root[c]
+        if last[r] == step and r not in outs:
+            return c
+    return None
+
+
+def analyze(graph: Graph, order, options: PlanOptions = PlanOptions(), *, aliases: Aliases | None = None,
+            scratch_override: dict[str, int] | None = None) -> Liveness:
+    """Live bytes per step of `graph` run in `order` (a topological order of all node names)."""
+    aliases = aliases or find_aliases(graph, options)
+    order = tuple(order)
+    nodes = {n.name: n for n in graph.nodes}
+    first, last = unit_lifetimes(graph, order, aliases)
+    outs = output_units(graph, aliases)
+    inplace: dict[str, str] = {}
+    group = {r: r for r in first}
+    scratch = []
+    overlap = [0] * len(order)  # bytes counted twice at an in-place step (input and output share them)
+    for i, name in enumerate(order):
+        c = choose_inplace(name, i, aliases, last, outs)
+        if c is not None:
+            inplace[name] = c
+            src, dst = aliases.root[c], aliases.root[nodes[name].outputs[0]]
+            group[dst] = group[src]
+            overlap[i] = min(aliases.size[src], aliases.size[dst])
+        if scratch_override and name in scratch_override:
+            scratch.append(scratch_override[name])
+        elif c is not None:
+            scratch.append(aliases.inplace_scratch[name])
+        else:
+            scratch.append(kernel_scratch(graph, nodes[name]))
+    diff = [0] * (len(order) + 1)
+    for r, size in aliases.size.items():
+        diff[first[r]] += size
+        diff[last[r] + 1] -= size
+    live, running = [], 0
+    for i in range(len(order)):
+        running += diff[i]
+        live.append(running - overlap[i] + scratch[i])
+    return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases)
+
+
+def check_order(graph: Graph, order) -> None:
+    """Raise ValueError unless `order` is a topological order of all of `graph`'s nodes."""
+    names = {n.name for n in graph.nodes}
+    if len(order) != len(names) or set(order) != names:
+        raise ValueError("order must list every node of the graph exactly once")
+    done = set(graph.inputs) | {k for k, t in graph.tensors.items() if t.is_const}
+    nodes = {n.name: n for n in graph.nodes}
+    for name in order:
+        missing = [t for t in nodes[name].inputs if t not in done]
+        if missing:
+            raise ValueError(f"node '{name}' runs before its input '{missing[0]}' is produced")
+        done.update(nodes[name].outputs)

@@ -1,0 +1,223 @@
+"""Targets stage: the device catalogue — SRAM, Flash and clock of the microcontrollers Kilobyte plans for.
+
+Built-in boards are the ones the papers benchmark on (MCUNet / MCUNetV2: STM32F412, F746, F765, H743; DTMM:
+Corstone-300 and NUCLEO-F446RE) plus a few common hobby boards. Users add their own in a TOML file, found from an
+explicit path or, when none is given, from the `KILOBYTE_DEVICES` environment variable:
+
+    [device.MYBOARD]
+    core = "cortex-m4"
+    sram_kb = 192          # or sram_bytes = 196608
+    flash_kb = 512         # or flash_bytes = 524288
+    clock_mhz = 120        # or clock_hz = 120000000
+    notes = "optional"
+
+A user device with the same name as a built-in replaces it. Names are matched case-insensitively, ignoring '-', '_'
+and spaces, and common short aliases (`f746`, `h743`, `m55`, ...) resolve to the built-ins. KB = 1024 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kilobyte.errors import KilobyteError
+
+KB = 1024
+MB = 1024 * KB
+MHZ = 1_000_000
+ENV_VAR = "KILOBYTE_DEVICES"
+
+
+class DeviceError(KilobyteError):
+    """Unknown device name or a bad device file; the message names the device or the file and field."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One microcontroller: `core` is the lower-case Arm core name ("cortex-m4", "cortex-m0plus", ...)."""
+
+    name: str
+    core: str
+    sram_bytes: int
+    flash_bytes: int
+    clock_hz: int
+    notes: str = ""
+
+
+BUILTIN_DEVICES: tuple[Device, ...] = (
+    Device("STM32F412", "cortex-m4", 256 * KB, 1 * MB, 100 * MHZ,
+           "MCUNet/MCUNetV2 benchmark MCU (datasheet: 256 KB SRAM, 1 MB Flash, 100 MHz)"),
+    Device("STM32F746", "cortex-m7", 320 * KB, 1 * MB, 216 * MHZ,
+           "MCUNet's default board (STM32F746G-DISCO); the 320 KB includes the 64 KB DTCM"),
+    Device("STM32F765", "cortex-m7", 512 * KB, 1 * MB, 216 * MHZ,
+           "figures from MCUNet's table; the STM32F765xI part itself has 2 MB Flash (xG: 1 MB)"),
+    Device("STM32H743", "cortex-m7", 512 * KB, 2 * MB, 480 * MHZ,
+           "512 KB = the AXI SRAM, as MCUNet counts it; the chip has ~1 MB RAM in several banks incl. TCM"),
+    Device("STM32F410", "cortex-m4", 32 * KB, 128 * KB, 100 * MHZ,
+           "smallest STM32F4 (STM32F410xB datasheet: 32 KB SRAM, 128 KB Flash)"),
+    Device("NUCLEO-F446RE", "cortex-m4", 128 * KB, 512 * KB, 180 * MHZ,
+           "STM32F446RE datasheet figures (DTMM's introduction quotes 512 KB SRAM / 1 MB Flash for this board)"),
+    Device("nRF52840", "cortex-m4", 256 * KB, 1 * MB, 64 * MHZ, "Nordic nRF52840 (Cortex-M4F), datasheet figures"),
+    Device("RP2040", "cortex-m0plus", 264 * KB, 2 * MB, 133 * MHZ,
+           "dual Cortex-M0+; Flash is the external 2 MB QSPI chip of the Raspberry Pi Pico"),
+    Device("Corstone-300", "cortex-m55", 512 * KB, 512 * KB, 32 * MHZ,
+           "Arm MPS3 AN547 (SSE-300) image: SRAM = the 512 KiB DTCM, Flash = the 512 KiB ITCM code region "
+           "(ml-embedded-evaluation-kit memory map), 32 MHz = the AN547 system clock (QEMU mps3-an547). "
+           "DTMM runs it at 120 MHz under 256 KB SRAM / 512 KB Flash budgets"),
+)
+
+# Short names people type, normalised (see `_key`), mapped to built-in names.
+ALIASES: dict[str, str] = {
+    "f412": "STM32F412",
+    "f746": "STM32F746",
+    "f765": "STM32F765",
+    "h743": "STM32H743",
+    "f410": "STM32F410",
+    "f446": "NUCLEO-F446RE",
+    "f446re": "NUCLEO-F446RE",
+    "stm32f446re": "NUCLEO-F446RE",
+    "nrf52": "nRF52840",
+    "pico": "RP2040",
+    "corstone": "Corstone-300",
+    "m55": "Corstone-300",
+    "an547": "Corstone-300",
+    "mps3an547": "Corstone-300",
+}
+
+
+def _key(name: str) -> str:
+    """Case- and punctuation-insensitive lookup key: 'Corstone-300' -> 'corstone300'."""
+    return re.sub(r"[\s_\-]", "", name).lower()
+
+
+def list_devices(extra_file: str | os.PathLike[str] | None = None) -> list[Device]:
+    """Built-in devices followed by those of the user file (explicit path, else $KILOBYTE_DEVICES).
+
+    >>> [d.name for d in list_devices()][:3]
+    ['STM32F412', 'STM32F746', 'STM32F765']
+    """
+    devices = {_key(d.name): d for d in BUILTIN_DEVICES}
+    path = _extra_path(extra_file)
+    if path is not None:
+        for device in load_device_file(path):
+            devices[_key(device.name)] = device  # a user device overrides a built-in of the same name
+    return list(devices.values())
+
+
+def get_device(name: str, extra_file: str | os.PathLike[str] | None = None) -> Device:
+    """Look a device up by name or alias, case-insensitively.
+
+    >>> get_device("f746").sram_bytes // 1024
+    320
+    """
+    devices = {_key(d.name): d for d in list_devices(extra_file)}
+    key = _key(name)
+    if key in devices:
+        return devices[key]
+    if key in ALIASES:
+        return devices[_key(ALIASES[key])]
+    raise DeviceError(f"unknown device {name!r}; valid names: {', '.join(d.name for d in devices.values())} "
+                      f"(or define it in a TOML file via --devices-file / ${ENV_VAR})")
+
+
+def _extra_path(extra_file: str | os.PathLike[str] | None) -> Path | None:
+    """The explicit path if given, else $KILOBYTE_DEVICES if set and non-empty, else None."""
+    if extra_file is not None:
+        return Path(extra_file)
+    from_env = os.environ.get(ENV_VAR, "").strip()
+    return Path(from_env) if from_env else None
+
+
+def load_device_file(path: str | os.PathLike[str]) -> list[Device]:
+    """Parse a `[device.NAME]` TOML file; any problem is a DeviceError naming the file (and device and field)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser ships as the `tomli` package
+        import tomli as tomllib
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DeviceError(f"{path}: device file not found (given as --devices-file or ${ENV_VAR})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeviceError(f"{path}: cannot read device file: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DeviceError(f"{path}: not valid TOML: {exc}") from None
+    unexpected = sorted(set(data) - {"device"})
+    if unexpected:
+        raise DeviceError(f"{path}: unknown top-level key {unexpected[0]!r}; devices go in [device.NAME] tables")
+    if not isinstance(data.get("device"), dict) or not data["device"]:
+        raise DeviceError(f"{path}: no [device.NAME] tables found")
+    return [_parse_device(path, name, table) for name, table in data["device"].items()]
+
+
+_FIELDS = {"core", "notes", "sram_kb", "sram_bytes", "flash_kb", "flash_bytes", "clock_mhz", "clock_hz"}
+
+
+def _parse_device(path: Path, name: str, table: object) -> Device:
+    """One `[device.NAME]` table -> Device, with sizes in bytes and clock in Hz."""
+    where = f"{path}: [device.{name}]"
+    if not isinstance(table, dict):
+        raise DeviceError(f"{where}: must be a table of fields, got {type(table).__name__}")
+    unknown = sorted(set(table) - _FIELDS)
+    if unknown:
+        raise DeviceError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_FIELDS))}")
+    core = table.get("core")
+    if not isinstance(core, str) or not core.strip():
+        raise DeviceError(f"{where}: missing field 'core' (a string such as \"cortex-m4\")")
+    notes = table.get("notes", "")
+    if not isinstance(notes, str):
+        raise DeviceError(f"{where}: field 'notes' must be a string")
+    return Device(
+        name=name,
+        core=core.strip().lower(),
+        sram_bytes=_scaled(where, table, "sram", "kb", KB, "bytes"),
+        flash_bytes=_scaled(where, table, "flash", "kb", KB, "bytes"),
+        clock_hz=_scaled(where, table, "clock", "mhz", MHZ, "hz"),
+        notes=notes,
+    )
+
+
+def _scaled(where: str, table: dict, stem: str, unit: str, factor: int, base_unit: str) -> int:
+    """Read exactly one of `<stem>_<unit>` (scaled by `factor`) or `<stem>_<base_unit>`, as a positive int."""
+    scaled_key, base_key = f"{stem}_{unit}", f"{stem}_{base_unit}"
+    present = [k for k in (scaled_key, base_key) if k in table]
+    if len(present) != 1:
+        problem = "missing field" if not present else "give only one of the fields"
+        raise DeviceError(f"{where}: {problem} '{scaled_key}' (or '{base_key}')")
+    key = present[0]
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise DeviceError(f"{where}: field '{key}' must be a positive number, got {value!r}")
+    amount = value * factor if key == scaled_key else value
+    if amount != int(amount):
+        raise DeviceError(f"{where}: field '{key}' = {value!r} is not a whole number of {base_unit}")
+    return int(amount)
+
+
+def _number(value: float) -> str:
+    """Whole numbers without decimals, others with one: 256 -> '256', 0.5 -> '0.5'."""
+    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
+def format_table(devices: list[Device]) -> str:
+    """Aligned text table (name, core, SRAM kB, Flash kB, clock MHz), one device per line.
+
+    >>> print(format_table([get_device("f412"), get_device("rp2040")]))
+    name       core           SRAM kB  Flash kB  clock MHz
+    STM32F412  cortex-m4          256      1024        100
+    RP2040     cortex-m0plus      264      2048        133
+    """
+    header = ("name", "core", "SRAM kB", "Flash kB", "clock MHz")
+    rows = [(d.name, d.core, _number(d.sram_bytes / KB), _number(d.flash_bytes / KB), _number(d.clock_hz / MHZ))
+            for d in devices]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        text = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]  # text columns left, numbers right
+        text += [cell.rjust(width) for cell, width in zip(row[2:], widths[2:], strict=True)]
+        lines.append("  ".join(text).rstrip())
+    return "\n".join(lines)
