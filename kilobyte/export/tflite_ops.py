@@ -92,9 +92,10 @@ def _const(name: str, data: np.ndarray, qparams: QParams | None = None) -> Tenso
     return Tensor(name, tuple(data.shape), str(data.dtype), data, qparams)
 
 
-def _params(node: Node) -> tuple[str, str | None]:
-    """(weight, bias or None) of a CONV / DEPTHWISE / FC node."""
-    return node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else None
+def _params(node: Node) -> tuple[str, ...]:
+    """(weight,) or (weight, bias) of a CONV / DEPTHWISE / FC node. A missing bias is left out, not written as -1:
+    TFLite Micro's DEPTHWISE_CONV_2D dereferences an optional input of -1 and crashes."""
+    return tuple(node.inputs[1:3])
 
 
 def _act(node: Node) -> int:
@@ -104,20 +105,19 @@ def _act(node: Node) -> int:
 # -- per-op lowerings -------------------------------------------------------------------------------------------
 def _conv(graph: Graph, node: Node):
     a = node.attrs
-    w, bias = _params(node)
-    kernel = graph.tensors[w].shape[1:3]
+    params = _params(node)
+    kernel = graph.tensors[params[0]].shape[1:3]
     mode, x, ops, tensors = _window(graph, node, kernel, a.dilation, "zero")
     opts = {"Padding": mode, "StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node),
             "DilationWFactor": a.dilation[1], "DilationHFactor": a.dilation[0]}
     if node.op is Op.DEPTHWISE_CONV_2D:
         opts = {**opts, "DepthMultiplier": a.depth_multiplier}
-    return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x, w, bias), node.outputs, opts)], tensors
+    return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x, *params), node.outputs, opts)], tensors
 
 
 def _fully_connected(graph: Graph, node: Node):
-    w, bias = _params(node)
-    op = TflOp(B.FULLY_CONNECTED, (node.inputs[0], w, bias), node.outputs, {"FusedActivationFunction": _act(node)})
-    return [op], []
+    opts = {"FusedActivationFunction": _act(node)}
+    return [TflOp(B.FULLY_CONNECTED, (node.inputs[0], *_params(node)), node.outputs, opts)], []
 
 
 def _pool(graph: Graph, node: Node):

@@ -126,3 +126,20 @@ def explicit_padding(mode: int, in_hw, kernel, stride, dilation) -> tuple[int, i
 def pad_tensor_name(out: str) -> str:
     """Name of the padded input the writer inserts before the op producing `out` (the reader's fold marker)."""
     return f"{out}.pad"
+
+
+def unique_tensor_names(names) -> list[str]:
+    """File tensor names made usable as IR names: empty -> `tensor_<i>`, a repeated name gets `__<i>` appended.
+
+    >>> unique_tensor_names(["x", "", "x"])
+    ['x', 'tensor_1', 'x__2']
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        name = name or f"tensor_{i}"
+        if name in seen:
+            name = f"{name}__{i}"
+        seen.add(name)
+        out.append(name)
+    return out

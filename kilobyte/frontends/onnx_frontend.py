@@ -71,7 +71,8 @@ class _Converter:
     def run(self) -> Graph:
         for inp in self.graph.input:
             if inp.name not in self.env:  # old exporters list initializers as inputs too
-                self.env[inp.name] = self._wrap(None, "input", lambda: self.low.input(self._input_shape(inp)))
+                self.env[inp.name] = self._wrap(None, f"input '{inp.name}'", lambda i=inp: self.low.input(
+                    self._input_shape(i)))
         for node in self.graph.node:
             if id(node) not in self.fused:
                 self._node(node)

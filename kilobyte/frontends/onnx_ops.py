@@ -78,7 +78,8 @@ def clip(low: Lowering, origin, attrs, ins, opset):
     if opset < 11:
         lo, hi = attrs.get("min"), attrs.get("max")
     else:
-        lo, hi = (float(_const(v, "clip bound")) if len(ins) > i and ins[i] is not None else None for i in (1, 2))
+        lo, hi = (float(_const(ins[i], "clip bound")) if len(ins) > i and ins[i] is not None else None
+                  for i in (1, 2))
     if hi is not None and hi >= FLOAT_MAX:
         hi = None
     if lo == 0 and hi == 6:

@@ -78,21 +78,20 @@ def from_tflite(model: str | os.PathLike | bytes) -> Graph:
             data = Path(model).read_bytes()
         except OSError as e:
             raise ModelFileError(f"{src}: cannot read file ({e.strerror or e})") from None
-    return _build(_parse(src, data))
-
-
-# -- parsing ----------------------------------------------------------------------------------------------------
-def _parse(src: str, data: bytes) -> FileModel:
     if len(data) < 8:
         raise ModelFileError(f"{src}: truncated file ({len(data)} bytes), not a .tflite model")
     if data[4:8] != S.FILE_IDENTIFIER:
         raise ModelFileError(f"{src}: file identifier is {data[4:8]!r}, not {S.FILE_IDENTIFIER!r}: not a .tflite model")
     try:
-        return _parse_model(src, data)
+        return _build(_parse_model(src, data))
     except KilobyteError:
         raise
-    except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, KeyError, ValueError, TypeError, OverflowError, UnicodeDecodeError) as e:
+        # The flatbuffers accessors do no bounds checks of their own: a cut or damaged file fails in them.
         raise ModelFileError(f"{src}: truncated or corrupt flatbuffer ({type(e).__name__}: {e})") from None
+
+
+# -- parsing ----------------------------------------------------------------------------------------------------
 
 
 def _check_index(src: str, what: str, i: int, n: int) -> int:
@@ -185,12 +184,7 @@ def _parse_op(src: str, op, i: int, codes: list[int], n_tensors: int) -> FileOp:
 
 
 def _unique_names(tensors: list[FileTensor]) -> list[FileTensor]:
-    seen: set[str] = set()
-    for t in tensors:
-        name = t.name or f"tensor_{t.index}"
-        if name in seen:
-            name = f"{name}__{t.index}"
-        seen.add(name)
+    for t, name in zip(tensors, S.unique_tensor_names([t.name for t in tensors])):
         t.name = name
     return tensors
 

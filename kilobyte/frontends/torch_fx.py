@@ -32,7 +32,7 @@ def from_torch(module: nn.Module, input_shape: tuple) -> Graph:
     module.eval()
     try:
         try:
-            traced = fx.symbolic_trace(module)
+            traced = fx.symbolic_trace(_traceable(module))
         except Exception as e:  # fx raises many types; all mean "this forward cannot be traced"
             raise UnsupportedOpError(f"model {type(module).__name__}: torch.fx cannot trace forward() "
                                      f"({_first_line(e)}); "
@@ -41,6 +41,21 @@ def from_torch(module: nn.Module, input_shape: tuple) -> Graph:
     finally:
         for m, training in modes:
             m.training = training
+
+
+def _traceable(module: nn.Module) -> nn.Module:
+    """fx traces *into* the root even when it is a library layer; wrap such a root so it stays one leaf call."""
+    return _Root(module) if fx.Tracer().is_leaf_module(module, "") else module
+
+
+class _Root(nn.Module):
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.name = type(layer).__name__.lower()
+        self.add_module(self.name, layer)
+
+    def forward(self, x):
+        return getattr(self, self.name)(x)
 
 
 # -- naming (for messages) -------------------------------------------------------------------------------------------

@@ -21,8 +21,17 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Activation, Graph, Node, Op, conv_out_size
-from ..quant.arith import (AddParams, activation_range, add_params, channel_multipliers, dequantize_values,
-                           fc_multipliers, multiply_by_quantized_multiplier, quantize_values, requantize)
+from ..quant.arith import (
+    AddParams,
+    activation_range,
+    add_params,
+    channel_multipliers,
+    dequantize_values,
+    fc_multipliers,
+    multiply_by_quantized_multiplier,
+    quantize_values,
+    requantize,
+)
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------

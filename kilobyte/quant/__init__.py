@@ -6,8 +6,15 @@ the numpy reference (`kilobyte.interp.run_int8`), the generated C and TensorFlow
 """
 
 from .calibrate import calibrate
-from .quantize import (activation_qparams, choose_qparams, dequantize_output, quantize, quantize_input,
-                       quantize_weights, weight_scales)
+from .quantize import (
+                       activation_qparams,
+                       choose_qparams,
+                       dequantize_output,
+                       quantize,
+                       quantize_input,
+                       quantize_weights,
+                       weight_scales,
+)
 
 __all__ = ["activation_qparams", "calibrate", "choose_qparams", "dequantize_output", "quantize", "quantize_input",
            "quantize_weights", "weight_scales"]

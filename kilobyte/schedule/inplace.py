@@ -42,7 +42,7 @@ def is_last_axis_concat(graph: Graph, node: Node) -> bool:
     return node.op is Op.CONCAT and node.attrs.axis % rank == rank - 1
 
 
-def _slices(graph: Graph, options: PlanOptions) -> dict[str, tuple[str, int]]:
+def _slices(graph: Graph, options: PlanOptions, pinned: frozenset) -> dict[str, tuple[str, int]]:
     """Concat inputs that are written into their slice of the concat output: input -> (output, channel offset)."""
     if not options.concat_in_place:
         return {}
@@ -52,12 +52,12 @@ def _slices(graph: Graph, options: PlanOptions) -> dict[str, tuple[str, int]]:
             consumers.setdefault(t, []).append(n)
     out: dict[str, tuple[str, int]] = {}
     for n in graph.nodes:
-        if not is_last_axis_concat(graph, n):
+        if not is_last_axis_concat(graph, n) or n.outputs[0] in pinned:
             continue
         channel = 0
         for t in n.inputs:
             prod = graph.producer(t)
-            ok = (prod is not None and prod.op is not Op.RESHAPE and t not in graph.outputs
+            ok = (prod is not None and prod.op is not Op.RESHAPE and t not in graph.outputs and t not in pinned
                   and len(consumers[t]) == 1 and n.inputs.count(t) == 1)
             if ok:
                 out[t] = (n.outputs[0], channel)
@@ -95,8 +95,9 @@ def _candidates(graph: Graph, options: PlanOptions, slices: dict) -> tuple[dict,
     return cands, scratch
 
 
-def find_aliases(graph: Graph, options: PlanOptions) -> Aliases:
-    """Storage units of `graph`: see the module docstring.
+def find_aliases(graph: Graph, options: PlanOptions, pinned=frozenset()) -> Aliases:
+    """Storage units of `graph`: see the module docstring. `pinned` tensors (a patch stage's, which the patch loop
+    writes whole or as tiles) are never concat slices and never host slices.
 
     >>> from kilobyte.ir import GraphBuilder, Op, ReshapeAttrs
     >>> b = GraphBuilder()
@@ -106,7 +107,7 @@ def find_aliases(graph: Graph, options: PlanOptions) -> Aliases:
     >>> a.root[y], a.size[x]
     ('relu_0', 12)
     """
-    slices = _slices(graph, options)
+    slices = _slices(graph, options, frozenset(pinned))
     reshapes = _reshapes(graph, options, slices)
 
     def root_of(t: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..ir import Graph
 from .inplace import Aliases, find_aliases
-from .plan_types import PlanOptions
+from .plan_types import PatchStage, PlanOptions
 from .scratch import kernel_scratch
 
 
@@ -70,18 +70,26 @@ def choose_inplace(node: str, step: int, aliases: Aliases, last: dict[str, int],
 
 
 def analyze(graph: Graph, order, options: PlanOptions = PlanOptions(), *, aliases: Aliases | None = None,
-            scratch_override: dict[str, int] | None = None) -> Liveness:
-    """Live bytes per step of `graph` run in `order` (a topological order of all node names)."""
+            scratch_override: dict[str, int] | None = None, stage: PatchStage | None = None) -> Liveness:
+    """Live bytes per step of `graph` run in `order` (a topological order of all node names).
+
+    With a patch `stage` (its nodes first in `order`) the first `stage.n_nodes` steps are one super-step: units
+    holding a stage output are live from step 0, units read only inside the stage live in tiles (not counted here),
+    and those steps hold `stage.working_peak` more bytes; in-place rules and scratch apply after the stage only.
+    """
     aliases = aliases or find_aliases(graph, options)
     order = tuple(order)
     nodes = {n.name: n for n in graph.nodes}
     first, last = unit_lifetimes(graph, order, aliases)
+    n_stage = stage.n_nodes if stage else 0
+    if stage:
+        _stage_units(graph, stage, aliases, first, last)
     outs = output_units(graph, aliases)
     inplace: dict[str, str] = {}
     group = {r: r for r in first}
-    scratch = []
+    scratch = [0] * len(order)
     overlap = [0] * len(order)  # bytes counted twice at an in-place step (input and output share them)
-    for i, name in enumerate(order):
+    for i, name in enumerate(order[n_stage:], start=n_stage):
         c = choose_inplace(name, i, aliases, last, outs)
         if c is not None:
             inplace[name] = c
@@ -89,20 +97,33 @@ def analyze(graph: Graph, order, options: PlanOptions = PlanOptions(), *, aliase
             group[dst] = group[src]
             overlap[i] = min(aliases.size[src], aliases.size[dst])
         if scratch_override and name in scratch_override:
-            scratch.append(scratch_override[name])
+            scratch[i] = scratch_override[name]
         elif c is not None:
-            scratch.append(aliases.inplace_scratch[name])
+            scratch[i] = aliases.inplace_scratch[name]
         else:
-            scratch.append(kernel_scratch(graph, nodes[name]))
+            scratch[i] = kernel_scratch(graph, nodes[name])
     diff = [0] * (len(order) + 1)
-    for r, size in aliases.size.items():
-        diff[first[r]] += size
-        diff[last[r] + 1] -= size
+    for r in first:
+        diff[first[r]] += aliases.size[r]
+        diff[last[r] + 1] -= aliases.size[r]
     live, running = [], 0
     for i in range(len(order)):
         running += diff[i]
-        live.append(running - overlap[i] + scratch[i])
+        working = stage.working_peak if i < n_stage else 0
+        live.append(running - overlap[i] + scratch[i] + working)
     return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases)
+
+
+def _stage_units(graph: Graph, stage: PatchStage, aliases: Aliases, first: dict, last: dict) -> None:
+    """Drop the units that live only in a patch stage's tiles; start the stage outputs' units at step 0."""
+    inside = {graph.node(name).outputs[0] for name in stage.nodes}
+    for r, members in aliases.members.items():
+        if not any(t in inside for t in members):
+            continue
+        if any(t in stage.outputs or t not in inside for t in members):
+            first[r] = 0
+        else:
+            del first[r], last[r]
 
 
 def check_order(graph: Graph, order) -> None:

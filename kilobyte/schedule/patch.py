@@ -25,6 +25,7 @@ WINDOW_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.AVG_POOL_2D, Op.MAX
 POINTWISE_OPS = frozenset({Op.ADD, Op.CONCAT, Op.RELU, Op.RELU6, Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE,
                            Op.BATCH_NORM})
 GRIDS = range(2, 9)  # p tried by `choose_patch`
+DEFAULT_OPTIONS = PlanOptions()
 
 
 class PatchStageError(KilobyteError):
@@ -171,3 +172,222 @@ def _grid_boxes(graph: Graph, outputs: tuple[str, ...], grid: int) -> list[Box]:
     if grid < 1 or grid > min(h, w):
         raise PatchStageError(f"patch grid {grid}x{grid} does not fit the {h}x{w} stage output '{outputs[0]}'")
     return [(y0, y1, x0, x1) for y0, y1 in split(h, grid) for x0, x1 in split(w, grid)]
+
+
+# -- per-patch working memory ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Memory:
+    """Per-patch working memory of a stage; steps index the stage nodes."""
+
+    groups: list[list[int]]  # tile buffers: the steps whose output tile lives in each (an in-place chain shares one)
+    home: dict[int, int]  # step -> its tile buffer (steps whose output is only read after the stage have none)
+    last: dict[int, int]  # step -> the last step that reads its output tile
+    size: dict[int, int]  # step -> its tile bytes, max over patches
+    scratch: list[int]  # step -> scratch bytes, max over patches
+    live: list[int]  # step -> working bytes live (tiles + scratch), max over patches
+
+
+def _tile_bytes(graph: Graph, stage: Sequence[Node], tile: Tile, step: int) -> int:
+    return box_area(tile.out_box) * graph.tensors[stage[step].outputs[0]].shape[3]
+
+
+def _padded_channel(tile: Tile) -> int:
+    y0, y1, x0, x1 = tile.in_box
+    t, b, left, r = tile.padding
+    return (y1 - y0 + t + b) * (x1 - x0 + left + r)
+
+
+def _inplace_host(graph: Graph, stage: Sequence[Node], i: int, tiles, mem: _Memory, options: PlanOptions) -> int | None:
+    """The step whose tile buffer node i overwrites in place (that tile dies at i), or None. The rules of
+    inplace.py, per tile: DW needs multiplier 1, an output tile no larger than its input tile and a padded channel
+    smaller than the output tile; ADD needs the dying input's box to equal its own in every patch."""
+    node, step_of = stage[i], {n.outputs[0]: k for k, n in enumerate(stage)}
+    hosts = [step_of[t] for t in dict.fromkeys(graph.activation_inputs(node))
+             if t in step_of and step_of[t] in mem.home and mem.last[step_of[t]] == i]
+    if not hosts:
+        return None
+    j = hosts[0]
+    if node.op is Op.DEPTHWISE_CONV_2D and options.inplace_depthwise and node.attrs.depth_multiplier == 1:
+        fits = all(_tile_bytes(graph, stage, p[i], i) <= _tile_bytes(graph, stage, p[j], j) for p in tiles)
+        saves = max(_padded_channel(p[i]) for p in tiles) < max(_tile_bytes(graph, stage, p[i], i) for p in tiles)
+        return j if fits and saves else None
+    if node.op is Op.ADD and options.inplace_add:
+        same = [h for h in hosts if all(p[h].out_box == p[i].out_box for p in tiles)]
+        return same[0] if same else None
+    return None
+
+
+def _step_scratch(graph: Graph, node: Node, tile: Tile, inplace: bool) -> int:
+    from .scratch import kernel_scratch
+
+    if node.op is Op.DEPTHWISE_CONV_2D:
+        return _padded_channel(tile) if inplace else 0
+    return kernel_scratch(graph, node)  # im2col columns do not depend on the tile size
+
+
+def working_memory(graph: Graph, stage: Sequence[Node], tiles, options: PlanOptions) -> _Memory:
+    """Tile buffers (in-place rules applied), their lifetimes in stage steps, and the working bytes per step."""
+    step_of = {n.outputs[0]: i for i, n in enumerate(stage)}
+    mem = _Memory([], {}, {}, {}, [], [])
+    for i, n in enumerate(stage):
+        for t in graph.activation_inputs(n):
+            if t in step_of:
+                mem.last[step_of[t]] = i
+    for i in range(len(stage)):
+        if i not in mem.last:
+            continue  # read only after the stage: written straight into the whole stage-output tensor
+        host = _inplace_host(graph, stage, i, tiles, mem, options)
+        if host is None:
+            mem.home[i] = len(mem.groups)
+            mem.groups.append([i])
+        else:
+            mem.home[i] = mem.home[host]
+            mem.groups[mem.home[i]].append(i)
+    mem.size = {i: max(_tile_bytes(graph, stage, p[i], i) for p in tiles) for i in mem.home}
+    inplace = {i for i in mem.home if mem.groups[mem.home[i]][0] != i}
+    per_patch = [[_step_scratch(graph, n, p[i], i in inplace) for i, n in enumerate(stage)] for p in tiles]
+    mem.scratch = [max(col) for col in zip(*per_patch)]
+    mem.live = [max(_live_tiles(graph, stage, p, mem, i) + sc[i] for p, sc in zip(tiles, per_patch))
+                for i in range(len(stage))]
+    return mem
+
+
+def _live_tiles(graph: Graph, stage: Sequence[Node], tiles: Sequence[Tile], mem: _Memory, i: int) -> int:
+    """Bytes of the tile buffers live at step i for one patch; an in-place pair shares its buffer (max)."""
+    total = 0
+    for group in mem.groups:
+        alive = [s for s in group if s <= i <= mem.last[s]]
+        total += max((_tile_bytes(graph, stage, tiles[s], s) for s in alive), default=0)
+    return total
+
+
+# -- the stage plan ---------------------------------------------------------------------------------------------
+def plan_patch_stage(graph: Graph, order: Sequence, n_nodes: int, grid: int,
+                     options: PlanOptions = DEFAULT_OPTIONS) -> PatchStage:
+    """Run the first `n_nodes` of `order` patch by patch on a `grid` x `grid` split of the stage output.
+
+    Tile offsets and tile scratch are relative to the working region; `place_stage` moves them into the arena.
+    """
+    from ..analysis.macs import node_macs
+
+    stage, outputs = stage_nodes(graph, order, n_nodes)
+    tiles = [patch_tiles(graph, stage, outputs, box) for box in _grid_boxes(graph, outputs, grid)]
+    mem = working_memory(graph, stage, tiles, options)
+    tile_offsets, tile_scratch, region = _place(stage, mem, options)
+    return PatchStage(
+        n_nodes=n_nodes, grid=grid, nodes=tuple(n.name for n in stage), outputs=outputs,
+        tiles=tuple(tiles), input_patch=_input_patch(graph, stage, tiles),
+        stage_output_bytes=sum(graph.tensors[t].numel for t in outputs),
+        working_bytes=region, tile_offsets=tile_offsets,
+        macs=sum(tile_macs(graph, n, p[i].out_box) for p in tiles for i, n in enumerate(stage)),
+        base_macs=sum(node_macs(graph, n) for n in stage),
+        working_peak=max(mem.live), tile_scratch=tile_scratch)
+
+
+def _place(stage: Sequence[Node], mem: _Memory, options: PlanOptions) -> tuple[dict, dict, int]:
+    """Offsets of the tile buffers and per-step scratch inside the working region (arena.py's group planner: an
+    in-place chain is one group at one offset), and the region's size."""
+    from .arena import plan_groups
+
+    groups = [[(mem.size[s], s, mem.last[s]) for s in g] for g in mem.groups]
+    scratch_steps = [i for i, s in enumerate(mem.scratch) if s > 0]
+    groups += [[(mem.scratch[i], i, i)] for i in scratch_steps]
+    result = plan_groups(groups, options.arena_strategy, options.alignment)
+    offsets = result.offsets
+    tile_offsets = {stage[i].name: offsets[b] for i, b in mem.home.items()}
+    base = len(mem.groups)
+    tile_scratch = {stage[i].name: (offsets[base + k], mem.scratch[i]) for k, i in enumerate(scratch_steps)}
+    return tile_offsets, tile_scratch, result.arena_bytes
+
+
+def _input_patch(graph: Graph, stage: Sequence[Node], tiles) -> int:
+    side = 0
+    for patch in tiles:
+        box: Box | None = None
+        for node, tile in zip(stage, patch):
+            if any(t in graph.inputs for t in node.inputs):
+                box = union(box, tile.in_box)
+        if box is not None:
+            side = max(side, box[1] - box[0], box[3] - box[2])
+    return side
+
+
+def place_stage(stage: PatchStage, offset: int) -> PatchStage:
+    """The stage with its working region placed at arena `offset` (tile and scratch offsets made absolute)."""
+    shift = offset - stage.working_offset
+    return dataclasses.replace(
+        stage, working_offset=offset, tile_offsets={k: v + shift for k, v in stage.tile_offsets.items()},
+        tile_scratch={k: (o + shift, b) for k, (o, b) in stage.tile_scratch.items()})
+
+
+def stage_peak(stage: PatchStage) -> int:
+    """Bytes the arena needs while the stage runs: the working region plus the whole stage-output tensors."""
+    return stage.working_bytes + stage.stage_output_bytes
+
+
+# -- automatic choice -------------------------------------------------------------------------------------------
+def candidate_cuts(graph: Graph, order: Sequence) -> list[int]:
+    """Stage lengths `choose_patch` tries: every prefix of spatially local nodes whose cut is crossed by exactly
+    one tensor (nothing else is held across it), with that tensor smaller in H x W than the graph input — a stage
+    that does not down-sample cannot lower the peak below the input map's own size. Cuts inside a residual block
+    (two tensors cross) are skipped: their outputs would differ in size or double the stage-output bytes."""
+    cuts = []
+    for n in range(1, len(order) + 1):
+        try:
+            _, outputs = stage_nodes(graph, order, n)
+        except PatchStageError:
+            if _local_prefix_ends(graph, order, n):
+                break
+            continue
+        _, h, w, _ = graph.tensors[outputs[0]].shape
+        image = max(graph.tensors[t].shape[1] * graph.tensors[t].shape[2] for t in graph.inputs)
+        if len(outputs) == 1 and h * w < image:
+            cuts.append(n)
+    return cuts
+
+
+def _local_prefix_ends(graph: Graph, order: Sequence, n: int) -> bool:
+    node = graph.node(order[n - 1]) if isinstance(order[n - 1], str) else order[n - 1]
+    try:
+        _check_node(graph, node, set(graph.tensors))
+    except PatchStageError:
+        return True
+    return False
+
+
+def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_OPTIONS) -> PatchStage | None:
+    """The patch stage ("auto") with the smallest total peak, ties broken by fewer MACs; None if none beats the
+    per-layer plan. Total peak = max(stage peak, planned live bytes of the per-layer steps after the stage).
+
+    Tries `candidate_cuts` x p in 2..8 (p <= the stage output's H and W); with `options.max_mac_overhead` a plan
+    whose extra MACs exceed that fraction of the network's MACs is skipped. A cut whose lower bound (stage-output
+    bytes, or the rest's peak) cannot beat the best so far is not planned at all.
+    """
+    from ..analysis.macs import node_macs
+    from .liveness import analyze
+
+    names = [x if isinstance(x, str) else x.name for x in order]
+    live = analyze(graph, names, dataclasses.replace(options, patch=None)).live_bytes
+    rest = [max(live[n:], default=0) for n in range(len(live) + 1)]
+    total_macs = sum(node_macs(graph, n) for n in graph.nodes)
+    best, best_key = None, (max(live, default=0), 0)  # per-layer: peak, no extra MACs
+    for n in candidate_cuts(graph, names):
+        stage_out = sum(graph.tensors[t].numel for t in stage_nodes(graph, names, n)[1])
+        bound = max(rest[n], stage_out)
+        if bound > best_key[0] or (bound == best_key[0] and best is None):
+            continue
+        for p in _grids(graph, names, n):
+            stage = plan_patch_stage(graph, names, n, p, options)
+            extra = stage.macs - stage.base_macs
+            if options.max_mac_overhead is not None and extra > options.max_mac_overhead * total_macs:
+                continue
+            key = (max(stage_peak(stage), rest[n]), extra)
+            if key < best_key:
+                best, best_key = stage, key
+    return best
+
+
+def _grids(graph: Graph, names: Sequence[str], n: int) -> list[int]:
+    _, outputs = stage_nodes(graph, names, n)
+    _, h, w, _ = graph.tensors[outputs[0]].shape
+    return [p for p in GRIDS if p <= min(h, w)]

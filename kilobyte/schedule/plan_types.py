@@ -63,6 +63,13 @@ class PatchStage:
     tile_offsets: dict[str, int] = field(default_factory=dict)  # arena offset of each stage node's tile buffer
     macs: int = 0  # MACs of the stage with overlap (all patches)
     base_macs: int = 0  # MACs of the same nodes run per layer
+    # Added by patch.py. `working_bytes` is the size of the per-patch working region the tile buffers and tile
+    # scratch are placed in (>= `working_peak`, the most working bytes live at any step of any patch). Offsets in
+    # `tile_offsets` / `tile_scratch` are arena offsets once make_plan has placed the region at `working_offset`
+    # (`patch.place_stage`); straight from `plan_patch_stage` they are relative to the region (offset 0).
+    working_peak: int = 0
+    tile_scratch: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (offset, bytes) per patch
+    working_offset: int = 0
 
 
 @dataclass(frozen=True)

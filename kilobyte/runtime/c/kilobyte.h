@@ -10,6 +10,8 @@
  *   - act_min/act_max are the fused activation's clamp in the quantised domain ([-128, 127] for none);
  *   - per-channel multipliers/shifts are int32 arrays (shift > 0 = left shift), one entry per output channel.
  * Nothing here allocates or checks arguments: the code generator checks everything before it emits a call.
+ * MEAN has no kernel: the quantiser rewrites it to AVG_POOL_2D (global average pooling = kb_avg_pool with the whole
+ * image as the window); RESHAPE has none either (it aliases its input).
  */
 #ifndef KILOBYTE_H
 #define KILOBYTE_H
@@ -50,14 +52,6 @@ typedef struct {
     int32_t act_min, act_max;
 } kb_add_params;
 
-/* MEAN over H and W: in (h, w, c) -> out (c,) (TFLite's integer QuantizedMeanOrSum). */
-typedef struct {
-    int32_t h, w, c, in_cstride;
-    int32_t in_zp_times_n;                    /* input zero point * h * w */
-    int32_t mult, shift;                      /* input/output scale ratio with the 1/(h*w) folded in */
-    int32_t out_offset;                       /* output zero point */
-} kb_mean_params;
-
 /* PAD with a constant (the input zero point) in H, W and C. */
 typedef struct {
     int32_t in_h, in_w, in_c, in_cstride;
@@ -97,12 +91,11 @@ void kb_add(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t
 void kb_avg_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);
 void kb_max_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);
 
-/* kb_mean.c ------------------------------------------------------------------------------------------------------ */
-void kb_mean_hw(const kb_mean_params *p, const int8_t *in, int8_t *out);
-
 /* kb_concat.c ---------------------------------------------------------------------------------------------------- */
 void kb_copy_channels(int32_t pixels, int32_t c, const int8_t *in, int32_t in_cstride, int8_t *out,
                       int32_t out_cstride);
+
+/* kb_pad.c ------------------------------------------------------------------------------------------------------- */
 void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
 
 /* kb_quantize.c -------------------------------------------------------------------------------------------------- */

@@ -1,0 +1,294 @@
+"""Frontend stage: convert each TFLite operator of a parsed `.tflite` file into IR nodes.
+
+One function per builtin operator. SAME/VALID become explicit (top, bottom, left, right) padding with TFLite's
+rule (`tflite_schema.same_pads`); fused activations map to `Activation`; PAD paddings, MEAN axes and the RESHAPE
+shape are read from their constant tensors into attrs. `find_folds` recognises the PAD/PADV2 operators the Kilobyte
+writer inserted (output named `<out>.pad`) so the window op that reads them gets its explicit padding back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tflite
+
+from ..errors import ModelFileError, UnsupportedOpError
+from ..export import tflite_schema as S
+from ..ir import (
+    Activation,
+    AddAttrs,
+    ConcatAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    FullyConnectedAttrs,
+    MeanAttrs,
+    Node,
+    Op,
+    PadAttrs,
+    PoolAttrs,
+    QParams,
+    ReshapeAttrs,
+    SoftmaxAttrs,
+    Tensor,
+)
+
+B = S.B
+_WINDOW_OPS = (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.MAX_POOL_2D)
+
+
+@dataclass
+class Folds:
+    """Writer-inserted pads: operators to skip, and per consumer operator its real input and explicit padding."""
+
+    skipped: set[int] = field(default_factory=set)
+    by_consumer: dict[int, tuple[int, tuple[int, int, int, int]]] = field(default_factory=dict)
+
+
+def _op_name(op) -> str:
+    return S.BUILTIN_NAMES.get(op.code, f"builtin code {op.code}")
+
+
+def _where(fm, op) -> str:
+    out = fm.tensors[op.outputs[0]].name if op.outputs else "?"
+    return f"{fm.src}: operator {op.index} ({_op_name(op)}, output '{out}')"
+
+
+def _unsupported(fm, op, reason: str = "") -> UnsupportedOpError:
+    return UnsupportedOpError(f"{_where(fm, op)}: {reason or 'operator not supported by Kilobyte'}")
+
+
+def _const(fm, op, k: int, what: str) -> np.ndarray:
+    if k >= len(op.inputs) or op.inputs[k] < 0 or fm.tensors[op.inputs[k]].data is None:
+        raise ModelFileError(f"{_where(fm, op)}: {what} (input {k}) must be a constant tensor")
+    return fm.tensors[op.inputs[k]].data
+
+
+def _options(fm, op, kind: str):
+    if op.options is None or op.options_type != getattr(tflite.BuiltinOptions, kind):
+        raise ModelFileError(f"{_where(fm, op)}: missing {kind}")
+    opts = getattr(tflite, kind)()
+    opts.Init(op.options.Bytes, op.options.Pos)
+    return opts
+
+
+def _act(fm, op, code: int) -> Activation:
+    if code not in S.TFL_TO_ACT:
+        raise _unsupported(fm, op, f"fused activation {S.TFL_ACT_NAMES.get(code, code)} not supported")
+    return S.TFL_TO_ACT[code]
+
+
+def _stride(fm, op, opts) -> tuple[int, int]:
+    stride = (opts.StrideH(), opts.StrideW())
+    if min(stride) < 1:
+        raise ModelFileError(f"{_where(fm, op)}: stride {stride} must be positive")
+    return stride
+
+
+# -- writer-inserted pads ---------------------------------------------------------------------------------------
+def find_folds(fm) -> Folds:
+    """Pads to fold: PAD before CONV/DEPTHWISE or PADV2 (dtype minimum) before MAX_POOL, named `<out>.pad`,
+    padding H/W only, read by that VALID op alone."""
+    folds = Folds()
+    readers: dict[int, list] = {}
+    for op in fm.ops:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    for op in fm.ops:
+        if op.code not in (B.PAD, B.PADV2) or not op.outputs or op.outputs[0] in fm.outputs:
+            continue
+        users = readers.get(op.outputs[0], [])
+        if len(users) == 1 and _is_writer_pad(fm, op, users[0]):
+            pads = fm.tensors[op.inputs[1]].data.astype(np.int64)
+            folds.skipped.add(op.index)
+            folds.by_consumer[users[0].index] = (op.inputs[0], (int(pads[1, 0]), int(pads[1, 1]),
+                                                                int(pads[2, 0]), int(pads[2, 1])))
+    return folds
+
+
+def _is_writer_pad(fm, pad, user) -> bool:
+    if user.code not in _WINDOW_OPS or user.inputs[:1] != pad.outputs[:1] or not user.outputs:
+        return False
+    if fm.tensors[pad.outputs[0]].name != S.pad_tensor_name(fm.tensors[user.outputs[0]].name):
+        return False
+    if len(pad.inputs) < 2 or fm.tensors[pad.inputs[1]].data is None:
+        return False
+    pads = fm.tensors[pad.inputs[1]].data
+    if pads.shape != (4, 2) or pads.min() < 0 or pads[0].any() or pads[3].any():
+        return False
+    if user.options is None or _window_padding_mode(user) != S.VALID:
+        return False
+    if user.code == B.MAX_POOL_2D:
+        return pad.code == B.PADV2 and _is_dtype_min(fm, pad)
+    return pad.code == B.PAD
+
+
+def _window_padding_mode(op) -> int:
+    kind = "Pool2DOptions" if op.code == B.MAX_POOL_2D else S.BUILTIN_OPTIONS[op.code]
+    opts = getattr(tflite, kind)()
+    opts.Init(op.options.Bytes, op.options.Pos)
+    return opts.Padding()
+
+
+def _is_dtype_min(fm, pad) -> bool:
+    if len(pad.inputs) < 3 or fm.tensors[pad.inputs[2]].data is None:
+        return False
+    value = fm.tensors[pad.inputs[2]].data.reshape(-1)
+    if value.size != 1:
+        return False
+    if value.dtype == np.int8:
+        return int(value[0]) == -128
+    return value.dtype == np.float32 and float(value[0]) <= float(np.finfo(np.float32).min)
+
+
+# -- per-op conversions -----------------------------------------------------------------------------------------
+def _node(fm, op, ir_op: Op, inputs, attrs) -> Node:
+    out = fm.tensors[op.outputs[0]].name
+    names = tuple(fm.tensors[i].name for i in inputs)
+    return Node(out, ir_op, names, (out,), attrs, origin=f"tflite operator {op.index} {_op_name(op)}")
+
+
+def _window_input(fm, op, folds, mode, kernel, stride, dilation):
+    """(activation input index, explicit padding) of a window op, folding a writer-inserted pad."""
+    if op.index in folds.by_consumer:
+        return folds.by_consumer[op.index]
+    x = op.inputs[0]
+    shape = fm.tensors[x].shape
+    if len(shape) != 4:
+        raise ModelFileError(f"{_where(fm, op)}: input shape {shape} is not NHWC")
+    return x, S.explicit_padding(mode, shape[1:3], kernel, stride, dilation)
+
+
+def _conv(fm, op, folds, extra):
+    depthwise = op.code == B.DEPTHWISE_CONV_2D
+    opts = _options(fm, op, "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions")
+    stride, dilation = _stride(fm, op, opts), (opts.DilationHFactor(), opts.DilationWFactor())
+    w = _const(fm, op, 1, "weight")
+    x, padding = _window_input(fm, op, folds, opts.Padding(), w.shape[1:3], stride, dilation)
+    act = _act(fm, op, opts.FusedActivationFunction())
+    params = [i for i in op.inputs[1:3] if i >= 0]
+    if depthwise:
+        cin = fm.tensors[x].shape[3]
+        attrs = DepthwiseAttrs(stride, padding, dilation, max(w.shape[3] // max(cin, 1), 1), act)
+        return [_node(fm, op, Op.DEPTHWISE_CONV_2D, [x, *params], attrs)]
+    return [_node(fm, op, Op.CONV_2D, [x, *params], ConvAttrs(stride, padding, dilation, act))]
+
+
+def _pool(fm, op, folds, extra):
+    opts = _options(fm, op, "Pool2DOptions")
+    kernel, stride = (opts.FilterHeight(), opts.FilterWidth()), _stride(fm, op, opts)
+    x, padding = _window_input(fm, op, folds, opts.Padding(), kernel, stride, (1, 1))
+    attrs = PoolAttrs(kernel, stride, padding, _act(fm, op, opts.FusedActivationFunction()))
+    ir_op = Op.MAX_POOL_2D if op.code == B.MAX_POOL_2D else Op.AVG_POOL_2D
+    return [_node(fm, op, ir_op, [x], attrs)]
+
+
+def _fully_connected(fm, op, folds, extra):
+    opts = _options(fm, op, "FullyConnectedOptions")
+    _const(fm, op, 1, "weight")
+    act = _act(fm, op, opts.FusedActivationFunction())
+    x, nodes = op.inputs[0], []
+    xt = fm.tensors[x]
+    if len(xt.shape) != 2:  # TFLite flattens the input implicitly; the IR wants an explicit (1, in) RESHAPE
+        flat = f"{fm.tensors[op.outputs[0]].name}.flatten"
+        shape = (1, int(np.prod(xt.shape, dtype=np.int64)))
+        quant = None if xt.quant is None else QParams(xt.quant[0], xt.quant[1], None)
+        extra[flat] = Tensor(flat, shape, S.TFL_TO_DTYPE.get(xt.type, "float32"), None, quant)
+        nodes.append(Node(flat, Op.RESHAPE, (xt.name,), (flat,), ReshapeAttrs(shape), f"tflite operator {op.index}"))
+    params = tuple(fm.tensors[i].name for i in op.inputs[1:3] if i >= 0)
+    out = fm.tensors[op.outputs[0]].name
+    inputs = ((nodes[0].outputs[0],) if nodes else (xt.name,)) + params
+    nodes.append(Node(out, Op.FULLY_CONNECTED, inputs, (out,), FullyConnectedAttrs(act),
+                      f"tflite operator {op.index} FULLY_CONNECTED"))
+    return nodes
+
+
+def _add(fm, op, folds, extra):
+    opts = _options(fm, op, "AddOptions")
+    return [_node(fm, op, Op.ADD, op.inputs[:2], AddAttrs(_act(fm, op, opts.FusedActivationFunction())))]
+
+
+def _mean(fm, op, folds, extra):
+    axes = tuple(int(a) for a in _const(fm, op, 1, "axis").reshape(-1))
+    keep = bool(op.options is not None and _options(fm, op, "ReducerOptions").KeepDims())
+    return [_node(fm, op, Op.MEAN, op.inputs[:1], MeanAttrs(axes, keep))]
+
+
+def _pad(fm, op, folds, extra):
+    pads = _const(fm, op, 1, "paddings")
+    if pads.ndim != 2 or pads.shape[1] != 2:
+        raise ModelFileError(f"{_where(fm, op)}: paddings shape {pads.shape} is not (rank, 2)")
+    if op.code == B.PADV2 and not _pads_with_zero_point(fm, op):
+        raise _unsupported(fm, op, "PADV2 with a constant other than the zero point is not supported")
+    attrs = PadAttrs(tuple((int(a), int(b)) for a, b in pads))
+    return [_node(fm, op, Op.PAD, op.inputs[:1], attrs)]
+
+
+def _pads_with_zero_point(fm, op) -> bool:
+    value = _const(fm, op, 2, "constant_values").reshape(-1)
+    quant = fm.tensors[op.outputs[0]].quant
+    zero = 0 if quant is None else int(quant[1][0])
+    return value.size == 1 and float(value[0]) == zero
+
+
+def _reshape(fm, op, folds, extra):
+    x, out = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
+    opts = _options(fm, op, "ReshapeOptions") if op.options is not None else None
+    shape = opts.NewShapeAsNumpy() if opts is not None else 0
+    if isinstance(shape, int) or len(shape) == 0:
+        has_shape = len(op.inputs) > 1 and op.inputs[1] >= 0 and fm.tensors[op.inputs[1]].data is not None
+        shape = fm.tensors[op.inputs[1]].data if has_shape else np.array(out.shape)
+    shape = [int(d) for d in np.asarray(shape).reshape(-1)]
+    if shape.count(-1) == 1:  # TFLite lets one dimension be inferred
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        shape[shape.index(-1)] = int(np.prod(x.shape, dtype=np.int64)) // max(known, 1)
+    if tuple(shape) != out.shape:
+        raise ModelFileError(f"{_where(fm, op)}: new shape {tuple(shape)} differs from output shape {out.shape}")
+    return [_node(fm, op, Op.RESHAPE, op.inputs[:1], ReshapeAttrs(tuple(shape)))]
+
+
+def _concat(fm, op, folds, extra):
+    opts = _options(fm, op, "ConcatenationOptions")
+    attrs = ConcatAttrs(opts.Axis(), _act(fm, op, opts.FusedActivationFunction()))
+    return [_node(fm, op, Op.CONCAT, op.inputs, attrs)]
+
+
+def _softmax(fm, op, folds, extra):
+    beta = _options(fm, op, "SoftmaxOptions").Beta() if op.options is not None else 1.0
+    return [_node(fm, op, Op.SOFTMAX, op.inputs[:1], SoftmaxAttrs(float(beta)))]
+
+
+def _plain(ir_op: Op):
+    def convert(fm, op, folds, extra):
+        return [_node(fm, op, ir_op, op.inputs[:1], None)]
+    return convert
+
+
+_CONVERT = {
+    B.CONV_2D: _conv,
+    B.DEPTHWISE_CONV_2D: _conv,
+    B.FULLY_CONNECTED: _fully_connected,
+    B.AVERAGE_POOL_2D: _pool,
+    B.MAX_POOL_2D: _pool,
+    B.ADD: _add,
+    B.MEAN: _mean,
+    B.PAD: _pad,
+    B.PADV2: _pad,
+    B.RESHAPE: _reshape,
+    B.CONCATENATION: _concat,
+    B.SOFTMAX: _softmax,
+    B.QUANTIZE: _plain(Op.QUANTIZE),
+    B.DEQUANTIZE: _plain(Op.DEQUANTIZE),
+    B.RELU: _plain(Op.RELU),
+    B.RELU6: _plain(Op.RELU6),
+}
+
+
+def convert_op(fm, op, folds: Folds, extra: dict[str, Tensor]) -> list[Node]:
+    """IR nodes for one TFLite operator; `extra` collects tensors the conversion adds (an FC input flatten)."""
+    convert = _CONVERT.get(op.code)
+    if convert is None:
+        raise _unsupported(fm, op)
+    if len(op.outputs) != 1 or not op.inputs or op.inputs[0] < 0:
+        raise _unsupported(fm, op, f"{len(op.outputs)} outputs / missing input: Kilobyte ops have one output")
+    return convert(fm, op, folds, extra)

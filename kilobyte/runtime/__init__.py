@@ -1,0 +1,136 @@
+"""Codegen stage, C runtime: the hand-written portable C99 int8 kernels in `runtime/c/`, and host helpers.
+
+The kernels (one family per file: `kb_conv.c`, `kb_depthwise.c`, ...; structs and prototypes in `kilobyte.h`; the
+fixed-point requantisation in `kb_requant.h`) compute TFLite's int8 reference arithmetic bit for bit. The code
+generator copies in the files a model uses (`sources_for`); this module also builds them into a shared library with
+gcc (`build_shared`, strict warnings, optionally under AddressSanitizer/UBSan) and loads it with ctypes (`load`),
+with `ctypes.Structure` mirrors of the parameter structs, so tests and the verifier can call kernels from Python.
+
+>>> [p.name for p in sources_for(["conv", "add"])]
+['kb_conv.c', 'kb_add.c']
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..errors import KilobyteError
+
+C_DIR = Path(__file__).resolve().parent / "c"
+HEADERS = ("kilobyte.h", "kb_requant.h")
+# Kernel family -> the one source file implementing it.
+KERNEL_FILES = {
+    "conv": "kb_conv.c",
+    "depthwise": "kb_depthwise.c",
+    "fc": "kb_fc.c",
+    "add": "kb_add.c",
+    "pool": "kb_pool.c",
+    "concat": "kb_concat.c",
+    "pad": "kb_pad.c",
+    "quantize": "kb_quantize.c",
+}
+CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
+
+
+def sources_for(families: Iterable[str] | None = None) -> list[Path]:
+    """The `.c` files of the given kernel families (all of them when None), in the order asked."""
+    names = list(KERNEL_FILES) if families is None else list(families)
+    unknown = [n for n in names if n not in KERNEL_FILES]
+    if unknown:
+        raise KilobyteError(f"runtime: no kernel family {unknown}; known: {sorted(KERNEL_FILES)}")
+    return [C_DIR / KERNEL_FILES[n] for n in names]
+
+
+def build_shared(sources: Sequence[str | Path], out: str | Path, extra_flags: Sequence[str] = (), *,
+                 sanitize: bool = False, cc: str = "gcc") -> Path:
+    """Compile `sources` (with `runtime/c` on the include path) into the shared library `out`; return its path.
+
+    Flags: `CFLAGS` (C99, -O2, -Wall -Wextra -Werror), plus `SANITIZE_FLAGS` with `sanitize`, plus `extra_flags`.
+    A library built with `sanitize` can only be loaded by a process that has libasan preloaded (`sanitizer_env`).
+    """
+    if shutil.which(cc) is None:
+        raise KilobyteError(f"runtime: C compiler '{cc}' not found; install gcc or pass cc=")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    flags = [*CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *extra_flags, f"-I{C_DIR}"]
+    cmd = [cc, *flags, *(str(s) for s in sources), "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise KilobyteError(f"runtime: building {out.name} failed:\n{' '.join(cmd)}\n{res.stderr.strip()}")
+    return out
+
+
+def build_cached(sources: Sequence[str | Path], cache_dir: str | Path, extra_flags: Sequence[str] = (), *,
+                 sanitize: bool = False) -> Path:
+    """`build_shared` into `cache_dir`, named by a hash of the sources, headers and flags: rebuilt only on change."""
+    h = hashlib.sha256(repr((sorted(map(str, sources)), tuple(extra_flags), sanitize)).encode())
+    for path in [*map(Path, sources), *(C_DIR / n for n in HEADERS)]:
+        h.update(path.read_bytes())
+    out = Path(cache_dir) / f"libkb_{'san_' if sanitize else ''}{h.hexdigest()[:16]}.so"
+    return out if out.exists() else build_shared(sources, out, extra_flags, sanitize=sanitize)
+
+
+def sanitizer_env(cc: str = "gcc") -> dict[str, str]:
+    """Environment entries a Python process needs to load a `sanitize=True` library (libasan first, no leak check)."""
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return {"LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+
+# -- ctypes mirrors of kilobyte.h --------------------------------------------------------------------------------------
+def _struct(name: str, fields: str) -> type[ctypes.Structure]:
+    return type(name, (ctypes.Structure,), {"_fields_": [(f, ctypes.c_int32) for f in fields.split()]})
+
+
+ConvParams = _struct("ConvParams", """in_h in_w in_c in_cstride out_h out_w out_c out_cstride k_h k_w
+    stride_h stride_w dil_h dil_w pad_t pad_b pad_l pad_r in_offset out_offset act_min act_max""")
+FcParams = _struct("FcParams", "in_n out_n in_offset out_offset act_min act_max")
+AddParams = _struct("AddParams", """pixels c in1_cstride in2_cstride out_cstride in1_offset in2_offset left_shift
+    in1_mult in1_shift in2_mult in2_shift out_mult out_shift out_offset act_min act_max""")
+PadParams = _struct("PadParams", """in_h in_w in_c in_cstride pad_t pad_b pad_l pad_r pad_c0 pad_c1 out_cstride
+    value""")
+STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
+           "kb_pad_params": PadParams}
+
+_I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
+_conv = ctypes.POINTER(ConvParams)
+_WEIGHTED = [_I8, _I8, _I32, _I32, _I32, _I8]  # in, w, bias, mult, shift, out
+SIGNATURES = {
+    "kb_conv": [_conv, *_WEIGHTED],
+    "kb_conv_1x1": [_conv, *_WEIGHTED],
+    "kb_conv_3x3": [_conv, *_WEIGHTED],
+    "kb_depthwise": [_conv, *_WEIGHTED],
+    "kb_depthwise_inplace": [_conv, *_WEIGHTED, _I8],
+    "kb_depthwise_inplace_3x3": [_conv, *_WEIGHTED, _I8],
+    "kb_depthwise_inplace_5x5": [_conv, *_WEIGHTED, _I8],
+    "kb_depthwise_inplace_7x7": [_conv, *_WEIGHTED, _I8],
+    "kb_fully_connected": [ctypes.POINTER(FcParams), *_WEIGHTED],
+    "kb_add": [ctypes.POINTER(AddParams), _I8, _I8, _I8],
+    "kb_avg_pool": [_conv, _I8, _I8],
+    "kb_max_pool": [_conv, _I8, _I8],
+    "kb_copy_channels": [ctypes.c_int32, ctypes.c_int32, _I8, ctypes.c_int32, _I8, ctypes.c_int32],
+    "kb_pad": [ctypes.POINTER(PadParams), _I8, _I8],
+    "kb_quantize": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, _I8],
+    "kb_dequantize": [ctypes.c_int32, _I8, ctypes.c_float, ctypes.c_int32, _F32],
+}
+
+
+def load(path: str | Path) -> ctypes.CDLL:
+    """Load a built runtime library and declare the argument types of every kernel it contains."""
+    lib = ctypes.CDLL(str(path))
+    for name, argtypes in SIGNATURES.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.argtypes, fn.restype = argtypes, None
+    return lib
+
+
+__all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "PadParams",
+           "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "build_cached", "build_shared", "load", "sanitizer_env",
+           "sources_for"]

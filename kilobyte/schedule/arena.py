@@ -1,0 +1,153 @@
+"""Schedule stage: arena offsets for buffers with known lifetimes (TFLite Micro's memory-planner interface).
+
+A request is `(size, first_use, last_use)` in steps, inclusive; two requests whose step ranges intersect must not
+share bytes. `plan_arena` returns one offset per request, the arena size, the peak live bytes and the fragmentation
+`(arena - peak) / arena`. Strategies:
+- `greedy`: greedy by size (TFLM's GreedyMemoryPlanner): largest first, each at the lowest aligned offset that
+  does not overlap any already-placed buffer alive at an intersecting step;
+- `exact`: the smallest arena, by branch and bound over placement orders. Any optimal packing is reproduced by
+  placing its buffers in increasing-offset order, each at its lowest feasible offset (every buffer can only move
+  down), so searching orders with lowest-offset placement is exact. Seeded with greedy, pruned by the best arena
+  found and stopped early when it reaches the peak-live lower bound;
+- `auto`: exact for at most `EXACT_MAX` buffers, else greedy.
+
+The scheduler also needs *groups*: several lifetimes that must share one offset (an in-place op's input and
+output). `plan_groups` takes, per group, a list of `(size, first, last)` all placed at the group's offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+EXACT_MAX = 10  # buffers (groups) up to which `auto` runs the exact search
+EXACT_NODE_BUDGET = 200_000  # placements tried by the exact search before it settles for the best so far
+
+Interval = tuple[int, int, int]  # (size, first_use, last_use)
+
+
+@dataclass(frozen=True)
+class ArenaResult:
+    offsets: tuple[int, ...]
+    arena_bytes: int
+    peak_bytes: int  # most requested bytes alive at one step (before alignment)
+    fragmentation: float  # (arena - peak) / arena
+    strategy: str  # the strategy that ran ("greedy" or "exact")
+    optimal: bool  # arena proven minimal (exact finished, or greedy met the lower bound)
+
+
+def plan_arena(requests: Sequence[Interval], strategy: str = "auto", alignment: int = 4) -> ArenaResult:
+    """Offsets for `(size, first_use, last_use)` requests.
+
+    >>> r = plan_arena([(100, 0, 1), (50, 1, 2), (100, 2, 3)], strategy="greedy")
+    >>> r.offsets, r.arena_bytes, r.peak_bytes
+    ((0, 100, 0), 152, 150)
+    """
+    return plan_groups([[tuple(r)] for r in requests], strategy, alignment)
+
+
+def plan_offsets(sizes: Sequence[int], first: Sequence[int], last: Sequence[int], alignment: int = 4,
+                 strategy: str = "auto") -> tuple[int, ...]:
+    """`plan_arena` in column form (sizes, first uses, last uses) -> offsets; what patch.py places tiles with.
+
+    >>> plan_offsets([10, 6, 6], [0, 0, 1], [0, 1, 1])
+    (0, 12, 0)
+    """
+    return plan_arena(list(zip(sizes, first, last)), strategy, alignment).offsets
+
+
+def plan_groups(groups: Sequence[Sequence[Interval]], strategy: str = "auto", alignment: int = 4) -> ArenaResult:
+    """Offsets for groups of lifetimes, each group placed at one offset (see the module docstring)."""
+    if strategy not in ("auto", "greedy", "exact"):
+        raise ValueError(f"arena strategy must be 'auto', 'greedy' or 'exact', not {strategy!r}")
+    if alignment < 1:
+        raise ValueError("alignment must be >= 1")
+    aligned = [[(_align(s, alignment), f, last) for s, f, last in g if s > 0] for g in groups]
+    peak = _peak(groups)
+    floor = _peak(aligned)
+    offsets = _greedy(aligned, alignment)
+    arena = _extent(aligned, offsets)
+    optimal = arena <= floor
+    ran = "greedy"
+    if strategy == "exact" or (strategy == "auto" and len(groups) <= EXACT_MAX):
+        ran = "exact"
+        if not optimal:
+            offsets, arena, optimal = _exact(aligned, alignment, offsets, arena, floor)
+    frag = (arena - peak) / arena if arena else 0.0
+    return ArenaResult(tuple(offsets), arena, peak, frag, ran, optimal)
+
+
+def _align(x: int, alignment: int) -> int:
+    return -(-x // alignment) * alignment
+
+
+def _peak(groups: Sequence[Sequence[Interval]]) -> int:
+    """Most bytes alive at one step; a group counts the largest of its lifetimes alive at that step."""
+    steps = sorted({f for g in groups for _, f, _ in g})
+    best = 0
+    for t in steps:
+        live = sum(max((s for s, f, last in g if f <= t <= last), default=0) for g in groups)
+        best = max(best, live)
+    return best
+
+
+def _extent(groups, offsets) -> int:
+    return max((o + s for g, o in zip(groups, offsets) for s, _, _ in g), default=0)
+
+
+def _lowest_offset(group, placed, alignment: int) -> int:
+    """Lowest aligned offset for `group` clear of every placed (group, offset) alive at an intersecting step."""
+    forbidden = []  # open ranges (lo, hi) the offset may not fall in
+    for other, o in placed:
+        for s, f, last in group:
+            for s2, f2, last2 in other:
+                if f <= last2 and f2 <= last:
+                    forbidden.append((o - s, o + s2))
+    for cand in sorted({0} | {_align(hi, alignment) for _, hi in forbidden}):
+        if all(not (lo < cand < hi) for lo, hi in forbidden):
+            return cand
+    raise AssertionError("unreachable: the top of the highest buffer is always free")
+
+
+def _greedy(groups, alignment: int) -> list[int]:
+    """Largest first (ties: earlier first use, then request order), each at its lowest offset."""
+    order = sorted(range(len(groups)),
+                   key=lambda i: (-max((s for s, _, _ in groups[i]), default=0),
+                                  min((f for _, f, _ in groups[i]), default=0), i))
+    offsets = [0] * len(groups)
+    placed = []
+    for i in order:
+        if groups[i]:
+            offsets[i] = _lowest_offset(groups[i], placed, alignment)
+            placed.append((groups[i], offsets[i]))
+    return offsets
+
+
+def _exact(groups, alignment: int, offsets: list[int], arena: int, floor: int):
+    """Branch and bound over placement orders (lowest-offset placement). Returns (offsets, arena, proven)."""
+    todo = [i for i in range(len(groups)) if groups[i]]
+    best = {"arena": arena, "offsets": list(offsets), "nodes": 0}
+
+    def place(placed: list, top: int, left: list[int]) -> None:
+        if best["arena"] <= floor or best["nodes"] > EXACT_NODE_BUDGET:
+            return
+        if not left:
+            best["arena"], best["offsets"] = top, _offsets_of(placed, len(groups))
+            return
+        for k, i in enumerate(left):
+            best["nodes"] += 1
+            o = _lowest_offset(groups[i], [(groups[j], oj) for j, oj in placed], alignment)
+            new_top = max(top, o + max(s for s, _, _ in groups[i]))
+            if new_top < best["arena"]:
+                place(placed + [(i, o)], new_top, left[:k] + left[k + 1:])
+
+    place([], 0, todo)
+    proven = best["nodes"] <= EXACT_NODE_BUDGET or best["arena"] <= floor
+    return best["offsets"], best["arena"], proven
+
+
+def _offsets_of(placed, n: int) -> list[int]:
+    offsets = [0] * n
+    for i, o in placed:
+        offsets[i] = o
+    return offsets

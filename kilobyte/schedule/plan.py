@@ -1,0 +1,190 @@
+"""Schedule stage: `make_plan` — Graph -> Plan: order, in-place rules, patch stage, scratch, arena offsets, verified.
+
+The steps, in order: choose the patch stage (optional; it runs first, as one super-step), choose the order
+(reorder.py; the patch stage is a forced prefix), compute liveness with the in-place rules (liveness.py), size the
+scratch (scratch.py; model-adaptive im2col optionally), place every storage group, every step's scratch and the
+patch working region with the arena planner (arena.py), derive each tensor's placement (concat slices get the
+output's channel stride), and verify the result independently of how it was built: no two tensors alive at the same
+step share a byte unless they are declared aliases, scratch overlaps nothing live, the arena holds everything and
+is at least the peak. A violation is a bug and raises `PlanError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..analysis.macs import node_macs
+from ..analysis.shapes import activation_bytes
+from ..errors import KilobyteError
+from ..ir import Graph
+from .arena import plan_groups
+from .inplace import Aliases, find_aliases, slice_placement
+from .liveness import Liveness, analyze
+from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
+from .reorder import ReorderResult, best_order
+from .scratch import adaptive_im2col
+from .verify import verify_plan
+
+IM2COL_MODES = ("per-layer", "model-adaptive")
+ARENA_STRATEGIES = ("auto", "greedy", "exact")
+
+
+def _check_options(options: PlanOptions) -> None:
+    patch = options.patch
+    patch_ok = patch in (None, "off", "auto") or (
+        isinstance(patch, tuple) and len(patch) == 2 and all(isinstance(x, int) and x >= 1 for x in patch))
+    problems = [
+        (patch_ok, f"patch must be None, 'off', 'auto' or (n_nodes, grid), not {patch!r}"),
+        (options.im2col in IM2COL_MODES, f"im2col must be one of {IM2COL_MODES}, not {options.im2col!r}"),
+        (options.arena_strategy in ARENA_STRATEGIES,
+         f"arena_strategy must be one of {ARENA_STRATEGIES}, not {options.arena_strategy!r}"),
+        (options.alignment >= 1, f"alignment must be >= 1, not {options.alignment}"),
+        (options.exact_budget >= 0, f"exact_budget must be >= 0, not {options.exact_budget}"),
+    ]
+    for ok, message in problems:
+        if not ok:
+            raise KilobyteError(f"plan options: {message}")
+
+
+def _patch_module():
+    try:
+        from . import patch
+    except ImportError:
+        raise NotImplementedError("patch-based plans need kilobyte/schedule/patch.py, which is not there yet") from None
+    return patch
+
+
+def _choose_order(graph: Graph, options: PlanOptions) -> tuple[ReorderResult, PatchStage | None, list[str]]:
+    """The order and the patch stage (None when off, or when "auto" finds none that lowers the peak)."""
+    if options.patch in (None, "off"):
+        return best_order(graph, options), None, []
+    patch = _patch_module()
+    if options.patch == "auto":
+        first = best_order(graph, options)
+        stage = patch.choose_patch(graph, first.order, options)
+        if stage is None:
+            return first, None, ["patch auto: no patch stage lowers the peak of the per-layer plan"]
+    else:
+        n_nodes, grid = options.patch
+        if n_nodes > len(graph.nodes):
+            raise KilobyteError(f"patch stage of {n_nodes} nodes: graph '{graph.name}' has {len(graph.nodes)}")
+        stage = patch.plan_patch_stage(graph, [n.name for n in graph.nodes], n_nodes, grid, options)
+    pinned = _stage_tensors(graph, stage)
+    return best_order(graph, options, prefix=stage.nodes, pinned=pinned), stage, []
+
+
+def _stage_tensors(graph: Graph, stage: PatchStage | None) -> frozenset:
+    if stage is None:
+        return frozenset()
+    return frozenset(graph.node(name).outputs[0] for name in stage.nodes)
+
+
+def _sized_liveness(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage) -> tuple[Liveness, list]:
+    """Liveness with per-layer scratch, or with model-adaptive im2col when asked (the peak never rises)."""
+    live = analyze(graph, order, options, aliases=aliases, stage=stage)
+    if options.im2col != "model-adaptive":
+        return live, []
+    skip = len(stage.nodes) if stage else 0
+    sizes = adaptive_im2col(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak)
+    grown = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=sizes)
+    if grown.peak > live.peak:  # cannot happen by construction; keep the per-layer plan if it does
+        return live, ["im2col: model-adaptive sizes would raise the peak; kept per-layer sizes"]
+    return grown, []
+
+
+def _arena_groups(live: Liveness, stage: PatchStage | None) -> tuple[list, list, list]:
+    """Arena requests: one group per storage group (its units' lifetimes), one per step's scratch, one for the
+    patch working region. Returns (groups, group ids, scratch steps)."""
+    by_group: dict[str, list] = {}
+    for r in live.first:
+        by_group.setdefault(live.group[r], []).append((live.aliases.size[r], live.first[r], live.last[r]))
+    ids = list(by_group)
+    groups = [by_group[g] for g in ids]
+    steps = [i for i, s in enumerate(live.scratch) if s > 0]
+    groups += [[(live.scratch[i], i, i)] for i in steps]
+    if stage is not None:
+        groups.append([(stage.working_bytes, 0, len(stage.nodes) - 1)])
+    return groups, ids, steps
+
+
+def _placements(graph: Graph, live: Liveness, root_offset: dict[str, int], stage) -> dict[str, TensorPlacement]:
+    al = live.aliases
+    out: dict[str, TensorPlacement] = {}
+    for t, r in al.root.items():
+        if r in root_offset:
+            delta, stride = slice_placement(al, graph, t)
+            out[t] = TensorPlacement(root_offset[r] + delta, activation_bytes(graph, t), stride)
+    if stage is not None:  # tensors read only inside the stage live in their tile buffers
+        for k, name in enumerate(stage.nodes):
+            t = graph.node(name).outputs[0]
+            if t not in out and name in stage.tile_offsets:
+                channels = graph.tensors[t].shape[-1]
+                size = max(_area(patch[k].out_box) for patch in stage.tiles) * channels
+                out[t] = TensorPlacement(stage.tile_offsets[name], size, channels)
+    return out
+
+
+def _area(box) -> int:
+    return max(box[1] - box[0], 0) * max(box[3] - box[2], 0)
+
+
+def _macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
+    base = sum(node_macs(graph, n) for n in graph.nodes)
+    macs = base if stage is None else base - stage.base_macs + stage.macs
+    return macs, (macs - base) / base if base else 0.0
+
+
+def make_plan(graph: Graph, options: PlanOptions = PlanOptions()) -> Plan:
+    """Plan `graph` (int8 or float; activations at 1 B per element) for one static arena.
+
+    >>> import numpy as np
+    >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
+    >>> b = GraphBuilder()
+    >>> x = b.input((1, 8, 8, 4))
+    >>> y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((8, 3, 3, 4))})
+    >>> p = make_plan(b.build([b.node(Op.RELU, [y])]))
+    >>> p.peak_bytes, p.arena_bytes, p.scratch, p.input_bytes
+    (656, 656, {'conv_2d_0': (512, 144)}, 256)
+    """
+    _check_options(options)
+    chosen, stage, notes = _choose_order(graph, options)
+    aliases = find_aliases(graph, options, _stage_tensors(graph, stage))
+    live, more = _sized_liveness(graph, chosen.order, options, aliases, stage)
+    groups, ids, steps = _arena_groups(live, stage)
+    arena = plan_groups(groups, options.arena_strategy, options.alignment)
+    group_offset = dict(zip(ids, arena.offsets))
+    root_offset = {r: group_offset[live.group[r]] for r in live.first}
+    scratch = {chosen.order[i]: (o, live.scratch[i]) for i, o in zip(steps, arena.offsets[len(ids):])}
+    if stage is not None:
+        stage = _patch_module().place_stage(stage, arena.offsets[-1])
+    macs, overhead = _macs(graph, stage)
+    tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
+    lower = max(chosen.lower_bound, live.live_bytes[0] if stage else 0)
+    plan = Plan(
+        order=chosen.order, placements=_placements(graph, live, root_offset, stage), scratch=scratch,
+        arena_bytes=arena.arena_bytes, peak_bytes=live.peak, scratch_bytes=max([tile_scratch, *live.scratch]),
+        input_bytes=sum(activation_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
+        optimal=chosen.optimal, lower_bound=min(lower, live.peak), live_bytes=live.live_bytes, patch=stage,
+        options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace))
+    verify_plan(graph, plan, aliases)
+    return plan
+
+
+def plan_to_dict(plan: Plan) -> dict:
+    """The plan's figures as plain JSON-ready values (what `kilobyte plan --json` prints)."""
+    patch = None
+    if plan.patch is not None:
+        p = plan.patch
+        patch = {"n_nodes": p.n_nodes, "grid": p.grid, "input_patch": p.input_patch,
+                 "stage_output_bytes": p.stage_output_bytes, "working_bytes": p.working_bytes,
+                 "nodes": list(p.nodes)}
+    return {
+        "peak_bytes": plan.peak_bytes, "arena_bytes": plan.arena_bytes, "scratch_bytes": plan.scratch_bytes,
+        "macs": plan.macs, "input_bytes": plan.input_bytes, "mac_overhead": plan.mac_overhead,
+        "optimal": plan.optimal, "order": list(plan.order), "patch": patch, "lower_bound": plan.lower_bound,
+        "live_bytes": list(plan.live_bytes), "notes": list(plan.notes),
+        "fragmentation": (plan.arena_bytes - plan.peak_bytes) / plan.arena_bytes if plan.arena_bytes else 0.0,
+        "placements": {t: dataclasses.asdict(p) for t, p in plan.placements.items()},
+        "scratch": {n: {"offset": o, "bytes": b} for n, (o, b) in plan.scratch.items()},
+        "inplace": dict(plan.inplace),
+    }

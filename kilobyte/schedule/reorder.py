@@ -1,0 +1,278 @@
+"""Schedule stage: the execution order with the smallest peak memory (Liberis, Algorithm 1, made iterative).
+
+Liberis's MEM recursion memoises on the set of tensors still to produce; it is exponential in the graph's width and
+recurses once per operator, so a 300-op chain overflows Python's stack. We search the same space forwards and
+iteratively: a state is the set of computed nodes (a bitmask), the cost of a state is the largest step cost on the way
+to it, and a bottleneck-Dijkstra search (a heap, no recursion) pops states in order of that cost, so the first time
+the full set is popped its cost is the optimal peak. The in-place rules are part of the step cost (they depend on
+which tensors die at the step, i.e. on the state). Three things keep it small:
+- bound: a heuristic order (the given order, and greedy smallest-step-next) gives an upper bound; states that cannot
+  beat it are never pushed; when it equals the lower bound (below) no search is needed at all — a chain's order is
+  forced, so a 300-node chain is proven optimal at once;
+- dominance (chain collapsing): when a ready node neither raises the running peak nor grows the held bytes, running
+  it now is never worse than running it later (moving it forward lowers every later step), so it is the only move
+  tried; single-in/single-out runs that shrink memory collapse into one move;
+- budget: more than `PlanOptions.exact_budget` states falls back to the heuristic order, with `optimal=False`.
+
+`lower_bound` = max over nodes of the bytes any order must hold at that node: units produced by an ancestor and read
+by the node or a descendant (or graph outputs), plus the cheapest way to produce its output (in place if it can).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from ..analysis.shapes import activation_inputs
+from ..ir import Graph
+from .inplace import find_aliases
+from .liveness import output_units
+from .plan_types import PlanOptions
+from .scratch import kernel_scratch
+
+
+@dataclass(frozen=True)
+class ReorderResult:
+    order: tuple[str, ...]
+    peak: int  # live bytes at the worst step (scratch included), under the in-place rules
+    optimal: bool  # proven minimal over all topological orders
+    lower_bound: int
+    states: int  # search states visited (0 when the bound settled it)
+    notes: tuple[str, ...] = ()
+
+
+class _Model:
+    """The graph as bitmasks: node i is bit i (graph order); storage units are indices into `size`."""
+
+    def __init__(self, graph: Graph, options: PlanOptions, pinned=frozenset()):
+        al = find_aliases(graph, options, pinned)
+        self.names = [n.name for n in graph.nodes]
+        index = {name: i for i, name in enumerate(self.names)}
+        roots = list(al.size)
+        uid = {r: k for k, r in enumerate(roots)}
+        self.size = [al.size[r] for r in roots]
+        outs = output_units(graph, al)
+        self.is_out = [r in outs for r in roots]
+        self.prod = [0] * len(roots)
+        self.cons = [0] * len(roots)
+        self.preds = [0] * len(self.names)
+        self.succs: list[list[int]] = [[] for _ in self.names]
+        self.in_units, self.out_unit, self.cand_units = [], [], []
+        self.scratch_reg, self.scratch_inp = [], []
+        for i, n in enumerate(graph.nodes):
+            self.prod[uid[al.root[n.outputs[0]]]] |= 1 << i
+            ins = [t for t in activation_inputs(graph, n) if t in al.root]
+            for t in ins:
+                self.cons[uid[al.root[t]]] |= 1 << i
+                p = index[graph.producer(t).name]
+                if not self.preds[i] >> p & 1:
+                    self.preds[i] |= 1 << p
+                    self.succs[p].append(i)
+            self.in_units.append(tuple(dict.fromkeys(uid[al.root[t]] for t in ins)))
+            self.out_unit.append(uid[al.root[n.outputs[0]]])
+            self.cand_units.append(tuple(uid[al.root[t]] for t in al.candidates.get(n.name, ())))
+            self.scratch_reg.append(kernel_scratch(graph, n))
+            self.scratch_inp.append(al.inplace_scratch.get(n.name, 0))
+
+    def live(self, u: int, done: int) -> bool:
+        return bool(self.prod[u] & done) and (self.is_out[u] or bool(self.cons[u] & ~done))
+
+    def step(self, done: int, held: int, v: int) -> tuple[int, int]:
+        """(bytes live while node v runs after the set `done`, bytes held after it)."""
+        after = done | 1 << v
+        dying = [u for u in self.in_units[v] if not self.live(u, after)]
+        uo = self.out_unit[v]
+        src = next((u for u in self.cand_units[v] if u in dying), None)
+        out_was_live = self.live(uo, done)
+        if out_was_live:
+            new = 0
+        elif src is not None:
+            new = max(0, self.size[uo] - self.size[src])  # written over the dying input
+        else:
+            new = self.size[uo]
+        scratch = self.scratch_inp[v] if src is not None else self.scratch_reg[v]
+        held_after = held - sum(self.size[u] for u in dying)
+        if not out_was_live and self.live(uo, after):
+            held_after += self.size[uo]
+        return held + new + scratch, held_after
+
+    def ready_after(self, ready: int, done: int, v: int) -> int:
+        after = done | 1 << v
+        ready &= ~(1 << v)
+        for w in self.succs[v]:
+            if self.preds[w] & ~after == 0:
+                ready |= 1 << w
+        return ready
+
+    def initial_ready(self) -> int:
+        return sum(1 << i for i, p in enumerate(self.preds) if p == 0)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where the search starts: nodes already run (a forced prefix, e.g. a patch stage), bytes held, ready set."""
+
+    done: int
+    held: int
+    ready: int
+    prefix: tuple[int, ...]
+
+
+def _start(model: _Model, prefix: tuple[int, ...]) -> _Start:
+    done = held = 0
+    ready = model.initial_ready()
+    for v in prefix:
+        if not ready >> v & 1:
+            raise ValueError(f"forced prefix: node '{model.names[v]}' runs before its inputs")
+        _, held = model.step(done, held, v)
+        ready = model.ready_after(ready, done, v)
+        done |= 1 << v
+    return _Start(done, held, ready, prefix)
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def order_peak(model: _Model, order: list[int], start: _Start) -> int:
+    """Peak of the steps of `order` after the start's prefix (`order` excludes the prefix)."""
+    done, held, peak = start.done, start.held, 0
+    for v in order:
+        cost, held = model.step(done, held, v)
+        peak = max(peak, cost)
+        done |= 1 << v
+    return peak
+
+
+def greedy_order(model: _Model, start: _Start) -> list[int]:
+    """Smallest-step-next: run the ready node with the cheapest step (then the least held after, then graph order)."""
+    done, held, ready = start.done, start.held, start.ready
+    order = []
+    while ready:
+        best = min((model.step(done, held, v), v) for v in _bits(ready))
+        (_, held), v = best
+        order.append(v)
+        ready = model.ready_after(ready, done, v)
+        done |= 1 << v
+    return order
+
+
+def lower_bound(model: _Model, start: _Start) -> int:
+    """Max over nodes after the prefix of the bytes every order holds while that node runs (module docstring)."""
+    n = len(model.names)
+    anc = [0] * n
+    for v in range(n):  # graph order is topological
+        for p in _bits(model.preds[v]):
+            anc[v] |= anc[p] | 1 << p
+    desc = [0] * n
+    for v in range(n):
+        for a in _bits(anc[v]):
+            desc[a] |= 1 << v
+    best = 0
+    for v in range(n):
+        if start.done >> v & 1:
+            continue
+        later = desc[v] | 1 << v
+        must = [u for u in range(len(model.size))
+                if model.prod[u] & anc[v] and (model.is_out[u] or model.cons[u] & later)]
+        uo = model.out_unit[v]
+        produce = model.scratch_reg[v] + (0 if uo in must else model.size[uo])
+        for u in model.cand_units[v]:
+            if uo not in must and not model.is_out[u] and not model.cons[u] & desc[v]:
+                produce = min(produce, max(0, model.size[uo] - model.size[u]) + model.scratch_inp[v])
+        best = max(best, sum(model.size[u] for u in must) + produce)
+    return best
+
+
+def _forced_move(model: _Model, done: int, held: int, d: int, ready: int):
+    """A ready node that neither raises the running peak `d` nor grows the held bytes, or None."""
+    for v in _bits(ready):
+        cost, held_after = model.step(done, held, v)
+        if cost <= d and held_after <= held:
+            return v, cost, held_after
+    return None
+
+
+def search(model: _Model, start: _Start, bound: int, budget: int) -> tuple[list[int] | None, int, bool]:
+    """Bottleneck-Dijkstra over sets of computed nodes for an order with peak < `bound`.
+
+    Returns (order after the prefix, or None if no order beats `bound`; states visited; finished within `budget`).
+    """
+    full = (1 << len(model.names)) - 1
+    best = {start.done: 0}
+    info = {start.done: (start.held, start.ready, None, -1)}  # state -> (held, ready, parent, node)
+    heap = [(0, 0, 0, start.done)]  # (peak so far, -nodes done, tie, state)
+    tie = 0
+    while heap:
+        d, _, _, done = heapq.heappop(heap)
+        if d > best[done]:
+            continue
+        if done == full:
+            return _trace(info, done), len(best), True
+        if len(best) > budget:
+            return None, len(best), False
+        held, ready, _, _ = info[done]
+        forced = _forced_move(model, done, held, d, ready)
+        moves = [forced] if forced else [(v, *model.step(done, held, v)) for v in _bits(ready)]
+        for v, cost, held_after in moves:
+            nd = max(d, cost)
+            nxt = done | 1 << v
+            if nd >= best.get(nxt, bound):
+                continue
+            best[nxt] = nd
+            info[nxt] = (held_after, model.ready_after(ready, done, v), done, v)
+            tie += 1
+            heapq.heappush(heap, (nd, -nxt.bit_count(), tie, nxt))
+    return None, len(best), True
+
+
+def _trace(info: dict, state: int) -> list[int]:
+    order = []
+    while info[state][2] is not None:
+        _, _, parent, v = info[state]
+        order.append(v)
+        state = parent
+    return order[::-1]
+
+
+def best_order(graph: Graph, options: PlanOptions = PlanOptions(), prefix=(), pinned=frozenset()) -> ReorderResult:
+    """The topological order of `graph` with the smallest peak (exact within `options.exact_budget` states).
+
+    `prefix`: node names that must run first, in that order (a patch stage); their steps are not counted in the
+    peak (the caller replaces them), only what they leave held; `pinned` as in `find_aliases`. With `options.reorder` False the order is the
+    graph's own (after the prefix) and only its peak and bounds are computed.
+
+    >>> from kilobyte.ir import GraphBuilder, Op
+    >>> b = GraphBuilder()
+    >>> x = b.input((1, 4, 4, 2))
+    >>> y = b.node(Op.RELU, [x])
+    >>> r = best_order(b.build([y]))
+    >>> r.order, r.peak, r.optimal
+    (('relu_0',), 32, True)
+    """
+    model = _Model(graph, options, pinned)
+    names = model.names
+    index = {name: i for i, name in enumerate(names)}
+    start = _start(model, tuple(index[p] for p in prefix))
+    given = [v for v in range(len(names)) if not start.done >> v & 1]
+    candidates = [given, greedy_order(model, start)] if options.reorder else [given]
+    peaks = [order_peak(model, o, start) for o in candidates]
+    k = min(range(len(candidates)), key=peaks.__getitem__)
+    ub, lb = peaks[k], lower_bound(model, start)
+
+    def result(rest, peak, optimal, states=0, notes=()):
+        return ReorderResult(tuple(names[v] for v in (*start.prefix, *rest)), peak, optimal, lb, states, notes)
+
+    if not options.reorder or ub <= lb:
+        return result(candidates[k], ub, ub <= lb)
+    found, states, finished = search(model, start, ub, options.exact_budget)
+    if found is not None:
+        return result(found, order_peak(model, found, start), True, states)
+    if finished:
+        return result(candidates[k], ub, True, states)
+    note = (f"order is heuristic: exact search stopped after {states} states (exact_budget "
+            f"{options.exact_budget}); its peak is at most {ub - lb} B above the lower bound {lb} B")
+    return result(candidates[k], ub, False, states, (note,))

@@ -1,0 +1,517 @@
+"""Runtime stage tests: every C kernel of kilobyte/runtime/c against the numpy int8 reference, bit for bit.
+
+Each case is one node of an int8 graph built with `GraphBuilder` (random int8 weights with per-channel scales,
+int32 bias at scale s_in·s_w, random activation scales / zero points, a fused activation); the expected output is
+`eval_node_int8`, and the kernel parameters come from the same `requant_params` / `add_node_params` the code
+generator uses. Buffers sit between guard bytes, and slice outputs between sentinel channels, that must survive the
+call. `test_suite_under_sanitizers` reruns this file in a subprocess against an ASan/UBSan build of the kernels.
+"""
+
+import ctypes
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kilobyte.runtime as rt
+from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
+from kilobyte.ir import (
+    Activation,
+    AddAttrs,
+    ConcatAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    FullyConnectedAttrs,
+    GraphBuilder,
+    Op,
+    PadAttrs,
+    PoolAttrs,
+    QParams,
+)
+from kilobyte.quant import arith
+
+SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"  # set by test_suite_under_sanitizers
+EXAMPLES = settings(max_examples=8 if SANITIZE else 40)
+GUARD, SENTINEL = 32, 0x5A
+I8, I32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32)
+
+
+# -- buffers -----------------------------------------------------------------------------------------------------------
+class Buf:
+    """n int8 bytes between guard bytes; untouched bytes hold SENTINEL unless `fill` is given."""
+
+    def __init__(self, n: int, fill=None):
+        self.n = n
+        self.raw = np.full(n + 2 * GUARD, SENTINEL, np.int8)
+        self.body = self.raw[GUARD:GUARD + n]
+        if fill is not None:
+            self.body[:] = np.asarray(fill, np.int8).reshape(-1)
+
+    def ptr(self, offset: int = 0):
+        return ctypes.cast(self.raw.ctypes.data + GUARD + offset, I8)
+
+    def check(self):
+        assert (self.raw[:GUARD] == SENTINEL).all() and (self.raw[GUARD + self.n:] == SENTINEL).all(), \
+            "kernel wrote outside its buffer"
+
+
+def c_array(a, dtype=np.int32):
+    a = np.ascontiguousarray(a, dtype)
+    return a, a.ctypes.data_as(I8 if dtype == np.int8 else I32)
+
+
+def pixels_with_stride(x, cstride: int, rng) -> np.ndarray:
+    """(..., c) activations -> (pixels, cstride) bytes: x's channels first in each pixel, random bytes after."""
+    x = x.reshape(-1, x.shape[-1])
+    out = rng.integers(-128, 128, (x.shape[0], cstride)).astype(np.int8)
+    out[:, :x.shape[1]] = x
+    return out
+
+
+def read_slice(buf: Buf, pixels: int, cstride: int, c0: int, c: int) -> np.ndarray:
+    """The (pixels, c) slice at channel c0 of a (pixels, cstride) output; every other byte must be untouched."""
+    buf.check()
+    grid = buf.body[:pixels * cstride].reshape(pixels, cstride)
+    rest = np.delete(grid, np.s_[c0:c0 + c], axis=1)
+    assert (rest == SENTINEL).all() and (buf.body[pixels * cstride:] == SENTINEL).all(), "wrote outside its slice"
+    return grid[:, c0:c0 + c]
+
+
+# -- graphs ------------------------------------------------------------------------------------------------------------
+def per_tensor(scale, zp) -> QParams:
+    return QParams.per_tensor(float(scale), int(zp))
+
+
+def weighted_graph(op, x_shape, w, bias, attrs, s_in, z_in, s_w, s_out, z_out):
+    """A one-node int8 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED graph with per-channel (or per-tensor) weights."""
+    b = GraphBuilder()
+    x = b.input(x_shape, "int8", qparams=per_tensor(s_in, z_in))
+    s_w = np.asarray(s_w, np.float32)
+    axis = (3 if op is Op.DEPTHWISE_CONV_2D else 0) if s_w.size > 1 else None
+    wq = QParams(s_w, np.zeros(s_w.size, np.int64), axis)
+    bq = QParams((np.float32(s_in) * s_w).astype(np.float32), np.zeros(s_w.size, np.int64), 0 if axis is not None
+                 else None)
+    y = b.node(op, [x, b.const("w", w, wq), b.const("b", bias, bq)], attrs, dtype="int8",
+               qparams=per_tensor(s_out, z_out))
+    return b.build([y])
+
+
+def random_weighted(rng, op, x_shape, w_shape, attrs, per_channel=True, big_bias=False):
+    """Random weights, bias, scales and zero points for a weighted node; returns (graph, x)."""
+    n_out = w_shape[3] if op is Op.DEPTHWISE_CONV_2D else w_shape[0]
+    fan_in = int(np.prod(w_shape)) // n_out
+    w = rng.integers(-127, 128, w_shape).astype(np.int8)
+    s_in = 2.0 ** rng.uniform(-8, 0)
+    s_w = 2.0 ** rng.uniform(-9, -4, n_out if per_channel else 1)
+    s_out = s_in * float(s_w.mean()) * math.sqrt(fan_in) * 2.0 ** rng.uniform(-3, 7)
+    if big_bias:
+        bias = rng.integers(-2**31, 2**31, n_out)
+    else:
+        bias = np.round(rng.normal(0, 6000 * math.sqrt(fan_in), n_out))
+    zi, zo = (int(v) for v in rng.integers(-128, 128, 2))
+    g = weighted_graph(op, x_shape, w, bias.astype(np.int32), attrs, s_in, zi, s_w, s_out, zo)
+    return g, rng.integers(-128, 128, x_shape).astype(np.int8)
+
+
+def expected(g, x_args):
+    node = g.nodes[0]
+    consts = [g.tensors[t].data for t in node.inputs[len(x_args):]]
+    return eval_node_int8(g, node, [*x_args, *consts])
+
+
+def conv_params(g, in_cstride=None, out_cstride=None) -> rt.ConvParams:
+    """kb_conv_params of a CONV_2D / DEPTHWISE_CONV_2D / pool node (what the code generator emits)."""
+    node, a = g.nodes[0], g.nodes[0].attrs
+    _, h, w, c = g.tensors[node.inputs[0]].shape
+    _, ho, wo, co = g.tensors[node.outputs[0]].shape
+    if node.op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
+        (kh, kw), zi, zo, dil = a.kernel, 0, 0, (1, 1)
+    else:
+        p = requant_params(g, node)
+        kh, kw = g.tensors[node.inputs[1]].shape[1:3]
+        zi, zo, dil = p.input_zp, p.output_zp, a.dilation
+    q = g.tensors[node.outputs[0]].qparams
+    lo, hi = arith.activation_range(a.activation, q.scale[0], q.zero_point[0])
+    return rt.ConvParams(h, w, c, in_cstride or c, ho, wo, co, out_cstride or co, kh, kw, *a.stride, *dil,
+                         *a.padding, -zi, zo, lo, hi)
+
+
+def requant_arrays(g):
+    p = requant_params(g, g.nodes[0])
+    return c_array(p.multiplier), c_array(p.shift)
+
+
+# -- CONV_2D -----------------------------------------------------------------------------------------------------------
+@st.composite
+def window_cases(draw, ks=(1, 3, 5, 7), dilation=True, channels=True):
+    """Window geometry: kernel, stride 1/2, dilation, asymmetric padding (< kernel), non-square input."""
+    kh = draw(st.sampled_from(ks))
+    kw = draw(st.sampled_from(ks)) if draw(st.booleans()) else kh
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2))) if dilation and draw(st.booleans()) else (1, 1)
+    pad = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)),
+           draw(st.integers(0, kw - 1)))
+    h_min = max(1, dil[0] * (kh - 1) + 1 - pad[0] - pad[1])
+    w_min = max(1, dil[1] * (kw - 1) + 1 - pad[2] - pad[3])
+    hw = (draw(st.integers(h_min, h_min + 7)), draw(st.integers(w_min, w_min + 7)))
+    c = (draw(st.integers(1, 9)), draw(st.integers(1, 9))) if channels else None
+    return dict(k=(kh, kw), stride=stride, dil=dil, pad=pad, hw=hw, c=c)
+
+
+def slice_layout(draw, c_in, c_out):
+    """(in_cstride, out_cstride, c0): a strided input and an output written into a channel slice, or dense."""
+    if not draw(st.booleans()):
+        return c_in, c_out, 0
+    extra_in, c0, extra_out = draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(st.integers(0, 3))
+    return c_in + extra_in, c0 + c_out + extra_out, c0
+
+
+def conv_variants(k, stride, dil, pad):
+    names = ["kb_conv"]
+    if k == (3, 3) and dil == (1, 1):
+        names.append("kb_conv_3x3")
+    if k == (1, 1) and stride == (1, 1) and pad == (0, 0, 0, 0):
+        names.append("kb_conv_1x1")
+    return names
+
+
+def run_weighted(lib, name, g, x, layout, rng):
+    """Call a conv / depthwise kernel on disjoint buffers with the given layout; return the output slice."""
+    in_cs, out_cs, c0 = layout
+    node = g.nodes[0]
+    _, ho, wo, co = g.tensors[node.outputs[0]].shape
+    w, w_p = c_array(g.tensors[node.inputs[1]].data, np.int8)
+    b, b_p = c_array(g.tensors[node.inputs[2]].data)
+    (m, m_p), (s, s_p) = requant_arrays(g)
+    xin = Buf(x.size // x.shape[-1] * in_cs, pixels_with_stride(x, in_cs, rng))
+    out = Buf(ho * wo * out_cs)
+    p = conv_params(g, in_cs, out_cs)
+    args = [ctypes.byref(p), xin.ptr(), w_p, b_p, m_p, s_p, out.ptr(c0)]
+    if "inplace" in name:
+        scratch = Buf((p.in_h + p.pad_t + p.pad_b) * (p.in_w + p.pad_l + p.pad_r))
+        getattr(lib, name)(*args, scratch.ptr())
+        scratch.check()
+    else:
+        getattr(lib, name)(*args)
+    xin.check()
+    return read_slice(out, ho * wo, out_cs, c0, co).reshape(ho, wo, co)
+
+
+@EXAMPLES
+@given(case=window_cases(), act=st.sampled_from(list(Activation)), big_bias=st.booleans(), seed=st.integers(0, 2**32),
+       data=st.data())
+def test_conv(kb_lib, case, act, big_bias, seed, data):
+    rng = np.random.default_rng(seed)
+    (cin, cout), (kh, kw) = case["c"], case["k"]
+    attrs = ConvAttrs(case["stride"], case["pad"], case["dil"], act)
+    g, x = random_weighted(rng, Op.CONV_2D, (1, *case["hw"], cin), (cout, kh, kw, cin), attrs, big_bias=big_bias)
+    want = expected(g, [x])[0]
+    layout = slice_layout(data.draw, cin, cout)
+    for name in conv_variants(case["k"], case["stride"], case["dil"], case["pad"]):
+        assert np.array_equal(run_weighted(kb_lib, name, g, x, layout, rng), want), name
+
+
+@EXAMPLES
+@given(hw=st.tuples(st.integers(1, 6), st.integers(1, 6)), c=st.tuples(st.integers(1, 24), st.integers(1, 24)),
+       seed=st.integers(0, 2**32), data=st.data())
+def test_conv_1x1_and_3x3_fast_paths(kb_lib, hw, c, seed, data):
+    """The specialised kernels on wider channel counts, where their unrolled inner loops do the work."""
+    rng = np.random.default_rng(seed)
+    for k, pad in (((1, 1), (0, 0, 0, 0)), ((3, 3), (1, 1, 1, 1))):
+        attrs = ConvAttrs((1, 1), pad, (1, 1), Activation.RELU6)
+        g, x = random_weighted(rng, Op.CONV_2D, (1, *hw, c[0]), (c[1], *k, c[0]), attrs)
+        want = expected(g, [x])[0]
+        layout = slice_layout(data.draw, *c)
+        for name in conv_variants(k, (1, 1), (1, 1), pad):
+            assert np.array_equal(run_weighted(kb_lib, name, g, x, layout, rng), want), name
+
+
+# -- DEPTHWISE_CONV_2D -------------------------------------------------------------------------------------------------
+def dw_graph(rng, case, act, c, big_bias=False):
+    attrs = DepthwiseAttrs(case["stride"], case["pad"], case["dil"], 1, act)
+    return random_weighted(rng, Op.DEPTHWISE_CONV_2D, (1, *case["hw"], c), (1, *case["k"], c), attrs,
+                           big_bias=big_bias)
+
+
+def dw_variants(case):
+    names = ["kb_depthwise", "kb_depthwise_inplace"]
+    if case["k"][0] == case["k"][1] and case["k"][0] in (3, 5, 7) and case["dil"] == (1, 1):
+        names.append(f"kb_depthwise_inplace_{case['k'][0]}x{case['k'][1]}")
+    return names
+
+
+@EXAMPLES
+@given(case=window_cases(ks=(1, 3, 5, 7), channels=False), c=st.integers(1, 11),
+       act=st.sampled_from(list(Activation)), big_bias=st.booleans(), seed=st.integers(0, 2**32), data=st.data())
+def test_depthwise_disjoint(kb_lib, case, c, act, big_bias, seed, data):
+    """All depthwise variants writing to a separate buffer, with strided input and slice output."""
+    rng = np.random.default_rng(seed)
+    g, x = dw_graph(rng, case, act, c, big_bias)
+    want = expected(g, [x])[0]
+    layout = slice_layout(data.draw, c, c)
+    for name in dw_variants(case):
+        assert np.array_equal(run_weighted(kb_lib, name, g, x, layout, rng), want), name
+
+
+@EXAMPLES
+@given(case=window_cases(ks=(3, 5, 7), channels=False), c=st.integers(1, 11), extra=st.integers(0, 2),
+       act=st.sampled_from(list(Activation)), seed=st.integers(0, 2**32))
+def test_depthwise_in_place(kb_lib, case, c, extra, act, seed):
+    """Input and output share one buffer (same base pointer and pixel stride): TinyEngine's in-place depthwise."""
+    rng = np.random.default_rng(seed)
+    g, x = dw_graph(rng, case, act, c)
+    want = expected(g, [x])[0]
+    ho, wo = want.shape[:2]
+    cs = c + extra
+    h, w = case["hw"]
+    for name in dw_variants(case)[1:]:
+        buf = Buf(max(h * w, ho * wo) * cs)  # the arena slot holds the larger of input and output
+        buf.body[:h * w * cs] = pixels_with_stride(x, cs, rng).reshape(-1)
+        (m, m_p), (s, s_p) = requant_arrays(g)
+        wt, w_p = c_array(g.tensors[g.nodes[0].inputs[1]].data, np.int8)
+        b, b_p = c_array(g.tensors[g.nodes[0].inputs[2]].data)
+        p = conv_params(g, cs, cs)
+        scratch = Buf((h + p.pad_t + p.pad_b) * (w + p.pad_l + p.pad_r))
+        getattr(kb_lib, name)(ctypes.byref(p), buf.ptr(), w_p, b_p, m_p, s_p, buf.ptr(), scratch.ptr())
+        buf.check()
+        scratch.check()
+        got = buf.body[:ho * wo * cs].reshape(ho * wo, cs)[:, :c].reshape(ho, wo, c)
+        assert np.array_equal(got, want), name
+
+
+# -- FULLY_CONNECTED ---------------------------------------------------------------------------------------------------
+@EXAMPLES
+@given(n_in=st.integers(1, 64), n_out=st.integers(1, 24), per_channel=st.booleans(),
+       act=st.sampled_from(list(Activation)), big_bias=st.booleans(), seed=st.integers(0, 2**32))
+def test_fully_connected(kb_lib, n_in, n_out, per_channel, act, big_bias, seed):
+    rng = np.random.default_rng(seed)
+    g, x = random_weighted(rng, Op.FULLY_CONNECTED, (1, n_in), (n_out, n_in), FullyConnectedAttrs(act),
+                           per_channel=per_channel, big_bias=big_bias)
+    want = expected(g, [x])[0]
+    rq = requant_params(g, g.nodes[0])
+    p = rt.FcParams(n_in, n_out, -rq.input_zp, rq.output_zp, rq.act_min, rq.act_max)
+    w, w_p = c_array(g.tensors[g.nodes[0].inputs[1]].data, np.int8)
+    b, b_p = c_array(g.tensors[g.nodes[0].inputs[2]].data)
+    (m, m_p), (s, s_p) = requant_arrays(g)  # a per-tensor multiplier arrives broadcast to n_out entries
+    xin, out = Buf(n_in, x), Buf(n_out)
+    kb_lib.kb_fully_connected(ctypes.byref(p), xin.ptr(), w_p, b_p, m_p, s_p, out.ptr())
+    xin.check()
+    out.check()
+    assert np.array_equal(out.body, want)
+
+
+# -- ADD ---------------------------------------------------------------------------------------------------------------
+@EXAMPLES
+@given(hw=st.tuples(st.integers(1, 5), st.integers(1, 5)), c=st.integers(1, 11),
+       mode=st.sampled_from(["separate", "into_a", "into_b"]), act=st.sampled_from(list(Activation)),
+       seed=st.integers(0, 2**32), data=st.data())
+def test_add(kb_lib, hw, c, mode, act, seed, data):
+    rng = np.random.default_rng(seed)
+    s1, s2 = 2.0 ** rng.uniform(-8, 0, 2)
+    s_out = max(s1, s2) * 2.0 ** rng.uniform(-1, 2)
+    z1, z2, zo = (int(v) for v in rng.integers(-128, 128, 3))
+    b = GraphBuilder()
+    a_in = b.input((1, *hw, c), "int8", "a", per_tensor(s1, z1))
+    b_in = b.input((1, *hw, c), "int8", "b", per_tensor(s2, z2))
+    g = b.build([b.node(Op.ADD, [a_in, b_in], AddAttrs(act), dtype="int8", qparams=per_tensor(s_out, zo))])
+    xa, xb = (rng.integers(-128, 128, (1, *hw, c)).astype(np.int8) for _ in range(2))
+    want = expected(g, [xa, xb])[0].reshape(-1, c)
+    ap = add_node_params(g, g.nodes[0])
+    pixels = hw[0] * hw[1]
+    if mode == "separate":
+        cs_a, cs_b = c + data.draw(st.integers(0, 2)), c + data.draw(st.integers(0, 2))
+        cs_out, c0 = slice_layout(data.draw, c, c)[1:]
+    else:
+        cs_a = cs_b = cs_out = c + data.draw(st.integers(0, 2))
+        c0 = 0
+    bufs = {"a": Buf(pixels * cs_a, pixels_with_stride(xa, cs_a, rng)),
+            "b": Buf(pixels * cs_b, pixels_with_stride(xb, cs_b, rng))}
+    out = {"separate": Buf(pixels * cs_out), "into_a": bufs["a"], "into_b": bufs["b"]}[mode]
+    p = rt.AddParams(pixels, c, cs_a, cs_b, cs_out, ap.input1_offset, ap.input2_offset, ap.left_shift,
+                     ap.input1_multiplier, ap.input1_shift, ap.input2_multiplier, ap.input2_shift,
+                     ap.output_multiplier, ap.output_shift, ap.output_offset, ap.act_min, ap.act_max)
+    kb_lib.kb_add(ctypes.byref(p), bufs["a"].ptr(), bufs["b"].ptr(), out.ptr(c0))
+    for buf in bufs.values():
+        buf.check()
+    if mode == "separate":
+        got = read_slice(out, pixels, cs_out, c0, c)
+    else:
+        got = out.body.reshape(pixels, cs_out)[:, :c]
+    assert np.array_equal(got, want)
+
+
+# -- pooling -----------------------------------------------------------------------------------------------------------
+def pool_graph(op, hw, c, kernel, stride, pad, act, rng):
+    q = per_tensor(2.0 ** rng.uniform(-8, 0), int(rng.integers(-128, 128)))
+    b = GraphBuilder()
+    x = b.input((1, *hw, c), "int8", qparams=q)
+    g = b.build([b.node(op, [x], PoolAttrs(kernel, stride, pad, act), dtype="int8", qparams=q)])
+    return g, rng.integers(-128, 128, (1, *hw, c)).astype(np.int8)
+
+
+def run_pool(lib, name, g, x, layout, rng):
+    in_cs, out_cs, c0 = layout
+    _, ho, wo, c = g.tensors[g.nodes[0].outputs[0]].shape
+    xin = Buf(x.size // x.shape[-1] * in_cs, pixels_with_stride(x, in_cs, rng))
+    out = Buf(ho * wo * out_cs)
+    getattr(lib, name)(ctypes.byref(conv_params(g, in_cs, out_cs)), xin.ptr(), out.ptr(c0))
+    xin.check()
+    return read_slice(out, ho * wo, out_cs, c0, c).reshape(ho, wo, c)
+
+
+@EXAMPLES
+@given(case=window_cases(ks=(1, 2, 3, 4), dilation=False, channels=False), c=st.integers(1, 11),
+       op=st.sampled_from([Op.AVG_POOL_2D, Op.MAX_POOL_2D]), act=st.sampled_from(list(Activation)),
+       seed=st.integers(0, 2**32), data=st.data())
+def test_pool(kb_lib, case, c, op, act, seed, data):
+    rng = np.random.default_rng(seed)
+    g, x = pool_graph(op, case["hw"], c, case["k"], case["stride"], case["pad"], act, rng)
+    name = "kb_avg_pool" if op is Op.AVG_POOL_2D else "kb_max_pool"
+    got = run_pool(kb_lib, name, g, x, slice_layout(data.draw, c, c), rng)
+    assert np.array_equal(got, expected(g, [x])[0])
+
+
+@EXAMPLES
+@given(hw=st.tuples(st.integers(1, 10), st.integers(1, 10)), c=st.integers(1, 11), seed=st.integers(0, 2**32))
+def test_global_average_pool(kb_lib, hw, c, seed):
+    """MEAN over (H, W): the quantiser rewrites it to AVG_POOL_2D with the whole image as the window."""
+    rng = np.random.default_rng(seed)
+    g, x = pool_graph(Op.AVG_POOL_2D, hw, c, hw, (1, 1), (0, 0, 0, 0), Activation.NONE, rng)
+    got = run_pool(kb_lib, "kb_avg_pool", g, x, (c, c, 0), rng)
+    assert np.array_equal(got, expected(g, [x])[0])
+
+
+# -- PAD, CONCAT -------------------------------------------------------------------------------------------------------
+@EXAMPLES
+@given(hw=st.tuples(st.integers(1, 5), st.integers(1, 5)), c=st.integers(1, 7),
+       pads=st.lists(st.integers(0, 3), min_size=6, max_size=6), seed=st.integers(0, 2**32))
+def test_pad(kb_lib, hw, c, pads, seed):
+    rng = np.random.default_rng(seed)
+    q = per_tensor(0.05, int(rng.integers(-128, 128)))
+    t, bo, left, r, c0, c1 = pads
+    b = GraphBuilder()
+    x_name = b.input((1, *hw, c), "int8", qparams=q)
+    attrs = PadAttrs(((0, 0), (t, bo), (left, r), (c0, c1)))
+    g = b.build([b.node(Op.PAD, [x_name], attrs, dtype="int8", qparams=q)])
+    x = rng.integers(-128, 128, (1, *hw, c)).astype(np.int8)
+    want = expected(g, [x])[0]
+    p = rt.PadParams(*hw, c, c, t, bo, left, r, c0, c1, want.shape[-1], int(q.zero_point[0]))
+    xin, out = Buf(x.size, x), Buf(want.size)
+    kb_lib.kb_pad(ctypes.byref(p), xin.ptr(), out.ptr())
+    xin.check()
+    out.check()
+    assert np.array_equal(out.body.reshape(want.shape), want)
+
+
+@EXAMPLES
+@given(hw=st.tuples(st.integers(1, 5), st.integers(1, 5)), cs=st.lists(st.integers(1, 7), min_size=1, max_size=4),
+       seed=st.integers(0, 2**32))
+def test_concat_by_slices(kb_lib, hw, cs, seed):
+    """CONCAT as one kb_copy_channels per input into its channel slice of the output."""
+    rng = np.random.default_rng(seed)
+    q = per_tensor(0.1, int(rng.integers(-128, 128)))
+    b = GraphBuilder()
+    names = [b.input((1, *hw, c), "int8", f"x{i}", q) for i, c in enumerate(cs)]
+    g = b.build([b.node(Op.CONCAT, names, ConcatAttrs(3), dtype="int8", qparams=q)])
+    xs = [rng.integers(-128, 128, (1, *hw, c)).astype(np.int8) for c in cs]
+    want = expected(g, xs)[0]
+    total, pixels = sum(cs), hw[0] * hw[1]
+    out, offset = Buf(pixels * total), 0
+    for x, c in zip(xs, cs):
+        xin = Buf(x.size, x)
+        kb_lib.kb_copy_channels(pixels, c, xin.ptr(), c, out.ptr(offset), total)
+        offset += c
+    out.check()
+    assert np.array_equal(out.body.reshape(want.shape), want)
+
+
+# -- QUANTIZE / DEQUANTIZE ---------------------------------------------------------------------------------------------
+@EXAMPLES
+@given(n=st.integers(1, 64), seed=st.integers(0, 2**32))
+def test_quantize_dequantize(kb_lib, n, seed):
+    rng = np.random.default_rng(seed)
+    scale, zp = np.float32(2.0 ** rng.uniform(-10, 2)), int(rng.integers(-128, 128))
+    ties = ((rng.integers(-200, 200, n) + 0.5) * scale).astype(np.float32)  # exact halves hit the rounding rule
+    x = np.where(rng.random(n) < 0.5, ties, (rng.normal(0, 100, n) * scale).astype(np.float32)).astype(np.float32)
+    x[: n // 8] = rng.choice(np.float32([0.0, -0.0, 1e30, -1e30, 3e9, -3e9]), n // 8)
+    b = GraphBuilder()
+    g = b.build([b.node(Op.QUANTIZE, [b.input((1, n))], dtype="int8", qparams=per_tensor(scale, zp))])
+    q = Buf(n)
+    xf = np.ascontiguousarray(x)
+    kb_lib.kb_quantize(n, xf.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), float(scale), zp, q.ptr())
+    q.check()
+    assert np.array_equal(q.body, expected(g, [x[None]])[0])
+
+    b = GraphBuilder()
+    xi = b.input((1, n), "int8", qparams=per_tensor(scale, zp))
+    g = b.build([b.node(Op.DEQUANTIZE, [xi], dtype="float32")])
+    got = np.zeros(n, np.float32)
+    kb_lib.kb_dequantize(n, q.ptr(), float(scale), zp, got.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+    assert np.array_equal(got.view(np.int32), expected(g, [q.body[None].copy()])[0].view(np.int32))
+
+
+# -- requantisation helpers --------------------------------------------------------------------------------------------
+INT32 = st.one_of(st.integers(-2**31, 2**31 - 1), st.sampled_from([-2**31, -2**31 + 1, -1, 0, 1, 2**31 - 1]))
+
+
+@EXAMPLES
+@given(vals=st.lists(st.tuples(INT32, INT32, st.integers(0, 31), st.integers(-31, 30)), min_size=1, max_size=64))
+def test_requant_helpers(kb_lib, vals):
+    """SaturatingRoundingDoublingHighMul, RoundingDivideByPOT, MultiplyByQuantizedMultiplier vs quant.arith."""
+    x, b, e, s = (np.array(v, np.int32) for v in zip(*vals))
+    n = len(vals)
+    outs = [np.zeros(n, np.int32) for _ in range(3)]
+    kb_lib.kbt_requant(n, *(c_array(a)[1] for a in (x, b, e, s)), *(o.ctypes.data_as(I32) for o in outs))
+    assert np.array_equal(outs[0], arith.saturating_rounding_doubling_high_mul(x, b))
+    assert np.array_equal(outs[1], arith.rounding_divide_by_pot(x, e))
+    want = arith.multiply_by_quantized_multiplier(x, b, s)
+    assert np.array_equal(outs[2], want)
+
+
+# -- build hygiene -----------------------------------------------------------------------------------------------------
+def test_structs_match_header():
+    """The ctypes mirrors list the same int32 fields, in the same order, as kilobyte.h."""
+    import re
+    text = re.sub(r"/\*.*?\*/", "", (rt.C_DIR / "kilobyte.h").read_text(), flags=re.S)
+    structs = dict((name, body) for body, name in re.findall(r"typedef struct \{(.*?)\} (\w+);", text, re.S))
+    assert set(structs) == set(rt.STRUCTS)
+    for name, body in structs.items():
+        fields = [f.strip() for decl in body.split(";") if decl.strip()
+                  for f in decl.replace("int32_t", "", 1).split(",")]
+        assert all(decl.strip().startswith("int32_t") for decl in body.split(";") if decl.strip())
+        assert fields == [f for f, _ in rt.STRUCTS[name]._fields_], name
+
+
+@pytest.mark.parametrize("cc", ["gcc", "arm-none-eabi-gcc"])
+def test_each_kernel_file_compiles_alone(cc, tmp_path):
+    """Codegen copies in only the files a model uses: each must build alone, with only string/stdint/stddef."""
+    import re
+    import shutil
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    arch = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"] if cc.startswith("arm") else []
+    for src in rt.sources_for():
+        includes = set(re.findall(r'#include [<"]([\w.]+)[>"]', src.read_text()))
+        assert includes <= {"string.h", "stdint.h", "stddef.h", "kilobyte.h", "kb_requant.h"}, src.name
+        assert "malloc" not in src.read_text()
+        cmd = [cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic", *arch, f"-I{rt.C_DIR}", "-c",
+               str(src), "-o", str(tmp_path / (src.stem + ".o"))]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.skipif(SANITIZE, reason="already the sanitizer run")
+def test_suite_under_sanitizers():
+    """Rerun this file against kernels built with -fsanitize=address,undefined (libasan preloaded into Python)."""
+    env = {**os.environ, **rt.sanitizer_env(), "KB_RUNTIME_SANITIZE": "1"}
+    here = Path(__file__)
+    cmd = [sys.executable, "-m", "pytest", str(here), "-q", "-x", "-p", "no:cacheprovider", "-k",
+           "not under_sanitizers and not compiles_alone"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here.parents[2], timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
