@@ -9,7 +9,8 @@ share bytes. `plan_arena` returns one offset per request, the arena size, the pe
   placing its buffers in increasing-offset order, each at its lowest feasible offset (every buffer can only move
   down), so searching orders with lowest-offset placement is exact. Seeded with greedy, pruned by the best arena
   found and stopped early when it reaches the peak-live lower bound;
-- `auto`: exact for at most `EXACT_MAX` buffers, else greedy.
+- `auto`: exact for at most `EXACT_MAX` buffers, else the best of three greedy placement orders (by size as TFLM,
+  by first use, by area; see `GREEDY_ORDERS`).
 
 The scheduler also needs *groups*: several lifetimes that must share one offset (an in-place op's input and
 output). `plan_groups` takes, per group, a list of `(size, first, last)` all placed at the group's offset.
@@ -32,7 +33,7 @@ class ArenaResult:
     arena_bytes: int
     peak_bytes: int  # most requested bytes alive at one step (before alignment)
     fragmentation: float  # (arena - peak) / arena
-    strategy: str  # the strategy that ran ("greedy" or "exact")
+    strategy: str  # what ran: "exact", "greedy" (by size), "greedy-first-use" or "greedy-area"
     optimal: bool  # arena proven minimal (exact finished, or greedy met the lower bound)
 
 
@@ -65,10 +66,11 @@ def plan_groups(groups: Sequence[Sequence[Interval]], strategy: str = "auto", al
     aligned = [[(_align(s, alignment), f, last) for s, f, last in g if s > 0] for g in groups]
     peak = _peak(groups)
     floor = _peak(aligned)
-    offsets = _greedy(aligned, alignment)
-    arena = _extent(aligned, offsets)
+    orders = ["size"] if strategy == "greedy" else list(GREEDY_ORDERS)
+    tried = [(_extent(aligned, offs), k, offs) for k, offs in ((k, _greedy(aligned, alignment, k)) for k in orders)]
+    arena, ran, offsets = min(tried, key=lambda x: x[0])
     optimal = arena <= floor
-    ran = "greedy"
+    ran = "greedy" if ran == "size" else f"greedy-{ran}"
     if strategy == "exact" or (strategy == "auto" and len(groups) <= EXACT_MAX):
         ran = "exact"
         if not optimal:
@@ -109,18 +111,38 @@ def _lowest_offset(group, placed, alignment: int) -> int:
     raise AssertionError("unreachable: the top of the highest buffer is always free")
 
 
-def _greedy(groups, alignment: int) -> list[int]:
-    """Largest first (ties: earlier first use, then request order), each at its lowest offset."""
-    order = sorted(range(len(groups)),
-                   key=lambda i: (-max((s for s, _, _ in groups[i]), default=0),
-                                  min((f for _, f, _ in groups[i]), default=0), i))
+def _greedy(groups, alignment: int, order: str = "size") -> list[int]:
+    """Place groups one by one at their lowest offset, in the order `GREEDY_ORDERS[order]` (ties: request order)."""
+    key = GREEDY_ORDERS[order]
     offsets = [0] * len(groups)
     placed = []
-    for i in order:
-        if groups[i]:
-            offsets[i] = _lowest_offset(groups[i], placed, alignment)
-            placed.append((groups[i], offsets[i]))
+    for i in sorted((i for i in range(len(groups)) if groups[i]), key=lambda i: (*key(groups[i]), i)):
+        offsets[i] = _lowest_offset(groups[i], placed, alignment)
+        placed.append((groups[i], offsets[i]))
     return offsets
+
+
+def _biggest(g) -> int:
+    return max(s for s, _, _ in g)
+
+
+def _first(g) -> int:
+    return min(f for _, f, _ in g)
+
+
+def _duration(g) -> int:
+    return max(last for _, _, last in g) - _first(g) + 1
+
+
+# Placement orders: TFLM's greedy-by-size, then two that `auto` also tries on big problems, keeping the smallest
+# arena: left-edge (by first use; optimal for plain intervals when lifetimes nest like a stack) and by area
+# (bytes x steps). Patch plans need left-edge: the working region and the stage outputs end where the next
+# stage's buffers begin, and by-size ordering strands a small long-lived buffer above them.
+GREEDY_ORDERS = {
+    "size": lambda g: (-_biggest(g), _first(g)),
+    "first-use": lambda g: (_first(g), -_biggest(g)),
+    "area": lambda g: (-_biggest(g) * _duration(g), _first(g)),
+}
 
 
 def _exact(groups, alignment: int, offsets: list[int], arena: int, floor: int):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from .plan_types import PatchStage, PlanOptions, Tile
@@ -95,26 +97,41 @@ def input_box(graph: Graph, node: Node, out_box: Box) -> tuple[Box, tuple[int, i
     >>> input_box(g, g.nodes[0], (0, 2, 2, 4))  # rows 0-1 need input rows -1..3: one row of top padding
     ((0, 4, 3, 8), (1, 0, 0, 0))
     """
-    win = axis_window(graph, node)
-    if win is None or box_area(out_box) == 0:
-        return out_box, (0, 0, 0, 0)
     _, h, w, _ = graph.tensors[graph.activation_inputs(node)[0]].shape
-    (y0, y1), (pt, pb) = _axis_in(out_box[0], out_box[1], win[0], h)
-    (x0, x1), (pl, pr) = _axis_in(out_box[2], out_box[3], win[1], w)
+    return _box_in(axis_window(graph, node), (h, w), out_box)
+
+
+def _box_in(window, hw: tuple[int, int], out_box: Box) -> tuple[Box, tuple[int, int, int, int]]:
+    if window is None or box_area(out_box) == 0:
+        return out_box, (0, 0, 0, 0)
+    (y0, y1), (pt, pb) = _axis_in(out_box[0], out_box[1], window[0], hw[0])
+    (x0, x1), (pl, pr) = _axis_in(out_box[2], out_box[3], window[1], hw[1])
     return (y0, y1, x0, x1), (pt, pb, pl, pr)
 
 
-def patch_tiles(graph: Graph, stage: Sequence[Node], outputs: Sequence[str], box: Box) -> tuple[Tile, ...]:
+def _geometry(graph: Graph, stage: Sequence[Node]) -> list[tuple]:
+    """Per stage node, what the tile walk needs: (window or None, input (H, W), activation inputs)."""
+    geometry = []
+    for node in stage:
+        ins = graph.activation_inputs(node)
+        _, h, w, _ = graph.tensors[ins[0]].shape
+        geometry.append((axis_window(graph, node), (h, w), ins))
+    return geometry
+
+
+def patch_tiles(graph: Graph, stage: Sequence[Node], outputs: Sequence[str], box: Box,
+                geometry: list | None = None) -> tuple[Tile, ...]:
     """Tiles of one patch: walk `stage` backwards from `box` of every stage output (union over readers)."""
+    geometry = geometry or _geometry(graph, stage)
     need: dict[str, Box] = {t: box for t in outputs}
-    tiles: dict[str, Tile] = {}
-    for node in reversed(stage):
+    tiles: list[Tile] = []
+    for node, (window, hw, ins) in zip(reversed(stage), reversed(geometry)):
         out_box = need.get(node.outputs[0], EMPTY)
-        in_box, padding = input_box(graph, node, out_box)
-        tiles[node.name] = Tile(node.name, out_box, in_box, padding)
-        for t in graph.activation_inputs(node):
+        in_box, padding = _box_in(window, hw, out_box)
+        tiles.append(Tile(node.name, out_box, in_box, padding))
+        for t in ins:
             need[t] = union(need.get(t), in_box)
-    return tuple(tiles[n.name] for n in stage)
+    return tuple(reversed(tiles))
 
 
 def tile_macs(graph: Graph, node: Node, out_box: Box) -> int:
@@ -243,21 +260,25 @@ def working_memory(graph: Graph, stage: Sequence[Node], tiles, options: PlanOpti
         else:
             mem.home[i] = mem.home[host]
             mem.groups[mem.home[i]].append(i)
-    mem.size = {i: max(_tile_bytes(graph, stage, p[i], i) for p in tiles) for i in mem.home}
+    sizes = np.array([[_tile_bytes(graph, stage, t, i) for i, t in enumerate(p)] for p in tiles])  # (P, n)
+    mem.size = {i: int(sizes[:, i].max()) for i in mem.home}
     inplace = {i for i in mem.home if mem.groups[mem.home[i]][0] != i}
-    per_patch = [[_step_scratch(graph, n, p[i], i in inplace) for i, n in enumerate(stage)] for p in tiles]
-    mem.scratch = [max(col) for col in zip(*per_patch)]
-    mem.live = [max(_live_tiles(graph, stage, p, mem, i) + sc[i] for p, sc in zip(tiles, per_patch))
-                for i in range(len(stage))]
+    scratch = np.array([[_step_scratch(graph, n, p[i], i in inplace) for i, n in enumerate(stage)] for p in tiles])
+    mem.scratch = [int(v) for v in scratch.max(axis=0)]
+    mem.live = [int(v) for v in (_live_tiles(sizes, mem) + scratch).max(axis=0)]
     return mem
 
 
-def _live_tiles(graph: Graph, stage: Sequence[Node], tiles: Sequence[Tile], mem: _Memory, i: int) -> int:
-    """Bytes of the tile buffers live at step i for one patch; an in-place pair shares its buffer (max)."""
-    total = 0
+def _live_tiles(sizes: np.ndarray, mem: _Memory) -> np.ndarray:
+    """(patches, steps) bytes of the tile buffers live at each step; an in-place chain counts its largest live
+    member (input and output share the buffer at the in-place step)."""
+    total = np.zeros_like(sizes)
     for group in mem.groups:
-        alive = [s for s in group if s <= i <= mem.last[s]]
-        total += max((_tile_bytes(graph, stage, tiles[s], s) for s in alive), default=0)
+        held = np.zeros_like(sizes)
+        for s in group:
+            span = slice(s, mem.last[s] + 1)
+            held[:, span] = np.maximum(held[:, span], sizes[:, s:s + 1])
+        total += held
     return total
 
 
@@ -268,18 +289,26 @@ def plan_patch_stage(graph: Graph, order: Sequence, n_nodes: int, grid: int,
 
     Tile offsets and tile scratch are relative to the working region; `place_stage` moves them into the arena.
     """
+    return _stage_plan(graph, order, n_nodes, grid, options, place=True)
+
+
+def _stage_plan(graph: Graph, order: Sequence, n_nodes: int, grid: int, options: PlanOptions,
+                place: bool) -> PatchStage:
+    """`plan_patch_stage`; without `place` the working region is not laid out (working_bytes = working_peak)."""
     from ..analysis.macs import node_macs
 
     stage, outputs = stage_nodes(graph, order, n_nodes)
-    tiles = [patch_tiles(graph, stage, outputs, box) for box in _grid_boxes(graph, outputs, grid)]
+    geometry = _geometry(graph, stage)
+    tiles = [patch_tiles(graph, stage, outputs, box, geometry) for box in _grid_boxes(graph, outputs, grid)]
     mem = working_memory(graph, stage, tiles, options)
-    tile_offsets, tile_scratch, region = _place(stage, mem, options)
+    tile_offsets, tile_scratch, region = _place(stage, mem, options) if place else ({}, {}, max(mem.live))
+    weights = [graph.tensors[n.inputs[1]].numel if n.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D) else 0 for n in stage]
     return PatchStage(
         n_nodes=n_nodes, grid=grid, nodes=tuple(n.name for n in stage), outputs=outputs,
         tiles=tuple(tiles), input_patch=_input_patch(graph, stage, tiles),
         stage_output_bytes=sum(graph.tensors[t].numel for t in outputs),
         working_bytes=region, tile_offsets=tile_offsets,
-        macs=sum(tile_macs(graph, n, p[i].out_box) for p in tiles for i, n in enumerate(stage)),
+        macs=sum(w * box_area(p[i].out_box) for p in tiles for i, w in enumerate(weights) if w),
         base_macs=sum(node_macs(graph, n) for n in stage),
         working_peak=max(mem.live), tile_scratch=tile_scratch)
 
@@ -321,8 +350,9 @@ def place_stage(stage: PatchStage, offset: int) -> PatchStage:
 
 
 def stage_peak(stage: PatchStage) -> int:
-    """Bytes the arena needs while the stage runs: the working region plus the whole stage-output tensors."""
-    return stage.working_bytes + stage.stage_output_bytes
+    """Peak live bytes while the stage runs: the working peak plus the whole stage-output tensors (the arena may
+    need a few more: the working region is `working_bytes`, laid out by the arena planner)."""
+    return stage.working_peak + stage.stage_output_bytes
 
 
 # -- automatic choice -------------------------------------------------------------------------------------------
@@ -377,14 +407,16 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
         if bound > best_key[0] or (bound == best_key[0] and best is None):
             continue
         for p in _grids(graph, names, n):
-            stage = plan_patch_stage(graph, names, n, p, options)
+            stage = _stage_plan(graph, names, n, p, options, place=False)
             extra = stage.macs - stage.base_macs
             if options.max_mac_overhead is not None and extra > options.max_mac_overhead * total_macs:
                 continue
             key = (max(stage_peak(stage), rest[n]), extra)
             if key < best_key:
                 best, best_key = stage, key
-    return best
+            if stage_peak(stage) <= rest[n]:
+                break  # the rest of the network is the bottleneck now: a finer grid only adds MACs
+    return None if best is None else plan_patch_stage(graph, names, best.n_nodes, best.grid, options)
 
 
 def _grids(graph: Graph, names: Sequence[str], n: int) -> list[int]:

@@ -23,10 +23,13 @@ from .liveness import Liveness, analyze
 from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
 from .reorder import ReorderResult, best_order
 from .scratch import adaptive_im2col
-from .verify import verify_plan
 
 IM2COL_MODES = ("per-layer", "model-adaptive")
 ARENA_STRATEGIES = ("auto", "greedy", "exact")
+
+
+class PlanError(RuntimeError):
+    """A plan failed its own verification: a scheduler bug, not a user mistake."""
 
 
 def _check_options(options: PlanOptions) -> None:
@@ -144,7 +147,7 @@ def make_plan(graph: Graph, options: PlanOptions = PlanOptions()) -> Plan:
     >>> y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((8, 3, 3, 4))})
     >>> p = make_plan(b.build([b.node(Op.RELU, [y])]))
     >>> p.peak_bytes, p.arena_bytes, p.scratch, p.input_bytes
-    (656, 656, {'conv_2d_0': (512, 144)}, 256)
+    (1024, 1024, {'conv_2d_0': (512, 144)}, 256)
     """
     _check_options(options)
     chosen, stage, notes = _choose_order(graph, options)
@@ -164,7 +167,7 @@ def make_plan(graph: Graph, options: PlanOptions = PlanOptions()) -> Plan:
         order=chosen.order, placements=_placements(graph, live, root_offset, stage), scratch=scratch,
         arena_bytes=arena.arena_bytes, peak_bytes=live.peak, scratch_bytes=max([tile_scratch, *live.scratch]),
         input_bytes=sum(activation_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
-        optimal=chosen.optimal, lower_bound=min(lower, live.peak), live_bytes=live.live_bytes, patch=stage,
+        optimal=chosen.optimal, lower_bound=lower, live_bytes=live.live_bytes, patch=stage,
         options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace))
     verify_plan(graph, plan, aliases)
     return plan
@@ -188,3 +191,108 @@ def plan_to_dict(plan: Plan) -> dict:
         "scratch": {n: {"offset": o, "bytes": b} for n, (o, b) in plan.scratch.items()},
         "inplace": dict(plan.inplace),
     }
+
+
+# -- verification ---------------------------------------------------------------------------------------------
+def _span(graph: Graph, t: str, p: TensorPlacement) -> tuple[int, int]:
+    """First and one-past-last byte a (possibly channel-strided) tensor touches."""
+    channels = graph.tensors[t].shape[-1]
+    rows = graph.tensors[t].numel // channels
+    return p.offset, p.offset + (rows - 1) * p.channel_stride + channels
+
+
+def _lifetimes(graph: Graph, plan: Plan) -> dict[str, tuple[int, int]]:
+    """Per-tensor [first, last] step, independent of the storage units (stage tensors start at step 0)."""
+    pos = {name: i for i, name in enumerate(plan.order)}
+    n_stage = plan.patch.n_nodes if plan.patch else 0
+    life: dict[str, list[int]] = {}
+    for n in graph.nodes:
+        start = 0 if pos[n.name] < n_stage else pos[n.name]
+        life[n.outputs[0]] = [start, pos[n.name]]
+    for n in graph.nodes:
+        for t in n.inputs:
+            if t in life:
+                life[t][1] = max(life[t][1], pos[n.name])
+    for t in graph.outputs:
+        if t in life:
+            life[t][1] = len(plan.order) - 1
+    return {t: (a, b) for t, (a, b) in life.items()}
+
+
+def _same_unit_ok(graph: Graph, al: Aliases, a: str, b: str) -> bool:
+    """Two tensors of one unit may share bytes only if one contains the other or their channels are disjoint."""
+    def chain(t):
+        seen = [t]
+        while t in al.slice_of:
+            t = al.slice_of[t][0]
+            seen.append(t)
+        return seen
+
+    if a not in al.slice_of or b not in al.slice_of or a in chain(b) or b in chain(a):
+        return True
+    (da, _), (db, _) = slice_placement(al, graph, a), slice_placement(al, graph, b)
+    ca, cb = graph.tensors[a].shape[-1], graph.tensors[b].shape[-1]
+    return da + ca <= db or db + cb <= da
+
+
+def _items_by_step(graph: Graph, plan: Plan, tile_only: set[str]) -> list[list]:
+    """Per step: (lo, hi, tensor or None) of everything that must hold its bytes at that step."""
+    steps: list[list] = [[] for _ in plan.order]
+    life = _lifetimes(graph, plan)
+    for t, p in plan.placements.items():
+        if t in tile_only:
+            continue
+        lo, hi = _span(graph, t, p)
+        for i in range(life[t][0], life[t][1] + 1):
+            steps[i].append((lo, hi, t))
+    pos = {name: i for i, name in enumerate(plan.order)}
+    for name, (o, b) in plan.scratch.items():
+        steps[pos[name]].append((o, o + b, None))
+    if plan.patch is not None:
+        region = (plan.patch.working_offset, plan.patch.working_offset + plan.patch.working_bytes, None)
+        for i in range(plan.patch.n_nodes):
+            steps[i].append(region)
+    return steps
+
+
+def _check_step(graph: Graph, plan: Plan, al: Aliases, i: int, items: list) -> None:
+    node = plan.order[i]
+    inplace = {al.root[plan.inplace[node]], al.root[graph.node(node).outputs[0]]} if node in plan.inplace else set()
+    items = sorted(x for x in items if x[1] > x[0])
+    for k, (lo, hi, a) in enumerate(items):
+        for lo2, hi2, b in items[k + 1:]:
+            if lo2 >= hi:
+                break
+            if a is not None and b is not None:
+                if al.root[a] == al.root[b] and _same_unit_ok(graph, al, a, b):
+                    continue
+                if {al.root[a], al.root[b]} == inplace:
+                    continue
+            raise PlanError(f"plan of '{graph.name}': step {i} ({node}): {a or 'scratch'} [{lo}, {hi}) overlaps "
+                            f"{b or 'scratch'} [{lo2}, {hi2})")
+
+
+def verify_plan(graph: Graph, plan: Plan, aliases: Aliases) -> None:
+    """Raise `PlanError` unless no two buffers alive at one step overlap (except declared aliases), everything
+    fits in the arena, and lower bound <= peak <= arena."""
+    if not plan.lower_bound <= plan.peak_bytes <= plan.arena_bytes:
+        raise PlanError(f"plan of '{graph.name}': need lower bound {plan.lower_bound} <= peak {plan.peak_bytes} "
+                        f"<= arena {plan.arena_bytes}")
+    stage = plan.patch
+    tile_only = set()
+    if stage is not None:
+        inside = {graph.node(name).outputs[0] for name in stage.nodes}
+        tile_only = {t for t in inside if t not in stage.outputs and not any(
+            m in stage.outputs or m not in inside for m in aliases.members[aliases.root[t]])}
+        top = stage.working_offset + stage.working_bytes
+        boxes = [(plan.placements[t].offset, plan.placements[t].size) for t in tile_only if t in plan.placements]
+        boxes += list(stage.tile_scratch.values())
+        if any(o < stage.working_offset or o + b > top for o, b in boxes):
+            raise PlanError(f"plan of '{graph.name}': a patch tile buffer leaves the working region")
+    steps = _items_by_step(graph, plan, tile_only)
+    for i, items in enumerate(steps):
+        for lo, hi, t in items:
+            if lo < 0 or hi > plan.arena_bytes:
+                raise PlanError(f"plan of '{graph.name}': {t or 'scratch'} [{lo}, {hi}) is outside the arena "
+                                f"of {plan.arena_bytes} B")
+        _check_step(graph, plan, aliases, i, items)

@@ -89,3 +89,7 @@ class Plan:
     patch: PatchStage | None = None
     options: PlanOptions = field(default_factory=PlanOptions)
     notes: tuple[str, ...] = ()  # e.g. "order is heuristic: graph too wide for exact search"
+    # Added by plan.py: node -> the input tensor whose bytes it overwrites (in-place DEPTHWISE_CONV_2D / ADD; the
+    # output's placement then starts at that input's offset). In-place depthwise nodes have their padded-channel
+    # buffer in `scratch`.
+    inplace: dict[str, str] = field(default_factory=dict)

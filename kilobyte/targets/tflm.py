@@ -5,11 +5,13 @@ runs a `.tflite` model with the wheel's `kPreserveAllTensors` interpreter config
 own buffer and `Interpreter.GetTensor(index, subgraph)` returns it after `invoke()`; tensors are keyed by their
 names in the file (the IR names, for files our writer made).
 
-Arena size: the figure `print_allocations` reports (the RecordingMicroAllocator's head + tail) leaves out the
-temporary allocations kernels make while preparing, so an arena of exactly that size fails to allocate. The number a
-firmware must reserve is therefore found by bisection: the smallest `arena_size` for which the interpreter
-allocates, searched between the recorded total (a lower bound) and a size that works. `tflm_arena_report` gives
-the recorded breakdown too, read from what `print_allocations` writes to fd 2 (captured by redirecting fd 2).
+Arena size: the figure `print_allocations` reports (the RecordingMicroAllocator's head + tail) is not the arena a
+firmware must reserve: it leaves out the temporary allocations kernels make during Prepare (a small model then needs
+hundreds of bytes more) and counts some alignment slack (a larger one fits in a few bytes less). `tflm_arena_bytes`
+therefore bisects for the smallest `arena_size` with which the interpreter allocates (success is monotone in the
+size; each probe builds an interpreter, a few milliseconds for MCU-sized models, and results are cached per model).
+`tflm_arena_report` gives the recorded breakdown, parsed from what `print_allocations` writes to fd 2 (captured by
+pointing fd 2 at a temporary file around the call).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..errors import KilobyteError, ModelFileError
 
 TFLM_PIN = "tflite-micro==0.dev20261023182759"
 _MAX_ARENA = 1 << 31
+_OUT_OF_ARENA = re.compile(r"[Ff]ailed to allocate|too small")  # what TFLM prints when the arena is short
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ def _working_interpreter(model_bytes: bytes, preserve_all: bool, start: int | No
         interp, log = _interpreter(model_bytes, size, preserve_all)
         if interp is not None:
             return interp, size
+        if not _OUT_OF_ARENA.search(log):  # a kernel refused the model: more memory will not help
+            raise KilobyteError(f"TFLM cannot prepare the model: {_last_line(log)}")
         if size >= _MAX_ARENA:
             raise KilobyteError(f"TFLM cannot allocate the model even in a {size}-byte arena: {_last_line(log)}")
         size = min(2 * size, _MAX_ARENA)
@@ -196,7 +201,7 @@ def tflm_arena_bytes(model_bytes: bytes) -> int:
 @functools.lru_cache(maxsize=16)
 def _arena_search(model_bytes: bytes) -> int:
     _, hi = _working_interpreter(model_bytes, preserve_all=False)
-    lo = _recorded(model_bytes, hi).get("total", 0) - 1  # below the recorded total nothing can allocate
+    lo = 0  # the recorded total is no bound either way (temporary allocations above, alignment slack below)
     while hi - lo > 1:  # invariant: lo fails, hi allocates
         mid = (lo + hi) // 2
         if _interpreter(model_bytes, mid, preserve_all=False)[0] is not None:

@@ -12,8 +12,22 @@ from kilobyte.errors import KilobyteError
 from kilobyte.export import save_tflite, to_tflite
 from kilobyte.export import tflite_schema as S
 from kilobyte.frontends.tflite import from_tflite
-from kilobyte.ir import (Activation, AddAttrs, ConcatAttrs, ConvAttrs, DepthwiseAttrs, FullyConnectedAttrs, Graph,
-                         GraphBuilder, MeanAttrs, Op, PadAttrs, PoolAttrs, QParams, ReshapeAttrs)
+from kilobyte.ir import (
+    Activation,
+    AddAttrs,
+    ConcatAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    FullyConnectedAttrs,
+    Graph,
+    GraphBuilder,
+    MeanAttrs,
+    Op,
+    PadAttrs,
+    PoolAttrs,
+    QParams,
+    ReshapeAttrs,
+)
 
 
 # -- int8 graph builders (shared in spirit with the reader and TFLM tests) --------------------------------------------

@@ -4,7 +4,7 @@ Each case is one node of an int8 graph built with `GraphBuilder` (random int8 we
 int32 bias at scale s_in·s_w, random activation scales / zero points, a fused activation); the expected output is
 `eval_node_int8`, and the kernel parameters come from the same `requant_params` / `add_node_params` the code
 generator uses. Buffers sit between guard bytes, and slice outputs between sentinel channels, that must survive the
-call. `test_suite_under_sanitizers` reruns this file in a subprocess against an ASan/UBSan build of the kernels.
+call. test_build.py reruns this file in a subprocess against an ASan/UBSan build of the kernels.
 """
 
 import ctypes
@@ -21,22 +21,11 @@ from hypothesis import strategies as st
 
 import kilobyte.runtime as rt
 from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
-from kilobyte.ir import (
-    Activation,
-    AddAttrs,
-    ConcatAttrs,
-    ConvAttrs,
-    DepthwiseAttrs,
-    FullyConnectedAttrs,
-    GraphBuilder,
-    Op,
-    PadAttrs,
-    PoolAttrs,
-    QParams,
-)
+from kilobyte import ir
+from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.quant import arith
 
-SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"  # set by test_suite_under_sanitizers
+SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"  # set by test_build.py's sanitizer run
 EXAMPLES = settings(max_examples=8 if SANITIZE else 40)
 GUARD, SENTINEL = 32, 0x5A
 I8, I32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32)
@@ -109,7 +98,9 @@ def random_weighted(rng, op, x_shape, w_shape, attrs, per_channel=True, big_bias
     w = rng.integers(-127, 128, w_shape).astype(np.int8)
     s_in = 2.0 ** rng.uniform(-8, 0)
     s_w = 2.0 ** rng.uniform(-9, -4, n_out if per_channel else 1)
-    s_out = s_in * float(s_w.mean()) * math.sqrt(fan_in) * 2.0 ** rng.uniform(-3, 7)
+    # accumulators have a std of about 7000·sqrt(fan_in): outputs range from saturated to a few steps wide,
+    # and some multipliers exceed 1 (a positive shift)
+    s_out = s_in * float(s_w.mean()) * math.sqrt(fan_in) * 2.0 ** rng.uniform(-2, 12)
     if big_bias:
         bias = rng.integers(-2**31, 2**31, n_out)
     else:
@@ -160,7 +151,7 @@ def window_cases(draw, ks=(1, 3, 5, 7), dilation=True, channels=True):
     h_min = max(1, dil[0] * (kh - 1) + 1 - pad[0] - pad[1])
     w_min = max(1, dil[1] * (kw - 1) + 1 - pad[2] - pad[3])
     hw = (draw(st.integers(h_min, h_min + 7)), draw(st.integers(w_min, w_min + 7)))
-    c = (draw(st.integers(1, 9)), draw(st.integers(1, 9))) if channels else None
+    c = (draw(st.integers(1, 13)), draw(st.integers(1, 13))) if channels else None
     return dict(k=(kh, kw), stride=stride, dil=dil, pad=pad, hw=hw, c=c)
 
 
@@ -209,7 +200,7 @@ def run_weighted(lib, name, g, x, layout, rng):
 def test_conv(kb_lib, case, act, big_bias, seed, data):
     rng = np.random.default_rng(seed)
     (cin, cout), (kh, kw) = case["c"], case["k"]
-    attrs = ConvAttrs(case["stride"], case["pad"], case["dil"], act)
+    attrs = ir.ConvAttrs(case["stride"], case["pad"], case["dil"], act)
     g, x = random_weighted(rng, Op.CONV_2D, (1, *case["hw"], cin), (cout, kh, kw, cin), attrs, big_bias=big_bias)
     want = expected(g, [x])[0]
     layout = slice_layout(data.draw, cin, cout)
@@ -217,24 +208,9 @@ def test_conv(kb_lib, case, act, big_bias, seed, data):
         assert np.array_equal(run_weighted(kb_lib, name, g, x, layout, rng), want), name
 
 
-@EXAMPLES
-@given(hw=st.tuples(st.integers(1, 6), st.integers(1, 6)), c=st.tuples(st.integers(1, 24), st.integers(1, 24)),
-       seed=st.integers(0, 2**32), data=st.data())
-def test_conv_1x1_and_3x3_fast_paths(kb_lib, hw, c, seed, data):
-    """The specialised kernels on wider channel counts, where their unrolled inner loops do the work."""
-    rng = np.random.default_rng(seed)
-    for k, pad in (((1, 1), (0, 0, 0, 0)), ((3, 3), (1, 1, 1, 1))):
-        attrs = ConvAttrs((1, 1), pad, (1, 1), Activation.RELU6)
-        g, x = random_weighted(rng, Op.CONV_2D, (1, *hw, c[0]), (c[1], *k, c[0]), attrs)
-        want = expected(g, [x])[0]
-        layout = slice_layout(data.draw, *c)
-        for name in conv_variants(k, (1, 1), (1, 1), pad):
-            assert np.array_equal(run_weighted(kb_lib, name, g, x, layout, rng), want), name
-
-
 # -- DEPTHWISE_CONV_2D -------------------------------------------------------------------------------------------------
 def dw_graph(rng, case, act, c, big_bias=False):
-    attrs = DepthwiseAttrs(case["stride"], case["pad"], case["dil"], 1, act)
+    attrs = ir.DepthwiseAttrs(case["stride"], case["pad"], case["dil"], 1, act)
     return random_weighted(rng, Op.DEPTHWISE_CONV_2D, (1, *case["hw"], c), (1, *case["k"], c), attrs,
                            big_bias=big_bias)
 
@@ -291,7 +267,7 @@ def test_depthwise_in_place(kb_lib, case, c, extra, act, seed):
        act=st.sampled_from(list(Activation)), big_bias=st.booleans(), seed=st.integers(0, 2**32))
 def test_fully_connected(kb_lib, n_in, n_out, per_channel, act, big_bias, seed):
     rng = np.random.default_rng(seed)
-    g, x = random_weighted(rng, Op.FULLY_CONNECTED, (1, n_in), (n_out, n_in), FullyConnectedAttrs(act),
+    g, x = random_weighted(rng, Op.FULLY_CONNECTED, (1, n_in), (n_out, n_in), ir.FullyConnectedAttrs(act),
                            per_channel=per_channel, big_bias=big_bias)
     want = expected(g, [x])[0]
     rq = requant_params(g, g.nodes[0])
@@ -319,7 +295,7 @@ def test_add(kb_lib, hw, c, mode, act, seed, data):
     b = GraphBuilder()
     a_in = b.input((1, *hw, c), "int8", "a", per_tensor(s1, z1))
     b_in = b.input((1, *hw, c), "int8", "b", per_tensor(s2, z2))
-    g = b.build([b.node(Op.ADD, [a_in, b_in], AddAttrs(act), dtype="int8", qparams=per_tensor(s_out, zo))])
+    g = b.build([b.node(Op.ADD, [a_in, b_in], ir.AddAttrs(act), dtype="int8", qparams=per_tensor(s_out, zo))])
     xa, xb = (rng.integers(-128, 128, (1, *hw, c)).astype(np.int8) for _ in range(2))
     want = expected(g, [xa, xb])[0].reshape(-1, c)
     ap = add_node_params(g, g.nodes[0])
@@ -351,7 +327,7 @@ def pool_graph(op, hw, c, kernel, stride, pad, act, rng):
     q = per_tensor(2.0 ** rng.uniform(-8, 0), int(rng.integers(-128, 128)))
     b = GraphBuilder()
     x = b.input((1, *hw, c), "int8", qparams=q)
-    g = b.build([b.node(op, [x], PoolAttrs(kernel, stride, pad, act), dtype="int8", qparams=q)])
+    g = b.build([b.node(op, [x], ir.PoolAttrs(kernel, stride, pad, act), dtype="int8", qparams=q)])
     return g, rng.integers(-128, 128, (1, *hw, c)).astype(np.int8)
 
 
@@ -397,7 +373,7 @@ def test_pad(kb_lib, hw, c, pads, seed):
     t, bo, left, r, c0, c1 = pads
     b = GraphBuilder()
     x_name = b.input((1, *hw, c), "int8", qparams=q)
-    attrs = PadAttrs(((0, 0), (t, bo), (left, r), (c0, c1)))
+    attrs = ir.PadAttrs(((0, 0), (t, bo), (left, r), (c0, c1)))
     g = b.build([b.node(Op.PAD, [x_name], attrs, dtype="int8", qparams=q)])
     x = rng.integers(-128, 128, (1, *hw, c)).astype(np.int8)
     want = expected(g, [x])[0]
@@ -418,7 +394,7 @@ def test_concat_by_slices(kb_lib, hw, cs, seed):
     q = per_tensor(0.1, int(rng.integers(-128, 128)))
     b = GraphBuilder()
     names = [b.input((1, *hw, c), "int8", f"x{i}", q) for i, c in enumerate(cs)]
-    g = b.build([b.node(Op.CONCAT, names, ConcatAttrs(3), dtype="int8", qparams=q)])
+    g = b.build([b.node(Op.CONCAT, names, ir.ConcatAttrs(3), dtype="int8", qparams=q)])
     xs = [rng.integers(-128, 128, (1, *hw, c)).astype(np.int8) for c in cs]
     want = expected(g, xs)[0]
     total, pixels = sum(cs), hw[0] * hw[1]
@@ -472,46 +448,3 @@ def test_requant_helpers(kb_lib, vals):
     assert np.array_equal(outs[1], arith.rounding_divide_by_pot(x, e))
     want = arith.multiply_by_quantized_multiplier(x, b, s)
     assert np.array_equal(outs[2], want)
-
-
-# -- build hygiene -----------------------------------------------------------------------------------------------------
-def test_structs_match_header():
-    """The ctypes mirrors list the same int32 fields, in the same order, as kilobyte.h."""
-    import re
-    text = re.sub(r"/\*.*?\*/", "", (rt.C_DIR / "kilobyte.h").read_text(), flags=re.S)
-    structs = dict((name, body) for body, name in re.findall(r"typedef struct \{(.*?)\} (\w+);", text, re.S))
-    assert set(structs) == set(rt.STRUCTS)
-    for name, body in structs.items():
-        fields = [f.strip() for decl in body.split(";") if decl.strip()
-                  for f in decl.replace("int32_t", "", 1).split(",")]
-        assert all(decl.strip().startswith("int32_t") for decl in body.split(";") if decl.strip())
-        assert fields == [f for f, _ in rt.STRUCTS[name]._fields_], name
-
-
-@pytest.mark.parametrize("cc", ["gcc", "arm-none-eabi-gcc"])
-def test_each_kernel_file_compiles_alone(cc, tmp_path):
-    """Codegen copies in only the files a model uses: each must build alone, with only string/stdint/stddef."""
-    import re
-    import shutil
-    if shutil.which(cc) is None:
-        pytest.skip(f"{cc} not installed")
-    arch = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"] if cc.startswith("arm") else []
-    for src in rt.sources_for():
-        includes = set(re.findall(r'#include [<"]([\w.]+)[>"]', src.read_text()))
-        assert includes <= {"string.h", "stdint.h", "stddef.h", "kilobyte.h", "kb_requant.h"}, src.name
-        assert "malloc" not in src.read_text()
-        cmd = [cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic", *arch, f"-I{rt.C_DIR}", "-c",
-               str(src), "-o", str(tmp_path / (src.stem + ".o"))]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-
-
-@pytest.mark.skipif(SANITIZE, reason="already the sanitizer run")
-def test_suite_under_sanitizers():
-    """Rerun this file against kernels built with -fsanitize=address,undefined (libasan preloaded into Python)."""
-    env = {**os.environ, **rt.sanitizer_env(), "KB_RUNTIME_SANITIZE": "1"}
-    here = Path(__file__)
-    cmd = [sys.executable, "-m", "pytest", str(here), "-q", "-x", "-p", "no:cacheprovider", "-k",
-           "not under_sanitizers and not compiles_alone"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here.parents[2], timeout=300)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

@@ -1,0 +1,75 @@
+"""Codegen stage: (int8 Graph, Plan) -> a self-contained C project (data + calls into `kilobyte/runtime/c`).
+
+`compile_graph` is the whole stage: split off a float tail (DEQUANTIZE -> SOFTMAX stays on the host: the C model
+ends at the int8 logits), plan memory with `kilobyte.schedule`, generate `model.c`/`model.h` plus only the runtime
+files used, a host harness and a Makefile, and write a manifest. `HostModel` loads the result for fast checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import KilobyteError
+from ..ir import Graph, Op
+from .host import HostModel, build_executable, run_compiled, run_executable
+from .project import write_project
+
+__all__ = ["CompileResult", "HostModel", "build_executable", "compile_graph", "run_compiled", "run_executable",
+           "split_float_tail"]
+
+FLOAT_TAIL_OPS = (Op.DEQUANTIZE, Op.SOFTMAX)
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    out_dir: Path
+    graph: Graph  # the int8 graph the C code implements (float tail removed)
+    plan: object
+    tail: tuple[str, ...]  # ops left to the host after the C model (e.g. ("DEQUANTIZE", "SOFTMAX"))
+    manifest: dict
+
+
+def split_float_tail(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
+    """The int8 part of `graph` (ending at the last int8 tensor) and the names of the float ops cut off."""
+    from ..transforms.edit import drop_unused_tensors
+
+    if len(graph.outputs) != 1:
+        raise KilobyteError(f"graph '{graph.name}': code generation supports one output, got {len(graph.outputs)}")
+    out, tail = graph.outputs[0], []
+    while graph.tensors[out].dtype != "int8":
+        node = graph.producer(out)
+        if node is None or node.op not in FLOAT_TAIL_OPS:
+            raise KilobyteError(f"graph '{graph.name}': output '{out}' is float and not a DEQUANTIZE/SOFTMAX tail; "
+                                "quantise the model first (kilobyte quantize)")
+        tail.insert(0, node.op.value)
+        out = node.inputs[0]
+    kept = tuple(n for n in graph.nodes if n.op not in FLOAT_TAIL_OPS)
+    return drop_unused_tensors(graph.replace(nodes=kept, outputs=(out,))).verify(), tuple(tail)
+
+
+def _io(graph: Graph, name: str) -> dict:
+    t = graph.tensors[name]
+    return {"name": name, "shape": list(t.shape), "dtype": t.dtype, "scale": float(t.qparams.scale[0]),
+            "zero_point": int(t.qparams.zero_point[0])}
+
+
+def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "model") -> CompileResult:
+    """Plan and generate the C project for an int8 graph into `out_dir` (atomically)."""
+    from ..export.tflite import to_tflite
+    from ..schedule.plan import make_plan, plan_to_dict
+    from ..schedule.plan_types import PlanOptions
+
+    core, tail = split_float_tail(graph)
+    if core.tensors[core.inputs[0]].dtype != "int8":
+        raise KilobyteError(f"graph '{graph.name}': input is not int8; quantise the model first")
+    plan = make_plan(core, options or PlanOptions())
+    summary = plan_to_dict(plan)
+    manifest = {
+        "model": model_name, "input": _io(core, core.inputs[0]), "output": _io(core, core.outputs[0]),
+        "float_tail": list(tail), "arena_bytes": plan.arena_bytes, "peak_bytes": plan.peak_bytes,
+        "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
+        "patch": summary.get("patch"), "order": list(plan.order),
+    }
+    path = write_project(out_dir, core, plan, manifest, to_tflite(graph))
+    return CompileResult(path, core, plan, tail, manifest)

@@ -1,0 +1,97 @@
+"""Codegen stage: build a generated project for the host with gcc and run it.
+
+Two builds: a shared library loaded with ctypes (fast, used for many inputs) and an executable, optionally under
+AddressSanitizer/UBSan with guard bytes around the arena (`make asan`), run as a subprocess.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import KilobyteError
+from ..runtime import CFLAGS
+
+STRICT = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
+SANITIZE = ("-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-DKB_ARENA_GUARD=64")
+
+
+def manifest(project: str | Path) -> dict:
+    path = Path(project) / "kilobyte.json"
+    if not path.is_file():
+        raise KilobyteError(f"{project}: not a compiled Kilobyte project (no kilobyte.json)")
+    return json.loads(path.read_text())
+
+
+def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
+    srcs = sorted(str(p) for p in (project / "src").glob("*.c"))
+    if not shared:
+        srcs.append(str(project / "host" / "main.c"))
+    extra = ["-fPIC", "-shared"] if shared else []
+    cmd = ["gcc", *flags, *extra, f"-I{project / 'src'}", *srcs, "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise KilobyteError(f"{project}: host build failed: {res.stderr.strip().splitlines()[0] if res.stderr else ''}"
+                            f" (command: {' '.join(cmd)})")
+    return out
+
+
+def build_executable(project: str | Path, *, sanitize: bool = False) -> Path:
+    project = Path(project)
+    name = "model_asan" if sanitize else "model"
+    return _compile(project, project / "host" / name, STRICT + (SANITIZE if sanitize else ()), shared=False)
+
+
+class HostModel:
+    """The generated C model as a ctypes shared library: `HostModel(dir)(x_int8) -> y_int8`."""
+
+    def __init__(self, project: str | Path):
+        self.project = Path(project)
+        self.manifest = manifest(self.project)
+        lib = _compile(self.project, self.project / "host" / "libmodel.so", tuple(a for a in CFLAGS
+                       if a not in ("-fPIC", "-shared")), shared=True)
+        self.lib = ctypes.CDLL(str(lib))
+        self.lib.kb_invoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.kb_invoke.restype = None
+        self.in_shape = tuple(self.manifest["input"]["shape"])
+        self.out_shape = tuple(self.manifest["output"]["shape"])
+        self.arena_bytes = ctypes.sizeof(ctypes.c_int8 * self.manifest["arena_bytes"])
+
+    def arena_symbol_bytes(self) -> int:
+        """Size of the `kb_arena` symbol as built (read back from the library, not from the manifest)."""
+        out = subprocess.run(["nm", "-S", str(self.project / "host" / "libmodel.so")], capture_output=True,
+                             text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 4 and parts[3] == "kb_arena":
+                return int(parts[1], 16)
+        raise KilobyteError(f"{self.project}: no kb_arena symbol in the host build")
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.int8)
+        if x.shape != self.in_shape:
+            raise KilobyteError(f"{self.project}: input shape {x.shape}, the model wants {self.in_shape}")
+        y = np.empty(self.out_shape, np.int8)
+        self.lib.kb_invoke(x.ctypes.data, y.ctypes.data)
+        return y
+
+
+def run_executable(exe: str | Path, x: np.ndarray, out_shape) -> np.ndarray:
+    """Run a host executable on one input via files; a sanitizer report or guard failure raises."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        src.write_bytes(np.ascontiguousarray(x, np.int8).tobytes())
+        res = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            raise KilobyteError(f"{exe}: exit {res.returncode}: {res.stderr.strip()[:400]}")
+        return np.frombuffer(dst.read_bytes(), np.int8).reshape(out_shape)
+
+
+def run_compiled(project: str | Path, x: np.ndarray) -> np.ndarray:
+    """`kilobyte run DIR`: the host build's int8 output (the float tail, if any, is not part of the C model)."""
+    return HostModel(project)(x)

@@ -1,0 +1,202 @@
+"""Codegen stage: one int8 IR node -> constant data + one call into the runtime (`runtime/c/`).
+
+Every number a kernel needs (shapes, strides, zero points, clamps, per-channel multipliers and shifts, arena
+offsets) is computed here, at generation time, with the same functions the numpy reference interpreter uses
+(`kilobyte.interp.int8_ref.requant_params`, `add_node_params`) — one source of truth for the arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..interp.int8_ref import activation_range_of, add_node_params, requant_params
+from ..ir import Graph, Node, Op
+from .c_text import c_array, c_ident, c_struct
+
+
+@dataclass
+class LayerCode:
+    decls: list[str] = field(default_factory=list)  # file-scope constant arrays
+    body: list[str] = field(default_factory=list)  # statements of the layer function
+    families: set[str] = field(default_factory=set)  # runtime kernel families used
+
+
+class Buffers:
+    """C expressions for where each tensor lives: the caller's input pointer or an offset into the arena."""
+
+    def __init__(self, graph: Graph, plan):
+        self.graph, self.plan = graph, plan
+
+    def ptr(self, tensor: str) -> str:
+        if tensor in self.graph.inputs:
+            return "input"
+        return f"(KB_ARENA + {self.plan.placements[tensor].offset})"
+
+    def cstride(self, tensor: str) -> int:
+        if tensor in self.plan.placements:
+            return self.plan.placements[tensor].channel_stride
+        return self.graph.tensors[tensor].shape[-1]
+
+    def same_bytes(self, a: str, b: str) -> bool:
+        pa, pb = self.plan.placements.get(a), self.plan.placements.get(b)
+        return pa is not None and pb is not None and pa.offset == pb.offset
+
+
+def window_params(graph: Graph, node: Node, bufs: Buffers, kernel: tuple[int, int], zps: tuple[int, int],
+                  act: tuple[int, int]) -> dict[str, int]:
+    """Fields of `kb_conv_params` (conv, depthwise, pooling)."""
+    a = node.attrs
+    _, ih, iw, ic = graph.tensors[node.inputs[0]].shape
+    _, oh, ow, oc = graph.tensors[node.outputs[0]].shape
+    t, b, left, r = a.padding
+    dil = getattr(a, "dilation", (1, 1))
+    return dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), out_h=oh, out_w=ow, out_c=oc,
+                out_cstride=bufs.cstride(node.outputs[0]), k_h=kernel[0], k_w=kernel[1], stride_h=a.stride[0],
+                stride_w=a.stride[1], dil_h=dil[0], dil_w=dil[1], pad_t=t, pad_b=b, pad_l=left, pad_r=r,
+                in_offset=-zps[0], out_offset=zps[1], act_min=act[0], act_max=act[1])
+
+
+def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, str]:
+    """Emit weight, bias, multiplier and shift arrays; return their C names."""
+    base = c_ident(node.name)
+    p = requant_params(graph, node)
+    n_out = len(p.multiplier)
+    w = graph.tensors[node.inputs[1]].data
+    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 else np.zeros(n_out, np.int32)
+    names = (f"kb_w_{base}", f"kb_b_{base}", f"kb_mult_{base}", f"kb_shift_{base}")
+    code.decls += [c_array(names[0], "int8_t", w, align=16), c_array(names[1], "int32_t", bias, align=16),
+                   c_array(names[2], "int32_t", p.multiplier), c_array(names[3], "int32_t", p.shift)]
+    return names
+
+
+def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    code = LayerCode(families={"conv"})
+    p = requant_params(graph, node)
+    w_shape = graph.tensors[node.inputs[1]].shape
+    params = window_params(graph, node, bufs, (w_shape[1], w_shape[2]), (p.input_zp, p.output_zp),
+                           (p.act_min, p.act_max))
+    w, b, m, s = _weights(graph, node, code)
+    fn = "kb_conv"
+    if w_shape[1:3] == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
+        fn = "kb_conv_1x1"
+    elif w_shape[1:3] == (3, 3) and node.attrs.dilation == (1, 1):
+        fn = "kb_conv_3x3"
+    code.body += [c_struct("kb_conv_params", params),
+                  f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])});"]
+    return code
+
+
+def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    code = LayerCode(families={"depthwise"})
+    if node.attrs.depth_multiplier != 1:
+        raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "
+                                 "kernel (only 1)")
+    p = requant_params(graph, node)
+    k = graph.tensors[node.inputs[1]].shape[1:3]
+    params = window_params(graph, node, bufs, k, (p.input_zp, p.output_zp), (p.act_min, p.act_max))
+    w, b, m, s = _weights(graph, node, code)
+    args = f"&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}"
+    if node.name in plan.inplace:
+        fn = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
+              (7, 7): "kb_depthwise_inplace_7x7"}.get(tuple(k), "kb_depthwise_inplace")
+        scratch_off = plan.scratch[node.name][0]
+        code.body += [c_struct("kb_conv_params", params), f"{fn}({args}, KB_ARENA + {scratch_off});"]
+    else:
+        code.body += [c_struct("kb_conv_params", params), f"kb_depthwise({args});"]
+    return code
+
+
+def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    code = LayerCode(families={"fc"})
+    p = requant_params(graph, node)
+    w_shape = graph.tensors[node.inputs[1]].shape
+    params = dict(in_n=w_shape[1], out_n=w_shape[0], in_offset=-p.input_zp, out_offset=p.output_zp,
+                  act_min=p.act_min, act_max=p.act_max)
+    w, b, m, s = _weights(graph, node, code)
+    code.body += [c_struct("kb_fc_params", params),
+                  f"kb_fully_connected(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
+                  f"{bufs.ptr(node.outputs[0])});"]
+    return code
+
+
+def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    ap = add_node_params(graph, node)
+    shape = graph.tensors[node.outputs[0]].shape
+    c = shape[-1]
+    params = dict(pixels=int(np.prod(shape)) // c, c=c, in1_cstride=bufs.cstride(node.inputs[0]),
+                  in2_cstride=bufs.cstride(node.inputs[1]), out_cstride=bufs.cstride(node.outputs[0]),
+                  in1_offset=ap.input1_offset, in2_offset=ap.input2_offset, left_shift=ap.left_shift,
+                  in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift, in2_mult=ap.input2_multiplier,
+                  in2_shift=ap.input2_shift, out_mult=ap.output_multiplier, out_shift=ap.output_shift,
+                  out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
+    return LayerCode(body=[c_struct("kb_add_params", params),
+                           f"kb_add(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.inputs[1])}, "
+                           f"{bufs.ptr(node.outputs[0])});"], families={"add"})
+
+
+def emit_pool(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
+    act = activation_range_of(graph, node)
+    params = window_params(graph, node, bufs, node.attrs.kernel, (zp, zp), act)
+    fn = "kb_avg_pool" if node.op is Op.AVG_POOL_2D else "kb_max_pool"
+    return LayerCode(body=[c_struct("kb_conv_params", params),
+                           f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.outputs[0])});"],
+                     families={"pool"})
+
+
+def emit_pad(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    (n0, n1), (t, b), (left, r), (c0, c1) = node.attrs.pads
+    if n0 or n1:
+        raise UnsupportedOpError(f"node '{node.name}': PAD on the batch axis has no C kernel")
+    _, ih, iw, ic = graph.tensors[node.inputs[0]].shape
+    zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
+    params = dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), pad_t=t, pad_b=b, pad_l=left,
+                  pad_r=r, pad_c0=c0, pad_c1=c1, out_cstride=bufs.cstride(node.outputs[0]), value=zp)
+    return LayerCode(body=[c_struct("kb_pad_params", params),
+                           f"kb_pad(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.outputs[0])});"],
+                     families={"pad"})
+
+
+def emit_reshape(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    src, dst = node.inputs[0], node.outputs[0]
+    if bufs.same_bytes(src, dst):
+        return LayerCode(body=["/* RESHAPE: aliases its input, nothing to do */"])
+    n = graph.tensors[dst].numel
+    return LayerCode(body=[f"memmove({bufs.ptr(dst)}, {bufs.ptr(src)}, {n});"])
+
+
+def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    out = node.outputs[0]
+    out_place = plan.placements[out]
+    shape = graph.tensors[out].shape
+    pixels = int(np.prod(shape[:-1]))
+    code, c0 = LayerCode(), 0
+    for t in node.inputs:
+        c = graph.tensors[t].shape[-1]
+        place = plan.placements.get(t)
+        in_slice = place is not None and place.offset == out_place.offset + c0 and place.channel_stride == shape[-1]
+        if not in_slice:
+            code.families.add("concat")
+            code.body.append(f"kb_copy_channels({pixels}, {c}, {bufs.ptr(t)}, {bufs.cstride(t)}, "
+                             f"KB_ARENA + {out_place.offset + c0}, {out_place.channel_stride});")
+        c0 += c
+    if not code.body:
+        code.body.append("/* CONCAT: every input was written straight into its slice */")
+    return code
+
+
+EMITTERS = {
+    Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
+    Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
+    Op.CONCAT: emit_concat,
+}
+
+
+def emit_node(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    if node.op not in EMITTERS:
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): no C kernel; the generated library covers "
+                                 f"{', '.join(op.value for op in EMITTERS)}")
+    return EMITTERS[node.op](graph, node, bufs, plan)

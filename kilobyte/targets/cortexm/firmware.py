@@ -1,0 +1,186 @@
+"""Targets stage (Cortex-M): generate and build the firmware project that runs one compiled model under QEMU.
+
+A compiled model directory has `src/` (model.h, model.c and the runtime kb_*.c/.h files it uses). The project
+written to `out_dir` is self-contained and rebuildable by hand (`sh build.sh`):
+
+    out_dir/src/       the model sources; with kernels="dsp", every kb_*.c that has a same-named file in
+                       kilobyte/runtime/c/arm/ is replaced by that one (a file swap, never an #ifdef)
+    out_dir/fw/        startup.c, semihosting.c, main.c, fw.h and the board's linker script (from fw/)
+    out_dir/build.sh   the exact arm-none-eabi-gcc command; build.log its output
+    out_dir/firmware.elf, firmware.map, *.su (-fstack-usage)
+
+With a `device`, the FLASH and RAM regions are shrunk to that part's Flash and SRAM, so a model over budget fails
+the link; the linker's "region `RAM' overflowed by N bytes" becomes a one-line `DoesNotFitError`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kilobyte.errors import DoesNotFitError, KilobyteError
+from kilobyte.targets.devices import Device, get_device
+
+from .measure import elf_sections, elf_symbols
+from .toolchain import FW_DIR, Board, arm_gcc, get_board
+
+ARM_KERNEL_DIR = Path(__file__).resolve().parents[2] / "runtime" / "c" / "arm"
+KERNEL_SETS = ("portable", "dsp")
+DEFAULT_STACK_BYTES = 4096
+COMMON_FLAGS = ("-O2", "-g", "-Wall", "-ffunction-sections", "-fdata-sections", "-fstack-usage", "-nostartfiles",
+                "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections", "-Wl,--print-memory-usage")
+_OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
+
+
+@dataclass(frozen=True)
+class FirmwareBuild:
+    """A linked firmware: where it is, what it was built for, and its section sizes in bytes."""
+
+    elf: Path
+    map: Path
+    out_dir: Path
+    model_dir: Path
+    board: Board
+    device: Device | None
+    kernels: str
+    flash_limit_bytes: int  # the FLASH region it was linked into (the device's Flash, or the board's)
+    ram_limit_bytes: int
+    stack_reserve_bytes: int
+    input_bytes: int  # KB_INPUT_BYTES, read back from the ELF (size of fw_input)
+    output_bytes: int
+    sizes: dict[str, int] = field(default_factory=dict)  # allocated section -> bytes (.text, .rodata, .bss, ...)
+
+    @property
+    def target(self) -> str:
+        return self.board.core
+
+
+def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path = ARM_KERNEL_DIR) -> list[Path]:
+    """The .c and .h files of `src_dir` to build, with kb_*.c swapped for arm_dir's same-named file under "dsp".
+
+    >>> select_sources(Path("/nonexistent"), kernels="fast")
+    Traceback (most recent call last):
+    ...
+    kilobyte.errors.KilobyteError: unknown kernel set 'fast': choose 'portable' or 'dsp'
+    """
+    if kernels not in KERNEL_SETS:
+        raise KilobyteError(f"unknown kernel set {kernels!r}: choose 'portable' or 'dsp'")
+    chosen = []
+    for path in sorted(src_dir.iterdir()):
+        if path.suffix not in (".c", ".h"):
+            continue
+        swap = arm_dir / path.name
+        use_arm = kernels == "dsp" and path.suffix == ".c" and path.name.startswith("kb_") and swap.is_file()
+        chosen.append(swap if use_arm else path)
+    if kernels == "dsp" and arm_dir.is_dir():  # headers the arm kernels include, unless the model has its own
+        have = {p.name for p in chosen}
+        chosen += [h for h in sorted(arm_dir.glob("*.h")) if h.name not in have]
+    return chosen
+
+
+def _resolve_device(device: str | Device | None, board: Board) -> Device | None:
+    if device is None or isinstance(device, Device):
+        dev = device
+    else:
+        dev = get_device(device)
+    if dev is not None and dev.core != board.core:
+        raise KilobyteError(f"device {dev.name} has a {dev.core} core; build it for target {dev.core!r}, "
+                            f"not {board.core!r}")
+    return dev
+
+
+def _check_model_dir(model_dir: Path) -> Path:
+    src = model_dir / "src"
+    for name in ("model.h", "model.c"):
+        if not (src / name).is_file():
+            raise KilobyteError(f"{model_dir}: not a compiled model directory ({src / name} is missing)")
+    return src
+
+
+def _linker_script(board: Board, flash_bytes: int, ram_bytes: int) -> str:
+    """The board's linker script with its FLASH and RAM LENGTHs set to the given sizes."""
+    text = (FW_DIR / board.linker_script).read_text()
+    for region, size in (("FLASH", flash_bytes), ("RAM", ram_bytes)):
+        text, n = re.subn(rf"(\n\s*{region}\s*\([^)]*\)\s*:\s*ORIGIN\s*=\s*\w+\s*,\s*LENGTH\s*=\s*)\w+",
+                          rf"\g<1>{size}", text)
+        if n != 1:
+            raise KilobyteError(f"{FW_DIR / board.linker_script}: no single {region} region to resize")
+    return text
+
+
+def _write_project(out_dir: Path, sources: list[Path], script: str, board: Board) -> list[str]:
+    """Copy model and firmware sources into out_dir; returns the .c files to compile, relative to out_dir."""
+    for sub in ("src", "fw"):
+        shutil.rmtree(out_dir / sub, ignore_errors=True)
+        (out_dir / sub).mkdir(parents=True)
+    for path in sources:
+        shutil.copy2(path, out_dir / "src" / path.name)
+    for path in FW_DIR.iterdir():
+        if path.suffix in (".c", ".h") or path.name == "kb_sections.ld":
+            shutil.copy2(path, out_dir / "fw" / path.name)
+    (out_dir / "fw" / board.linker_script).write_text(script)
+    return [f"src/{p.name}" for p in sources if p.suffix == ".c"] + \
+        sorted(f"fw/{p.name}" for p in FW_DIR.glob("*.c"))
+
+
+def _command(board: Board, c_files: list[str], stack_bytes: int) -> list[str]:
+    return [arm_gcc(), *board.cpu_flags, *COMMON_FLAGS, f"-Wl,--defsym=__kb_stack_bytes={stack_bytes}",
+            "-Lfw", f"-Tfw/{board.linker_script}", "-Wl,-Map=firmware.map", "-Isrc", "-Ifw",
+            *c_files, "-o", "firmware.elf"]
+
+
+def _link_error(log: str, model_dir: Path, board: Board, device: Device | None, limits: dict[str, int]) -> None:
+    """Raise DoesNotFitError for region overflows, else KilobyteError with the first error line."""
+    overflows = _OVERFLOW.findall(log)
+    where = f"{device.name} ({board.core})" if device else f"{board.machine} ({board.core})"
+    if overflows:
+        parts = [f"region {region} ({limits.get(region, 0)} bytes) overflowed by {n} bytes"
+                 for region, n in dict(overflows).items()]
+        raise DoesNotFitError(f"{model_dir}: does not fit {where}: {'; '.join(parts)}")
+    first = next((line for line in log.splitlines() if "error" in line.lower()), log.strip()[-200:])
+    raise KilobyteError(f"{model_dir}: firmware build for {where} failed: {first.strip()}")
+
+
+def build_firmware(model_dir: str | Path, target: str, device: str | Device | None = None,
+                   kernels: str = "portable", out_dir: str | Path | None = None,
+                   stack_bytes: int = DEFAULT_STACK_BYTES) -> FirmwareBuild:
+    """Generate the firmware project for a compiled model and link it for `target` (optionally `device`'s budget).
+
+    `out_dir` defaults to `model_dir/firmware/<target>-<kernels>[-<device>]`. Raises `DoesNotFitError` when the
+    model (plus firmware and `stack_bytes` of stack) overflows the device's Flash or SRAM.
+    """
+    model_dir = Path(model_dir)
+    board = get_board(target)
+    dev = _resolve_device(device, board)
+    sources = select_sources(_check_model_dir(model_dir), kernels)
+    if stack_bytes < 256 or stack_bytes % 8:
+        raise KilobyteError(f"stack_bytes={stack_bytes}: give a multiple of 8, at least 256")
+    flash = min(dev.flash_bytes, board.flash_bytes) if dev else board.flash_bytes
+    ram = min(dev.sram_bytes, board.ram_bytes) if dev else board.ram_bytes
+    name = f"{board.core}-{kernels}" + (f"-{dev.name}" if dev else "")
+    out = Path(out_dir) if out_dir is not None else model_dir / "firmware" / name
+    c_files = _write_project(out, sources, _linker_script(board, flash, ram), board)
+    cmd = _command(board, c_files, stack_bytes)
+    (out / "build.sh").write_text(f"#!/bin/sh\n# generated by kilobyte.targets.cortexm\ncd \"$(dirname \"$0\")\"\n"
+                                  f"{shlex.join(cmd)}\n")
+    (out / "firmware.elf").unlink(missing_ok=True)
+    proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True)
+    (out / "build.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        _link_error(proc.stdout + proc.stderr, model_dir, board, dev, {"FLASH": flash, "RAM": ram})
+    return _finish(out, model_dir, board, dev, kernels, flash, ram, stack_bytes)
+
+
+def _finish(out: Path, model_dir: Path, board: Board, dev: Device | None, kernels: str,
+            flash: int, ram: int, stack_bytes: int) -> FirmwareBuild:
+    elf = out / "firmware.elf"
+    symbols = {s.name: s for s in elf_symbols(elf)}
+    return FirmwareBuild(elf=elf, map=out / "firmware.map", out_dir=out, model_dir=model_dir, board=board,
+                         device=dev, kernels=kernels, flash_limit_bytes=flash, ram_limit_bytes=ram,
+                         stack_reserve_bytes=stack_bytes, input_bytes=symbols["fw_input"].size,
+                         output_bytes=symbols["fw_output"].size,
+                         sizes={s.name: s.size for s in elf_sections(elf)})

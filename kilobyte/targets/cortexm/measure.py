@@ -1,0 +1,108 @@
+"""Targets stage (Cortex-M): Flash and SRAM of a built firmware, read from its ELF with pyelftools.
+
+Flash = every allocated section with contents (.text, .ARM.exidx, .rodata and the initial values of .data);
+SRAM = every allocated section in the RAM region (.stack reserve, .data, .bss) — the figures `arm-none-eabi-size -A`
+gives. Both are split by symbol name, following the code generator's naming contract:
+
+    flash: weights  = objects kb_w_*, kb_b_*, kb_mult_*, kb_shift_*   (const arrays in .rodata)
+           kernels  = functions kb_* (runtime kernels, the generated kb_layer_* functions and kb_invoke)
+           other    = the rest (startup, semihosting, libc, parameter structs, strings)
+    sram:  arena    = the object kb_arena;  stack = the .stack reserve;  other = firmware buffers, libc state
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kilobyte.errors import KilobyteError
+
+_WEIGHTS = re.compile(r"kb_(w|b|mult|shift)_")
+
+
+@dataclass(frozen=True)
+class ElfSection:
+    name: str
+    address: int
+    size: int
+    has_contents: bool  # False for NOBITS (.bss, .stack): occupies RAM but not Flash
+
+
+@dataclass(frozen=True)
+class ElfSymbol:
+    name: str
+    address: int  # Thumb bit cleared for functions
+    size: int
+    kind: str  # "func" | "object"
+
+
+def _elffile():
+    try:
+        from elftools.elf.elffile import ELFFile
+    except ImportError:
+        raise KilobyteError("pyelftools is not installed: pip install kilobyte[arm]") from None
+    return ELFFile
+
+
+def elf_sections(elf: str | Path) -> list[ElfSection]:
+    """The allocated (SHF_ALLOC) sections of an ELF file, in file order."""
+    elffile = _elffile()
+    with open(elf, "rb") as f:
+        sections = []
+        for sec in elffile(f).iter_sections():
+            if sec["sh_flags"] & 0x2 and sec["sh_size"] > 0:  # SHF_ALLOC
+                sections.append(ElfSection(sec.name, sec["sh_addr"], sec["sh_size"], sec["sh_type"] != "SHT_NOBITS"))
+    return sections
+
+
+def elf_symbols(elf: str | Path) -> list[ElfSymbol]:
+    """Function and object symbols (global and local) of an ELF file with a non-zero size."""
+    elffile = _elffile()
+    kinds = {"STT_FUNC": "func", "STT_OBJECT": "object"}
+    with open(elf, "rb") as f:
+        symtab = elffile(f).get_section_by_name(".symtab")
+        if symtab is None:
+            raise KilobyteError(f"{elf}: no symbol table (was it stripped?)")
+        symbols = []
+        for sym in symtab.iter_symbols():
+            kind = kinds.get(sym["st_info"]["type"])
+            if kind and sym["st_size"] > 0:
+                address = sym["st_value"] & ~1 if kind == "func" else sym["st_value"]
+                symbols.append(ElfSymbol(sym.name, address, sym["st_size"], kind))
+    return symbols
+
+
+def _unique_size(symbols: list[ElfSymbol]) -> int:
+    """Total size of symbols, counting aliases (same address and size) once."""
+    return sum(size for _, size in {(s.address, s.size) for s in symbols})
+
+
+def measure(build) -> dict[str, Any]:
+    """Flash and SRAM of a `FirmwareBuild` in bytes, split as the module docstring says."""
+    sections = elf_sections(build.elf)
+    symbols = elf_symbols(build.elf)
+    ram_lo = build.board.ram_origin
+    flash = sum(s.size for s in sections if s.has_contents)
+    sram = sum(s.size for s in sections if ram_lo <= s.address < ram_lo + build.board.ram_bytes)
+    weights = _unique_size([s for s in symbols if s.kind == "object" and _WEIGHTS.match(s.name)])
+    kernels = _unique_size([s for s in symbols if s.kind == "func" and s.name.startswith("kb_")])
+    arena = _unique_size([s for s in symbols if s.kind == "object" and s.name == "kb_arena"])
+    stack = sum(s.size for s in sections if s.name == ".stack")
+    return {
+        "target": build.target,
+        "device": build.device.name if build.device else None,
+        "kernels": build.kernels,
+        "flash_bytes": flash,
+        "flash_weights_bytes": weights,
+        "flash_kernel_bytes": kernels,
+        "flash_other_bytes": flash - weights - kernels,
+        "sram_bytes": sram,
+        "sram_arena_bytes": arena,
+        "sram_stack_bytes": stack,
+        "sram_other_bytes": sram - arena - stack,
+        "flash_limit_bytes": build.flash_limit_bytes,
+        "sram_limit_bytes": build.ram_limit_bytes,
+        "sections": {s.name: s.size for s in sections},
+    }

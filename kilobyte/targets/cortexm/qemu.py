@@ -1,0 +1,86 @@
+"""Targets stage (Cortex-M): run a built firmware under QEMU on one input, for bit-exactness and the stack.
+
+`run_qemu` writes the input to `input.bin` in a fresh temporary directory, starts `qemu-system-arm` on the board
+of the build's core with semihosting serving files from that directory, and reads back `output.bin` and the stack
+high-water mark from `stats.txt`. Every way a run can go wrong becomes a one-line `KilobyteError`: a fault (the
+firmware's handler reports it and exits with FW_EXIT_FAULT), a CPU lock-up (QEMU aborts), a timeout (QEMU is
+killed), missing files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kilobyte.errors import KilobyteError
+
+from .toolchain import qemu_arm
+
+FW_EXIT_IO = 2  # fw/fw.h
+FW_EXIT_FAULT = 3
+
+
+@dataclass(frozen=True)
+class QemuResult:
+    output: np.ndarray  # (KB_OUTPUT_BYTES,) int8
+    stack_bytes: int  # measured stack high-water mark of the whole firmware run (painted stack)
+    exit_code: int
+    seconds: float  # wall time of the QEMU process
+
+
+def qemu_command(build, kernel: Path) -> list[str]:
+    """The qemu-system-arm command line that runs `kernel` (an ELF) on the build's board."""
+    return [qemu_arm(), "-M", build.board.machine, "-display", "none", "-monitor", "none", "-serial", "none",
+            "-semihosting-config", "enable=on,target=native", "-kernel", str(kernel)]
+
+
+def _as_input(build, input: np.ndarray) -> bytes:
+    data = np.asarray(input)
+    if data.dtype != np.int8:
+        raise KilobyteError(f"{build.model_dir}: input must be int8, got {data.dtype}")
+    if data.size != build.input_bytes:
+        raise KilobyteError(f"{build.model_dir}: input has {data.size} bytes, the model takes "
+                            f"KB_INPUT_BYTES = {build.input_bytes}")
+    return np.ascontiguousarray(data).tobytes()
+
+
+def _failure(build, rc: int, console: str) -> KilobyteError:
+    last = console.strip().splitlines()[-1] if console.strip() else "(no output)"
+    where = f"{build.elf} on {build.board.machine}"
+    if rc == FW_EXIT_FAULT:
+        return KilobyteError(f"{where}: the firmware faulted: {last}")
+    if rc == FW_EXIT_IO:
+        return KilobyteError(f"{where}: semihosting file I/O failed: {last}")
+    if rc < 0 or rc == 134:
+        return KilobyteError(f"{where}: QEMU aborted (rc {rc}; a CPU lock-up, e.g. a fault while the stack is "
+                             f"unusable): {last}")
+    return KilobyteError(f"{where}: QEMU exited with code {rc}: {last}")
+
+
+def run_qemu(build, input: np.ndarray, timeout: float = 30) -> QemuResult:
+    """Run the firmware of `build` (a FirmwareBuild) on `input` (int8, KB_INPUT_BYTES elements) under QEMU."""
+    data = _as_input(build, input)
+    with tempfile.TemporaryDirectory(prefix="kilobyte-qemu-") as tmp:
+        work = Path(tmp)
+        (work / "input.bin").write_bytes(data)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(qemu_command(build, build.elf.resolve()), cwd=work, capture_output=True,
+                                  text=True, errors="replace", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise KilobyteError(f"{build.elf} on {build.board.machine}: no exit within {timeout:g} s (killed); "
+                                f"the model may loop forever") from None
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise _failure(build, proc.returncode, proc.stdout + proc.stderr)
+        output = (work / "output.bin").read_bytes()
+        stats = dict(line.split() for line in (work / "stats.txt").read_text().splitlines() if line.strip())
+    if len(output) != build.output_bytes:
+        raise KilobyteError(f"{build.elf}: output.bin has {len(output)} bytes, expected {build.output_bytes}")
+    return QemuResult(np.frombuffer(output, dtype=np.int8).copy(), int(stats["stack_bytes"]), proc.returncode,
+                      seconds)

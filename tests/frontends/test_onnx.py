@@ -1,0 +1,201 @@
+"""ONNX frontend: imported graphs compute what ONNX Runtime computes, and a module exported to ONNX gives the same
+IR as the module itself once the inference transforms have run (the exporter may already have folded BN)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from torch import nn
+
+from kilobyte import zoo
+from kilobyte.errors import ModelFileError, UnsupportedOpError
+from kilobyte.frontends import from_onnx, from_torch
+from kilobyte.interp import run_float
+from kilobyte.ir import Op
+from kilobyte.ir.compare import assert_graphs_equivalent
+from kilobyte.transforms import prepare_for_inference
+
+ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32}  # the mobile nets run at 64 px, width 0.35
+
+
+def to_nhwc(a: np.ndarray) -> np.ndarray:
+    return a.transpose(0, 2, 3, 1) if a.ndim == 4 else a
+
+
+def check_against_onnxruntime(model: bytes | onnx.ModelProto, atol: float = 1e-4):
+    """Import `model`, run it in ONNX Runtime and in the float IR interpreter, compare every output."""
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    graph = from_onnx(onnx.load_from_string(data))
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feed = session.get_inputs()[0]
+    x = np.random.default_rng(0).standard_normal([d if isinstance(d, int) else 1 for d in feed.shape])
+    x = x.astype(np.float32)
+    refs = session.run(None, {feed.name: x})
+    got = run_float(graph, to_nhwc(x))
+    for name, ref in zip(graph.outputs, refs):
+        np.testing.assert_allclose(got[name], to_nhwc(ref), rtol=0, atol=atol, err_msg=name)
+    return graph
+
+
+def check_export_equivalence(module: nn.Module, shape, export_onnx, **export):
+    data = export_onnx(module, shape, **export)
+    imported = check_against_onnxruntime(data)
+    assert_graphs_equivalent(prepare_for_inference(from_torch(module, shape)), prepare_for_inference(imported))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_net_export_is_equivalent(seed, random_net, export_onnx):
+    check_export_equivalence(*random_net(seed), export_onnx)
+
+
+@pytest.mark.parametrize("name", zoo.names())
+def test_zoo_model_export_is_equivalent(name, export_onnx, randomize_bn):
+    module, shape = zoo.create(name, width=0.35, resolution=ZOO_SIZES.get(name, 64))
+    check_export_equivalence(randomize_bn(module, seed=1), shape, export_onnx)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_dynamo_export_is_equivalent(seed, random_net, export_onnx):
+    """The torch.export-based exporter (opset 18: ReduceMean axes as an input, unfolded BatchNormalization)."""
+    check_export_equivalence(*random_net(seed), export_onnx, opset=18, dynamo=True)
+
+
+def test_files_and_paths(tmp_path, random_net, export_onnx):
+    module, shape = random_net(2)
+    path = tmp_path / "net.onnx"
+    path.write_bytes(export_onnx(module, shape))
+    assert from_onnx(path) == from_onnx(str(path)) == from_onnx(onnx.load(str(path)))
+
+
+@pytest.mark.parametrize("content", [b"", b"not an onnx model at all" * 20, "truncated"])
+def test_unreadable_file_names_the_file(tmp_path, content, random_net, export_onnx):
+    if content == "truncated":
+        data = export_onnx(*random_net(0))
+        content = data[: len(data) * 2 // 3]
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ModelFileError) as e:
+        from_onnx(path)
+    assert str(e.value).startswith(str(path)) and "\n" not in str(e.value)
+
+
+def test_missing_file():
+    with pytest.raises(ModelFileError, match="nowhere.onnx: no such ONNX file"):
+        from_onnx("/nonexistent/nowhere.onnx")
+
+
+def test_unsupported_op_names_the_node(tmp_path, export_onnx):
+    path = tmp_path / "silu.onnx"
+    path.write_bytes(export_onnx(nn.Sequential(nn.Conv2d(3, 4, 3), nn.SiLU()), (1, 3, 8, 8)))
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: node '/1/Sigmoid' (ONNX Sigmoid): unsupported op; supported: ")
+    assert "\n" not in msg
+
+
+# -- hand-built models: the ONNX forms PyTorch's exporter does not produce ------------------------------------------
+def make_model(nodes, shape, inits: dict, out_shape, opset: int = 17) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "hand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def rand(*shape) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+def test_gemm_variants_and_matmul_add():
+    nodes = [
+        helper.make_node("Flatten", ["x"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "w1", "b1"], ["g"], alpha=0.5, beta=2.0, transB=0),  # w1 is (in, out)
+        helper.make_node("MatMul", ["g", "w2"], ["m"]),
+        helper.make_node("Add", ["m", "b2"], ["a"]),
+        helper.make_node("Clip", ["a", "lo", "hi"], ["c"]),
+        helper.make_node("Softmax", ["c"], ["y"], axis=-1),
+    ]
+    inits = {"w1": rand(24, 7), "b1": rand(7), "w2": rand(7, 5), "b2": rand(5), "lo": np.float32(0),
+             "hi": np.float32(6)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 2, 3, 4], inits, [1, 5]))
+    assert [n.op for n in g.nodes] == [Op.RESHAPE, Op.FULLY_CONNECTED, Op.FULLY_CONNECTED, Op.RELU6, Op.SOFTMAX]
+    assert len(g.nodes[2].inputs) == 3  # the Add became the bias
+
+
+def test_opset_10_attributes_and_global_pool():
+    nodes = [
+        helper.make_node("Pad", ["x"], ["p"], pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="constant", value=0.0),
+        helper.make_node("Conv", ["p", "w"], ["c"], kernel_shape=[3, 3], auto_pad="SAME_LOWER", strides=[2, 2]),
+        helper.make_node("Clip", ["c"], ["r"], min=0.0, max=6.0),
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["m"], ["y"]),
+    ]
+    g = check_against_onnxruntime(make_model(nodes, [1, 3, 7, 6], {"w": rand(5, 3, 3, 3)}, [1, 5, 1, 1], opset=10))
+    assert [n.op for n in g.nodes] == [Op.PAD, Op.CONV_2D, Op.RELU6, Op.MAX_POOL_2D, Op.MEAN]
+
+
+def test_reduce_mean_pad_axes_and_reshape_forms():
+    nodes = [
+        helper.make_node("Pad", ["x", "pads", "zero", "axes"], ["p"], mode="constant"),  # opset 18: pads on H, W
+        helper.make_node("BatchNormalization", ["p", "gamma", "beta", "mean", "var"], ["b"], epsilon=1e-3),
+        helper.make_node("Relu", ["b"], ["r"]),
+        helper.make_node("AveragePool", ["r"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+        helper.make_node("Dropout", ["a"], ["d", "mask"]),
+        helper.make_node("ReduceMean", ["d", "rm_axes"], ["m"], keepdims=1),
+        helper.make_node("Reshape", ["m", "shape"], ["y"]),
+    ]
+    c = 3
+    inits = {"pads": np.array([1, 0, 2, 1], np.int64), "zero": np.float32(0), "axes": np.array([2, 3], np.int64),
+             "gamma": rand(c) + 2, "beta": rand(c), "mean": rand(c), "var": np.abs(rand(c)) + 0.5,
+             "rm_axes": np.array([-1, -2], np.int64), "shape": np.array([0, -1], np.int64)}
+    g = check_against_onnxruntime(make_model(nodes, [1, c, 6, 5], inits, [1, c], opset=18))
+    assert [n.op for n in g.nodes] == [Op.PAD, Op.BATCH_NORM, Op.RELU, Op.PAD, Op.AVG_POOL_2D, Op.IDENTITY, Op.MEAN,
+                                       Op.RESHAPE]
+
+
+def test_concat_and_residual_add():
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=4),
+        helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+        helper.make_node("Conv", ["c", "w3"], ["d"], kernel_shape=[1, 1]),
+        helper.make_node("Add", ["d", "x"], ["y"]),
+    ]
+    inits = {"w1": rand(3, 4, 1, 1), "w2": rand(8, 1, 3, 3), "b2": rand(8), "w3": rand(4, 11, 1, 1)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 4, 5, 6], inits, [1, 4, 5, 6], opset=13))
+    assert g.nodes[1].op is Op.DEPTHWISE_CONV_2D and g.nodes[2].attrs.axis == 3
+
+
+@pytest.mark.parametrize("node,inits,needle", [
+    (helper.make_node("Add", ["x", "k"], ["y"]), {"k": rand(1, 3, 4, 4)}, "(ONNX Add): second operand"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], group=3), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): grouped"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], group=1), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): conv input"),
+    (helper.make_node("ReduceMean", ["x"], ["y"], axes=[1]), {}, "only the spatial axes"),
+    (helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), {"lo": np.float32(-1), "hi": np.float32(1)}, "clip to"),
+])
+def test_unsupported_onnx_forms(node, inits, needle):
+    model = make_model([node], [1, 3, 4, 4] if node.op_type != "Conv" else [1, 6, 4, 4], inits, [1], opset=13)
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(model)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+# -- assert_graphs_equivalent names the first difference --------------------------------------------------------------
+def test_equivalence_reports_the_first_difference(random_net):
+    module, shape = random_net(5)
+    a = from_torch(module, shape)
+    assert_graphs_equivalent(a, from_torch(module, shape))
+    conv = a.nodes[0]
+    w = a.tensors[conv.inputs[1]]
+    nudged = dataclasses.replace(w, data=w.data + np.float32(1e-3))
+    with pytest.raises(AssertionError, match=r"node 0 \('conv_2d_0' vs 'conv_2d_0'\) CONV_2D input 1.*values differ"):
+        assert_graphs_equivalent(a, a.replace(tensors={**a.tensors, w.name: nudged}))
+    restrided = dataclasses.replace(conv, attrs=dataclasses.replace(conv.attrs, dilation=(2, 2)))
+    with pytest.raises(AssertionError, match="dilation"):
+        assert_graphs_equivalent(a, a.replace(nodes=(restrided,) + a.nodes[1:]))
