@@ -127,3 +127,19 @@ def quantize(model: LoadedModel, dataset_spec: str, *, samples: int = 64, method
         return model.graph
     shape = model.graph.tensors[model.graph.inputs[0]].shape
     return _quantize(model.graph, calibration_inputs(dataset_spec, shape, samples), method=method)
+
+
+def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, samples: int = 64, patch=None,
+                  inplace: bool = True):
+    """Quantise (float models need `data`), plan and generate the C project; returns a `CompileResult`."""
+    from .codegen import compile_graph
+    from .schedule.plan_types import PlanOptions
+
+    if not model.is_int8 and data is None:
+        raise KilobyteError(f"model '{model.source}' is float: give calibration data with --data "
+                            "(mnist, digits, a .npz or an image folder)")
+    graph = quantize(model, data, samples=samples) if not model.is_int8 else model.graph
+    opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
+                       concat_in_place=inplace, patch=patch)
+    name = Path(model.source).stem if model.source.endswith((".onnx", ".tflite")) else model.source
+    return compile_graph(graph, out_dir, opts, model_name=name)

@@ -7,6 +7,7 @@ files used, a host harness and a Makefile, and write a manifest. `HostModel` loa
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,4 +73,4 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
         "patch": summary.get("patch"), "order": list(plan.order),
     }
     path = write_project(out_dir, core, plan, manifest, to_tflite(graph))
-    return CompileResult(path, core, plan, tail, manifest)
+    return CompileResult(path, core, plan, tail, json.loads((path / "kilobyte.json").read_text()))

@@ -152,6 +152,8 @@ class Lowering:
                groups: int, origin: str) -> Value:
         """2-D convolution with an OIHW `weight`: CONV_2D (groups 1) or DEPTHWISE_CONV_2D (groups == in channels)."""
         self._rank(x, 4)
+        if weight.ndim != 4:
+            raise LoweringError(f"only 2-D convolutions are supported, got a weight of shape {weight.shape}")
         cout, cin_g, _, _ = weight.shape
         cin = x.shape[1]
         if min(padding) < 0:

@@ -170,4 +170,6 @@ def _attr(a: onnx.AttributeProto):
     v = helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode()
-    return list(v) if isinstance(v, (list, tuple)) or type(v).__name__ == "RepeatedScalarContainer" else v
+    if isinstance(v, float):  # ONNX stores float32: 1e-5 arrives as 9.99999974e-06; take the shortest float32 repr
+        return float(str(np.float32(v)))
+    return list(v) if isinstance(v, (list, tuple)) else v

@@ -123,8 +123,10 @@ def _is_writer_pad(fm, pad, user) -> bool:
     return pad.code == B.PAD
 
 
-def _window_padding_mode(op) -> int:
-    kind = "Pool2DOptions" if op.code == B.MAX_POOL_2D else S.BUILTIN_OPTIONS[op.code]
+def _window_padding_mode(op) -> int | None:
+    kind = S.BUILTIN_OPTIONS[op.code]
+    if op.options_type != getattr(tflite.BuiltinOptions, kind):
+        return None
     opts = getattr(tflite, kind)()
     opts.Init(op.options.Bytes, op.options.Pos)
     return opts.Padding()

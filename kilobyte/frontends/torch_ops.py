@@ -23,6 +23,7 @@ SUPPORTED = ("Conv2d (groups 1 or depthwise), BatchNorm2d, ReLU, ReLU6/hardtanh(
              "MaxPool2d, AdaptiveAvgPool2d, mean, add, cat, flatten/view/reshape, Dropout, Identity, "
              "ZeroPad2d/pad, Softmax")
 
+
 # -- small argument helpers ------------------------------------------------------------------------------------------
 def _np(t) -> np.ndarray | None:
     if t is None:

@@ -65,6 +65,16 @@ def test_dynamo_export_is_equivalent(seed, random_net, export_onnx):
     check_export_equivalence(*random_net(seed), export_onnx, opset=18, dynamo=True)
 
 
+def test_mlp_with_batchnorm1d(export_onnx):
+    bn = nn.BatchNorm1d(16)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    module = nn.Sequential(nn.Linear(10, 16), bn, nn.ReLU6(), nn.Linear(16, 3), nn.Softmax(dim=-1))
+    check_export_equivalence(module, (1, 10), export_onnx)
+    assert from_torch(module, (1, 10)).nodes[1].attrs.eps == from_onnx(
+        onnx.load_from_string(export_onnx(module, (1, 10)))).nodes[1].attrs.eps == 1e-5
+
+
 def test_files_and_paths(tmp_path, random_net, export_onnx):
     module, shape = random_net(2)
     path = tmp_path / "net.onnx"

@@ -10,18 +10,14 @@ call. test_build.py reruns this file in a subprocess against an ASan/UBSan build
 import ctypes
 import math
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kilobyte.runtime as rt
-from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
 from kilobyte import ir
+from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.quant import arith
 
@@ -48,11 +44,6 @@ class Buf:
     def check(self):
         assert (self.raw[:GUARD] == SENTINEL).all() and (self.raw[GUARD + self.n:] == SENTINEL).all(), \
             "kernel wrote outside its buffer"
-
-
-def c_array(a, dtype=np.int32):
-    a = np.ascontiguousarray(a, dtype)
-    return a, a.ctypes.data_as(I8 if dtype == np.int8 else I32)
 
 
 def pixels_with_stride(x, cstride: int, rng) -> np.ndarray:
@@ -133,9 +124,14 @@ def conv_params(g, in_cstride=None, out_cstride=None) -> rt.ConvParams:
                          *a.padding, -zi, zo, lo, hi)
 
 
-def requant_arrays(g):
-    p = requant_params(g, g.nodes[0])
-    return c_array(p.multiplier), c_array(p.shift)
+def weight_args(g) -> list:
+    """ctypes pointers to the weights, bias, multipliers and shifts of a weighted node (`data_as` keeps the arrays
+    alive); a per-tensor FC multiplier arrives broadcast to one entry per output, as codegen emits it."""
+    node = g.nodes[0]
+    p = requant_params(g, node)
+    w = np.ascontiguousarray(g.tensors[node.inputs[1]].data, np.int8)
+    rest = [np.ascontiguousarray(a, np.int32) for a in (g.tensors[node.inputs[2]].data, p.multiplier, p.shift)]
+    return [w.ctypes.data_as(I8), *(a.ctypes.data_as(I32) for a in rest)]
 
 
 # -- CONV_2D -----------------------------------------------------------------------------------------------------------
@@ -177,13 +173,10 @@ def run_weighted(lib, name, g, x, layout, rng):
     in_cs, out_cs, c0 = layout
     node = g.nodes[0]
     _, ho, wo, co = g.tensors[node.outputs[0]].shape
-    w, w_p = c_array(g.tensors[node.inputs[1]].data, np.int8)
-    b, b_p = c_array(g.tensors[node.inputs[2]].data)
-    (m, m_p), (s, s_p) = requant_arrays(g)
     xin = Buf(x.size // x.shape[-1] * in_cs, pixels_with_stride(x, in_cs, rng))
     out = Buf(ho * wo * out_cs)
     p = conv_params(g, in_cs, out_cs)
-    args = [ctypes.byref(p), xin.ptr(), w_p, b_p, m_p, s_p, out.ptr(c0)]
+    args = [ctypes.byref(p), xin.ptr(), *weight_args(g), out.ptr(c0)]
     if "inplace" in name:
         scratch = Buf((p.in_h + p.pad_t + p.pad_b) * (p.in_w + p.pad_l + p.pad_r))
         getattr(lib, name)(*args, scratch.ptr())
@@ -246,15 +239,12 @@ def test_depthwise_in_place(kb_lib, case, c, extra, act, seed):
     ho, wo = want.shape[:2]
     cs = c + extra
     h, w = case["hw"]
+    p, weights = conv_params(g, cs, cs), weight_args(g)
     for name in dw_variants(case)[1:]:
         buf = Buf(max(h * w, ho * wo) * cs)  # the arena slot holds the larger of input and output
         buf.body[:h * w * cs] = pixels_with_stride(x, cs, rng).reshape(-1)
-        (m, m_p), (s, s_p) = requant_arrays(g)
-        wt, w_p = c_array(g.tensors[g.nodes[0].inputs[1]].data, np.int8)
-        b, b_p = c_array(g.tensors[g.nodes[0].inputs[2]].data)
-        p = conv_params(g, cs, cs)
         scratch = Buf((h + p.pad_t + p.pad_b) * (w + p.pad_l + p.pad_r))
-        getattr(kb_lib, name)(ctypes.byref(p), buf.ptr(), w_p, b_p, m_p, s_p, buf.ptr(), scratch.ptr())
+        getattr(kb_lib, name)(ctypes.byref(p), buf.ptr(), *weights, buf.ptr(), scratch.ptr())
         buf.check()
         scratch.check()
         got = buf.body[:ho * wo * cs].reshape(ho * wo, cs)[:, :c].reshape(ho, wo, c)
@@ -272,11 +262,8 @@ def test_fully_connected(kb_lib, n_in, n_out, per_channel, act, big_bias, seed):
     want = expected(g, [x])[0]
     rq = requant_params(g, g.nodes[0])
     p = rt.FcParams(n_in, n_out, -rq.input_zp, rq.output_zp, rq.act_min, rq.act_max)
-    w, w_p = c_array(g.tensors[g.nodes[0].inputs[1]].data, np.int8)
-    b, b_p = c_array(g.tensors[g.nodes[0].inputs[2]].data)
-    (m, m_p), (s, s_p) = requant_arrays(g)  # a per-tensor multiplier arrives broadcast to n_out entries
     xin, out = Buf(n_in, x), Buf(n_out)
-    kb_lib.kb_fully_connected(ctypes.byref(p), xin.ptr(), w_p, b_p, m_p, s_p, out.ptr())
+    kb_lib.kb_fully_connected(ctypes.byref(p), xin.ptr(), *weight_args(g), out.ptr())
     xin.check()
     out.check()
     assert np.array_equal(out.body, want)
@@ -366,30 +353,29 @@ def test_global_average_pool(kb_lib, hw, c, seed):
 # -- PAD, CONCAT -------------------------------------------------------------------------------------------------------
 @EXAMPLES
 @given(hw=st.tuples(st.integers(1, 5), st.integers(1, 5)), c=st.integers(1, 7),
-       pads=st.lists(st.integers(0, 3), min_size=6, max_size=6), seed=st.integers(0, 2**32))
-def test_pad(kb_lib, hw, c, pads, seed):
+       pads=st.lists(st.integers(0, 3), min_size=6, max_size=6), seed=st.integers(0, 2**32), data=st.data())
+def test_pad(kb_lib, hw, c, pads, seed, data):
     rng = np.random.default_rng(seed)
     q = per_tensor(0.05, int(rng.integers(-128, 128)))
     t, bo, left, r, c0, c1 = pads
     b = GraphBuilder()
-    x_name = b.input((1, *hw, c), "int8", qparams=q)
     attrs = ir.PadAttrs(((0, 0), (t, bo), (left, r), (c0, c1)))
-    g = b.build([b.node(Op.PAD, [x_name], attrs, dtype="int8", qparams=q)])
+    g = b.build([b.node(Op.PAD, [b.input((1, *hw, c), "int8", qparams=q)], attrs, dtype="int8", qparams=q)])
     x = rng.integers(-128, 128, (1, *hw, c)).astype(np.int8)
     want = expected(g, [x])[0]
-    p = rt.PadParams(*hw, c, c, t, bo, left, r, c0, c1, want.shape[-1], int(q.zero_point[0]))
-    xin, out = Buf(x.size, x), Buf(want.size)
-    kb_lib.kb_pad(ctypes.byref(p), xin.ptr(), out.ptr())
+    (ho, wo, co), (in_cs, out_cs, s0) = want.shape, slice_layout(data.draw, c, want.shape[-1])
+    p = rt.PadParams(*hw, c, in_cs, t, bo, left, r, c0, c1, out_cs, int(q.zero_point[0]))
+    xin, out = Buf(hw[0] * hw[1] * in_cs, pixels_with_stride(x, in_cs, rng)), Buf(ho * wo * out_cs)
+    kb_lib.kb_pad(ctypes.byref(p), xin.ptr(), out.ptr(s0))
     xin.check()
-    out.check()
-    assert np.array_equal(out.body.reshape(want.shape), want)
+    assert np.array_equal(read_slice(out, ho * wo, out_cs, s0, co).reshape(want.shape), want)
 
 
 @EXAMPLES
 @given(hw=st.tuples(st.integers(1, 5), st.integers(1, 5)), cs=st.lists(st.integers(1, 7), min_size=1, max_size=4),
-       seed=st.integers(0, 2**32))
-def test_concat_by_slices(kb_lib, hw, cs, seed):
-    """CONCAT as one kb_copy_channels per input into its channel slice of the output."""
+       seed=st.integers(0, 2**32), data=st.data())
+def test_concat_by_slices(kb_lib, hw, cs, seed, data):
+    """CONCAT as one kb_copy_channels per (possibly strided) input into its channel slice of the output."""
     rng = np.random.default_rng(seed)
     q = per_tensor(0.1, int(rng.integers(-128, 128)))
     b = GraphBuilder()
@@ -400,8 +386,10 @@ def test_concat_by_slices(kb_lib, hw, cs, seed):
     total, pixels = sum(cs), hw[0] * hw[1]
     out, offset = Buf(pixels * total), 0
     for x, c in zip(xs, cs):
-        xin = Buf(x.size, x)
-        kb_lib.kb_copy_channels(pixels, c, xin.ptr(), c, out.ptr(offset), total)
+        in_cs = c + data.draw(st.integers(0, 2))
+        xin = Buf(pixels * in_cs, pixels_with_stride(x, in_cs, rng))
+        kb_lib.kb_copy_channels(pixels, c, xin.ptr(), in_cs, out.ptr(offset), total)
+        xin.check()
         offset += c
     out.check()
     assert np.array_equal(out.body.reshape(want.shape), want)
@@ -443,7 +431,7 @@ def test_requant_helpers(kb_lib, vals):
     x, b, e, s = (np.array(v, np.int32) for v in zip(*vals))
     n = len(vals)
     outs = [np.zeros(n, np.int32) for _ in range(3)]
-    kb_lib.kbt_requant(n, *(c_array(a)[1] for a in (x, b, e, s)), *(o.ctypes.data_as(I32) for o in outs))
+    kb_lib.kbt_requant(n, *(a.ctypes.data_as(I32) for a in (x, b, e, s, *outs)))
     assert np.array_equal(outs[0], arith.saturating_rounding_doubling_high_mul(x, b))
     assert np.array_equal(outs[1], arith.rounding_divide_by_pot(x, e))
     want = arith.multiply_by_quantized_multiplier(x, b, s)

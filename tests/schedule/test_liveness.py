@@ -6,6 +6,8 @@ the same peak as the interval model for any order.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -198,8 +200,10 @@ def test_interval_model_equals_the_search_cost_model(data, graph, options):
 
 @settings(max_examples=100)
 @given(st.data(), dags(max_nodes=12), st.sampled_from(OPTION_SETS))
-def test_in_place_rules_never_add_bytes(data, graph, options):
+def test_in_place_rules_other_than_concat_never_add_bytes(data, graph, options):
+    """Depthwise, ADD and RESHAPE rules only ever save bytes at a step. (The concat rule may not: it holds the whole
+    output from the first slice on.)"""
     order = data.draw(orders(graph))
-    plain = analyze(graph, order, OPTION_SETS[1])
+    plain = analyze(graph, order, dataclasses.replace(OPTION_SETS[1], concat_in_place=options.concat_in_place))
     live = analyze(graph, order, options)
     assert all(a <= b for a, b in zip(live.live_bytes, plain.live_bytes))

@@ -8,6 +8,8 @@
  *                           scratch holds (in_h + pad_t + pad_b) * (in_w + pad_l + pad_r) bytes. `out` may equal `in`
  *                           (in-place, TinyEngine; then in_cstride == out_cstride): output channel c only writes the
  *                           channel-c slots of the buffer, whose input values are already copied into the plane.
+ *                           In place, the buffer must hold max(input, output) bytes (output can be larger with
+ *                           big padding).
  *                           _3x3/_5x5/_7x7 (dilation 1) unroll each window row; the plain one takes any window.
  * A padded tap holds the zero point, so its (x + in_offset) is 0: the same as TFLite skipping it. With every tap
  * present, sum w * (x + in_offset) = sum w * x + in_offset * sum w, so the plane loops only multiply-add raw bytes.

@@ -59,7 +59,7 @@ class FirmwareBuild:
         return self.board.core
 
 
-def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path = ARM_KERNEL_DIR) -> list[Path]:
+def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | None = None) -> list[Path]:
     """The .c and .h files of `src_dir` to build, with kb_*.c swapped for arm_dir's same-named file under "dsp".
 
     >>> select_sources(Path("/nonexistent"), kernels="fast")
@@ -69,6 +69,7 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path = ARM
     """
     if kernels not in KERNEL_SETS:
         raise KilobyteError(f"unknown kernel set {kernels!r}: choose 'portable' or 'dsp'")
+    arm_dir = ARM_KERNEL_DIR if arm_dir is None else arm_dir
     chosen = []
     for path in sorted(src_dir.iterdir()):
         if path.suffix not in (".c", ".h"):

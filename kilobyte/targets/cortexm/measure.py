@@ -74,6 +74,16 @@ def elf_symbols(elf: str | Path) -> list[ElfSymbol]:
     return symbols
 
 
+def elf_symbol_values(elf: str | Path) -> dict[str, int]:
+    """Every named symbol of an ELF file (linker-script symbols such as __stack_top included) -> its value."""
+    elffile = _elffile()
+    with open(elf, "rb") as f:
+        symtab = elffile(f).get_section_by_name(".symtab")
+        if symtab is None:
+            raise KilobyteError(f"{elf}: no symbol table (was it stripped?)")
+        return {sym.name: sym["st_value"] for sym in symtab.iter_symbols() if sym.name}
+
+
 def _unique_size(symbols: list[ElfSymbol]) -> int:
     """Total size of symbols, counting aliases (same address and size) once."""
     return sum(size for _, size in {(s.address, s.size) for s in symbols})

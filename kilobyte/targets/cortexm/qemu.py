@@ -9,6 +9,7 @@ killed), missing files.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 import time
@@ -23,6 +24,11 @@ from .toolchain import qemu_arm
 
 FW_EXIT_IO = 2  # fw/fw.h
 FW_EXIT_FAULT = 3
+FW_EXIT_STACK = 4
+# Configurable Fault Status Register bits (Armv7-M / v8-M ARM), named in fault messages.
+CFSR_BITS = {0: "IACCVIOL", 1: "DACCVIOL", 3: "MUNSTKERR", 4: "MSTKERR", 8: "IBUSERR", 9: "PRECISERR",
+             10: "IMPRECISERR", 11: "UNSTKERR", 12: "STKERR", 16: "UNDEFINSTR", 17: "INVSTATE", 18: "INVPC",
+             19: "NOCP", 20: "STKOF", 24: "UNALIGNED", 25: "DIVBYZERO"}
 
 
 @dataclass(frozen=True)
@@ -49,11 +55,27 @@ def _as_input(build, input: np.ndarray) -> bytes:
     return np.ascontiguousarray(data).tobytes()
 
 
+def decode_cfsr(value: int) -> str:
+    """Names of the fault status bits set in a CFSR value.
+
+    >>> decode_cfsr(0x8200)
+    'PRECISERR'
+    >>> decode_cfsr(0x100000)
+    'STKOF'
+    """
+    return "+".join(name for bit, name in CFSR_BITS.items() if value >> bit & 1) or "none"
+
+
 def _failure(build, rc: int, console: str) -> KilobyteError:
     last = console.strip().splitlines()[-1] if console.strip() else "(no output)"
     where = f"{build.elf} on {build.board.machine}"
     if rc == FW_EXIT_FAULT:
-        return KilobyteError(f"{where}: the firmware faulted: {last}")
+        cfsr = re.search(r"CFSR=0x([0-9a-f]+)", last)
+        kind = f" [{decode_cfsr(int(cfsr.group(1), 16))}]" if cfsr else ""
+        return KilobyteError(f"{where}: the firmware faulted{kind}: {last}")
+    if rc == FW_EXIT_STACK:
+        return KilobyteError(f"{where}: stack overflow: the run used all {build.stack_reserve_bytes} bytes of "
+                             f"stack reserve; build with a larger stack_bytes")
     if rc == FW_EXIT_IO:
         return KilobyteError(f"{where}: semihosting file I/O failed: {last}")
     if rc < 0 or rc == 134:

@@ -68,7 +68,7 @@ def _find(tool: str, package: str) -> str:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def arm_gcc() -> str:
     """Path of arm-none-eabi-gcc, checked to have newlib's nano.specs (package libnewlib-arm-none-eabi)."""
     gcc = _find("arm-none-eabi-gcc", "gcc-arm-none-eabi")
@@ -79,7 +79,7 @@ def arm_gcc() -> str:
     return gcc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def qemu_arm() -> str:
     """Path of qemu-system-arm."""
     return _find("qemu-system-arm", "qemu-system-arm")

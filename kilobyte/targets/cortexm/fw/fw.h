@@ -10,6 +10,7 @@
 #define FW_EXIT_OK 0
 #define FW_EXIT_IO 2     /* input.bin missing or short, output.bin / stats.txt not writable */
 #define FW_EXIT_FAULT 3  /* a HardFault / MemManage / BusFault / UsageFault (see fw_fault_report) */
+#define FW_EXIT_STACK 4  /* the model returned, but had used the whole stack reserve (an overflow) */
 
 #define FW_STACK_PAINT 0xC5ACCE55u  /* painted over the whole stack at reset; the high-water mark is the first
                                        word from the bottom that no longer holds it */
@@ -18,6 +19,7 @@
 extern uint32_t __stack_bottom[], __stack_top[];
 
 uint32_t fw_stack_used_bytes(void);   /* startup.c: bytes of stack ever written, top down */
+int fw_stack_overflowed(void);        /* startup.c: the bottom word of the stack reserve was overwritten */
 
 /* semihosting.c: the Arm semihosting calls the firmware needs (bkpt 0xAB). */
 #define SH_MODE_RB 1  /* "rb" */

@@ -53,6 +53,10 @@ int main(void)
         return FW_EXIT_IO;
     }
     kb_invoke(fw_input, fw_output);
+    if (fw_stack_overflowed()) {
+        sh_write0("kilobyte-fw: stack overflow: the run used all of the stack reserve\n");
+        return FW_EXIT_STACK;
+    }
     if (fw_write_file("output.bin", fw_output, KB_OUTPUT_BYTES) != 0 || fw_write_stats() != 0) {
         sh_write0("kilobyte-fw: cannot write output.bin / stats.txt\n");
         return FW_EXIT_IO;

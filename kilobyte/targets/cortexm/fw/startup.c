@@ -91,6 +91,13 @@ uint32_t fw_stack_used_bytes(void)
     return (uint32_t)((uintptr_t)__stack_top - (uintptr_t)p);
 }
 
+/* Without MSPLIM (M4, M7) an overflow runs below RAM's origin, which QEMU's mps2 boards do not always fault on;
+ * the painted bottom word still tells. */
+int fw_stack_overflowed(void)
+{
+    return __stack_bottom[0] != FW_STACK_PAINT;
+}
+
 /* Naked: the faulting stack may be unusable (overflow), so move MSP back to the top before calling C. */
 __attribute__((naked, noreturn)) void fw_fault_entry(void)
 {
@@ -137,6 +144,8 @@ void fw_fault_report(const uint32_t *frame, uint32_t exc_return)
     }
     if (cfsr & (1u << 20)) {
         p = fw_append(p, " (stack overflow: STKOF)");
+    } else if (fw_stack_overflowed()) {
+        p = fw_append(p, " (the whole stack reserve was used: likely a stack overflow)");
     }
     p = fw_append(p, "\n");
     *p = '\0';

@@ -1,0 +1,79 @@
+"""Codegen stage: prove a generated project right — host C == numpy reference == TFLite Micro, bit for bit.
+
+The project's `model.tflite` is read back with our own `.tflite` reader; the numpy int8 interpreter and TFLM run it;
+the host C build (ctypes) runs the same inputs; a sanitizer build (ASan/UBSan, guard bytes around the arena) runs a
+few of them. Any differing byte is a failure with the input index and the number of differing values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..errors import KilobyteError
+from .host import HostModel, build_executable, manifest, run_executable
+
+
+@dataclass
+class VerifyReport:
+    inputs: int = 0
+    engines: tuple[str, ...] = ()
+    mismatches: list[str] = field(default_factory=list)
+    sanitizer_runs: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0) -> list[np.ndarray]:
+    """Random int8 inputs plus (optionally) dataset images quantised with the model's input qparams."""
+    m = manifest(project)
+    shape, scale, zp = tuple(m["input"]["shape"]), m["input"]["scale"], m["input"]["zero_point"]
+    rng = np.random.default_rng(seed)
+    xs = [rng.integers(-128, 128, shape, dtype=np.int64).astype(np.int8) for _ in range(n_random)]
+    if data:
+        from ..api import calibration_inputs
+
+        for img in calibration_inputs(data, shape, n=max(n_random, 4), seed=seed + 1):
+            xs.append(np.clip(np.round(img / scale) + zp, -128, 127).astype(np.int8))
+    return xs
+
+
+def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
+                   sanitize: bool = True, progress: bool = False) -> VerifyReport:
+    from ..frontends.tflite import from_tflite
+    from ..interp import run_int8
+    from . import split_float_tail
+
+    project = Path(project)
+    m = manifest(project)
+    tfl = (project / "model.tflite").read_bytes()
+    core, _ = split_float_tail(from_tflite(tfl))
+    out_name = m["output"]["name"]
+    if core.outputs[0] != out_name:
+        raise KilobyteError(f"{project}: model.tflite output '{core.outputs[0]}' differs from the manifest's")
+    host = HostModel(project)
+    xs = verify_inputs(project, n_random, data)
+    report = VerifyReport(len(xs), ("c-host", "reference") + (("tflm",) if tflm else ()))
+    for i, x in enumerate(tqdm(xs, desc="verify", unit="input", disable=not progress, leave=False)):
+        got = {"c-host": host(x), "reference": run_int8(core, x)[out_name]}
+        if tflm:
+            from ..targets.tflm import run_tflm
+
+            got["tflm"] = run_tflm(tfl, x, preserve_all=True).tensors[out_name].reshape(got["reference"].shape)
+        for name, y in got.items():
+            if name != "reference" and not np.array_equal(y, got["reference"]):
+                n = int(np.sum(y != got["reference"]))
+                report.mismatches.append(f"input {i}: {name} differs from the reference in {n} values")
+    if sanitize:
+        exe = build_executable(project, sanitize=True)
+        for i, x in enumerate(xs[:2]):
+            y = run_executable(exe, x, tuple(m["output"]["shape"]))
+            report.sanitizer_runs += 1
+            if not np.array_equal(y, run_int8(core, x)[out_name]):
+                report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
+    return report

@@ -1,0 +1,167 @@
+"""Targets stage (Cortex-M): a deterministic executed-instruction count of one inference, per function and layer.
+
+The `unicorn` emulator (Thumb-2, Cortex-M4/M7 CPU models) runs the firmware's `kb_invoke(fw_input, fw_output)`
+directly: the ELF's loadable segments are written to FLASH and RAM (so .data holds its initial values and .bss is
+zero, as after reset), SP is the top of the firmware's stack, LR a magic address where the emulation stops. A
+basic-block hook records how often each block ran under which layer; at the end each block's instructions are
+counted by decoding Thumb lengths (a halfword whose top five bits are 0b11101, 0b11110 or 0b11111 starts a 32-bit
+instruction). Counting whole blocks includes instructions skipped inside IT blocks, which a per-instruction hook
+would miss. The count is a proxy for time, not a cycle count.
+
+Per layer: a block at the entry of a `kb_layer_*` function pushes (layer, LR); reaching that return address pops
+it; every block counts for the innermost layer on that stack (kb_invoke's own code counts for no layer). Cortex-M55
+builds cannot be counted: GCC 12 emits v8.1-M low-overhead loops (DLS/LE) that unicorn does not implement.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from kilobyte.errors import KilobyteError
+
+from .measure import elf_symbol_values, elf_symbols
+from .qemu import _as_input
+
+MAGIC_RETURN = 0x10000000  # outside every board's FLASH and RAM: kb_invoke returns here and the emulation stops
+_PAGE = 0x1000
+_CLONE_SUFFIX = re.compile(r"\.(constprop|isra|part|cold|lto_priv)\b.*$")
+
+
+@dataclass(frozen=True)
+class IcountResult:
+    total: int  # instructions executed by kb_invoke and everything it called
+    per_function: dict[str, int]  # by innermost function symbol (GCC clone suffixes such as .constprop.0 removed)
+    per_layer: dict[str, int]  # by kb_layer_* function, in call order; sums to at most `total`
+    output: np.ndarray  # (KB_OUTPUT_BYTES,) int8, what kb_invoke wrote (equals QEMU's output)
+
+
+def _unicorn():
+    try:
+        import unicorn
+        from unicorn import arm_const
+    except ImportError:
+        raise KilobyteError("unicorn is not installed: pip install kilobyte[arm]") from None
+    return unicorn, arm_const
+
+
+def thumb_instruction_count(code: bytes) -> int:
+    """Number of Thumb instructions in `code`, a straight run of them.
+
+    >>> thumb_instruction_count(bytes.fromhex("0120" "fff7feff" "7047"))  # movs r0,#1; bl .; bx lr
+    3
+    """
+    count, i = 0, 0
+    while i + 1 < len(code):
+        first = code[i] | code[i + 1] << 8
+        i += 4 if first >> 11 in (0b11101, 0b11110, 0b11111) else 2
+        count += 1
+    return count
+
+
+def _base_name(name: str) -> str:
+    return _CLONE_SUFFIX.sub("", name)
+
+
+class _Tracker:
+    """Block hook state: hits per (block address, block size, current layer) and the stack of active layers."""
+
+    def __init__(self, layer_entries: dict[int, str], lr_register: int):
+        self.layer_entries = layer_entries
+        self.lr_register = lr_register
+        self.stack: list[tuple[str, int]] = []  # (layer, return address)
+        self.hits: Counter = Counter()
+
+    def on_block(self, uc, address: int, size: int, _user) -> None:
+        layer = self.layer_entries.get(address)
+        if layer is not None:
+            frame = (layer, uc.reg_read(self.lr_register) & ~1)
+            if not self.stack or self.stack[-1] != frame:  # not a loop branching back to the entry
+                self.stack.append(frame)
+        elif self.stack and address == self.stack[-1][1]:
+            self.stack.pop()
+        self.hits[address, size, self.stack[-1][0] if self.stack else None] += 1
+
+
+def _map_image(uc, build) -> None:
+    """Map the board's FLASH, RAM and the magic return page; write every PT_LOAD segment at its VMA and LMA."""
+    from elftools.elf.elffile import ELFFile
+
+    board = build.board
+    uc.mem_map(board.flash_origin, board.flash_bytes)
+    uc.mem_map(board.ram_origin, board.ram_bytes)
+    uc.mem_map(MAGIC_RETURN, _PAGE)
+    with open(build.elf, "rb") as f:
+        for seg in ELFFile(f).iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_filesz"] > 0:
+                data = seg.data()
+                for address in {seg["p_vaddr"], seg["p_paddr"]}:
+                    uc.mem_write(address, data)
+
+
+def _summarise(uc, hits: Counter, functions: list[tuple[int, int, str]]) -> tuple[int, dict, dict]:
+    sizes: dict[tuple[int, int], int] = {}
+    total, per_function, per_layer = 0, Counter(), Counter()
+    for (address, size, layer), n in hits.items():
+        if (address, size) not in sizes:
+            sizes[address, size] = thumb_instruction_count(bytes(uc.mem_read(address, size)))
+        count = sizes[address, size] * n
+        per_function[_function_at(functions, address)] += count
+        if layer is not None:
+            per_layer[layer] += count
+        total += count
+    return total, dict(per_function.most_common()), dict(per_layer)
+
+
+def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: list[tuple[int, int, str]]) -> None:
+    """Emulate from `entry` until kb_invoke returns to MAGIC_RETURN; a fault or a timeout is a KilobyteError."""
+    unicorn, _ = _unicorn()
+    try:
+        uc.emu_start(entry | 1, MAGIC_RETURN, timeout=int(timeout * 1e6))
+    except unicorn.UcError as e:
+        pc = uc.reg_read(pc_register)
+        raise KilobyteError(f"{build.elf}: emulated kb_invoke stopped at pc 0x{pc:08x} "
+                            f"({_function_at(funcs, pc)}): {e}") from None
+    pc = uc.reg_read(pc_register)
+    if pc != MAGIC_RETURN:
+        raise KilobyteError(f"{build.elf}: kb_invoke did not return within {timeout:g} s (stopped at pc 0x{pc:08x}, "
+                            f"{_function_at(funcs, pc)}); the model may loop forever")
+
+
+def _function_at(funcs: list[tuple[int, int, str]], address: int) -> str:
+    i = bisect.bisect_right([f[0] for f in funcs], address) - 1
+    return funcs[i][2] if i >= 0 and address < funcs[i][1] else f"<0x{address:08x}>"
+
+
+def count_instructions(build, input: np.ndarray, timeout: float = 120) -> IcountResult:
+    """Count the instructions `kb_invoke` executes on `input` (int8, KB_INPUT_BYTES) in the ELF of `build`."""
+    if build.board.unicorn_cpu is None:
+        raise KilobyteError(f"{build.elf}: instruction counting is not available for {build.target} (unicorn "
+                            f"cannot run v8.1-M code such as DLS/LE loops); count a cortex-m4 or cortex-m7 build")
+    data = _as_input(build, input)
+    unicorn, arm = _unicorn()
+    symbols = elf_symbols(build.elf)
+    objects = {s.name: s.address for s in symbols if s.kind == "object"}
+    funcs = sorted({(s.address, s.address + s.size, _base_name(s.name)) for s in symbols if s.kind == "func"})
+    entry = {name: start for start, _, name in funcs}.get("kb_invoke")
+    if entry is None or "fw_input" not in objects:
+        raise KilobyteError(f"{build.elf}: no kb_invoke / fw_input symbol; is this a kilobyte firmware?")
+    uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB | unicorn.UC_MODE_MCLASS)
+    uc.ctl_set_cpu_model(getattr(arm, build.board.unicorn_cpu))
+    _map_image(uc, build)
+    uc.mem_write(objects["fw_input"], data)
+    stack_top = elf_symbol_values(build.elf)["__stack_top"]
+    for reg, value in ((arm.UC_ARM_REG_SP, stack_top), (arm.UC_ARM_REG_LR, MAGIC_RETURN | 1),
+                       (arm.UC_ARM_REG_R0, objects["fw_input"]), (arm.UC_ARM_REG_R1, objects["fw_output"])):
+        uc.reg_write(reg, value)
+    layers = {start: name for start, _, name in funcs if name.startswith("kb_layer_")}
+    tracker = _Tracker(layers, arm.UC_ARM_REG_LR)
+    uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)
+    _run(uc, build, entry, timeout, arm.UC_ARM_REG_PC, funcs)
+    total, per_function, per_layer = _summarise(uc, tracker.hits, funcs)
+    output = np.frombuffer(bytes(uc.mem_read(objects["fw_output"], build.output_bytes)), dtype=np.int8).copy()
+    return IcountResult(total, per_function, per_layer, output)

@@ -1,0 +1,68 @@
+"""Runtime stage tests of the build side (kilobyte/runtime/__init__.py): struct mirrors, self-contained kernel files
+(host gcc and arm-none-eabi-gcc), and test_kernels.py rerun against an ASan/UBSan build of the kernels."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kilobyte.runtime as rt
+from kilobyte.errors import KilobyteError
+
+SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"
+M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
+
+
+def test_structs_match_header():
+    """The ctypes mirrors list the same int32 fields, in the same order, as kilobyte.h."""
+    text = re.sub(r"/\*.*?\*/", "", (rt.C_DIR / "kilobyte.h").read_text(), flags=re.S)
+    structs = {name: body for body, name in re.findall(r"typedef struct \{(.*?)\} (\w+);", text, re.S)}
+    assert set(structs) == set(rt.STRUCTS)
+    for name, body in structs.items():
+        decls = [d.strip() for d in body.split(";") if d.strip()]
+        assert all(d.startswith("int32_t ") for d in decls), name
+        fields = [f.strip() for d in decls for f in d.removeprefix("int32_t ").split(",")]
+        assert fields == [f for f, _ in rt.STRUCTS[name]._fields_], name
+
+
+def test_every_prototype_has_a_signature():
+    text = (rt.C_DIR / "kilobyte.h").read_text()
+    assert set(re.findall(r"^void (kb_\w+)\(", text, re.M)) == set(rt.SIGNATURES)
+
+
+@pytest.mark.parametrize("cc", ["gcc", "arm-none-eabi-gcc"])
+def test_each_kernel_file_compiles_alone(cc, tmp_path):
+    """Codegen copies in only the files a model uses: each must build alone, including only string/stdint/stddef."""
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    for src in rt.sources_for():
+        text = src.read_text()
+        assert set(re.findall(r'#include [<"]([\w.]+)[>"]', text)) <= {
+            "string.h", "stdint.h", "stddef.h", "kilobyte.h", "kb_requant.h"}, src.name
+        assert "malloc" not in text, src.name
+        cmd = [cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-Wshadow",
+               *(M4 if cc.startswith("arm") else []), f"-I{rt.C_DIR}", "-c", str(src), "-o", str(tmp_path / "k.o")]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+
+
+def test_build_error_is_reported(tmp_path):
+    bad = tmp_path / "bad.c"
+    bad.write_text("int f(void) { int unused; return 0; }\n")  # -Werror turns the warning into an error
+    with pytest.raises(KilobyteError, match="bad"):
+        rt.build_shared([bad], tmp_path / "bad.so")
+
+
+@pytest.mark.skipif(SANITIZE, reason="already the sanitizer run")
+def test_kernels_under_sanitizers():
+    """Rerun test_kernels.py against kernels built with -fsanitize=address,undefined (libasan preloaded)."""
+    env = {**os.environ, **rt.sanitizer_env(), "KB_RUNTIME_SANITIZE": "1"}
+    here = Path(__file__).parent
+    cmd = [sys.executable, "-m", "pytest", str(here / "test_kernels.py"), "-q", "-x", "-p", "no:cacheprovider"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here.parents[1], timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert " passed" in res.stdout
