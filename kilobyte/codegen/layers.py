@@ -100,8 +100,11 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     w, b, m, s = _weights(graph, node, code)
     args = f"&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}"
     if node.name in plan.inplace:
-        fn = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
-              (7, 7): "kb_depthwise_inplace_7x7"}.get(tuple(k), "kb_depthwise_inplace")
+        if params["in_cstride"] != params["out_cstride"]:
+            raise UnsupportedOpError(f"node '{node.name}': in-place depthwise needs equal input/output pixel strides")
+        unrolled = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
+                    (7, 7): "kb_depthwise_inplace_7x7"}
+        fn = unrolled.get(tuple(k), "kb_depthwise_inplace") if node.attrs.dilation == (1, 1) else "kb_depthwise_inplace"
         scratch_off = plan.scratch[node.name][0]
         code.body += [c_struct("kb_conv_params", params), f"{fn}({args}, KB_ARENA + {scratch_off});"]
     else:

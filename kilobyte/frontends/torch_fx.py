@@ -27,6 +27,14 @@ def from_torch(module: nn.Module, input_shape: tuple) -> Graph:
     """Trace `module` for one input of NCHW `input_shape` (batch 1) and return its float IR graph (NHWC).
 
     The graph input is `(1, H, W, C)`; parameters are copied, so later changes to `module` do not affect the graph.
+    Each node's `origin` is the fx node it came from (the module path for layers).
+
+    >>> from torch import nn
+    >>> print(from_torch(nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.ReLU()), (1, 3, 8, 8)))
+    graph Sequential(%input:float32[1x8x8x3])
+      %conv_2d_0:float32[1x6x6x4] = CONV_2D(%input:float32[1x8x8x3], %conv_2d_0.weight)  # conv_2d_0 <- 0
+      %relu_0:float32[1x6x6x4] = RELU(%conv_2d_0:float32[1x6x6x4])  # relu_0 <- 1
+      return relu_0
     """
     modes = [(m, m.training) for m in module.modules()]
     module.eval()

@@ -75,12 +75,16 @@ def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
     """
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
-    ab = a * b  # |a·b| <= 2^62: exact in int64
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    t = ab + nudge
-    high = np.where(t >= 0, t >> 31, -((-t) >> 31))  # C's `/ (1ll << 31)`: truncation toward zero
-    overflow = (a == b) & (a == INT32_MIN)
-    return np.where(overflow, INT32_MAX, high).astype(np.int64)
+    t = np.multiply(a, b, dtype=np.int64)  # |a·b| <= 2^62: exact in int64
+    t = np.asarray(t)
+    negative = t < 0
+    t += 1 << 30  # nudge +2^30, or 1 - 2^30 for negative products
+    np.subtract(t, (1 << 31) - 1, out=t, where=negative)
+    np.add(t, (1 << 31) - 1, out=t, where=t < 0)  # with the shift below: C's truncating `/ 2^31`
+    t >>= 31
+    if np.any(b == INT32_MIN):
+        t = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, t)
+    return t
 
 
 def rounding_divide_by_pot(x, exponent) -> np.ndarray:

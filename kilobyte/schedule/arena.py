@@ -85,11 +85,18 @@ def _align(x: int, alignment: int) -> int:
 
 def _peak(groups: Sequence[Sequence[Interval]]) -> int:
     """Most bytes alive at one step; a group counts the largest of its lifetimes alive at that step."""
-    steps = sorted({f for g in groups for _, f, _ in g})
-    best = 0
-    for t in steps:
-        live = sum(max((s for s, f, last in g if f <= t <= last), default=0) for g in groups)
-        best = max(best, live)
+    delta: dict[int, int] = {}
+    for g in groups:
+        points = sorted({f for _, f, _ in g} | {last + 1 for _, _, last in g})
+        before = 0
+        for t in points:  # the group's occupancy changes only where one of its lifetimes starts or ends
+            now = max((s for s, f, last in g if f <= t <= last), default=0)
+            delta[t] = delta.get(t, 0) + now - before
+            before = now
+    best = running = 0
+    for t in sorted(delta):
+        running += delta[t]
+        best = max(best, running)
     return best
 
 

@@ -390,8 +390,11 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     per-layer plan. Total peak = max(stage peak, planned live bytes of the per-layer steps after the stage).
 
     Tries `candidate_cuts` x p in 2..8 (p <= the stage output's H and W); with `options.max_mac_overhead` a plan
-    whose extra MACs exceed that fraction of the network's MACs is skipped. A cut whose lower bound (stage-output
-    bytes, or the rest's peak) cannot beat the best so far is not planned at all.
+    whose extra MACs exceed that fraction of the network's MACs is skipped. Pruning: a cut whose stage-output bytes
+    or rest-of-network peak cannot beat the best so far is skipped, and so is a cut whose stage at the finest grid
+    (the most, smallest patches) cannot — coarser grids have larger interior tiles (a heuristic bound: stride
+    phases and the remainder patch make it approximate). Grids are then tried coarse to fine and stop once the
+    stage is no longer the bottleneck, since finer grids only add MACs.
     """
     from ..analysis.macs import node_macs
     from .liveness import analyze
@@ -399,24 +402,27 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     names = [x if isinstance(x, str) else x.name for x in order]
     live = analyze(graph, names, dataclasses.replace(options, patch=None)).live_bytes
     rest = [max(live[n:], default=0) for n in range(len(live) + 1)]
-    total_macs = sum(node_macs(graph, n) for n in graph.nodes)
-    best, best_key = None, (max(live, default=0), 0)  # per-layer: peak, no extra MACs
+    budget = None if options.max_mac_overhead is None else options.max_mac_overhead * sum(
+        node_macs(graph, n) for n in graph.nodes)
+    best: list = [None, (max(live, default=0), 0)]  # stage, (total peak, extra MACs); per-layer to start
     for n in candidate_cuts(graph, names):
         stage_out = sum(graph.tensors[t].numel for t in stage_nodes(graph, names, n)[1])
         bound = max(rest[n], stage_out)
-        if bound > best_key[0] or (bound == best_key[0] and best is None):
+        if bound > best[1][0] or (bound == best[1][0] and best[0] is None):
             continue
-        for p in _grids(graph, names, n):
-            stage = _stage_plan(graph, names, n, p, options, place=False)
+        grids = _grids(graph, names, n)
+        finest = _stage_plan(graph, names, n, grids[-1], options, place=False)
+        if max(stage_peak(finest), rest[n]) > best[1][0]:
+            continue
+        for p in grids:
+            stage = finest if p == grids[-1] else _stage_plan(graph, names, n, p, options, place=False)
             extra = stage.macs - stage.base_macs
-            if options.max_mac_overhead is not None and extra > options.max_mac_overhead * total_macs:
-                continue
             key = (max(stage_peak(stage), rest[n]), extra)
-            if key < best_key:
-                best, best_key = stage, key
+            if (budget is None or extra <= budget) and key < best[1]:
+                best = [stage, key]
             if stage_peak(stage) <= rest[n]:
-                break  # the rest of the network is the bottleneck now: a finer grid only adds MACs
-    return None if best is None else plan_patch_stage(graph, names, best.n_nodes, best.grid, options)
+                break
+    return None if best[0] is None else plan_patch_stage(graph, names, best[0].n_nodes, best[0].grid, options)
 
 
 def _grids(graph: Graph, names: Sequence[str], n: int) -> list[int]:

@@ -78,22 +78,23 @@ class _Model:
         return bool(self.prod[u] & done) and (self.is_out[u] or bool(self.cons[u] & ~done))
 
     def step(self, done: int, held: int, v: int) -> tuple[int, int]:
-        """(bytes live while node v runs after the set `done`, bytes held after it)."""
+        """(bytes live while node v runs after the set `done`, bytes held after it). The hot loop of the search."""
         after = done | 1 << v
-        dying = [u for u in self.in_units[v] if not self.live(u, after)]
+        size, cons, is_out = self.size, self.cons, self.is_out
+        freed, src = 0, None
+        for u in self.in_units[v]:  # produced already (v reads them): they die iff all readers are done
+            if not is_out[u] and not cons[u] & ~after:
+                freed += size[u]
+                if src is None and u in self.cand_units[v]:
+                    src = u
         uo = self.out_unit[v]
-        src = next((u for u in self.cand_units[v] if u in dying), None)
-        out_was_live = self.live(uo, done)
-        if out_was_live:
-            new = 0
-        elif src is not None:
-            new = max(0, self.size[uo] - self.size[src])  # written over the dying input
+        if self.prod[uo] & done and (is_out[uo] or cons[uo] & ~done):
+            new = 0  # the unit already holds its bytes (a concat slice, a reshape alias)
+            held_after = held - freed
         else:
-            new = self.size[uo]
-        scratch = self.scratch_inp[v] if src is not None else self.scratch_reg[v]
-        held_after = held - sum(self.size[u] for u in dying)
-        if not out_was_live and self.live(uo, after):
-            held_after += self.size[uo]
+            new = size[uo] if src is None else max(0, size[uo] - size[src])  # in place: over the dying input
+            held_after = held - freed + (size[uo] if is_out[uo] or cons[uo] & ~after else 0)
+        scratch = self.scratch_reg[v] if src is None else self.scratch_inp[v]
         return held + new + scratch, held_after
 
     def ready_after(self, ready: int, done: int, v: int) -> int:
@@ -187,12 +188,11 @@ def lower_bound(model: _Model, start: _Start) -> int:
     return best
 
 
-def _forced_move(model: _Model, done: int, held: int, d: int, ready: int):
-    """A ready node that neither raises the running peak `d` nor grows the held bytes, or None."""
-    for v in _bits(ready):
-        cost, held_after = model.step(done, held, v)
-        if cost <= d and held_after <= held:
-            return v, cost, held_after
+def _forced_move(moves: list, held: int, d: int):
+    """A move (node, cost, held after) that neither raises the running peak `d` nor grows the held bytes."""
+    for move in moves:
+        if move[1] <= d and move[2] <= held:
+            return move
     return None
 
 
@@ -215,8 +215,9 @@ def search(model: _Model, start: _Start, bound: int, budget: int) -> tuple[list[
         if len(best) > budget:
             return None, len(best), False
         held, ready, _, _ = info[done]
-        forced = _forced_move(model, done, held, d, ready)
-        moves = [forced] if forced else [(v, *model.step(done, held, v)) for v in _bits(ready)]
+        moves = [(v, *model.step(done, held, v)) for v in _bits(ready)]
+        forced = _forced_move(moves, held, d)
+        moves = [forced] if forced else moves
         for v, cost, held_after in moves:
             nd = max(d, cost)
             nxt = done | 1 << v

@@ -3,7 +3,8 @@
 TFLM is the third executor that must agree bit for bit with the numpy reference and the generated C. `run_tflm`
 runs a `.tflite` model with the wheel's `kPreserveAllTensors` interpreter config, under which every tensor keeps its
 own buffer and `Interpreter.GetTensor(index, subgraph)` returns it after `invoke()`; tensors are keyed by their
-names in the file (the IR names, for files our writer made).
+names in the file (the IR names, for files our writer made). The wheel is the `tflm` extra, pinned to
+`tflite-micro==0.dev20261023182759`; everything here raises a `KilobyteError` naming that install when it is missing.
 
 Arena size: the figure `print_allocations` reports (the RecordingMicroAllocator's head + tail) is not the arena a
 firmware must reserve: it leaves out the temporary allocations kernels make during Prepare (a small model then needs

@@ -5,7 +5,7 @@ data; a family's module (and torch) is imported only when `create` builds one of
 `describe()` stay cheap for the CLI.
 
 >>> names()
-['mbv2-rd', 'mnasnet', 'mobilenetv2', 'proxyless-mobile', 'resnet-small', 'vgg-small']
+['mbv2-rd', 'mnasnet', 'mnist-cnn', 'mobilenetv2', 'proxyless-mobile', 'resnet-small', 'vgg-small']
 >>> describe("vgg-small")
 'VGG-11-style CNN, 8 conv3x3 in 1-1-2-2-2 groups, widths 16-64 (DTMM-like, MCU-sized); 32 px, 10 classes'
 """
@@ -31,6 +31,7 @@ class ZooEntry:
     resolution: int
     num_classes: int
     min_resolution: int  # smallest square input the down-sampling plan accepts
+    in_channels: int = 3
 
 
 _REGISTRY: dict[str, ZooEntry] = {
@@ -56,6 +57,14 @@ _REGISTRY: dict[str, ZooEntry] = {
         32,
         10,
         16,
+    ),
+    "mnist-cnn": ZooEntry(
+        "kilobyte.zoo.mnist_cnn:build",
+        "the demo CNN: 3 convs, a depthwise-separable residual block, ~2.2 M MACs at 28 px",
+        28,
+        10,
+        16,
+        in_channels=1,
     ),
     "resnet-small": ZooEntry(
         "kilobyte.zoo.small_cnns:build_resnet",
@@ -97,7 +106,7 @@ def create(
     width: float = 1.0,
     resolution: int | None = None,
     num_classes: int | None = None,
-    in_channels: int = 3,
+    in_channels: int | None = None,
 ) -> tuple[nn.Module, tuple[int, int, int, int]]:
     """Build zoo model `name` in eval mode and return it with its NCHW input shape (batch 1).
 
@@ -110,6 +119,7 @@ def create(
     entry = _entry(name)
     resolution = entry.resolution if resolution is None else resolution
     num_classes = entry.num_classes if num_classes is None else num_classes
+    in_channels = entry.in_channels if in_channels is None else in_channels
     if resolution < entry.min_resolution:
         raise KilobyteError(f"zoo model {name}: resolution {resolution} px is below its minimum of "
                             f"{entry.min_resolution} px")

@@ -20,7 +20,7 @@ from kilobyte.ir import Op
 from kilobyte.ir.compare import assert_graphs_equivalent
 from kilobyte.transforms import prepare_for_inference
 
-ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32}  # the mobile nets run at 64 px, width 0.35
+ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32, "mnist-cnn": 28}  # others (mobile nets): 48 px, width 0.35
 
 
 def to_nhwc(a: np.ndarray) -> np.ndarray:
@@ -55,14 +55,16 @@ def test_random_net_export_is_equivalent(seed, random_net, export_onnx):
 
 @pytest.mark.parametrize("name", zoo.names())
 def test_zoo_model_export_is_equivalent(name, export_onnx, randomize_bn):
-    module, shape = zoo.create(name, width=0.35, resolution=ZOO_SIZES.get(name, 64))
+    module, shape = zoo.create(name, width=0.35, resolution=ZOO_SIZES.get(name, 48))
     check_export_equivalence(randomize_bn(module, seed=1), shape, export_onnx)
 
 
-@pytest.mark.parametrize("seed", [1, 3])
-def test_dynamo_export_is_equivalent(seed, random_net, export_onnx):
-    """The torch.export-based exporter (opset 18: ReduceMean axes as an input, unfolded BatchNormalization)."""
-    check_export_equivalence(*random_net(seed), export_onnx, opset=18, dynamo=True)
+def test_dynamo_export_is_equivalent(random_net, export_onnx):
+    """The torch.export-based exporter (opset 18: ReduceMean axes as an input, unfolded BatchNormalization).
+
+    One net only: the first dynamo export costs seconds of set-up. Seed 1 has a residual add, pads and a mean head.
+    """
+    check_export_equivalence(*random_net(1), export_onnx, opset=18, dynamo=True)
 
 
 def test_mlp_with_batchnorm1d(export_onnx):

