@@ -29,6 +29,7 @@ from ..quant.arith import (
     dequantize_values,
     fc_multipliers,
     multiply_by_quantized_multiplier,
+    quantize_multiplier,
     quantize_values,
     requantize,
 )
@@ -92,6 +93,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         if op is Op.RESHAPE:
             return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
         return args[0].copy()
+    if op is Op.MEAN:  # quantize() never emits MEAN; graphs imported from .tflite files may have it
+        return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *_qp(graph, node.inputs[0]),
+                         *_qp(graph, node.outputs[0]))
     if op is Op.QUANTIZE:
         return quantize_values(args[0], *_qp(graph, node.outputs[0]))
     if op is Op.DEQUANTIZE:
@@ -99,11 +103,11 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op is Op.SOFTMAX and args[0].dtype == np.float32:
         return softmax_float(args[0], node.attrs.beta)
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value} "
-                             f"(quantize() rewrites MEAN to AVG_POOL_2D and keeps SOFTMAX in float)")
+                             f"(quantize() keeps SOFTMAX in float after a DEQUANTIZE)")
 
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.AVG_POOL_2D,
-                                    Op.MAX_POOL_2D, Op.PAD, Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
+                                    Op.MAX_POOL_2D, Op.MEAN, Op.PAD, Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
 
 
 def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -273,6 +277,25 @@ def max_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int 
     for _, _, view in _taps(xp, kh, kw, stride, (1, 1), (ho, wo)):
         np.maximum(best, view, out=best)
     return np.clip(best, act_min, act_max).astype(np.int8)
+
+
+def mean_int8(x, axes, keepdims: bool, input_scale, input_zp: int, output_scale, output_zp: int) -> np.ndarray:
+    """TFLite Micro's int8 MEAN over (H, W) (`reference_integer_ops::Mean`), as the pinned wheel computes it.
+
+    `sum(x - zp_in)` in int32, times `s_in / s_out` (`MultiplyByQuantizedMultiplier`), divided by the tap count
+    with `(acc ± n/2) / n`, plus `zp_out`, clamped. `quantize()` emits AVG_POOL_2D instead; this kernel serves graphs
+    imported from `.tflite` files.
+    """
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    if x.ndim != 4 or axes != (1, 2):
+        raise UnsupportedOpError(f"int8 MEAN over axes {axes} of a rank-{x.ndim} tensor; only (1, 2) of NHWC")
+    n = x.shape[1] * x.shape[2]
+    acc = (np.asarray(x, np.int64) - input_zp).sum(axis=axes, keepdims=keepdims)
+    m, s = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
+    acc = multiply_by_quantized_multiplier(acc, m, s)
+    half = n // 2
+    acc = np.where(acc > 0, (acc + half) // n, -((half - acc) // n))  # C division truncates toward zero
+    return np.clip(acc + output_zp, -128, 127).astype(np.int8)
 
 
 def pad_int8(x, pads, zero_point: int) -> np.ndarray:

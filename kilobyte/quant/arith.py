@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import KilobyteError
 from ..ir import Activation
 
 INT32_MIN = -(1 << 31)
@@ -187,7 +188,7 @@ class AddParams:
 def _smaller_than_one(real: float) -> tuple[int, int]:
     """`QuantizeMultiplierSmallerThanOneExp`: TFLite requires 0 < real < 1 here."""
     if not 0.0 < real < 1.0:
-        raise ValueError(f"ADD multiplier {real} outside (0, 1): input/output scales are inconsistent")
+        raise KilobyteError(f"ADD multiplier {real} outside (0, 1): output scale too small for the input scales")
     m, s = quantize_multiplier(real)
     return int(m), int(s)
 

@@ -3,8 +3,10 @@
 The float reference interpreter runs each calibration sample with `keep_all=True`; every non-constant tensor's
 values feed either a running min/max (`method="minmax"`, TFLite's post-training default) or a pool of values whose
 `percentile`-th and `(100 - percentile)`-th percentiles become the range (`method="percentile"`, which ignores rare
-outliers). The percentile pool keeps every value of tensors with up to `PERCENTILE_VALUES_PER_SAMPLE` elements and an
-evenly strided subsample of larger ones, so it is exact for small tensors and a close estimate otherwise.
+outliers). The pool is bounded: each sample contributes an evenly strided subsample of at most
+`PERCENTILE_VALUES_PER_SAMPLE` values, and when a tensor's pool exceeds `PERCENTILE_POOL_SIZE` values it is thinned
+by half (and so is every later sample), so all samples keep equal weight and memory stays flat. Percentiles are
+therefore exact for small tensors and few samples, and close estimates otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from ..interp import run_float
 from ..ir import Graph
 
 METHODS = ("minmax", "percentile")
-PERCENTILE_VALUES_PER_SAMPLE = 1 << 14
+PERCENTILE_VALUES_PER_SAMPLE = 1 << 12
+PERCENTILE_POOL_SIZE = 1 << 16
 
 Range = tuple[float, float]  # (min, max) in real units
 
@@ -42,31 +45,44 @@ def calibrate(graph: Graph, inputs, *, method: str = "minmax", percentile: float
         raise KilobyteError(f"calibration percentile {percentile} must be in (50, 100]")
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
-    pools: dict[str, list[np.ndarray]] = {}
+    pools: dict[str, _Pool] = {}
     count = 0
     for sample in iter_samples(graph, inputs):
         for name, v in run_float(graph, sample, keep_all=True).items():
             lo[name] = min(lo.get(name, np.inf), float(v.min()))
             hi[name] = max(hi.get(name, -np.inf), float(v.max()))
             if method == "percentile":
-                pools.setdefault(name, []).append(_subsample(v))
+                pools.setdefault(name, _Pool()).add(v)
         count += 1
     if count == 0:
         raise KilobyteError("calibration needs at least one input sample; got none")
     if method == "minmax":
         return {k: (lo[k], hi[k]) for k in lo}
-    return {k: _percentile_range(np.concatenate(pools[k]), percentile) for k in lo}
+    return {k: pools[k].percentile_range(percentile) for k in lo}
 
 
-def _subsample(v: np.ndarray) -> np.ndarray:
-    flat = v.ravel()
-    step = -(-flat.size // PERCENTILE_VALUES_PER_SAMPLE)  # ceil: keep at most the cap per sample
-    return flat[::step].astype(np.float32)
+class _Pool:
+    """A bounded, evenly thinned sample of one tensor's values over all calibration samples."""
 
+    def __init__(self):
+        self.chunks: list[np.ndarray] = []
+        self.size = 0
+        self.thin = 1  # every sample keeps 1 value in (its own stride · thin)
 
-def _percentile_range(values: np.ndarray, p: float) -> Range:
-    lo, hi = np.percentile(values, [100.0 - p, p])
-    return float(lo), float(hi)
+    def add(self, v: np.ndarray) -> None:
+        flat = v.ravel()
+        step = -(-flat.size // PERCENTILE_VALUES_PER_SAMPLE)  # ceil: at most the cap per sample
+        chunk = flat[:: step * self.thin].astype(np.float32)
+        self.chunks.append(chunk)
+        self.size += chunk.size
+        if self.size > PERCENTILE_POOL_SIZE:
+            self.chunks = [np.concatenate(self.chunks)[::2]]
+            self.size = self.chunks[0].size
+            self.thin *= 2
+
+    def percentile_range(self, p: float) -> Range:
+        lo, hi = np.percentile(np.concatenate(self.chunks), [100.0 - p, p])
+        return float(lo), float(hi)
 
 
 def iter_samples(graph: Graph, inputs) -> Iterator[dict[str, np.ndarray]]:

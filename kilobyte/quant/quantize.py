@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..ir import Graph, Node, Op, PoolAttrs, QParams, ReshapeAttrs, Tensor
+from ..ir import Activation, Graph, Node, Op, PoolAttrs, QParams, ReshapeAttrs, Tensor
 from .arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round_half_away
 from .calibrate import Range, calibrate
 
@@ -48,8 +48,12 @@ def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentil
         else:
             new_nodes = [node]
             new_tensors = [_int8_activation(out, qparams[out.name]), *_quantize_params(graph, node, qparams)]
+        for t in new_tensors:
+            if t.name in tensors and tensors[t.name] != t:
+                raise KilobyteError(f"tensor '{t.name}' is shared by nodes that quantise it differently "
+                                    f"(e.g. one bias read with two input scales); give each node its own copy")
+            tensors[t.name] = t
         nodes.extend(new_nodes)
-        tensors.update({t.name: t for t in new_tensors})
     return Graph(tensors, tuple(nodes), graph.inputs, graph.outputs, graph.name).verify()
 
 
@@ -68,7 +72,7 @@ def _check_float_inference_graph(graph: Graph) -> None:
         if n.op is Op.SOFTMAX and (graph.consumers(n.outputs[0]) or n.outputs[0] not in graph.outputs):
             raise UnsupportedOpError(f"node '{n.name}' (SOFTMAX): only a final softmax (a graph output read by no "
                                      f"node) is supported; it stays float after an int8 DEQUANTIZE")
-        if n.op is Op.CONCAT and n.attrs.activation.value != "NONE":
+        if n.op is Op.CONCAT and n.attrs.activation is not Activation.NONE:
             raise UnsupportedOpError(f"node '{n.name}' (CONCAT): int8 concat cannot fuse an activation")
 
 

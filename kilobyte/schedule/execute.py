@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import KilobyteError
-from ..interp.int8_ref import depthwise_conv2d_int8, eval_node_int8, requant_params
+from ..interp.int8_ref import eval_node_int8
 from ..ir import Graph, Node, Op
 from .patch import split
 from .plan_types import PatchStage, Plan, TensorPlacement, Tile
@@ -212,35 +212,33 @@ def depthwise_in_place(run: _Arena, graph: Graph, node: Node, args, regions: tup
     channel c from the scratch, write it into channel c's slots. Input and output share the base offset and the
     pixel stride, so output channel c's bytes are `offset + pixel*stride + c` and input channel c' occupies
     `offset + pixel*stride + c'`: they meet only for c' == c, already copied out. Each channel is re-read from the
-    arena just before its copy and compared with the value the node started from, which proves it.
+    arena just before its copy and must equal the value the node started from, which proves no unread byte was
+    overwritten. (Output channel c depends only on the padded channel in the scratch, which is then the padded
+    start value, so the kernel's arithmetic runs once for all channels, from the start values.)
     """
     src, dst = regions
-    x, w, bias = args[0], args[1], (args[2] if len(args) > 2 else None)
+    x = args[0]
     if (src.offset, src.stride, src.channels) != (dst.offset, dst.stride, dst.channels):
         raise PlanExecutionError(f"node '{node.name}': in-place depthwise needs its output at its input's offset "
                                  f"with the same channel stride")
-    a, p = node.attrs, requant_params(graph, node)
-    t, b, left, r = a.padding
-    _, h, wd, channels = x.shape
-    hp, wp = h + t + b, wd + left + r
+    t, b, left, r = node.attrs.padding
+    _, h, w, channels = x.shape
+    hp, wp = h + t + b, w + left + r
     offset, size = scratch
     if hp * wp > size or offset < 0 or offset + size > len(run.bytes):
         raise PlanExecutionError(f"node '{node.name}': scratch of {size} B cannot hold a {hp}x{wp} padded channel")
-    out = []
+    y = eval_node_int8(graph, node, args)
+    zero_point = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
     for c in range(channels):
-        _same(src.view(run, c), x[0, :, :, c], f"node '{node.name}': input channel {c} was overwritten before "
-                                               f"the in-place depthwise read it")
+        channel = src.view(run, c)
+        _same(channel, x[0, :, :, c], f"node '{node.name}': input channel {c} was overwritten before the in-place "
+                                      f"depthwise read it")
         run.poison(offset, size)
-        pad = run.bytes[offset:offset + hp * wp].reshape(hp, wp)
-        pad[...] = p.input_zp
-        pad[t:t + h, left:left + wd] = src.view(run, c)
-        pc = dataclasses.replace(p, multiplier=p.multiplier[c:c + 1], shift=p.shift[c:c + 1])
-        y = depthwise_conv2d_int8(pad[None, :, :, None].copy(), w[:, :, :, c:c + 1],
-                                  None if bias is None else bias[c:c + 1], pc, stride=a.stride,
-                                  padding=(0, 0, 0, 0), dilation=a.dilation)
-        dst.view(run, c)[...] = y[0, :, :, 0]
-        out.append(y)
-    return np.concatenate(out, axis=3)
+        padded = run.bytes[offset:offset + hp * wp].reshape(hp, wp)
+        padded[...] = zero_point
+        padded[t:t + h, left:left + w] = channel
+        dst.view(run, c)[...] = y[0, :, :, c]
+    return y
 
 
 # -- the patch stage --------------------------------------------------------------------------------------------
@@ -281,11 +279,14 @@ class _PatchRun:
         out = node.outputs[0]
         y0, y1, x0, x1 = tile.out_box
         want = (1, y1 - y0, x1 - x0, self.graph.tensors[out].shape[3])
-        if node.name in self.stage.tile_offsets:
+        if 0 in want:
+            y = np.zeros(want, np.int8)  # this patch needs nothing of the node (a strided reader skips it)
+        elif node.name in self.stage.tile_offsets:
             y = self.into_tile_buffer(tnode, tile, args, want)
-            self.current[out] = (tile, y)
         else:
             y = eval_node_int8(self.graph, tnode, args)
+        if node.name in self.stage.tile_offsets:
+            self.current[out] = (tile, y)
         if y.shape != want:
             raise PlanExecutionError(f"patch stage: tile of '{node.name}' is {y.shape}, its box says {want}")
         if out in self.stage.outputs:

@@ -19,6 +19,8 @@ from .inplace import Aliases, find_aliases
 from .plan_types import PatchStage, PlanOptions
 from .scratch import kernel_scratch
 
+DEFAULT_OPTIONS = PlanOptions()
+
 
 @dataclass(frozen=True)
 class Liveness:
@@ -69,7 +71,7 @@ def choose_inplace(node: str, step: int, aliases: Aliases, last: dict[str, int],
     return None
 
 
-def analyze(graph: Graph, order, options: PlanOptions = PlanOptions(), *, aliases: Aliases | None = None,
+def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, aliases: Aliases | None = None,
             scratch_override: dict[str, int] | None = None, stage: PatchStage | None = None) -> Liveness:
     """Live bytes per step of `graph` run in `order` (a topological order of all node names).
 

@@ -390,11 +390,10 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     per-layer plan. Total peak = max(stage peak, planned live bytes of the per-layer steps after the stage).
 
     Tries `candidate_cuts` x p in 2..8 (p <= the stage output's H and W); with `options.max_mac_overhead` a plan
-    whose extra MACs exceed that fraction of the network's MACs is skipped. Pruning: a cut whose stage-output bytes
-    or rest-of-network peak cannot beat the best so far is skipped, and so is a cut whose stage at the finest grid
-    (the most, smallest patches) cannot — coarser grids have larger interior tiles (a heuristic bound: stride
-    phases and the remainder patch make it approximate). Grids are then tried coarse to fine and stop once the
-    stage is no longer the bottleneck, since finer grids only add MACs.
+    whose extra MACs exceed that fraction of the network's MACs is skipped. Exact pruning: a cut is skipped when
+    its stage-output bytes or the rest's peak cannot beat the best so far, and a grid when its centre patch alone
+    cannot (the peak is a max over patches). Grids run coarse to fine and stop once the stage is no longer the
+    bottleneck: finer grids only add MACs.
     """
     from ..analysis.macs import node_macs
     from .liveness import analyze
@@ -406,23 +405,27 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
         node_macs(graph, n) for n in graph.nodes)
     best: list = [None, (max(live, default=0), 0)]  # stage, (total peak, extra MACs); per-layer to start
     for n in candidate_cuts(graph, names):
-        stage_out = sum(graph.tensors[t].numel for t in stage_nodes(graph, names, n)[1])
-        bound = max(rest[n], stage_out)
-        if bound > best[1][0] or (bound == best[1][0] and best[0] is None):
-            continue
-        grids = _grids(graph, names, n)
-        finest = _stage_plan(graph, names, n, grids[-1], options, place=False)
-        if max(stage_peak(finest), rest[n]) > best[1][0]:
-            continue
-        for p in grids:
-            stage = finest if p == grids[-1] else _stage_plan(graph, names, n, p, options, place=False)
-            extra = stage.macs - stage.base_macs
-            key = (max(stage_peak(stage), rest[n]), extra)
+        stage, outputs = stage_nodes(graph, names, n)
+        for p in _grids(graph, names, n):
+            bound = max(rest[n], _centre_patch_peak(graph, stage, outputs, p, options))
+            if bound > best[1][0] or (bound == best[1][0] and best[0] is None):
+                continue
+            plan = _stage_plan(graph, names, n, p, options, place=False)
+            extra = plan.macs - plan.base_macs
+            key = (max(stage_peak(plan), rest[n]), extra)
             if (budget is None or extra <= budget) and key < best[1]:
-                best = [stage, key]
-            if stage_peak(stage) <= rest[n]:
+                best = [plan, key]
+            if stage_peak(plan) <= rest[n]:
                 break
     return None if best[0] is None else plan_patch_stage(graph, names, best[0].n_nodes, best[0].grid, options)
+
+
+def _centre_patch_peak(graph: Graph, stage: Sequence[Node], outputs, grid: int, options: PlanOptions) -> int:
+    """Stage peak of the centre patch of a grid alone: a lower bound on the grid's stage peak (a patch's in-place
+    choices made alone never cost it more bytes than the grid's shared ones)."""
+    boxes = _grid_boxes(graph, outputs, grid)
+    tiles = [patch_tiles(graph, stage, outputs, boxes[(grid // 2) * grid + grid // 2])]
+    return max(working_memory(graph, stage, tiles, options).live) + sum(graph.tensors[t].numel for t in outputs)
 
 
 def _grids(graph: Graph, names: Sequence[str], n: int) -> list[int]:

@@ -24,6 +24,8 @@ from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
 from .reorder import ReorderResult, best_order
 from .scratch import adaptive_im2col
 
+DEFAULT_OPTIONS = PlanOptions()
+
 IM2COL_MODES = ("per-layer", "model-adaptive")
 ARENA_STRATEGIES = ("auto", "greedy", "exact")
 
@@ -110,25 +112,16 @@ def _arena_groups(live: Liveness, stage: PatchStage | None) -> tuple[list, list,
     return groups, ids, steps
 
 
-def _placements(graph: Graph, live: Liveness, root_offset: dict[str, int], stage) -> dict[str, TensorPlacement]:
+def _placements(graph: Graph, live: Liveness, root_offset: dict[str, int]) -> dict[str, TensorPlacement]:
+    """Every tensor that exists whole: its unit's offset plus its slice offset. (Patch-stage tensors read only
+    inside the stage never exist whole: they live in `PatchStage.tile_offsets`.)"""
     al = live.aliases
     out: dict[str, TensorPlacement] = {}
     for t, r in al.root.items():
         if r in root_offset:
             delta, stride = slice_placement(al, graph, t)
             out[t] = TensorPlacement(root_offset[r] + delta, activation_bytes(graph, t), stride)
-    if stage is not None:  # tensors read only inside the stage live in their tile buffers
-        for k, name in enumerate(stage.nodes):
-            t = graph.node(name).outputs[0]
-            if t not in out and name in stage.tile_offsets:
-                channels = graph.tensors[t].shape[-1]
-                size = max(_area(patch[k].out_box) for patch in stage.tiles) * channels
-                out[t] = TensorPlacement(stage.tile_offsets[name], size, channels)
     return out
-
-
-def _area(box) -> int:
-    return max(box[1] - box[0], 0) * max(box[3] - box[2], 0)
 
 
 def _macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
@@ -137,7 +130,7 @@ def _macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
     return macs, (macs - base) / base if base else 0.0
 
 
-def make_plan(graph: Graph, options: PlanOptions = PlanOptions()) -> Plan:
+def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
     """Plan `graph` (int8 or float; activations at 1 B per element) for one static arena.
 
     >>> import numpy as np
@@ -164,7 +157,7 @@ def make_plan(graph: Graph, options: PlanOptions = PlanOptions()) -> Plan:
     tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
     lower = max(chosen.lower_bound, live.live_bytes[0] if stage else 0)
     plan = Plan(
-        order=chosen.order, placements=_placements(graph, live, root_offset, stage), scratch=scratch,
+        order=chosen.order, placements=_placements(graph, live, root_offset), scratch=scratch,
         arena_bytes=arena.arena_bytes, peak_bytes=live.peak, scratch_bytes=max([tile_scratch, *live.scratch]),
         input_bytes=sum(activation_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
         optimal=chosen.optimal, lower_bound=lower, live_bytes=live.live_bytes, patch=stage,
@@ -235,13 +228,11 @@ def _same_unit_ok(graph: Graph, al: Aliases, a: str, b: str) -> bool:
     return da + ca <= db or db + cb <= da
 
 
-def _items_by_step(graph: Graph, plan: Plan, tile_only: set[str]) -> list[list]:
+def _items_by_step(graph: Graph, plan: Plan) -> list[list]:
     """Per step: (lo, hi, tensor or None) of everything that must hold its bytes at that step."""
     steps: list[list] = [[] for _ in plan.order]
     life = _lifetimes(graph, plan)
     for t, p in plan.placements.items():
-        if t in tile_only:
-            continue
         lo, hi = _span(graph, t, p)
         for i in range(life[t][0], life[t][1] + 1):
             steps[i].append((lo, hi, t))
@@ -278,21 +269,25 @@ def verify_plan(graph: Graph, plan: Plan, aliases: Aliases) -> None:
     if not plan.lower_bound <= plan.peak_bytes <= plan.arena_bytes:
         raise PlanError(f"plan of '{graph.name}': need lower bound {plan.lower_bound} <= peak {plan.peak_bytes} "
                         f"<= arena {plan.arena_bytes}")
-    stage = plan.patch
-    tile_only = set()
-    if stage is not None:
-        inside = {graph.node(name).outputs[0] for name in stage.nodes}
-        tile_only = {t for t in inside if t not in stage.outputs and not any(
-            m in stage.outputs or m not in inside for m in aliases.members[aliases.root[t]])}
-        top = stage.working_offset + stage.working_bytes
-        boxes = [(plan.placements[t].offset, plan.placements[t].size) for t in tile_only if t in plan.placements]
-        boxes += list(stage.tile_scratch.values())
-        if any(o < stage.working_offset or o + b > top for o, b in boxes):
-            raise PlanError(f"plan of '{graph.name}': a patch tile buffer leaves the working region")
-    steps = _items_by_step(graph, plan, tile_only)
+    if plan.patch is not None:
+        _check_tiles(graph, plan.patch)
+    steps = _items_by_step(graph, plan)
     for i, items in enumerate(steps):
         for lo, hi, t in items:
             if lo < 0 or hi > plan.arena_bytes:
                 raise PlanError(f"plan of '{graph.name}': {t or 'scratch'} [{lo}, {hi}) is outside the arena "
                                 f"of {plan.arena_bytes} B")
         _check_step(graph, plan, aliases, i, items)
+
+
+def _check_tiles(graph: Graph, stage: PatchStage) -> None:
+    """Every tile buffer and tile scratch lies inside the patch working region."""
+    top = stage.working_offset + stage.working_bytes
+    boxes = list(stage.tile_scratch.values())
+    for k, name in enumerate(stage.nodes):
+        if name in stage.tile_offsets:
+            channels = graph.tensors[graph.node(name).outputs[0]].shape[-1]
+            area = max((b[1] - b[0]) * (b[3] - b[2]) for b in (patch[k].out_box for patch in stage.tiles))
+            boxes.append((stage.tile_offsets[name], area * channels))
+    if any(o < stage.working_offset or o + b > top for o, b in boxes):
+        raise PlanError(f"plan of '{graph.name}': a patch tile buffer leaves the working region")

@@ -75,7 +75,9 @@ class PatchStage:
 @dataclass(frozen=True)
 class Plan:
     order: tuple[str, ...]
-    placements: dict[str, TensorPlacement]  # every activation tensor except the caller-owned graph input(s)
+    # every activation tensor except the caller-owned graph input(s) and patch-stage tensors read only inside the
+    # stage (those never exist whole: see PatchStage.tile_offsets)
+    placements: dict[str, TensorPlacement]
     scratch: dict[str, tuple[int, int]]  # node -> (offset, bytes); absent = no scratch
     arena_bytes: int  # size of the one static arena (tensors + scratch)
     peak_bytes: int  # most tensor + scratch bytes live at any step (<= arena_bytes)

@@ -30,6 +30,8 @@ from .liveness import output_units
 from .plan_types import PlanOptions
 from .scratch import kernel_scratch
 
+DEFAULT_OPTIONS = PlanOptions()
+
 
 @dataclass(frozen=True)
 class ReorderResult:
@@ -239,12 +241,13 @@ def _trace(info: dict, state: int) -> list[int]:
     return order[::-1]
 
 
-def best_order(graph: Graph, options: PlanOptions = PlanOptions(), prefix=(), pinned=frozenset()) -> ReorderResult:
+def best_order(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, prefix=(), pinned=frozenset()) -> ReorderResult:
     """The topological order of `graph` with the smallest peak (exact within `options.exact_budget` states).
 
     `prefix`: node names that must run first, in that order (a patch stage); their steps are not counted in the
-    peak (the caller replaces them), only what they leave held; `pinned` as in `find_aliases`. With `options.reorder` False the order is the
-    graph's own (after the prefix) and only its peak and bounds are computed.
+    peak (the caller replaces them), only what they leave held; `pinned` as in `find_aliases`. With
+    `options.reorder` False the order is the graph's own (after the prefix) and only its peak and bounds are
+    computed.
 
     >>> from kilobyte.ir import GraphBuilder, Op
     >>> b = GraphBuilder()

@@ -40,7 +40,12 @@ _OUT_OF_ARENA = re.compile(r"[Ff]ailed to allocate|too small")  # what TFLM prin
 class TflmResult:
     outputs: dict[str, np.ndarray]  # by output tensor name
     tensors: dict[str, np.ndarray]  # every tensor of the model by name (empty unless preserve_all)
-    arena_bytes: int  # smallest tensor arena TFLM allocates this model in (see tflm_arena_bytes)
+    model_bytes: bytes = b""
+
+    @property
+    def arena_bytes(self) -> int:
+        """Smallest tensor arena TFLM allocates this model in (see tflm_arena_bytes; measured on first use)."""
+        return tflm_arena_bytes(self.model_bytes)
 
 
 def _runtime():
@@ -174,7 +179,8 @@ def run_tflm(model_bytes: bytes, inputs, *, preserve_all: bool = True) -> TflmRe
     """
     model_bytes = bytes(model_bytes)
     info = _model_info(model_bytes)
-    interp, _ = _working_interpreter(model_bytes, preserve_all, _preserve_guess(model_bytes) if preserve_all else None)
+    # Start big: this wheel segfaults on some too-small arenas, so never probe small sizes in this process.
+    interp, _ = _working_interpreter(model_bytes, preserve_all, _preserve_guess(model_bytes))
     for k, x in enumerate(_feeds(interp, info, inputs)):
         interp.set_input(x, k)
     _invoke(interp)
@@ -182,7 +188,7 @@ def run_tflm(model_bytes: bytes, inputs, *, preserve_all: bool = True) -> TflmRe
     tensors = {}
     if preserve_all:  # GetTensor only works in this config, and an index past the last tensor crashes the process
         tensors = {name: np.array(interp.GetTensor(i, 0)["tensor_data"]) for i, name in enumerate(info.names)}
-    return TflmResult(outputs, tensors, tflm_arena_bytes(model_bytes))
+    return TflmResult(outputs, tensors, model_bytes)
 
 
 def _preserve_guess(model_bytes: bytes) -> int:
@@ -201,15 +207,36 @@ def tflm_arena_bytes(model_bytes: bytes) -> int:
 
 @functools.lru_cache(maxsize=16)
 def _arena_search(model_bytes: bytes) -> int:
-    _, hi = _working_interpreter(model_bytes, preserve_all=False)
+    hi = max(10 * len(model_bytes), 64 * 1024)
+    while not _allocates_isolated(model_bytes, hi):
+        if hi >= _MAX_ARENA:
+            _working_interpreter(model_bytes, preserve_all=False, start=_preserve_guess(model_bytes))  # raises why
+            raise KilobyteError("TFLM cannot allocate the model")
+        hi = min(2 * hi, _MAX_ARENA)
     lo = 0  # the recorded total is no bound either way (temporary allocations above, alignment slack below)
     while hi - lo > 1:  # invariant: lo fails, hi allocates
         mid = (lo + hi) // 2
-        if _interpreter(model_bytes, mid, preserve_all=False)[0] is not None:
+        if _allocates_isolated(model_bytes, mid):
             hi = mid
         else:
             lo = mid
     return hi
+
+
+def _allocates_isolated(model_bytes: bytes, size: int) -> bool:
+    """Does TFLM allocate the model in `size` bytes? Probed in a forked child: this wheel's allocator segfaults on
+    some too-small arenas (seen with MnasNet at 50 kB), which must read as "does not fit", not kill the caller."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # child: answer through the exit code only
+        try:
+            ok = _interpreter(model_bytes, size, preserve_all=False)[0] is not None
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def tflm_arena_report(model_bytes: bytes) -> dict[str, int]:

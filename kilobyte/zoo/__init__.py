@@ -129,4 +129,31 @@ def create(
     module_name, function_name = entry.builder.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
     model = build(width=width, num_classes=num_classes, in_channels=in_channels)
-    return model.eval(), (1, in_channels, resolution, resolution)
+    shape = (1, in_channels, resolution, resolution)
+    _settle_batchnorm(model, shape)
+    return model.eval(), shape
+
+
+def _settle_batchnorm(model: nn.Module, shape: tuple[int, int, int, int], seed: int = 0) -> None:
+    """Give an untrained model the BatchNorm statistics of random inputs (a few train-mode forward passes).
+
+    With PyTorch's default running stats (mean 0, var 1) an untrained deep net shrinks its activations layer after
+    layer (MobileNetV2 reaches ~1e-9 by block 15), which int8 cannot represent and TFLM rejects. Real statistics
+    keep every layer near unit scale, like a trained network; training overwrites them anyway.
+    """
+    import torch
+
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    if not bns:
+        return
+    gen = torch.Generator().manual_seed(seed)
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.momentum = None  # cumulative average over the passes below
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.rand((2, *shape[1:]), generator=gen))
+    for m, mom in zip(bns, saved):
+        m.momentum = mom
+    model.eval()

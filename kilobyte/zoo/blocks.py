@@ -80,6 +80,26 @@ class InvertedResidual(nn.Module):
         return self.conv(x)
 
 
+def init_weights(model: nn.Module) -> None:
+    """torchvision's MobileNetV2 initialisation (Kaiming-normal fan-out convs, unit BN, small Linear).
+
+    PyTorch's default init shrinks activations layer after layer; after ~50 layers an untrained net's features are
+    ~1e-10, which no int8 calibration can represent (TFLM then refuses the model). This keeps untrained zoo models
+    numerically sane for profiling, quantisation and bit-exactness tests.
+    """
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0, 0.01)
+            nn.init.zeros_(m.bias)
+
+
 class MobileNet(nn.Module):
     """Stem conv3x3/s2 -> MB blocks -> 1x1 head conv -> global avg pool -> dropout -> linear.
 
@@ -107,6 +127,7 @@ class MobileNet(nn.Module):
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(head_channels, num_classes))
+        init_weights(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.features(x)  # (N, head, H/32, W/32)

@@ -9,6 +9,8 @@ random calibration data, written as `.tflite`, run by TFLM with all tensors pres
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -28,6 +30,7 @@ from kilobyte.ir import (
     Op,
     PadAttrs,
     PoolAttrs,
+    QParams,
     ReshapeAttrs,
 )
 from kilobyte.quant import quantize, quantize_input
@@ -83,8 +86,8 @@ def _zoo_cases():
 
     cases = []
     for k, name in enumerate(zoo.names()):
-        small = zoo.describe(name).endswith("10 classes")  # the MCU-sized CNNs run at 32 px
-        cases.append((name, 32 if small else (64, 80, 96)[k % 3]))
+        default_px = int(re.search(r"(\d+) px", zoo.describe(name)).group(1))
+        cases.append((name, default_px if default_px <= 32 else (64, 80, 96)[k % 3]))  # MCU-sized CNNs as they are
     return cases
 
 
@@ -233,3 +236,16 @@ def test_random_graph_bit_exact(case, method):
     graph, samples = case
     qgraph = quantize(graph, samples[:3], method=method, percentile=99.0)
     assert_bit_exact(qgraph, quantize_input(qgraph, samples[3:]))
+
+
+# -- MEAN as imported .tflite files have it (quantize() itself emits AVG_POOL_2D) --------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 6), st.booleans(), st.integers(0, 2**32 - 1))
+def test_int8_mean_bit_exact(h, w, c, keepdims, seed):
+    rng = np.random.default_rng(seed)
+    q_in = QParams.per_tensor(float(rng.uniform(0.01, 0.2)), int(rng.integers(-128, 128)))
+    q_out = QParams.per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
+    b = GraphBuilder("mean")
+    x = b.input((1, h, w, c), dtype="int8", qparams=q_in)
+    qgraph = b.build([b.node(Op.MEAN, [x], MeanAttrs((1, 2), keepdims), qparams=q_out)])
+    assert_bit_exact(qgraph, rng.integers(-128, 128, (1, h, w, c)).astype(np.int8))

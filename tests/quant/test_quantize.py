@@ -7,6 +7,8 @@ rejection of non-inference graphs, calibration forms, and hand-checked kernel va
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -194,6 +196,17 @@ def test_percentile_ignores_outliers():
     assert calibrate(g, x)["input"][1] == 50.0
     lo, hi = calibrate(g, x, method="percentile", percentile=99.9)["input"]
     assert -1.0 <= lo < -0.9 and 0.9 < hi <= 1.0
+
+
+def test_percentile_pool_is_bounded_and_weighs_samples_equally(monkeypatch):
+    calibration = importlib.import_module("kilobyte.quant.calibrate")  # the package's `calibrate` is the function
+    monkeypatch.setattr(calibration, "PERCENTILE_POOL_SIZE", 1000)
+    b = GraphBuilder()
+    g = b.build([b.node(Op.RELU, [b.input((1, 100))])])
+    x = RNG.uniform(0, 1, size=(60, 100)).astype(np.float32)
+    x[:30] += 1.0  # early samples in [1, 2], late ones in [0, 1]: thinning must not favour either half
+    lo, hi = calibrate(g, x, method="percentile", percentile=75.0)["input"]
+    assert abs(lo - 0.5) < 0.08 and abs(hi - 1.5) < 0.08
 
 
 # -- interpreter -----------------------------------------------------------------------------------------------------

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kilobyte.ir import (Activation, ConcatAttrs, ConvAttrs, DepthwiseAttrs, GraphBuilder, Op, PoolAttrs,
-                         ReshapeAttrs)
+from kilobyte.ir import Activation, ConcatAttrs, ConvAttrs, DepthwiseAttrs, GraphBuilder, Op, PoolAttrs, ReshapeAttrs
 from kilobyte.schedule.liveness import analyze, check_order
 from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.schedule.reorder import _Model, _start, order_peak

@@ -8,6 +8,7 @@ toolchain fails the tests with the install hint.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,24 +18,20 @@ import numpy as np
 import pytest
 
 from kilobyte.errors import DoesNotFitError, KilobyteError
-
-if not os.environ.get("CI"):  # locally, without the Cortex-M tools or the [arm] extra, skip; never on CI
-    pytest.importorskip("unicorn")
-    pytest.importorskip("elftools")
-
-from kilobyte.targets.cortexm import (  # noqa: E402
+from kilobyte.targets.cortexm import (
     build_firmware,
     count_instructions,
     have_tools,
     measure,
     run_qemu,
     select_sources,
+    toolchain,
 )
-from kilobyte.targets.cortexm import firmware as firmware_module  # noqa: E402
-from kilobyte.targets.cortexm import toolchain  # noqa: E402
+from kilobyte.targets.cortexm import firmware as firmware_module
 
-pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not have_tools(),
-                                reason="arm-none-eabi-gcc / qemu-system-arm not installed (CI runs these)")
+_HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
+pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # never skipped on CI: fail there
+                                reason="Cortex-M tools (arm-none-eabi-gcc, qemu-system-arm) or kilobyte[arm] missing")
 
 TARGETS = ("cortex-m4", "cortex-m7", "cortex-m55")
 PIXELS, C_IN, C_MID, C_OUT = 16, 8, 16, 4  # (4x4 pixels, channels) through 1x1 conv 8->16, conv 16->4

@@ -63,8 +63,21 @@ def thumb_instruction_count(code: bytes) -> int:
     return count
 
 
-def _base_name(name: str) -> str:
-    return _CLONE_SUFFIX.sub("", name)
+class _Functions:
+    """The ELF's function symbols, sorted, for "which function is this address in"."""
+
+    def __init__(self, symbols):
+        spans = {(s.address, s.address + s.size, _CLONE_SUFFIX.sub("", s.name)) for s in symbols if s.kind == "func"}
+        self.spans = sorted(spans)  # (start, end, name), end exclusive
+        self.starts = [start for start, _, _ in self.spans]
+
+    def name_at(self, address: int) -> str:
+        i = bisect.bisect_right(self.starts, address) - 1
+        return self.spans[i][2] if i >= 0 and address < self.spans[i][1] else f"<0x{address:08x}>"
+
+    def entries(self, prefix: str) -> dict[int, str]:
+        """Start address -> name of the functions whose name starts with `prefix`."""
+        return {start: name for start, _, name in self.spans if name.startswith(prefix)}
 
 
 class _Tracker:
@@ -103,21 +116,22 @@ def _map_image(uc, build) -> None:
                     uc.mem_write(address, data)
 
 
-def _summarise(uc, hits: Counter, functions: list[tuple[int, int, str]]) -> tuple[int, dict, dict]:
+def _summarise(uc, hits: Counter, functions: _Functions) -> tuple[int, dict, dict]:
+    """Instructions per block (decoded once per block) times its hits, summed per function and per layer."""
     sizes: dict[tuple[int, int], int] = {}
     total, per_function, per_layer = 0, Counter(), Counter()
     for (address, size, layer), n in hits.items():
         if (address, size) not in sizes:
             sizes[address, size] = thumb_instruction_count(bytes(uc.mem_read(address, size)))
         count = sizes[address, size] * n
-        per_function[_function_at(functions, address)] += count
+        per_function[functions.name_at(address)] += count
         if layer is not None:
             per_layer[layer] += count
         total += count
     return total, dict(per_function.most_common()), dict(per_layer)
 
 
-def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: list[tuple[int, int, str]]) -> None:
+def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: _Functions) -> None:
     """Emulate from `entry` until kb_invoke returns to MAGIC_RETURN; a fault or a timeout is a KilobyteError."""
     unicorn, _ = _unicorn()
     try:
@@ -125,16 +139,13 @@ def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: list[tu
     except unicorn.UcError as e:
         pc = uc.reg_read(pc_register)
         raise KilobyteError(f"{build.elf}: emulated kb_invoke stopped at pc 0x{pc:08x} "
-                            f"({_function_at(funcs, pc)}): {e}") from None
+                            f"({funcs.name_at(pc)}): {e}") from None
     pc = uc.reg_read(pc_register)
     if pc != MAGIC_RETURN:
         raise KilobyteError(f"{build.elf}: kb_invoke did not return within {timeout:g} s (stopped at pc 0x{pc:08x}, "
-                            f"{_function_at(funcs, pc)}); the model may loop forever")
+                            f"{funcs.name_at(pc)}); the model may loop forever")
 
 
-def _function_at(funcs: list[tuple[int, int, str]], address: int) -> str:
-    i = bisect.bisect_right([f[0] for f in funcs], address) - 1
-    return funcs[i][2] if i >= 0 and address < funcs[i][1] else f"<0x{address:08x}>"
 
 
 def count_instructions(build, input: np.ndarray, timeout: float = 120) -> IcountResult:
@@ -146,8 +157,8 @@ def count_instructions(build, input: np.ndarray, timeout: float = 120) -> Icount
     unicorn, arm = _unicorn()
     symbols = elf_symbols(build.elf)
     objects = {s.name: s.address for s in symbols if s.kind == "object"}
-    funcs = sorted({(s.address, s.address + s.size, _base_name(s.name)) for s in symbols if s.kind == "func"})
-    entry = {name: start for start, _, name in funcs}.get("kb_invoke")
+    funcs = _Functions(symbols)
+    entry = next((a for a, name in funcs.entries("kb_invoke").items() if name == "kb_invoke"), None)
     if entry is None or "fw_input" not in objects:
         raise KilobyteError(f"{build.elf}: no kb_invoke / fw_input symbol; is this a kilobyte firmware?")
     uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB | unicorn.UC_MODE_MCLASS)
@@ -158,8 +169,7 @@ def count_instructions(build, input: np.ndarray, timeout: float = 120) -> Icount
     for reg, value in ((arm.UC_ARM_REG_SP, stack_top), (arm.UC_ARM_REG_LR, MAGIC_RETURN | 1),
                        (arm.UC_ARM_REG_R0, objects["fw_input"]), (arm.UC_ARM_REG_R1, objects["fw_output"])):
         uc.reg_write(reg, value)
-    layers = {start: name for start, _, name in funcs if name.startswith("kb_layer_")}
-    tracker = _Tracker(layers, arm.UC_ARM_REG_LR)
+    tracker = _Tracker(funcs.entries("kb_layer_"), arm.UC_ARM_REG_LR)
     uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)
     _run(uc, build, entry, timeout, arm.UC_ARM_REG_PC, funcs)
     total, per_function, per_layer = _summarise(uc, tracker.hits, funcs)
