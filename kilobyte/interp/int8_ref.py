@@ -4,7 +4,8 @@
 executor calls it node by node); the per-op kernels below (`conv2d_int8`, `depthwise_conv2d_int8`,
 `fully_connected_int8`, `add_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain integer parameters so the
 C runtime can be tested against them directly, and `requant_params` / `add_node_params` / `activation_range_of`
-derive those parameters from a graph exactly as TFLite Micro's Prepare functions do.
+derive those parameters from a graph exactly as TFLite Micro's Prepare functions do. `mean_int8` (TFLM's integer
+MEAN) serves int8 graphs imported from `.tflite` files; `quantize()` itself never emits MEAN or an int8 SOFTMAX.
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -280,22 +281,20 @@ def max_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int 
 
 
 def mean_int8(x, axes, keepdims: bool, input_scale, input_zp: int, output_scale, output_zp: int) -> np.ndarray:
-    """TFLite Micro's int8 MEAN over (H, W) (`reference_integer_ops::Mean`), as the pinned wheel computes it.
+    """int8 MEAN as TFLite Micro computes it (`reference_ops::QuantizedMeanOrSum`, integer version), any axes.
 
-    `sum(x - zp_in)` in int32, times `s_in / s_out` (`MultiplyByQuantizedMultiplier`), divided by the tap count
-    with `(acc ± n/2) / n`, plus `zp_out`, clamped. `quantize()` emits AVG_POOL_2D instead; this kernel serves graphs
-    imported from `.tflite` files.
+    `sum(x - zp_in)` over the n reduced values is requantised with `QuantizeMultiplier(s_in / s_out)` into which
+    1/n is folded: `k = min(floor(log2 n), 32, 31 + shift)`, `multiplier = (multiplier << k) / n` (truncating),
+    `shift -= k`; then `+ zp_out` and the int8 clamp. `quantize()` emits AVG_POOL_2D instead (see kilobyte.quant);
+    this kernel serves int8 graphs imported from `.tflite` files.
     """
-    axes = tuple(sorted(a % x.ndim for a in axes))
-    if x.ndim != 4 or axes != (1, 2):
-        raise UnsupportedOpError(f"int8 MEAN over axes {axes} of a rank-{x.ndim} tensor; only (1, 2) of NHWC")
-    n = x.shape[1] * x.shape[2]
+    axes = tuple(sorted({a % x.ndim for a in axes}))
+    n = int(np.prod([x.shape[a] for a in axes]))
     acc = (np.asarray(x, np.int64) - input_zp).sum(axis=axes, keepdims=keepdims)
-    m, s = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
-    acc = multiply_by_quantized_multiplier(acc, m, s)
-    half = n // 2
-    acc = np.where(acc > 0, (acc + half) // n, -((half - acc) // n))  # C division truncates toward zero
-    return np.clip(acc + output_zp, -128, 127).astype(np.int8)
+    m, s = (int(v) for v in quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale))))
+    k = min(n.bit_length() - 1, 32, 31 + s)
+    m, s = (m << k) // n, s - k
+    return np.clip(multiply_by_quantized_multiplier(acc, m, s) + output_zp, -128, 127).astype(np.int8)
 
 
 def pad_int8(x, pads, zero_point: int) -> np.ndarray:

@@ -11,7 +11,9 @@ into the int8 graph every later stage relies on:
   AVG_POOL_2D, RESHAPE, PAD, IDENTITY, and CONCAT (all inputs and the output: TFLite Micro's int8 concat copies
   bytes), each group taking the union of its members' calibrated ranges; ADD, convolutions and FC get their own;
 - MEAN over (H, W) becomes AVG_POOL_2D with a full-size kernel (plus a RESHAPE when `keepdims` is False), keeping the
-  input's params: a pure-integer rounded average, where TFLite Micro's int8 MEAN kernel goes through float;
+  input's params: the rounded integer average every executor already has, so the C runtime needs no MEAN kernel
+  (TFLite Micro's own int8 MEAN, with 1/n folded into its multiplier, is reproduced by `interp.int8_ref.mean_int8`
+  for graphs imported from `.tflite` files);
 - a final SOFTMAX stays float at the graph edge: int8 logits -> DEQUANTIZE -> SOFTMAX (float32 output).
 """
 
@@ -72,6 +74,10 @@ def _check_float_inference_graph(graph: Graph) -> None:
         if n.op is Op.SOFTMAX and (graph.consumers(n.outputs[0]) or n.outputs[0] not in graph.outputs):
             raise UnsupportedOpError(f"node '{n.name}' (SOFTMAX): only a final softmax (a graph output read by no "
                                      f"node) is supported; it stays float after an int8 DEQUANTIZE")
+        consts = [t for t in n.inputs if graph.tensors[t].is_const]
+        if consts and n.op not in WEIGHT_AXIS:
+            raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): constant operand '{consts[0]}' cannot be "
+                                     f"quantised (only conv / depthwise / FC weights and biases can be constants)")
         if n.op is Op.CONCAT and n.attrs.activation is not Activation.NONE:
             raise UnsupportedOpError(f"node '{n.name}' (CONCAT): int8 concat cannot fuse an activation")
 

@@ -22,8 +22,6 @@ from ..ir import Graph, Node, Op
 from .patch import split
 from .plan_types import PatchStage, Plan, TensorPlacement, Tile
 
-ALIAS_OPS = frozenset({Op.ADD, Op.RESHAPE, Op.CONCAT, Op.IDENTITY})  # may write exactly over an input
-
 
 class PlanExecutionError(KilobyteError):
     """The plan is not executable as written (overlap, clobbered tensor, out-of-arena access)."""
@@ -116,6 +114,10 @@ class _Arena:
             self.poison(*self.plan.scratch[node.name])
         out = node.outputs[0]
         src = self.overlapped_input(node)
+        declared = getattr(self.plan, "inplace", {}).get(node.name)  # what codegen will run in place
+        if node.op in (Op.DEPTHWISE_CONV_2D, Op.ADD) and declared != src:
+            raise PlanExecutionError(f"node '{node.name}': the plan says it overwrites {declared!r} in place, its "
+                                     f"placements say {src!r}")
         if src is not None and node.op is Op.DEPTHWISE_CONV_2D:
             scratch = self.plan.scratch.get(node.name)
             if scratch is None:
@@ -127,30 +129,38 @@ class _Arena:
         self.write(out, eval_node_int8(self.graph, node, args))
 
     def overlapped_input(self, node: Node) -> str | None:
-        """The input whose bytes `node`'s output overlaps; checked to be a form the C kernels can run in place."""
-        out = self.placement(node.outputs[0])
+        """The input whose bytes `node`'s output overlaps; checked to be a form the C kernels can run in place:
+        depthwise at its input's offset, ADD / IDENTITY exactly over an input, RESHAPE over a contiguous input,
+        CONCAT over its slices."""
+        out = node.outputs[0]
+        b = self.placement(out)
         for t in dict.fromkeys(self.graph.activation_inputs(node)):
-            if t in self.inputs or not _overlap(self, t, node.outputs[0]):
+            if t in self.inputs or not _spans_meet(self.span(t), self.span(out)):
                 continue
-            pl = self.placement(t)
-            if node.op is Op.DEPTHWISE_CONV_2D and pl.offset == out.offset:
-                return t
-            exact = pl.offset == out.offset and pl.channel_stride == out.channel_stride
-            inside = node.op is Op.CONCAT and pl.channel_stride == out.channel_stride
-            if not ((node.op in ALIAS_OPS and exact) or inside):
+            a = self.placement(t)
+            if node.op is Op.DEPTHWISE_CONV_2D:
+                ok = a.offset == b.offset
+            elif node.op is Op.RESHAPE:
+                ok = a.offset == b.offset and self.contiguous(t) and self.contiguous(out)
+            elif node.op is Op.CONCAT:
+                ok = a.channel_stride == b.channel_stride
+            else:
+                ok = node.op in (Op.ADD, Op.IDENTITY) and (a.offset, a.channel_stride) == (b.offset, b.channel_stride)
+            if not ok:
                 raise PlanExecutionError(f"node '{node.name}' ({node.op.value}): output overlaps input '{t}' in a "
                                          f"way its kernel cannot run in place")
             return t
         return None
 
+    def span(self, t: str) -> tuple[int, int]:
+        """First and one-past-last arena byte of tensor `t`."""
+        pl, tensor = self.placement(t), self.graph.tensors[t]
+        rows = tensor.numel // tensor.shape[-1]
+        return pl.offset, pl.offset + ((rows - 1) * pl.channel_stride + tensor.shape[-1]) * np.dtype(
+            tensor.dtype).itemsize
 
-def _overlap(run: _Arena, a: str, b: str) -> bool:
-    spans = []
-    for t in (a, b):
-        pl, shape = run.placement(t), run.graph.tensors[t].shape
-        rows = int(np.prod(shape[:-1], dtype=np.int64))
-        spans.append((pl.offset, pl.offset + (rows - 1) * pl.channel_stride + shape[-1]))
-    return spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+    def contiguous(self, t: str) -> bool:
+        return self.placement(t).channel_stride == self.graph.tensors[t].shape[-1]
 
 
 def _checked_input(graph: Graph, name: str, x) -> np.ndarray:
@@ -272,19 +282,19 @@ class _PatchRun:
     def run_tile(self, node: Node, tile: Tile, patch_box) -> None:
         if tile.node != node.name:
             raise PlanExecutionError(f"patch stage: tile for '{tile.node}' where '{node.name}' runs")
-        args = [self.tile_input(t, tile, node) for t in node.inputs]
-        if node.name in self.stage.tile_scratch:
-            self.run.poison(*self.stage.tile_scratch[node.name])
-        tnode = tile_node(node, tile)
         out = node.outputs[0]
         y0, y1, x0, x1 = tile.out_box
         want = (1, y1 - y0, x1 - x0, self.graph.tensors[out].shape[3])
+        if node.name in self.stage.tile_scratch:
+            self.run.poison(*self.stage.tile_scratch[node.name])
+        tnode = tile_node(node, tile)
         if 0 in want:
             y = np.zeros(want, np.int8)  # this patch needs nothing of the node (a strided reader skips it)
         elif node.name in self.stage.tile_offsets:
+            args = [self.tile_input(t, tile, node) for t in node.inputs]
             y = self.into_tile_buffer(tnode, tile, args, want)
         else:
-            y = eval_node_int8(self.graph, tnode, args)
+            y = eval_node_int8(self.graph, tnode, [self.tile_input(t, tile, node) for t in node.inputs])
         if node.name in self.stage.tile_offsets:
             self.current[out] = (tile, y)
         if y.shape != want:
@@ -302,6 +312,8 @@ class _PatchRun:
             return self.run.inputs[t][:, y0:y1, x0:x1, :]
         if t not in self.current:
             raise PlanExecutionError(f"patch stage: '{reader.name}' reads '{t}', which has no tile in this patch")
+        if y0 == y1 or x0 == x1:  # a window lying wholly in the padding reads nothing
+            return np.zeros((1, y1 - y0, x1 - x0, self.graph.tensors[t].shape[3]), np.int8)
         src, values = self.current[t]
         region = self.region(self.producer[t].name, src, tile.in_box)
         got = region.view(self.run).copy()[None]
@@ -321,12 +333,13 @@ class _PatchRun:
 
     def into_tile_buffer(self, tnode: Node, tile: Tile, args, want) -> np.ndarray:
         dst = self.region(tnode.name, tile, tile.out_box)
+        reads = tile.in_box[0] < tile.in_box[1] and tile.in_box[2] < tile.in_box[3]
         for t in dict.fromkeys(self.graph.activation_inputs(tnode)):
-            if t not in self.current:
+            if t not in self.current or not reads:
                 continue
             src_tile = self.current[t][0]
             src = self.region(self.producer[t].name, src_tile, tile.in_box)
-            if not _spans_meet(src, dst):
+            if not _spans_meet(src.span(), dst.span()):
                 continue
             if tnode.op is Op.DEPTHWISE_CONV_2D and src.offset == dst.offset:
                 return depthwise_in_place(self.run, self.graph, tnode, args, (src, dst),
@@ -370,6 +383,5 @@ def tile_node(node: Node, tile: Tile) -> Node:
     return node
 
 
-def _spans_meet(a: Region, b: Region) -> bool:
-    (a0, a1), (b0, b1) = a.span(), b.span()
-    return a0 < b1 and b0 < a1
+def _spans_meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]

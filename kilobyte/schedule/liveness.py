@@ -98,12 +98,7 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
             src, dst = aliases.root[c], aliases.root[nodes[name].outputs[0]]
             group[dst] = group[src]
             overlap[i] = min(aliases.size[src], aliases.size[dst])
-        if scratch_override and name in scratch_override:
-            scratch[i] = scratch_override[name]
-        elif c is not None:
-            scratch[i] = aliases.inplace_scratch[name]
-        else:
-            scratch[i] = kernel_scratch(graph, nodes[name])
+        scratch[i] = _scratch(graph, nodes[name], c is not None, aliases, scratch_override)
     diff = [0] * (len(order) + 1)
     for r in first:
         diff[first[r]] += aliases.size[r]
@@ -114,6 +109,12 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
         working = stage.working_peak if i < n_stage else 0
         live.append(running - overlap[i] + scratch[i] + working)
     return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases)
+
+
+def _scratch(graph: Graph, node, inplace: bool, aliases: Aliases, override: dict | None) -> int:
+    if override and node.name in override:
+        return override[node.name]
+    return aliases.inplace_scratch[node.name] if inplace else kernel_scratch(graph, node)
 
 
 def _stage_units(graph: Graph, stage: PatchStage, aliases: Aliases, first: dict, last: dict) -> None:

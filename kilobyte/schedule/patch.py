@@ -46,10 +46,12 @@ def split(size: int, p: int) -> list[tuple[int, int]]:
 
 
 def box_area(box: Box) -> int:
+    """Pixels in `box` (0 for an empty box)."""
     return max(box[1] - box[0], 0) * max(box[3] - box[2], 0)
 
 
 def union(a: Box | None, b: Box) -> Box:
+    """The bounding box of `a` and `b`; empty boxes (and None) are ignored."""
     if a is None or box_area(a) == 0:
         return b
     if box_area(b) == 0:
@@ -102,7 +104,9 @@ def input_box(graph: Graph, node: Node, out_box: Box) -> tuple[Box, tuple[int, i
 
 
 def _box_in(window, hw: tuple[int, int], out_box: Box) -> tuple[Box, tuple[int, int, int, int]]:
-    if window is None or box_area(out_box) == 0:
+    if box_area(out_box) == 0:
+        return EMPTY, (0, 0, 0, 0)  # nothing needed: read nothing
+    if window is None:
         return out_box, (0, 0, 0, 0)
     (y0, y1), (pt, pb) = _axis_in(out_box[0], out_box[1], window[0], hw[0])
     (x0, x1), (pl, pr) = _axis_in(out_box[2], out_box[3], window[1], hw[1])
@@ -134,17 +138,11 @@ def patch_tiles(graph: Graph, stage: Sequence[Node], outputs: Sequence[str], box
     return tuple(reversed(tiles))
 
 
-def tile_macs(graph: Graph, node: Node, out_box: Box) -> int:
-    """MACs of `node` on `out_box` (weight elements x output pixels, the convention of `analysis.macs`)."""
-    if node.op not in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D):
-        return 0
-    return graph.tensors[node.inputs[1]].numel * box_area(out_box)
-
-
 # -- the stage's nodes and outputs -----------------------------------------------------------------------------
 def stage_nodes(graph: Graph, order: Sequence, n_nodes: int) -> tuple[list[Node], tuple[str, ...]]:
     """The first `n_nodes` of `order` and the stage outputs; raise `PatchStageError` if they cannot be a stage."""
-    nodes = [graph.node(x) if isinstance(x, str) else x for x in order]
+    by_name = {n.name: n for n in graph.nodes}
+    nodes = [by_name[x] if isinstance(x, str) else x for x in order]
     if not 1 <= n_nodes <= len(nodes):
         raise PatchStageError(f"patch stage of {n_nodes} nodes: the graph has {len(nodes)}")
     stage, rest = nodes[:n_nodes], nodes[n_nodes:]
@@ -196,6 +194,7 @@ def _grid_boxes(graph: Graph, outputs: tuple[str, ...], grid: int) -> list[Box]:
 class _Memory:
     """Per-patch working memory of a stage; steps index the stage nodes."""
 
+    step_of: dict[str, int]  # stage tensor -> the step producing it
     groups: list[list[int]]  # tile buffers: the steps whose output tile lives in each (an in-place chain shares one)
     home: dict[int, int]  # step -> its tile buffer (steps whose output is only read after the stage have none)
     last: dict[int, int]  # step -> the last step that reads its output tile
@@ -218,7 +217,7 @@ def _inplace_host(graph: Graph, stage: Sequence[Node], i: int, tiles, mem: _Memo
     """The step whose tile buffer node i overwrites in place (that tile dies at i), or None. The rules of
     inplace.py, per tile: DW needs multiplier 1, an output tile no larger than its input tile and a padded channel
     smaller than the output tile; ADD needs the dying input's box to equal its own in every patch."""
-    node, step_of = stage[i], {n.outputs[0]: k for k, n in enumerate(stage)}
+    node, step_of = stage[i], mem.step_of
     hosts = [step_of[t] for t in dict.fromkeys(graph.activation_inputs(node))
              if t in step_of and step_of[t] in mem.home and mem.last[step_of[t]] == i]
     if not hosts:
@@ -244,12 +243,11 @@ def _step_scratch(graph: Graph, node: Node, tile: Tile, inplace: bool) -> int:
 
 def working_memory(graph: Graph, stage: Sequence[Node], tiles, options: PlanOptions) -> _Memory:
     """Tile buffers (in-place rules applied), their lifetimes in stage steps, and the working bytes per step."""
-    step_of = {n.outputs[0]: i for i, n in enumerate(stage)}
-    mem = _Memory([], {}, {}, {}, [], [])
+    mem = _Memory({n.outputs[0]: i for i, n in enumerate(stage)}, [], {}, {}, {}, [], [])
     for i, n in enumerate(stage):
         for t in graph.activation_inputs(n):
-            if t in step_of:
-                mem.last[step_of[t]] = i
+            if t in mem.step_of:
+                mem.last[mem.step_of[t]] = i
     for i in range(len(stage)):
         if i not in mem.last:
             continue  # read only after the stage: written straight into the whole stage-output tensor

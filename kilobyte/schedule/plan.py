@@ -84,17 +84,27 @@ def _stage_tensors(graph: Graph, stage: PatchStage | None) -> frozenset:
     return frozenset(graph.node(name).outputs[0] for name in stage.nodes)
 
 
-def _sized_liveness(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage) -> tuple[Liveness, list]:
-    """Liveness with per-layer scratch, or with model-adaptive im2col when asked (the peak never rises)."""
+def _layout(live: Liveness, stage: PatchStage | None, options: PlanOptions):
+    """(arena result, group ids, scratch steps) for a liveness."""
+    groups, ids, steps = _arena_groups(live, stage)
+    return plan_groups(groups, options.arena_strategy, options.alignment), ids, steps
+
+
+def _sized(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage):
+    """Liveness and arena layout with per-layer scratch, or with model-adaptive im2col when asked. Adaptive sizes
+    never raise the peak by construction; if they would make the planner's arena larger (fragmentation), the
+    per-layer sizes are kept and a note says so. Returns (liveness, layout, notes)."""
     live = analyze(graph, order, options, aliases=aliases, stage=stage)
+    layout = _layout(live, stage, options)
     if options.im2col != "model-adaptive":
-        return live, []
+        return live, layout, []
     skip = len(stage.nodes) if stage else 0
     sizes = adaptive_im2col(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak)
     grown = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=sizes)
-    if grown.peak > live.peak:  # cannot happen by construction; keep the per-layer plan if it does
-        return live, ["im2col: model-adaptive sizes would raise the peak; kept per-layer sizes"]
-    return grown, []
+    grown_layout = _layout(grown, stage, options)
+    if grown.peak > live.peak or grown_layout[0].arena_bytes > layout[0].arena_bytes:
+        return live, layout, ["im2col: model-adaptive buffers would enlarge the arena; kept per-layer sizes"]
+    return grown, grown_layout, []
 
 
 def _arena_groups(live: Liveness, stage: PatchStage | None) -> tuple[list, list, list]:
@@ -145,9 +155,7 @@ def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
     _check_options(options)
     chosen, stage, notes = _choose_order(graph, options)
     aliases = find_aliases(graph, options, _stage_tensors(graph, stage))
-    live, more = _sized_liveness(graph, chosen.order, options, aliases, stage)
-    groups, ids, steps = _arena_groups(live, stage)
-    arena = plan_groups(groups, options.arena_strategy, options.alignment)
+    live, (arena, ids, steps), more = _sized(graph, chosen.order, options, aliases, stage)
     group_offset = dict(zip(ids, arena.offsets))
     root_offset = {r: group_offset[live.group[r]] for r in live.first}
     scratch = {chosen.order[i]: (o, live.scratch[i]) for i, o in zip(steps, arena.offsets[len(ids):])}

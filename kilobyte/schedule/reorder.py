@@ -10,8 +10,10 @@ which tensors die at the step, i.e. on the state). Three things keep it small:
   beat it are never pushed; when it equals the lower bound (below) no search is needed at all — a chain's order is
   forced, so a 300-node chain is proven optimal at once;
 - dominance (chain collapsing): when a ready node neither raises the running peak nor grows the held bytes, running
-  it now is never worse than running it later (moving it forward lowers every later step), so it is the only move
-  tried; single-in/single-out runs that shrink memory collapse into one move;
+  it now is never worse than running it later (moving it forward never raises a later step: it only frees bytes
+  earlier, and an op's in-place saving can only grow as more of its input's readers are done), so it is the only
+  move tried; single-in/single-out runs that do not grow memory collapse into forced moves. (Collapsing every chain
+  outright would not be exact: switching branches after a chain node that grows memory can lower the peak.)
 - budget: more than `PlanOptions.exact_budget` states falls back to the heuristic order, with `optimal=False`.
 
 `lower_bound` = max over nodes of the bytes any order must hold at that node: units produced by an ancestor and read

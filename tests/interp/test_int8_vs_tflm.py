@@ -239,13 +239,17 @@ def test_random_graph_bit_exact(case, method):
 
 
 # -- MEAN as imported .tflite files have it (quantize() itself emits AVG_POOL_2D) --------------------------------------
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 6), st.booleans(), st.integers(0, 2**32 - 1))
-def test_int8_mean_bit_exact(h, w, c, keepdims, seed):
+AXES = st.sampled_from([(1, 2), (2, 1), (1,), (3,), (1, 2, 3)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 16), st.integers(1, 16), st.integers(1, 6), AXES,
+       st.booleans(), st.booleans(), st.integers(0, 2**32 - 1))
+def test_int8_mean_bit_exact(h, w, c, axes, keepdims, same_qparams, seed):
     rng = np.random.default_rng(seed)
     q_in = QParams.per_tensor(float(rng.uniform(0.01, 0.2)), int(rng.integers(-128, 128)))
-    q_out = QParams.per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
+    q_out = q_in if same_qparams else QParams.per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
     b = GraphBuilder("mean")
     x = b.input((1, h, w, c), dtype="int8", qparams=q_in)
-    qgraph = b.build([b.node(Op.MEAN, [x], MeanAttrs((1, 2), keepdims), qparams=q_out)])
+    qgraph = b.build([b.node(Op.MEAN, [x], MeanAttrs(axes, keepdims), qparams=q_out)])
     assert_bit_exact(qgraph, rng.integers(-128, 128, (1, h, w, c)).astype(np.int8))

@@ -168,6 +168,14 @@ def test_rejects_unsupported_mean_and_inner_softmax():
         quantize(b.build([y]), np.zeros((1, 4), np.float32))
 
 
+def test_rejects_constant_activation_operand():
+    b = GraphBuilder()
+    x = b.input((1, 4))
+    y = b.node(Op.ADD, [x, b.const("offset", np.ones((1, 4), np.float32))])
+    with pytest.raises(UnsupportedOpError, match="add_0.*offset"):
+        quantize(b.build([y]), np.zeros((1, 4), np.float32))
+
+
 def test_rejects_already_quantised_graph():
     g = quantize(small_net(), SAMPLES)
     with pytest.raises(KilobyteError, match="already quantised"):

@@ -26,6 +26,7 @@ from kilobyte.ir import (
     Op,
     PadAttrs,
     PoolAttrs,
+    ReshapeAttrs,
 )
 from kilobyte.quant import quantize, quantize_input
 from kilobyte.schedule.execute import PlanExecutionError, execute_plan
@@ -246,3 +247,44 @@ def test_overlapping_tile_buffers_are_caught():
     clash = dataclasses.replace(plan.patch, tile_offsets={**offsets, "conv_2d_1": offsets["conv_2d_0"] + 1})
     with pytest.raises(PlanExecutionError, match="tile of 'conv_2d_1' overlaps its input 'conv_2d_0'"):
         execute_plan(q, dataclasses.replace(plan, patch=clash), xi)
+
+
+def _flatten_head(softmax: bool):
+    b = GraphBuilder()
+    rng = np.random.default_rng(3)
+    y = b.node(Op.CONV_2D, [b.input((1, 6, 6, 2))], ConvAttrs((2, 2), (1, 1, 1, 1), activation=Activation.RELU),
+               params={"weight": rng.normal(0, 0.5, (3, 3, 3, 2))})
+    y = b.node(Op.RESHAPE, [y], ReshapeAttrs((1, 27)))  # flatten: the last axis changes, the bytes do not
+    y = b.node(Op.FULLY_CONNECTED, [y], params={"weight": rng.normal(0, 0.5, (4, 27))})
+    return _int8(b.build([b.node(Op.SOFTMAX, [y]) if softmax else y]))
+
+
+def test_flatten_reshape_alias_bit_exact():
+    q, x = _flatten_head(softmax=False)
+    plan = make_plan(q, PlanOptions())
+    assert plan.placements["reshape_0"].offset == plan.placements["conv_2d_0"].offset  # aliased
+    _assert_bit_exact(q, plan, x)
+    _assert_bit_exact(q, make_plan(q, NO_RULES), x)
+
+
+@pytest.mark.xfail(strict=True, raises=PlanExecutionError,
+                   reason="make_plan sizes the float32 DEQUANTIZE -> SOFTMAX tail at 1 B per element (it needs 4): "
+                          "the two float tensors overlap")
+def test_float_softmax_tail_bit_exact():
+    q, x = _flatten_head(softmax=True)
+    _assert_bit_exact(q, make_plan(q, PlanOptions()), x)
+
+
+def test_window_wholly_in_padding():
+    """A strided 1x1 conv with padding: its first output row reads only padding, so that patch needs nothing of
+    the layer before (an empty tile) and runs on zero-point padding alone."""
+    b = GraphBuilder()
+    rng = np.random.default_rng(4)
+    a = b.node(Op.CONV_2D, [b.input((1, 8, 8, 2))], ConvAttrs(padding=(1, 1, 1, 1), activation=RELU6),
+               params={"weight": rng.normal(0, 0.5, (3, 3, 3, 2)), "bias": rng.normal(0, 0.5, 3)})
+    y = b.node(Op.CONV_2D, [a], ConvAttrs((2, 2), (1, 1, 1, 1)),
+               params={"weight": rng.normal(0, 0.5, (2, 1, 1, 3)), "bias": rng.normal(0, 0.5, 2)})
+    q, x = _int8(b.build([b.node(Op.MAX_POOL_2D, [y], PoolAttrs((5, 5), (5, 5)))]))
+    plan = make_plan(q, PlanOptions(patch=(2, 5)))
+    assert plan.patch.tiles[0][0].out_box == (0, 0, 0, 0)  # patch (0, 0) needs nothing of conv_2d_0
+    _assert_bit_exact(q, plan, x)

@@ -368,16 +368,27 @@ def test_mbv2_total_within_1pc_of_172kB(mbv2):
 
 
 def test_mbv2_auto(mbv2):
-    """auto minimises the total peak: it must beat per-layer by > 7x; with a +15 % MAC budget it picks the
-    paper's stage (13 nodes, 4x4, 75² input patches)."""
+    """auto minimises the total peak: 21 nodes (through block 6, past the held residuals of blocks 5-6), 7x7
+    patches, 195,440 B (7.2x below per layer) at +117 % MACs; with a +15 % MAC budget it picks the paper's stage
+    (13 nodes, 4x4, 75² input patches) at 200,704 B. make_plan reports the same peaks."""
     per_layer = max(analyze(mbv2, _names(mbv2)).live_bytes)
     auto = choose_patch(mbv2, _names(mbv2))
-    rest = _rest_peak(mbv2, auto.n_nodes, PlanOptions())
-    assert per_layer / max(stage_peak(auto), rest) > 7
-    assert max(stage_peak(auto), rest) <= 200_704
+    total = max(stage_peak(auto), _rest_peak(mbv2, auto.n_nodes, PlanOptions()))
+    assert (auto.n_nodes, auto.grid, total) == (21, 7, 195_440)
+    assert per_layer / total > 7
     budget = choose_patch(mbv2, _names(mbv2), PlanOptions(max_mac_overhead=0.15))
     assert (budget.n_nodes, budget.grid, budget.input_patch) == (13, 4, 75)
     assert budget.tile_offsets  # the returned stage is laid out
+    make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
+    assert make_plan(mbv2, PlanOptions(patch="auto")).peak_bytes == total
+    assert make_plan(mbv2, PlanOptions(patch="auto", max_mac_overhead=0.15)).peak_bytes == 200_704
+
+
+@pytest.mark.xfail(strict=True, reason="needs ADD fused into the projection conv (test_mbv2_paper_convention)")
+def test_mbv2_auto_reaches_172kB(mbv2):
+    """The paper's precision: 172 kB means round(peak / 1024) <= 172."""
+    auto = choose_patch(mbv2, _names(mbv2))
+    assert round(max(stage_peak(auto), _rest_peak(mbv2, auto.n_nodes, PlanOptions())) / KIB) <= 172
 
 
 def test_auto_returns_none_when_nothing_helps():

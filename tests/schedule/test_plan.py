@@ -90,8 +90,10 @@ def _declared(graph, plan, classes, a: str, b: str, step: int, fa, fb) -> bool:
     """Overlap between live tensors a and b is declared: an in-place pair at its step, or one tensor lying inside
     a related one (a RESHAPE alias, a concat input in its slice of the output; exactness is checked apart)."""
     node = graph.node(plan.order[step])
-    if plan.inplace.get(node.name) in (a, b) and node.outputs[0] in (a, b):
-        return True
+    if node.name in plan.inplace and node.outputs[0] in (a, b):  # the output and (an alias of) its dying input
+        other = b if a == node.outputs[0] else a
+        if classes[other] == classes[plan.inplace[node.name]] and other in node.inputs:
+            return True
     return classes[a] == classes[b] and (fa.within(fb) or fb.within(fa))
 
 
