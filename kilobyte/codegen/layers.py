@@ -56,7 +56,7 @@ def window_params(graph: Graph, node: Node, bufs: Buffers, kernel: tuple[int, in
     return dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), out_h=oh, out_w=ow, out_c=oc,
                 out_cstride=bufs.cstride(node.outputs[0]), k_h=kernel[0], k_w=kernel[1], stride_h=a.stride[0],
                 stride_w=a.stride[1], dil_h=dil[0], dil_w=dil[1], pad_t=t, pad_b=b, pad_l=left, pad_r=r,
-                in_offset=-zps[0], out_offset=zps[1], act_min=act[0], act_max=act[1])
+                in_offset=-zps[0], out_offset=zps[1], act_min=act[0], act_max=act[1], in_row=iw, out_row=ow)
 
 
 def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, str]:
@@ -157,7 +157,8 @@ def emit_pad(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     _, ih, iw, ic = graph.tensors[node.inputs[0]].shape
     zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
     params = dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), pad_t=t, pad_b=b, pad_l=left,
-                  pad_r=r, pad_c0=c0, pad_c1=c1, out_cstride=bufs.cstride(node.outputs[0]), value=zp)
+                  pad_r=r, pad_c0=c0, pad_c1=c1, out_cstride=bufs.cstride(node.outputs[0]), value=zp, in_row=iw,
+                  out_row=left + iw + r)
     return LayerCode(body=[c_struct("kb_pad_params", params),
                            f"kb_pad(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.outputs[0])});"],
                      families={"pad"})

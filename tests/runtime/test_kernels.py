@@ -121,7 +121,7 @@ def conv_params(g, in_cstride=None, out_cstride=None) -> rt.ConvParams:
     q = g.tensors[node.outputs[0]].qparams
     lo, hi = arith.activation_range(a.activation, q.scale[0], q.zero_point[0])
     return rt.ConvParams(h, w, c, in_cstride or c, ho, wo, co, out_cstride or co, kh, kw, *a.stride, *dil,
-                         *a.padding, -zi, zo, lo, hi)
+                         *a.padding, -zi, zo, lo, hi, w, wo)
 
 
 def weight_args(g) -> list:
@@ -364,7 +364,7 @@ def test_pad(kb_lib, hw, c, pads, seed, data):
     x = rng.integers(-128, 128, (1, *hw, c)).astype(np.int8)
     want = expected(g, [x])[0]
     (ho, wo, co), (in_cs, out_cs, s0) = want.shape, slice_layout(data.draw, c, want.shape[-1])
-    p = rt.PadParams(*hw, c, in_cs, t, bo, left, r, c0, c1, out_cs, int(q.zero_point[0]))
+    p = rt.PadParams(*hw, c, in_cs, t, bo, left, r, c0, c1, out_cs, int(q.zero_point[0]), hw[1], wo)
     xin, out = Buf(hw[0] * hw[1] * in_cs, pixels_with_stride(x, in_cs, rng)), Buf(ho * wo * out_cs)
     kb_lib.kb_pad(ctypes.byref(p), xin.ptr(), out.ptr(s0))
     xin.check()

@@ -36,7 +36,7 @@ static int32_t window_sum(const kb_conv_params *p, const int8_t *in, const int8_
             if (ix < 0 || ix >= p->in_w) {
                 continue;
             }
-            const int8_t *x = in + (iy * p->in_w + ix) * p->in_cstride;  /* (in_c,) */
+            const int8_t *x = in + (iy * p->in_row + ix) * p->in_cstride;  /* (in_c,) */
             const int8_t *wk = w_co + (ky * p->k_w + kx) * p->in_c;       /* (in_c,) */
             acc += dot_offset(x, wk, p->in_c, p->in_offset);
         }
@@ -49,9 +49,9 @@ static inline int32_t window_sum_3x3(const kb_conv_params *p, const int8_t *in, 
                                      int32_t ix0)
 {
     const int32_t n = p->in_c, cs = p->in_cstride, o = p->in_offset;
-    const int8_t *x0 = in + (iy0 * p->in_w + ix0) * cs;  /* window rows, each 3 pixels cs apart */
-    const int8_t *x1 = x0 + p->in_w * cs;
-    const int8_t *x2 = x1 + p->in_w * cs;
+    const int8_t *x0 = in + (iy0 * p->in_row + ix0) * cs;  /* window rows, each 3 pixels cs apart */
+    const int8_t *x1 = x0 + p->in_row * cs;
+    const int8_t *x2 = x1 + p->in_row * cs;
     const int8_t *w0 = w_co, *w1 = w_co + 3 * n, *w2 = w_co + 6 * n;  /* weight rows, each (3, n) */
     int32_t acc = 0;
     for (int32_t i = 0; i < n; ++i) {
@@ -70,7 +70,7 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
         const int32_t iy0 = oy * p->stride_h - p->pad_t;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             const int32_t ix0 = ox * p->stride_w - p->pad_l;
-            int8_t *y = out + (oy * p->out_w + ox) * p->out_cstride;  /* (out_c,) */
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (out_c,) */
             for (int32_t co = 0; co < p->out_c; ++co) {
                 const int32_t acc = kb_wrapping_add(window_sum(p, in, w + co * w_size, iy0, ix0), bias[co]);
                 y[co] = kb_requantize(acc, mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
@@ -82,14 +82,15 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                  const int32_t *mult, const int32_t *shift, int8_t *out)
 {
-    const int32_t pixels = p->out_h * p->out_w;  /* == in_h * in_w */
-    for (int32_t px = 0; px < pixels; ++px) {
-        const int8_t *x = in + px * p->in_cstride;  /* (in_c,) */
-        int8_t *y = out + px * p->out_cstride;      /* (out_c,) */
-        const int8_t *w_co = w;                     /* (in_c,) row of the (out_c, in_c) weights */
-        for (int32_t co = 0; co < p->out_c; ++co, w_co += p->in_c) {
-            const int32_t acc = kb_wrapping_add(dot_offset(x, w_co, p->in_c, p->in_offset), bias[co]);
-            y[co] = kb_requantize(acc, mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {  /* out (out_h, out_w) == in (in_h, in_w) */
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int8_t *x = in + (oy * p->in_row + ox) * p->in_cstride;  /* (in_c,) */
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;     /* (out_c,) */
+            const int8_t *w_co = w;  /* (in_c,) row of the (out_c, in_c) weights */
+            for (int32_t co = 0; co < p->out_c; ++co, w_co += p->in_c) {
+                const int32_t acc = kb_wrapping_add(dot_offset(x, w_co, p->in_c, p->in_offset), bias[co]);
+                y[co] = kb_requantize(acc, mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
+            }
         }
     }
 }
@@ -104,7 +105,7 @@ void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             const int32_t ix0 = ox * p->stride_w - p->pad_l;
             const int inside = row_inside && ix0 >= 0 && ix0 + 3 <= p->in_w;
-            int8_t *y = out + (oy * p->out_w + ox) * p->out_cstride;
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;
             for (int32_t co = 0; co < p->out_c; ++co) {
                 const int8_t *w_co = w + co * w_size;
                 const int32_t taps = inside ? window_sum_3x3(p, in, w_co, iy0, ix0) : window_sum(p, in, w_co, iy0, ix0);

@@ -27,7 +27,7 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
         const int32_t iy0 = oy * p->stride_h - p->pad_t;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             const int32_t ix0 = ox * p->stride_w - p->pad_l;
-            int8_t *y = out + (oy * p->out_w + ox) * p->out_cstride;  /* (c,) */
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (c,) */
             for (int32_t c = 0; c < c_n; ++c) {
                 int32_t acc = 0;
                 for (int32_t ky = 0; ky < p->k_h; ++ky) {
@@ -40,7 +40,7 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
                         if (ix < 0 || ix >= p->in_w) {
                             continue;
                         }
-                        const int32_t x = in[(iy * p->in_w + ix) * p->in_cstride + c];
+                        const int32_t x = in[(iy * p->in_row + ix) * p->in_cstride + c];
                         acc += w[(ky * p->k_w + kx) * c_n + c] * (x + p->in_offset);
                     }
                 }
@@ -70,7 +70,7 @@ static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int
 {
     const int32_t pw = plane_width(p);
     for (int32_t y = 0; y < p->in_h; ++y) {
-        const int8_t *src = in + y * p->in_w * p->in_cstride + c;
+        const int8_t *src = in + y * p->in_row * p->in_cstride + c;
         int8_t *dst = plane + (y + p->pad_t) * pw + p->pad_l;
         for (int32_t x = 0; x < p->in_w; ++x) {
             dst[x] = src[x * p->in_cstride];
@@ -111,7 +111,7 @@ static inline void plane_conv_kxk(const kb_conv_params *p, const int8_t *plane, 
     const int32_t pw = plane_width(p);
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         const int8_t *r = plane + oy * p->stride_h * pw;  /* first window row of this output row */
-        int8_t *y = y_c + oy * p->out_w * p->out_cstride;
+        int8_t *y = y_c + oy * p->out_row * p->out_cstride;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             const int8_t *t = r + ox * p->stride_w;  /* top-left tap */
             int32_t acc = 0;
@@ -132,7 +132,7 @@ static void plane_conv_any(const kb_conv_params *p, const int8_t *plane, const i
 {
     const int32_t pw = plane_width(p);
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        int8_t *y = y_c + oy * p->out_w * p->out_cstride;
+        int8_t *y = y_c + oy * p->out_row * p->out_cstride;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             const int8_t *t = plane + oy * p->stride_h * pw + ox * p->stride_w;
             int32_t acc = 0;

@@ -16,13 +16,13 @@ void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out)
         const int32_t iy = oy - p->pad_t;
         for (int32_t ox = 0; ox < out_w; ++ox) {
             const int32_t ix = ox - p->pad_l;
-            int8_t *y = out + (oy * out_w + ox) * p->out_cstride;  /* (out_c,) */
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (out_c,) */
             if (iy < 0 || iy >= p->in_h || ix < 0 || ix >= p->in_w) {
                 memset(y, p->value, (size_t)out_c);
                 continue;
             }
             memset(y, p->value, (size_t)p->pad_c0);
-            memcpy(y + p->pad_c0, in + (iy * p->in_w + ix) * p->in_cstride, (size_t)p->in_c);
+            memcpy(y + p->pad_c0, in + (iy * p->in_row + ix) * p->in_cstride, (size_t)p->in_c);
             memset(y + p->pad_c0 + p->in_c, p->value, (size_t)p->pad_c1);
         }
     }

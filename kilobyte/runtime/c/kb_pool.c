@@ -28,12 +28,12 @@ void kb_avg_pool(const kb_conv_params *p, const int8_t *in, int8_t *out)
             window_bounds(p, oy, ox, &y0, &y1, &x0, &x1);
             const int32_t count = (y1 - y0) * (x1 - x0);  /* >= 1 for any valid layer */
             const int32_t iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-            int8_t *y = out + (oy * p->out_w + ox) * p->out_cstride;
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;
             for (int32_t c = 0; c < p->in_c; ++c) {
                 int32_t acc = 0;
                 for (int32_t ky = y0; ky < y1; ++ky) {
                     for (int32_t kx = x0; kx < x1; ++kx) {
-                        acc += in[((iy0 + ky) * p->in_w + ix0 + kx) * p->in_cstride + c];
+                        acc += in[((iy0 + ky) * p->in_row + ix0 + kx) * p->in_cstride + c];
                     }
                 }
                 acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
@@ -50,12 +50,12 @@ void kb_max_pool(const kb_conv_params *p, const int8_t *in, int8_t *out)
             int32_t y0, y1, x0, x1;
             window_bounds(p, oy, ox, &y0, &y1, &x0, &x1);
             const int32_t iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-            int8_t *y = out + (oy * p->out_w + ox) * p->out_cstride;
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;
             for (int32_t c = 0; c < p->in_c; ++c) {
                 int32_t best = -128;
                 for (int32_t ky = y0; ky < y1; ++ky) {
                     for (int32_t kx = x0; kx < x1; ++kx) {
-                        const int32_t v = in[((iy0 + ky) * p->in_w + ix0 + kx) * p->in_cstride + c];
+                        const int32_t v = in[((iy0 + ky) * p->in_row + ix0 + kx) * p->in_cstride + c];
                         best = v > best ? v : best;
                     }
                 }

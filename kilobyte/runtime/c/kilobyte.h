@@ -30,6 +30,7 @@ typedef struct {
     int32_t in_offset;                        /* -input zero point */
     int32_t out_offset;                       /* output zero point */
     int32_t act_min, act_max;                 /* quantised activation clamp */
+    int32_t in_row, out_row;                  /* row pitch in pixels (>= in_w / out_w: a tile of a wider buffer) */
 } kb_conv_params;
 
 /* FULLY_CONNECTED: in (in_n,), weights (out_n, in_n), out (out_n,). */
@@ -58,6 +59,7 @@ typedef struct {
     int32_t pad_t, pad_b, pad_l, pad_r, pad_c0, pad_c1;
     int32_t out_cstride;                      /* >= pad_c0 + in_c + pad_c1 */
     int32_t value;                            /* fill byte: the zero point */
+    int32_t in_row, out_row;                  /* row pitch in pixels (>= in_w / padded width) */
 } kb_pad_params;
 
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
