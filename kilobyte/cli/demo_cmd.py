@@ -7,6 +7,7 @@ accuracy, SRAM, Flash, MACs and host latency (ours vs TFLM's reference kernels).
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -23,8 +24,9 @@ def register(sub) -> None:
         "output bit for bit against Kilobyte's numpy reference and TensorFlow Lite Micro, and print accuracy, "
         "SRAM, Flash, MACs and latency. Exit code 2 if the model does not fit the device, 1 on a mismatch.")
     add_device_arg(p, default="stm32f412")
-    p.add_argument("--out", "-o", default="kilobyte-demo", metavar="DIR", help="output directory (default kilobyte-demo)")
-    p.add_argument("--epochs", type=int, default=4, help="training epochs (default 4)")
+    p.add_argument("--out", "-o", default="kilobyte-demo", metavar="DIR",
+                   help="output directory (default kilobyte-demo)")
+    p.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
@@ -44,11 +46,16 @@ def run(args) -> int:
     train, test = load_dataset("mnist").split(4000)
     base = load("mnist-cnn")
     say(f"[1/5] training mnist-cnn on {len(train.x)} MNIST images ({args.epochs} epochs) ...")
-    module = train_classifier(base.module, train.x, train.y, epochs=args.epochs, progress=not quiet)
+    module = train_classifier(base.module, train.x, train.y, epochs=args.epochs, lr=1e-2, batch_size=32,
+                              progress=not quiet)
     model = LoadedModel("mnist-cnn", load_float_graph(module), module, base.input_shape_nchw)
     acc_float = float_accuracy(module, test.x, test.y)
     say(f"[2/5] quantising to int8 and generating C for {device.name} ...")
-    result = compile_model(model, args.out, data=_npz_of(train, args.out), samples=128)
+    calib = _npz_of(train, args.out)
+    try:
+        result = compile_model(model, args.out, data=calib, samples=128)
+    finally:
+        os.unlink(calib)
     report = fit_report(result, device)
     host = HostModel(result.out_dir)
     acc_int8, latency_us = _int8_accuracy(host, result.graph, test)
@@ -76,7 +83,6 @@ def load_float_graph(module):
 
 def _npz_of(ds, out_dir) -> str:
     """Calibration images as a .npz next to the output (quantise() takes a dataset spec)."""
-    import os
     import tempfile
 
     fd, path = tempfile.mkstemp(suffix=".npz", prefix=".calib-", dir=os.path.dirname(os.path.abspath(out_dir)))
@@ -113,7 +119,8 @@ def _tflm_numbers(out_dir, graph, test) -> dict:
 def _print_summary(s: dict) -> None:
     print("[5/5] done\n")
     rows = [
-        ("accuracy (1,000 test images)", f"float {s['float_accuracy'] * 100:.1f} %  |  int8 {s['int8_accuracy'] * 100:.1f} %"),
+        ("accuracy (1,000 test images)",
+         f"float {s['float_accuracy'] * 100:.1f} %  |  int8 {s['int8_accuracy'] * 100:.1f} %"),
         ("bit-exact C == reference == TFLM", f"{'yes' if s['bit_exact'] else 'NO'} ({s['verified_inputs']} inputs)"),
         ("SRAM (arena incl. scratch)", f"{kb(s['arena_bytes'])}  vs TFLM arena {kb(s['tflm_arena_bytes'])}"),
         ("input buffer (caller-owned)", kb(s["input_bytes"])),

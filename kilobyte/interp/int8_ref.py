@@ -82,18 +82,8 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         lo, hi = activation_range_of(graph, node)
         pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
-    if op is Op.PAD:
-        _require_same_qparams(graph, node)
-        return pad_int8(args[0], node.attrs.pads, _qp(graph, node.inputs[0])[1])
-    if op in (Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
-        _require_same_qparams(graph, node)
-        if op is Op.CONCAT:
-            if node.attrs.activation is not Activation.NONE:
-                raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
-            return np.concatenate(args, axis=node.attrs.axis)
-        if op is Op.RESHAPE:
-            return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
-        return args[0].copy()
+    if op in (Op.PAD, Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
+        return _eval_moving(graph, node, args)
     if op is Op.MEAN:  # quantize() never emits MEAN; graphs imported from .tflite files may have it
         return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *_qp(graph, node.inputs[0]),
                          *_qp(graph, node.outputs[0]))
@@ -109,6 +99,20 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.AVG_POOL_2D,
                                     Op.MAX_POOL_2D, Op.MEAN, Op.PAD, Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
+
+
+def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
+    """PAD / RESHAPE / IDENTITY / CONCAT: values move unchanged, so input and output params must agree."""
+    _require_same_qparams(graph, node)
+    if node.op is Op.PAD:
+        return pad_int8(args[0], node.attrs.pads, _qp(graph, node.inputs[0])[1])
+    if node.op is Op.CONCAT:
+        if node.attrs.activation is not Activation.NONE:
+            raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
+        return np.concatenate(args, axis=node.attrs.axis)
+    if node.op is Op.RESHAPE:
+        return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
+    return args[0].copy()
 
 
 def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:

@@ -38,16 +38,6 @@ from kilobyte.quant import quantize, quantize_input
 tflm = pytest.importorskip("kilobyte.targets.tflm")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _skip_arena_search():
-    """`run_tflm` also bisects the smallest arena (~15 interpreter builds per model). That figure is not under test
-    here, and TFLM segfaults on some too-small arenas during the search (seen on ~1 in 1000 random graphs), which
-    would take the whole test process down — so the search is stubbed out for this module."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tflm, "tflm_arena_bytes", lambda model_bytes: -1)
-        yield
-
-
 def assert_bit_exact(qgraph, x: np.ndarray) -> int:
     """run_int8 and TFLM agree on every common int8 tensor (float tensors: allclose); returns how many compared."""
     ours = run_int8(qgraph, x, keep_all=True)
