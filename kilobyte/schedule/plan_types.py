@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 class PlanOptions:
     inplace_depthwise: bool = True  # DW conv writes over its input (+ one padded input channel of scratch)
     inplace_add: bool = True  # ADD writes into an input buffer that dies there
+    fuse_add: bool = True  # a 1x1 conv feeding only a residual ADD runs with it as one step into the residual
     alias_reshape: bool = True  # RESHAPE output shares its input's bytes
     concat_in_place: bool = True  # CONCAT producers write straight into their slice of the output
     reorder: bool = True  # search the topological order with the smallest peak
@@ -75,8 +76,8 @@ class PatchStage:
 @dataclass(frozen=True)
 class Plan:
     order: tuple[str, ...]
-    # every activation tensor except the caller-owned graph input(s) and patch-stage tensors read only inside the
-    # stage (those never exist whole: see PatchStage.tile_offsets)
+    # every activation tensor except the caller-owned graph input(s), patch-stage tensors read only inside the
+    # stage (those never exist whole: see PatchStage.tile_offsets) and the outputs of fused convs (see `fused`)
     placements: dict[str, TensorPlacement]
     scratch: dict[str, tuple[int, int]]  # node -> (offset, bytes); absent = no scratch
     arena_bytes: int  # size of the one static arena (tensors + scratch)
@@ -95,3 +96,8 @@ class Plan:
     # output's placement then starts at that input's offset). In-place depthwise nodes have their padded-channel
     # buffer in `scratch`.
     inplace: dict[str, str] = field(default_factory=dict)
+    # Added by plan.py (`PlanOptions.fuse_add`): conv node -> the ADD node it runs with as ONE step. The conv's
+    # output never exists: each output pixel is requantised, added to the residual pixel (the ADD's other input,
+    # which dies there) and written over it, so the ADD's output sits at the residual's bytes (`inplace[add]`).
+    # The pair is adjacent in `order`; the ADD's step is part of the conv's.
+    fused: dict[str, str] = field(default_factory=dict)
