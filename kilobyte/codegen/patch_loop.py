@@ -151,3 +151,212 @@ def block(comment: str, io: Columns | None, statements: list[str]) -> str:
 
 def row_loop(rows: str, call: str) -> str:
     return f"for (int32_t r = 0; r < {rows}; ++r) {{\n    {call}\n}}"
+
+
+# -- per-op emitters: each fills its tables (code.decls) and returns its block of the loop body ----------------------
+@dataclass(frozen=True)
+class WindowSpec:
+    """How a CONV_2D / DEPTHWISE_CONV_2D / pooling tile is called: kernel function, window, zero points, clamp and
+    the trailing arguments (weights before the output pointer, scratch after it)."""
+
+    fn: str
+    kernel: tuple[int, int]
+    zps: tuple[int, int]
+    act: tuple[int, int]
+    weights: str = ""
+    scratch: str = ""
+
+
+def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
+    graph, node = g.graph, g.nodes[k]
+    if node.op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
+        code.families.add("pool")
+        zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
+        fn = "kb_avg_pool" if node.op is Op.AVG_POOL_2D else "kb_max_pool"
+        return WindowSpec(fn, tuple(node.attrs.kernel), (zp, zp), activation_range_of(graph, node))
+    rq = requant_params(graph, node)
+    kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
+    weights = ", " + ", ".join(_weights(graph, node, code))
+    common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
+    if node.op is Op.CONV_2D:
+        code.families.add("conv")
+        return WindowSpec(conv_kernel(node, kernel), **common)
+    code.families.add("depthwise")
+    if node.attrs.depth_multiplier != 1:
+        raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "
+                                 "kernel (only 1)")
+    if not g.in_place(k):
+        return WindowSpec("kb_depthwise", **common)
+    if node.name not in g.stage.tile_scratch:
+        raise KilobyteError(f"patch stage: in-place depthwise '{node.name}' has no tile scratch")
+    fn = INPLACE_DW.get(kernel, "kb_depthwise_inplace") if node.attrs.dilation == (1, 1) else "kb_depthwise_inplace"
+    return WindowSpec(fn, scratch=f", KB_ARENA + {g.stage.tile_scratch[node.name][0]}", **common)
+
+
+def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
+    """The conv variant `layers.emit_conv` picks (all three are bit-identical)."""
+    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
+        return "kb_conv_1x1"
+    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
+        return "kb_conv_3x3"
+    return "kb_conv"
+
+
+def hw(box) -> tuple[int, int]:
+    return max(box[1] - box[0], 0), max(box[3] - box[2], 0)
+
+
+def emit_window(g: StageGeometry, k: int, code: LayerCode) -> str:
+    """CONV_2D, DEPTHWISE_CONV_2D, AVG/MAX_POOL_2D: one call per patch on the tile, with the tile's padding."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    spec = window_spec(g, k, code)
+    io, rows = Columns(f"kb_po_{ident}"), []
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        src, dst = g.source(node.inputs[0], p, tile.in_box), g.target(p, k)
+        fields = window_params(g.graph, node, g.bufs, spec.kernel, spec.zps, spec.act)
+        (ih, iw), (oh, ow) = hw(tile.in_box), hw(tile.out_box)
+        t, b, left, r = tile.padding
+        fields.update(in_h=ih, in_w=iw, in_cstride=src.cstride, out_h=oh, out_w=ow, out_cstride=dst.cstride,
+                      pad_t=t, pad_b=b, pad_l=left, pad_r=r, in_row=src.row, out_row=dst.row)
+        rows.append(fields)
+        io.add(p, src=src.offset, dst=dst.offset)
+        copy_columns(g, p, k, io)
+    code.decls += [param_table("kb_conv_params", f"kb_pp_{ident}", rows), io.decl()]
+    base = "input" if node.inputs[0] in g.graph.inputs else "KB_ARENA"
+    call = (f"{spec.fn}(&kb_pp_{ident}[p], {io.pointer(base, 'src')}{spec.weights}, "
+            f"{io.pointer('KB_ARENA', 'dst')}{spec.scratch});")
+    how = " in place" if spec.scratch else ""
+    return block(f"{node.name} ({node.op.value}{how})", io, [call, *copy_statements(g, k, io, code)])
+
+
+def emit_pad(g: StageGeometry, k: int, code: LayerCode) -> str:
+    """PAD: the tile's share of the layer's padding (zero-point bytes only where the tile meets the border)."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    code.families.add("pad")
+    (_, _), _, _, (c0, c1) = node.attrs.pads
+    zp = int(g.graph.tensors[node.inputs[0]].qparams.zero_point[0])
+    io, rows = Columns(f"kb_po_{ident}"), []
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        src, dst = g.source(node.inputs[0], p, tile.in_box), g.target(p, k)
+        (ih, iw), (t, b, left, r) = hw(tile.in_box), tile.padding
+        rows.append(dict(in_h=ih, in_w=iw, in_c=g.channels(node.inputs[0]), in_cstride=src.cstride, pad_t=t,
+                         pad_b=b, pad_l=left, pad_r=r, pad_c0=c0, pad_c1=c1, out_cstride=dst.cstride, value=zp,
+                         in_row=src.row, out_row=dst.row))
+        io.add(p, src=src.offset, dst=dst.offset)
+        copy_columns(g, p, k, io)
+    code.decls += [param_table("kb_pad_params", f"kb_pp_{ident}", rows), io.decl()]
+    base = "input" if node.inputs[0] in g.graph.inputs else "KB_ARENA"
+    call = f"kb_pad(&kb_pp_{ident}[p], {io.pointer(base, 'src')}, {io.pointer('KB_ARENA', 'dst')});"
+    return block(f"{node.name} (PAD)", io, [call, *copy_statements(g, k, io, code)])
+
+
+def emit_add(g: StageGeometry, k: int, code: LayerCode) -> str:
+    """ADD: one `kb_add` per tile row (operands can be tiles of different widths); in place when the plan put the
+    output tile in an input's buffer (same box, so row r overwrites only itself)."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    code.families.add("add")
+    ap = add_node_params(g.graph, node)
+    io, rows = Columns(f"kb_po_{ident}"), []
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        a, b = (g.source(t, p, tile.in_box) for t in node.inputs)
+        dst = g.target(p, k)
+        h, w = hw(tile.out_box)
+        rows.append(dict(pixels=w, c=g.channels(node.outputs[0]), in1_cstride=a.cstride, in2_cstride=b.cstride,
+                         out_cstride=dst.cstride, in1_offset=ap.input1_offset, in2_offset=ap.input2_offset,
+                         left_shift=ap.left_shift, in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift,
+                         in2_mult=ap.input2_multiplier, in2_shift=ap.input2_shift, out_mult=ap.output_multiplier,
+                         out_shift=ap.output_shift, out_offset=ap.output_offset, act_min=ap.act_min,
+                         act_max=ap.act_max))
+        io.add(p, src1=a.offset, src1_pitch=a.pitch, src2=b.offset, src2_pitch=b.pitch, dst=dst.offset,
+               dst_pitch=dst.pitch, rows=h)
+        copy_columns(g, p, k, io)
+    code.decls += [param_table("kb_add_params", f"kb_pp_{ident}", rows), io.decl()]
+    bases = ["input" if t in g.graph.inputs else "KB_ARENA" for t in node.inputs]
+    call = (f"kb_add(&kb_pp_{ident}[p], {io.pointer(bases[0], 'src1', row='src1_pitch')}, "
+            f"{io.pointer(bases[1], 'src2', row='src2_pitch')}, {io.pointer('KB_ARENA', 'dst', row='dst_pitch')});")
+    how = " in place" if g.in_place(k) else ""
+    return block(f"{node.name} (ADD{how}), row by row", io, [row_loop(io["rows"], call),
+                                                              *copy_statements(g, k, io, code)])
+
+
+def emit_concat(g: StageGeometry, k: int, code: LayerCode) -> str:
+    """CONCAT (channels): each input's tile rows copied into its channel slice of the output tile."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    code.families.add("concat")
+    io = Columns(f"kb_po_{ident}")
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        for j, t in enumerate(node.inputs):
+            src = g.source(t, p, tile.in_box)
+            io.add(p, **{f"src{j}": src.offset, f"src{j}_pitch": src.pitch})
+        dst = g.target(p, k)
+        h, w = hw(tile.out_box)
+        io.add(p, dst=dst.offset, dst_pitch=dst.pitch, rows=h, pixels=w)
+        copy_columns(g, p, k, io)
+    code.decls.append(io.decl())
+    out_cs, calls, c0 = g.target(0, k).cstride, [], 0
+    for j, t in enumerate(node.inputs):
+        base, c = ("input" if t in g.graph.inputs else "KB_ARENA"), g.channels(t)
+        cs = g.graph.tensors[t].shape[3]  # tiles and the caller's input are dense
+        calls.append(row_loop(io["rows"], f"kb_copy_channels({io['pixels']}, {c}, "
+                              f"{io.pointer(base, f'src{j}', row=f'src{j}_pitch')}, {cs}, "
+                              f"{io.pointer('KB_ARENA', 'dst', c0, row='dst_pitch')}, {out_cs});"))
+        c0 += c
+    return block(f"{node.name} (CONCAT), row by row", io, [*calls, *copy_statements(g, k, io, code)])
+
+
+# -- stage outputs that also live in a tile buffer ----------------------------------------------------------------
+def copy_columns(g: StageGeometry, p: int, k: int, io: Columns) -> None:
+    """For a stage output that has a tile buffer (it is read inside the stage too): where patch p's own box is
+    copied from (the tile) and to (the whole tensor)."""
+    node, out = g.nodes[k], g.nodes[k].outputs[0]
+    if out not in g.stage.outputs or node.name not in g.stage.tile_offsets:
+        return
+    box = g.boxes[p]
+    src, dst = g.source(out, p, box), g.whole(out, box)
+    h, w = hw(box)
+    io.add(p, copy_src=src.offset, copy_src_pitch=src.pitch, copy_dst=dst.offset, copy_dst_pitch=dst.pitch,
+           copy_rows=h, copy_pixels=w)
+
+
+def copy_statements(g: StageGeometry, k: int, io: Columns, code: LayerCode) -> list[str]:
+    out = g.nodes[k].outputs[0]
+    if "copy_src" not in io.names:
+        return []
+    code.families.add("concat")
+    c, cs = g.channels(out), g.bufs.plan.placements[out].channel_stride
+    call = (f"kb_copy_channels({io['copy_pixels']}, {c}, {io.pointer('KB_ARENA', 'copy_src', row='copy_src_pitch')}, "
+            f"{c}, {io.pointer('KB_ARENA', 'copy_dst', row='copy_dst_pitch')}, {cs});")
+    return [f"/* stage output '{out}': this patch's own box, out of the tile */", row_loop(io["copy_rows"], call)]
+
+
+EMITTERS = {
+    Op.CONV_2D: emit_window, Op.DEPTHWISE_CONV_2D: emit_window, Op.AVG_POOL_2D: emit_window,
+    Op.MAX_POOL_2D: emit_window, Op.PAD: emit_pad, Op.ADD: emit_add, Op.CONCAT: emit_concat,
+}
+
+
+def emit_patch_stage(graph: Graph, plan, bufs: Buffers) -> LayerCode:
+    """The patch stage of `plan` as per-patch tables (`code.decls`) and one loop over patches (`code.body`)."""
+    stage = plan.patch
+    if tuple(plan.order[:stage.n_nodes]) != tuple(stage.nodes):
+        raise KilobyteError("patch stage: its nodes must be the first n_nodes of the plan's order")
+    g = StageGeometry(graph, plan, bufs)
+    code = LayerCode()
+    blocks = []
+    for k, node in enumerate(g.nodes):
+        if node.op not in EMITTERS:
+            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): no C kernel for a patch-stage tile; "
+                                     f"end the patch stage before it (--patch N,P with a smaller N)")
+        blocks.append(EMITTERS[node.op](g, k, code))
+    n = len(g.boxes)
+    loop = "\n".join([f"for (int32_t p = 0; p < {n}; ++p) {{  /* {stage.grid}x{stage.grid} patches, row-major */",
+                      *("    " + line for b in blocks for line in b.split("\n")), "}"])
+    head = (f"/* MCUNetV2 patch stage: {stage.n_nodes} nodes tile by tile; working region "
+            f"[{stage.working_offset}, {stage.working_offset + stage.working_bytes}) of the arena; stage outputs "
+            f"{', '.join(stage.outputs)} kept whole */")
+    code.body = [head, loop]
+    return code
