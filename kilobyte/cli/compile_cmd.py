@@ -1,7 +1,15 @@
-"""CLI stage: `kilobyte compile MODEL --device D --out DIR` — quantise (if float), plan, generate and build C."""
+"""CLI stage: `kilobyte compile MODEL --device D --out DIR` — quantise (if float), plan, generate and build C.
+
+The fit report is MEASURED when it can be: for a device with a Cortex-M4/M7/M55 core and arm-none-eabi-gcc (plus
+pyelftools) installed, the firmware is linked into the device's Flash and SRAM and its sizes read from the ELF; a
+link overflow is exit code 2 with the linker's numbers. Otherwise Flash and SRAM are estimates from the plan.
+"""
 
 from __future__ import annotations
 
+import sys
+
+from ..errors import DoesNotFitError, KilobyteError
 from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
 from .plan_cmd import parse_patch
 from .profile_cmd import fit_verdict
@@ -34,18 +42,31 @@ def run(args) -> int:
     device = get_device(args)
     result = compile_model(model, args.out, data=args.data, samples=args.samples,
                            patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace)
-    report = fit_report(result, device)
+    report, overflow = measured_fit(fit_report(result, device), result, device)
     if args.json:
         print_json(report)
     else:
-        print(f"wrote {result.out_dir}/ ({', '.join(result.manifest['kernels'])} kernels)")
-        print(f"SRAM  arena {kb(report['arena_bytes'])} (incl. scratch {kb(report['scratch_bytes'])}) + input "
-              f"{kb(report['input_bytes'])} (caller-owned)")
-        print(f"Flash weights {kb(report['weight_bytes'])} + code ~{kb(report['code_bytes'])} (estimate)")
-        print(f"MACs  {report['macs'] / 1e6:.2f} M")
-        if report["verdict"]:
-            print(report["verdict"])
+        print_fit(report, result)
+    if overflow is not None:
+        print(f"kilobyte: does not fit: {overflow}", file=sys.stderr)
     return 0 if report["fits"] else 2
+
+
+def print_fit(report: dict, result) -> None:
+    print(f"wrote {result.out_dir}/ ({', '.join(result.manifest['kernels'])} kernels)")
+    print(f"SRAM  arena {kb(report['arena_bytes'])} (incl. scratch {kb(report['scratch_bytes'])}) + input "
+          f"{kb(report['input_bytes'])} (caller-owned)")
+    fw = report.get("firmware")
+    if fw:
+        print(f"SRAM  {kb(fw['sram_bytes'])} measured ({fw['target']} firmware: arena {kb(fw['sram']['arena'])} + "
+              f"stack reserve {kb(fw['sram']['stack_reserve'])} + other {kb(fw['sram']['other'])})")
+        print(f"Flash {kb(fw['flash_bytes'])} measured (weights {kb(fw['flash']['weights'])} + kernels "
+              f"{kb(fw['flash']['kernels'])} + other {kb(fw['flash']['other'])})")
+    else:
+        print(f"Flash weights {kb(report['weight_bytes'])} + code ~{kb(report['code_bytes'])} (estimate)")
+    print(f"MACs  {report['macs'] / 1e6:.2f} M")
+    if report["verdict"]:
+        print(report["verdict"])
 
 
 def weight_bytes(graph) -> int:
@@ -68,3 +89,48 @@ def fit_report(result, device) -> dict:
             "peak_bytes": m["peak_bytes"], "input_bytes": m["input_bytes"], "weight_bytes": wbytes,
             "code_bytes": code, "flash_bytes": wbytes + code, "macs": m["macs"],
             "device": device.name if device else None, "fits": verdict["fits"], "verdict": verdict["text"]}
+
+
+def can_build_firmware(device) -> bool:
+    """True when `device` has a core we build for and the cross compiler and pyelftools are installed."""
+    import importlib.util
+
+    from ..targets.cortexm import BOARDS
+    from ..targets.cortexm.toolchain import arm_gcc
+
+    if device is None or device.core not in BOARDS or importlib.util.find_spec("elftools") is None:
+        return False
+    try:
+        arm_gcc()
+    except KilobyteError:
+        return False
+    return True
+
+
+def measured_fit(report: dict, result, device) -> tuple[dict, DoesNotFitError | None]:
+    """The fit report with MEASURED Flash/SRAM of the device's firmware when it can be built (see module doc).
+
+    Returns (report, the DoesNotFitError of a failed link or None). `memory` says "measured" or "estimate".
+    """
+    if not can_build_firmware(device):
+        return {**report, "memory": "estimate", "firmware": None, "sram_bytes": report["arena_bytes"]}, None
+    from ..targets.cortexm import build_firmware, measure
+
+    try:
+        build = build_firmware(result.out_dir, device.core, device=device)
+    except DoesNotFitError as e:
+        detail = str(e).split(f"({device.core}): ", 1)[-1]  # drop the "DIR: does not fit DEVICE (core)" prefix
+        return {**report, "memory": "measured", "firmware": None, "fits": False,
+                "verdict": f"DOES NOT FIT {device.name} (measured: the {device.core} firmware link failed): "
+                           f"{detail}"}, e
+    sizes = measure(build)
+    verdict = fit_verdict(sizes["sram_bytes"], sizes["flash_bytes"], device)
+    firmware = {"target": sizes["target"], "elf": str(build.elf), "flash_bytes": sizes["flash_bytes"],
+                "sram_bytes": sizes["sram_bytes"],
+                "flash": {"weights": sizes["flash_weights_bytes"], "kernels": sizes["flash_kernel_bytes"],
+                          "other": sizes["flash_other_bytes"]},
+                "sram": {"arena": sizes["sram_arena_bytes"], "stack_reserve": sizes["sram_stack_bytes"],
+                         "other": sizes["sram_other_bytes"]}}
+    return {**report, "memory": "measured", "firmware": firmware, "flash_estimate_bytes": report["flash_bytes"],
+            "flash_bytes": sizes["flash_bytes"], "sram_bytes": sizes["sram_bytes"], "fits": verdict["fits"],
+            "verdict": verdict["text"] + " (measured)"}, None

@@ -1,4 +1,8 @@
-"""CLI stage: `kilobyte run MODEL --input in.npy --out out.npy` — run an int8 model on one input."""
+"""CLI stage: `kilobyte run MODEL --input in.npy --out out.npy` — run an int8 model on one input.
+
+MODEL is a .tflite (numpy reference or TFLM) or a compiled directory (its host C build, or with --target the
+Cortex-M firmware under QEMU).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import KilobyteError
+from ..errors import DoesNotFitError, KilobyteError
+from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import atomic_write_bytes
 
 
@@ -15,27 +20,35 @@ def register(sub) -> None:
         "run", help="run an int8 model (.tflite or compiled directory) on an .npy input",
         description="Run MODEL on one input. MODEL is an int8 .tflite (engines: reference = Kilobyte's numpy "
         "interpreter, tflm = TensorFlow Lite Micro) or a directory written by `kilobyte compile` (engine: its host "
-        "C build). The input is an int8 array in the model's own (NHWC) shape; the output is written as .npy.")
+        "C build, or with --target the Cortex-M firmware under QEMU). The input is an int8 array in the model's own "
+        "(NHWC) shape; the output is written as .npy.")
     p.add_argument("model", metavar="MODEL", help=".tflite file or compiled directory")
     p.add_argument("--input", "-i", required=True, help="input .npy (int8, the model's input shape)")
     p.add_argument("--out", "-o", required=True, help="output .npy path")
     p.add_argument("--engine", choices=["reference", "tflm", "c"], default=None,
                    help="reference (default for .tflite), tflm, or c (default for a compiled directory)")
+    add_target_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     x = _load_input(args.input)
     path = Path(args.model)
-    if path.is_dir():
-        out = _run_compiled(path, x, args.engine)
+    target, device = target_device(args)
+    if target is not None:
+        try:
+            out, how = _run_on_target(path, x, target, device, args)
+        except DoesNotFitError as e:
+            return does_not_fit(e)
+    elif path.is_dir():
+        out, how = _run_compiled(path, x, args.engine), "host C"
     elif path.suffix == ".tflite":
-        out = _run_tflite(path, x, args.engine or "reference")
+        out, how = _run_tflite(path, x, args.engine or "reference"), args.engine or "reference"
     else:
         raise KilobyteError(f"{path}: expected a .tflite file or a compiled directory")
     buf = _npy_bytes(out)
     atomic_write_bytes(args.out, buf)
-    print(f"wrote {args.out}: {out.dtype}{list(out.shape)}")
+    print(f"wrote {args.out}: {out.dtype}{list(out.shape)} ({how})")
     return 0
 
 
@@ -75,6 +88,17 @@ def _run_compiled(path: Path, x: np.ndarray, engine: str | None) -> np.ndarray:
     if engine not in (None, "c"):
         raise KilobyteError(f"{path}: a compiled directory runs with engine 'c'")
     return run_compiled(path, x)
+
+
+def _run_on_target(path: Path, x: np.ndarray, target: str, device, args) -> tuple[np.ndarray, str]:
+    from ..targets.cortexm.verify import run_on_target
+
+    if not path.is_dir():
+        raise KilobyteError(f"{path}: --target runs a directory written by `kilobyte compile`, not a single file")
+    if args.engine is not None:
+        raise KilobyteError(f"--target runs the firmware under QEMU; drop --engine {args.engine}")
+    out, result = run_on_target(path, x, target, device=device, kernels=args.kernels)
+    return out, f"{target} under QEMU, stack {result.stack_bytes} B"
 
 
 def _npy_bytes(a: np.ndarray) -> bytes:

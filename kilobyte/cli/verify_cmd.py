@@ -1,36 +1,61 @@
-"""CLI stage: `kilobyte verify DIR` — the compiled C model against the numpy reference and TFLite Micro."""
+"""CLI stage: `kilobyte verify DIR [--target CORE]` — the compiled C model against the numpy reference (and TFLM).
+
+On the host: host C == numpy reference == TFLite Micro (+ an ASan/UBSan build). With --target: the firmware for
+that Cortex-M core runs every input under QEMU and must equal the numpy reference and the host C build.
+"""
 
 from __future__ import annotations
 
+from ..errors import DoesNotFitError
+from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import print_json
 
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "verify", help="check a compiled model bit for bit: host C == numpy reference == TFLite Micro",
+        "verify", help="check a compiled model bit for bit: host C (or Cortex-M under QEMU) == numpy reference == TFLM",
         description="Build the project in DIR for the host (strict warnings; plus an ASan/UBSan build with guard "
         "bytes around the arena), run it on random and dataset inputs, and compare every output byte with "
-        "Kilobyte's numpy int8 reference and TensorFlow Lite Micro. Exit code 1 on any mismatch.")
+        "Kilobyte's numpy int8 reference and TensorFlow Lite Micro. With --target, build the firmware for that "
+        "Cortex-M core instead and run every input under QEMU: its output must equal the numpy reference and the "
+        "host C build bit for bit. Exit code 1 on any mismatch, fault or timeout; 2 if it does not fit --device.")
     p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
     p.add_argument("--samples", type=int, default=8, help="random inputs (default 8)")
     p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, .npz, folder)")
-    p.add_argument("--no-tflm", action="store_true", help="skip TensorFlow Lite Micro")
-    p.add_argument("--no-sanitize", action="store_true", help="skip the ASan/UBSan build")
+    p.add_argument("--no-tflm", action="store_true", help="skip TensorFlow Lite Micro (host check only)")
+    p.add_argument("--no-sanitize", action="store_true", help="skip the ASan/UBSan build (host check only)")
+    add_target_args(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..codegen.verify import verify_project
+    target, device = target_device(args)
+    if target is None:
+        from ..codegen.verify import verify_project
 
-    rep = verify_project(args.dir, n_random=args.samples, data=args.data, tflm=not args.no_tflm,
-                         sanitize=not args.no_sanitize, progress=not args.json)
+        rep = verify_project(args.dir, n_random=args.samples, data=args.data, tflm=not args.no_tflm,
+                             sanitize=not args.no_sanitize, progress=not args.json)
+    else:
+        from ..targets.cortexm.verify import verify_on_target
+
+        try:
+            rep = verify_on_target(args.dir, target, device=device, kernels=args.kernels, n_random=args.samples,
+                                   data=args.data, progress=not args.json)
+        except DoesNotFitError as e:
+            return does_not_fit(e)
     if args.json:
-        print_json({"ok": rep.ok, "inputs": rep.inputs, "engines": list(rep.engines),
-                    "sanitizer_runs": rep.sanitizer_runs, "mismatches": rep.mismatches})
+        out = {"ok": rep.ok, "inputs": rep.inputs, "engines": list(rep.engines),
+               "sanitizer_runs": rep.sanitizer_runs, "mismatches": rep.mismatches}
+        if target is not None:
+            out.update(target=rep.target, kernels=args.kernels, device=device.name if device else None,
+                       stack_bytes=rep.stack_bytes)
+        print_json(out)
     else:
         for line in rep.mismatches:
             print(f"MISMATCH {line}")
         status = "OK: bit-exact" if rep.ok else "FAILED"
-        print(f"{status} on {rep.inputs} inputs ({' == '.join(rep.engines)}; {rep.sanitizer_runs} sanitizer runs)")
+        extra = f"; stack high-water mark {rep.stack_bytes} B" if target else \
+            f"; {rep.sanitizer_runs} sanitizer runs"
+        print(f"{status} on {rep.inputs} inputs ({' == '.join(rep.engines)}{extra})")
     return 0 if rep.ok else 1

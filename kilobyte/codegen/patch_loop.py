@@ -63,6 +63,10 @@ class StageGeometry:
     def channels(self, t: str) -> int:
         return self.graph.tensors[t].shape[3]
 
+    def base(self, t: str) -> str:
+        """The C pointer tensor `t`'s tiles are read from: the caller's image or the arena."""
+        return "input" if t in self.graph.inputs else "KB_ARENA"
+
     def source(self, t: str, p: int, box) -> At:
         """Where patch `p` reads `box` (tensor coordinates) of input tensor `t`."""
         if t in self.graph.inputs:
@@ -121,6 +125,8 @@ class Columns:
         return f"io[{self.names.index(name)}]"
 
     def decl(self) -> str:
+        if any(len(row) != len(self.names) for row in self.rows):
+            raise KilobyteError(f"{self.var}: patches disagree on the table's columns")
         lines = [f"/* per patch: {{{', '.join(self.names)}}} (bytes) */",
                  f"static const int32_t {self.var}[{len(self.rows)}][{len(self.names)}] = {{"]
         lines += [f"    {{{', '.join(map(str, row))}}},  /* patch {p} */" for p, row in enumerate(self.rows)]
@@ -141,11 +147,13 @@ def param_table(ctype: str, var: str, rows: list[dict[str, int]]) -> str:
     return "\n".join(lines + ["};"])
 
 
-def block(comment: str, io: Columns | None, statements: list[str]) -> str:
-    """A `{ ... }` statement block for one node inside the patch loop."""
-    head = [f"{{   /* {comment} */"]
-    if io is not None:
-        head.append(f"    const int32_t *io = {io.var}[p];")
+def block(g: StageGeometry, k: int, how: str, io: Columns, statements: list[str]) -> str:
+    """A `{ ... }` statement block for node k inside the patch loop, with a comment saying what flows where."""
+    node = g.nodes[k]
+    srcs = ["input" if t in g.graph.inputs else f"tile {t}" for t in g.graph.activation_inputs(node)]
+    dst = "tile buffer" if node.name in g.stage.tile_offsets else "stage output"
+    head = [f"{{   /* {node.name} ({node.op.value}{how}): {', '.join(srcs)} -> {dst} */",
+            f"    const int32_t *io = {io.var}[p];  /* {{{', '.join(io.names)}}} */"]
     return "\n".join(head + ["    " + line for s in statements for line in s.split("\n")] + ["}"])
 
 
@@ -223,11 +231,9 @@ def emit_window(g: StageGeometry, k: int, code: LayerCode) -> str:
         io.add(p, src=src.offset, dst=dst.offset)
         copy_columns(g, p, k, io)
     code.decls += [param_table("kb_conv_params", f"kb_pp_{ident}", rows), io.decl()]
-    base = "input" if node.inputs[0] in g.graph.inputs else "KB_ARENA"
-    call = (f"{spec.fn}(&kb_pp_{ident}[p], {io.pointer(base, 'src')}{spec.weights}, "
+    call = (f"{spec.fn}(&kb_pp_{ident}[p], {io.pointer(g.base(node.inputs[0]), 'src')}{spec.weights}, "
             f"{io.pointer('KB_ARENA', 'dst')}{spec.scratch});")
-    how = " in place" if spec.scratch else ""
-    return block(f"{node.name} ({node.op.value}{how})", io, [call, *copy_statements(g, k, io, code)])
+    return block(g, k, ", in place" if spec.scratch else "", io, [call, *copy_statements(g, k, io, code)])
 
 
 def emit_pad(g: StageGeometry, k: int, code: LayerCode) -> str:
@@ -247,9 +253,8 @@ def emit_pad(g: StageGeometry, k: int, code: LayerCode) -> str:
         io.add(p, src=src.offset, dst=dst.offset)
         copy_columns(g, p, k, io)
     code.decls += [param_table("kb_pad_params", f"kb_pp_{ident}", rows), io.decl()]
-    base = "input" if node.inputs[0] in g.graph.inputs else "KB_ARENA"
-    call = f"kb_pad(&kb_pp_{ident}[p], {io.pointer(base, 'src')}, {io.pointer('KB_ARENA', 'dst')});"
-    return block(f"{node.name} (PAD)", io, [call, *copy_statements(g, k, io, code)])
+    call = f"kb_pad(&kb_pp_{ident}[p], {io.pointer(g.base(node.inputs[0]), 'src')}, {io.pointer('KB_ARENA', 'dst')});"
+    return block(g, k, "", io, [call, *copy_statements(g, k, io, code)])
 
 
 def emit_add(g: StageGeometry, k: int, code: LayerCode) -> str:
@@ -274,12 +279,11 @@ def emit_add(g: StageGeometry, k: int, code: LayerCode) -> str:
                dst_pitch=dst.pitch, rows=h)
         copy_columns(g, p, k, io)
     code.decls += [param_table("kb_add_params", f"kb_pp_{ident}", rows), io.decl()]
-    bases = ["input" if t in g.graph.inputs else "KB_ARENA" for t in node.inputs]
+    bases = [g.base(t) for t in node.inputs]
     call = (f"kb_add(&kb_pp_{ident}[p], {io.pointer(bases[0], 'src1', row='src1_pitch')}, "
             f"{io.pointer(bases[1], 'src2', row='src2_pitch')}, {io.pointer('KB_ARENA', 'dst', row='dst_pitch')});")
-    how = " in place" if g.in_place(k) else ""
-    return block(f"{node.name} (ADD{how}), row by row", io, [row_loop(io["rows"], call),
-                                                              *copy_statements(g, k, io, code)])
+    how = ", in place" if g.in_place(k) else ""
+    return block(g, k, f"{how}, row by row", io, [row_loop(io["rows"], call), *copy_statements(g, k, io, code)])
 
 
 def emit_concat(g: StageGeometry, k: int, code: LayerCode) -> str:
@@ -299,13 +303,12 @@ def emit_concat(g: StageGeometry, k: int, code: LayerCode) -> str:
     code.decls.append(io.decl())
     out_cs, calls, c0 = g.target(0, k).cstride, [], 0
     for j, t in enumerate(node.inputs):
-        base, c = ("input" if t in g.graph.inputs else "KB_ARENA"), g.channels(t)
-        cs = g.graph.tensors[t].shape[3]  # tiles and the caller's input are dense
+        c = g.channels(t)  # tiles and the caller's input are dense: pixel stride = channels
         calls.append(row_loop(io["rows"], f"kb_copy_channels({io['pixels']}, {c}, "
-                              f"{io.pointer(base, f'src{j}', row=f'src{j}_pitch')}, {cs}, "
+                              f"{io.pointer(g.base(t), f'src{j}', row=f'src{j}_pitch')}, {c}, "
                               f"{io.pointer('KB_ARENA', 'dst', c0, row='dst_pitch')}, {out_cs});"))
         c0 += c
-    return block(f"{node.name} (CONCAT), row by row", io, [*calls, *copy_statements(g, k, io, code)])
+    return block(g, k, ", row by row", io, [*calls, *copy_statements(g, k, io, code)])
 
 
 # -- stage outputs that also live in a tile buffer ----------------------------------------------------------------

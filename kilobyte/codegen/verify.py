@@ -2,7 +2,8 @@
 
 The project's `model.tflite` is read back with our own `.tflite` reader; the numpy int8 interpreter and TFLM run it;
 the host C build (ctypes) runs the same inputs; a sanitizer build (ASan/UBSan, guard bytes around the arena) runs a
-few of them. Any differing byte is a failure with the input index and the number of differing values.
+few of them. Any differing byte is a failure with the input index and the number of differing values. The same checks
+on a Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify DIR --target ...`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class VerifyReport:
     engines: tuple[str, ...] = ()
     mismatches: list[str] = field(default_factory=list)
     sanitizer_runs: int = 0
+    target: str | None = None  # a Cortex-M core when the firmware ran under QEMU, None for host-only checks
+    stack_bytes: int | None = None  # highest stack high-water mark over the QEMU runs
 
     @property
     def ok(self) -> bool:
@@ -43,19 +46,27 @@ def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0)
     return xs
 
 
+def reference_graph(project: str | Path):
+    """The int8 graph the project's C code implements (read back from its model.tflite) and its output name."""
+    from ..frontends.tflite import from_tflite
+    from . import split_float_tail
+
+    project = Path(project)
+    out_name = manifest(project)["output"]["name"]
+    core, _ = split_float_tail(from_tflite((project / "model.tflite").read_bytes()))
+    if core.outputs[0] != out_name:
+        raise KilobyteError(f"{project}: model.tflite output '{core.outputs[0]}' differs from the manifest's")
+    return core, out_name
+
+
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
                    sanitize: bool = True, progress: bool = False) -> VerifyReport:
-    from ..frontends.tflite import from_tflite
     from ..interp import run_int8
-    from . import split_float_tail
 
     project = Path(project)
     m = manifest(project)
     tfl = (project / "model.tflite").read_bytes()
-    core, _ = split_float_tail(from_tflite(tfl))
-    out_name = m["output"]["name"]
-    if core.outputs[0] != out_name:
-        raise KilobyteError(f"{project}: model.tflite output '{core.outputs[0]}' differs from the manifest's")
+    core, out_name = reference_graph(project)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
     report = VerifyReport(len(xs), ("c-host", "reference") + (("tflm",) if tflm else ()))

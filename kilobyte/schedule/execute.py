@@ -7,7 +7,8 @@ their outputs back into it. The arena starts as random bytes and every scratch r
 plan that reads bytes nobody wrote, or lets one tensor overwrite another that is still needed, gives different
 outputs or fails a check: each read is compared with what was written, and an output may overlap its own input
 only in the planned in-place forms. In-place depthwise runs channel by channel through its scratch as the C kernel
-does; the patch stage runs tile by tile through the tile buffers of `plan.patch`.
+does; a fused conv + ADD pair (`plan.fused`) runs as one step over the residual as `kb_conv_1x1_add` does; the patch
+stage runs tile by tile through the tile buffers of `plan.patch`.
 """
 
 from __future__ import annotations
@@ -41,11 +42,17 @@ def execute_plan(graph: Graph, plan: Plan, inputs, *, keep_all: bool = False, se
             raise PlanExecutionError("plan.patch.nodes must be the first n_nodes of plan.order")
         _PatchRun(run, plan.patch).execute()
         skip = plan.patch.n_nodes
-    for name in plan.order[skip:]:
-        run.run_node(run.nodes[name])
+    fused = getattr(plan, "fused", {})
+    for k, name in enumerate(plan.order[skip:], start=skip):
+        if name in fused:
+            if plan.order[k + 1:k + 2] != (fused[name],):
+                raise PlanExecutionError(f"fused pair {name} + {fused[name]}: the ADD must run right after the conv")
+            run.run_fused(run.nodes[name], run.nodes[fused[name]])
+        elif name not in fused.values():
+            run.run_node(run.nodes[name])
     out = {t: run.read(t, "the end of the plan") for t in graph.outputs if t not in graph.inputs}
     if keep_all:
-        return {**run.inputs, **run.written, **out}
+        return {**run.inputs, **run.written, **run.unstored, **out}
     return {t: out.get(t, run.inputs.get(t)) for t in graph.outputs}
 
 
@@ -60,6 +67,7 @@ class _Arena:
         self.inputs = {t: _checked_input(graph, t, inputs.get(t)) for t in graph.inputs}
         self.nodes = {n.name: n for n in graph.nodes}
         self.written: dict[str, np.ndarray] = {}  # tensor -> the values written (what every read must see)
+        self.unstored: dict[str, np.ndarray] = {}  # fused conv outputs: computed pixel by pixel, never stored
 
     # byte-level access: `shape` (..., C) rows placed `stride` elements apart from `offset`
     def view(self, offset: int, stride: int, shape, dtype, what: str) -> np.ndarray:
@@ -127,6 +135,29 @@ class _Arena:
             self.written[out] = y
             return
         self.write(out, eval_node_int8(self.graph, node, args))
+
+    def run_fused(self, conv: Node, add: Node) -> None:
+        """A fused pair as `kb_conv_1x1_add` runs it: for each pixel, the conv's outputs requantised to the conv
+        output's qparams, added (TFLite int8 ADD, in the IR's operand order) to the residual pixel and written over
+        it. Checked: the conv output has no bytes, the ADD output is exactly the residual's bytes, and the conv's
+        input does not meet them — so each pixel reads only itself before it is written, and running the pixels
+        at once below gives the kernel's result."""
+        y, out = conv.outputs[0], add.outputs[0]
+        residual = next(t for t in add.inputs if t != y)
+        dst, src = self.placement(out), self.placement(residual)
+        x = self.graph.activation_inputs(conv)[0]
+        overlaps = x not in self.inputs and _spans_meet(self.span(x), self.span(residual))
+        if y in self.plan.placements or (dst.offset, dst.channel_stride) != (src.offset, src.channel_stride) \
+                or overlaps or getattr(self.plan, "inplace", {}).get(add.name) != residual:
+            raise PlanExecutionError(f"fused pair {conv.name} + {add.name}: its output must be exactly over the "
+                                     f"residual '{residual}', which the conv must not read, and '{y}' unplaced")
+        if conv.name in self.plan.scratch:
+            self.poison(*self.plan.scratch[conv.name])
+        args = [self.read(t, f"node '{conv.name}'") for t in conv.inputs]
+        r = self.read(residual, f"node '{add.name}'")
+        conv_out = eval_node_int8(self.graph, conv, args)
+        self.unstored[y] = conv_out
+        self.write(out, eval_node_int8(self.graph, add, [conv_out if t == y else r for t in add.inputs]))
 
     def overlapped_input(self, node: Node) -> str | None:
         """The input whose bytes `node`'s output overlaps; checked to be a form the C kernels can run in place:

@@ -6,13 +6,17 @@ an op's inputs and output are live together at its step. An in-place node's outp
 *group*: the group is placed at one arena offset, and at the in-place step it occupies max(input, output) bytes, not
 the sum. Scratch is live at its step only. The caller-owned graph input is not counted.
 
+A fusable conv + ADD pair (inplace.py) is fused when the ADD runs right after the conv and the residual's unit dies
+at the ADD (it is no graph output): then the conv's output unit takes no bytes at all, and the ADD's output joins
+the residual's group as an in-place ADD does. (Fusing never costs more than running the pair apart.)
+
 This is the reference model: the reorder search computes the same numbers incrementally over sets of nodes, and the
 tests check both against each other and against brute force.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir import Graph
 from .inplace import Aliases, find_aliases
@@ -32,6 +36,7 @@ class Liveness:
     scratch: tuple[int, ...]  # scratch bytes per step
     live_bytes: tuple[int, ...]  # unit + scratch bytes live at each step
     aliases: Aliases
+    fused: dict[str, str] = field(default_factory=dict)  # conv node -> the ADD it runs with (one kernel call)
 
     @property
     def peak(self) -> int:
@@ -71,13 +76,25 @@ def choose_inplace(node: str, step: int, aliases: Aliases, last: dict[str, int],
     return None
 
 
+def fused_pairs(order, aliases: Aliases, last: dict[str, int], outs: set[str], start: int = 0) -> dict[str, str]:
+    """conv -> ADD for the fusable pairs (`aliases.fusable`) that run as one step under `order`: the ADD right after
+    the conv, at or after step `start` (the end of a patch stage), the residual's unit dying at the ADD."""
+    pos = {name: i for i, name in enumerate(order)}
+    fused: dict[str, str] = {}
+    for conv, pair in aliases.fusable.items():
+        i, r = pos[conv], aliases.root[pair.residual]
+        if i >= start and pos[pair.add] == i + 1 and last.get(r) == i + 1 and r not in outs:
+            fused[conv] = pair.add
+    return fused
+
+
 def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, aliases: Aliases | None = None,
             scratch_override: dict[str, int] | None = None, stage: PatchStage | None = None) -> Liveness:
     """Live bytes per step of `graph` run in `order` (a topological order of all node names).
 
     With a patch `stage` (its nodes first in `order`) the first `stage.n_nodes` steps are one super-step: units
     holding a stage output are live from step 0, units read only inside the stage live in tiles (not counted here),
-    and those steps hold `stage.working_peak` more bytes; in-place rules and scratch apply after the stage only.
+    and those steps hold `stage.working_peak` more bytes; in-place rules, fusion and scratch apply after the stage.
     """
     aliases = aliases or find_aliases(graph, options)
     order = tuple(order)
@@ -87,18 +104,23 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
     if stage:
         _stage_units(graph, stage, aliases, first, last)
     outs = output_units(graph, aliases)
+    fused = fused_pairs(order, aliases, last, outs, n_stage)
+    for conv in fused:  # the conv's output is never stored
+        y = aliases.root[aliases.fusable[conv].conv_out]
+        del first[y], last[y]
+    fused_adds = {add: aliases.fusable[conv].residual for conv, add in fused.items()}
     inplace: dict[str, str] = {}
     group = {r: r for r in first}
     scratch = [0] * len(order)
     overlap = [0] * len(order)  # bytes counted twice at an in-place step (input and output share them)
     for i, name in enumerate(order[n_stage:], start=n_stage):
-        c = choose_inplace(name, i, aliases, last, outs)
+        c = fused_adds.get(name) or choose_inplace(name, i, aliases, last, outs)
         if c is not None:
             inplace[name] = c
             src, dst = aliases.root[c], aliases.root[nodes[name].outputs[0]]
             group[dst] = group[src]
             overlap[i] = min(aliases.size[src], aliases.size[dst])
-        scratch[i] = _scratch(graph, nodes[name], c is not None, aliases, scratch_override)
+        scratch[i] = _scratch(graph, nodes[name], c is not None and name not in fused_adds, aliases, scratch_override)
     diff = [0] * (len(order) + 1)
     for r in first:
         diff[first[r]] += aliases.size[r]
@@ -108,7 +130,7 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
         running += diff[i]
         working = stage.working_peak if i < n_stage else 0
         live.append(running - overlap[i] + scratch[i] + working)
-    return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases)
+    return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases, fused)
 
 
 def _scratch(graph: Graph, node, inplace: bool, aliases: Aliases, override: dict | None) -> int:

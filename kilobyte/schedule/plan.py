@@ -6,7 +6,8 @@ scratch (scratch.py; model-adaptive im2col optionally), place every storage grou
 patch working region with the arena planner (arena.py), derive each tensor's placement (concat slices get the
 output's channel stride), and verify the result independently of how it was built: no two tensors alive at the same
 step share a byte unless they are declared aliases, scratch overlaps nothing live, the arena holds everything and
-is at least the peak. A violation is a bug and raises `PlanError`.
+is at least the peak. A violation is a bug and raises `PlanError`. Fused conv + ADD pairs (`Plan.fused`) are checked
+too: adjacent in the order, the conv's output unplaced, the ADD's output exactly at the residual's bytes.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..analysis.macs import node_macs
-from ..analysis.shapes import activation_bytes
 from ..errors import KilobyteError
 from ..ir import Graph
 from .arena import plan_groups
-from .inplace import Aliases, find_aliases, slice_placement
+from .inplace import Aliases, element_bytes, find_aliases, planned_bytes, slice_placement
 from .liveness import Liveness, analyze
 from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
 from .reorder import ReorderResult, best_order
@@ -130,7 +130,7 @@ def _placements(graph: Graph, live: Liveness, root_offset: dict[str, int]) -> di
     for t, r in al.root.items():
         if r in root_offset:
             delta, stride = slice_placement(al, graph, t)
-            out[t] = TensorPlacement(root_offset[r] + delta, activation_bytes(graph, t), stride)
+            out[t] = TensorPlacement(root_offset[r] + delta, planned_bytes(graph, t), stride)
     return out
 
 
@@ -141,7 +141,8 @@ def _macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
 
 
 def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
-    """Plan `graph` (int8 or float; activations at 1 B per element) for one static arena.
+    """Plan `graph` for one static arena: int8 graphs at their tensors' real sizes (a float32 softmax tail takes 4 B
+    per element), float graphs as if int8 (1 B per element).
 
     >>> import numpy as np
     >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
@@ -167,9 +168,9 @@ def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
     plan = Plan(
         order=chosen.order, placements=_placements(graph, live, root_offset), scratch=scratch,
         arena_bytes=arena.arena_bytes, peak_bytes=live.peak, scratch_bytes=max([tile_scratch, *live.scratch]),
-        input_bytes=sum(activation_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
+        input_bytes=sum(planned_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
         optimal=chosen.optimal, lower_bound=lower, live_bytes=live.live_bytes, patch=stage,
-        options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace))
+        options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace), fused=dict(live.fused))
     verify_plan(graph, plan, aliases)
     return plan
 
@@ -190,7 +191,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "fragmentation": (plan.arena_bytes - plan.peak_bytes) / plan.arena_bytes if plan.arena_bytes else 0.0,
         "placements": {t: dataclasses.asdict(p) for t, p in plan.placements.items()},
         "scratch": {n: {"offset": o, "bytes": b} for n, (o, b) in plan.scratch.items()},
-        "inplace": dict(plan.inplace),
+        "inplace": dict(plan.inplace), "fused": dict(plan.fused),
     }
 
 
@@ -199,7 +200,7 @@ def _span(graph: Graph, t: str, p: TensorPlacement) -> tuple[int, int]:
     """First and one-past-last byte a (possibly channel-strided) tensor touches."""
     channels = graph.tensors[t].shape[-1]
     rows = graph.tensors[t].numel // channels
-    return p.offset, p.offset + (rows - 1) * p.channel_stride + channels
+    return p.offset, p.offset + ((rows - 1) * p.channel_stride + channels) * element_bytes(graph, t)
 
 
 def _lifetimes(graph: Graph, plan: Plan) -> dict[str, tuple[int, int]]:
@@ -279,6 +280,7 @@ def verify_plan(graph: Graph, plan: Plan, aliases: Aliases) -> None:
                         f"<= arena {plan.arena_bytes}")
     if plan.patch is not None:
         _check_tiles(graph, plan.patch)
+    _check_fused(graph, plan)
     steps = _items_by_step(graph, plan)
     for i, items in enumerate(steps):
         for lo, hi, t in items:
@@ -286,6 +288,22 @@ def verify_plan(graph: Graph, plan: Plan, aliases: Aliases) -> None:
                 raise PlanError(f"plan of '{graph.name}': {t or 'scratch'} [{lo}, {hi}) is outside the arena "
                                 f"of {plan.arena_bytes} B")
         _check_step(graph, plan, aliases, i, items)
+
+
+def _check_fused(graph: Graph, plan: Plan) -> None:
+    """Each fused pair: the ADD right after the conv, the conv's output unplaced, the ADD's output exactly over the
+    residual (the other ADD input), declared in place."""
+    pos = {name: i for i, name in enumerate(plan.order)}
+    for conv, add in plan.fused.items():
+        y, node = graph.node(conv).outputs[0], graph.node(add)
+        residual = next((t for t in node.inputs if t != y), None)
+        out, res = plan.placements.get(node.outputs[0]), plan.placements.get(residual)
+        ok = (pos[add] == pos[conv] + 1 and y in node.inputs and y not in plan.placements and plan.inplace.get(add)
+              == residual and out is not None and res is not None
+              and (out.offset, out.channel_stride) == (res.offset, res.channel_stride))
+        if not ok:
+            raise PlanError(f"plan of '{graph.name}': fused pair {conv} + {add} is not adjacent, or its ADD output is "
+                            f"not exactly over the residual '{residual}'")
 
 
 def _check_tiles(graph: Graph, stage: PatchStage) -> None:

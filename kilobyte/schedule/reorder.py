@@ -16,6 +16,11 @@ which tensors die at the step, i.e. on the state). Three things keep it small:
   outright would not be exact: switching branches after a chain node that grows memory can lower the peak.)
 - budget: more than `PlanOptions.exact_budget` states falls back to the heuristic order, with `optimal=False`.
 
+A fusable conv + ADD pair (inplace.py) is one move of two nodes when it can fuse from the state (the ADD's other
+input is computed and has no reader left but the ADD): fused and adjacent is never worse than running the ADD later
+(the ADD's output only replaces the residual, and the conv's output is never held), so the conv alone is not tried
+then. Elsewhere the conv alone is a move, but never a forced one (forcing it could split a pair that should fuse).
+
 `lower_bound` = max over nodes of the bytes any order must hold at that node: units produced by an ancestor and read
 by the node or a descendant (or graph outputs), plus the cheapest way to produce its output (in place if it can).
 """
@@ -63,6 +68,13 @@ class _Model:
         self.succs: list[list[int]] = [[] for _ in self.names]
         self.in_units, self.out_unit, self.cand_units = [], [], []
         self.scratch_reg, self.scratch_inp = [], []
+        # fusable conv i -> (its ADD, the conv output's unit, the residual's unit); the ADD -> the same triple
+        self.fuse: list[tuple[int, int, int] | None] = [None] * len(self.names)
+        self.fused_into: list[tuple[int, int, int] | None] = [None] * len(self.names)
+        for conv, pair in al.fusable.items():
+            triple = (index[pair.add], uid[al.root[pair.conv_out]], uid[al.root[pair.residual]])
+            self.fuse[index[conv]] = triple
+            self.fused_into[index[pair.add]] = (index[conv], *triple[1:])
         for i, n in enumerate(graph.nodes):
             self.prod[uid[al.root[n.outputs[0]]]] |= 1 << i
             ins = [t for t in activation_inputs(graph, n) if t in al.root]
@@ -100,6 +112,43 @@ class _Model:
             held_after = held - freed + (size[uo] if is_out[uo] or cons[uo] & ~after else 0)
         scratch = self.scratch_reg[v] if src is None else self.scratch_inp[v]
         return held + new + scratch, held_after
+
+    def can_fuse(self, done: int, v: int) -> bool:
+        """Whether conv v, run after the set `done`, fuses with its ADD (run right after it)."""
+        if self.fuse[v] is None:
+            return False
+        a, _, ur = self.fuse[v]
+        after = done | 1 << v | 1 << a
+        return not self.preds[a] & ~(done | 1 << v) and not self.is_out[ur] and not self.cons[ur] & ~after
+
+    def fused_step(self, done: int, held: int, v: int) -> tuple[int, int]:
+        """(bytes live, bytes held after) for conv v and its ADD run as one fused step after `done`."""
+        a, _, ur = self.fuse[v]
+        size, cons, is_out = self.size, self.cons, self.is_out
+        after = done | 1 << v
+        conv_live = held + self.scratch_reg[v]  # the conv's output takes no bytes
+        held -= sum(size[u] for u in self.in_units[v] if not is_out[u] and not cons[u] & ~after)
+        uo = self.out_unit[a]
+        add_live = held + max(0, size[uo] - size[ur])  # the ADD's output over the dying residual
+        held_after = held - size[ur] + (size[uo] if is_out[uo] or cons[uo] & ~(after | 1 << a) else 0)
+        return max(conv_live, add_live), held_after
+
+    def moves(self, done: int, held: int, ready: int) -> list[tuple[tuple[int, ...], int, int]]:
+        """Every next move from a state: (nodes run, bytes live, bytes held after); a fusing pair is one move."""
+        out = []
+        for v in _bits(ready):
+            if self.can_fuse(done, v):
+                out.append(((v, self.fuse[v][0]), *self.fused_step(done, held, v)))
+            else:
+                out.append(((v,), *self.step(done, held, v)))
+        return out
+
+    def run(self, ready: int, done: int, nodes: tuple[int, ...]) -> tuple[int, int]:
+        """(ready set, done set) after running `nodes` in order."""
+        for v in nodes:
+            ready = self.ready_after(ready, done, v)
+            done |= 1 << v
+        return ready, done
 
     def ready_after(self, ready: int, done: int, v: int) -> int:
         after = done | 1 << v
@@ -143,25 +192,32 @@ def _bits(mask: int):
 
 
 def order_peak(model: _Model, order: list[int], start: _Start) -> int:
-    """Peak of the steps of `order` after the start's prefix (`order` excludes the prefix)."""
-    done, held, peak = start.done, start.held, 0
-    for v in order:
-        cost, held = model.step(done, held, v)
+    """Peak of the steps of `order` after the start's prefix (`order` excludes the prefix); a fusable conv followed
+    by its ADD is one fused step when it can fuse (as liveness.py decides)."""
+    done, held, peak, k = start.done, start.held, 0, 0
+    while k < len(order):
+        v = order[k]
+        pair = k + 1 < len(order) and model.fuse[v] is not None and order[k + 1] == model.fuse[v][0]
+        if pair and model.can_fuse(done, v):
+            cost, held = model.fused_step(done, held, v)
+            done |= 1 << v | 1 << order[k + 1]
+            k += 2
+        else:
+            cost, held = model.step(done, held, v)
+            done |= 1 << v
+            k += 1
         peak = max(peak, cost)
-        done |= 1 << v
     return peak
 
 
 def greedy_order(model: _Model, start: _Start) -> list[int]:
-    """Smallest-step-next: run the ready node with the cheapest step (then the least held after, then graph order)."""
+    """Smallest-step-next: run the ready move with the cheapest step (then the least held after, then graph order)."""
     done, held, ready = start.done, start.held, start.ready
-    order = []
+    order: list[int] = []
     while ready:
-        best = min((model.step(done, held, v), v) for v in _bits(ready))
-        (_, held), v = best
-        order.append(v)
-        ready = model.ready_after(ready, done, v)
-        done |= 1 << v
+        nodes, _, held = min(model.moves(done, held, ready), key=lambda m: (m[1], m[2], m[0]))
+        order.extend(nodes)
+        ready, done = model.run(ready, done, nodes)
     return order
 
 
@@ -183,19 +239,24 @@ def lower_bound(model: _Model, start: _Start) -> int:
         later = desc[v] | 1 << v
         must = [u for u in range(len(model.size))
                 if model.prod[u] & anc[v] and (model.is_out[u] or model.cons[u] & later)]
-        uo = model.out_unit[v]
-        produce = model.scratch_reg[v] + (0 if uo in must else model.size[uo])
-        for u in model.cand_units[v]:
+        uo, cands = model.out_unit[v], model.cand_units[v]
+        produce = model.scratch_reg[v] + (0 if uo in must or model.fuse[v] else model.size[uo])
+        if model.fused_into[v] is not None:  # fused, the conv's output is never held and the residual is overwritten
+            _, uy, ur = model.fused_into[v]
+            must, cands = [u for u in must if u != uy], (*cands, ur)
+        for u in cands:
             if uo not in must and not model.is_out[u] and not model.cons[u] & desc[v]:
                 produce = min(produce, max(0, model.size[uo] - model.size[u]) + model.scratch_inp[v])
         best = max(best, sum(model.size[u] for u in must) + produce)
     return best
 
 
-def _forced_move(moves: list, held: int, d: int):
-    """A move (node, cost, held after) that neither raises the running peak `d` nor grows the held bytes."""
+def _forced_move(model: _Model, moves: list, held: int, d: int):
+    """A move (nodes, cost, held after) that neither raises the running peak `d` nor grows the held bytes (never a
+    fusable conv alone: see the module docstring)."""
     for move in moves:
-        if move[1] <= d and move[2] <= held:
+        nodes = move[0]
+        if move[1] <= d and move[2] <= held and not (len(nodes) == 1 and model.fuse[nodes[0]] is not None):
             return move
     return None
 
@@ -207,7 +268,7 @@ def search(model: _Model, start: _Start, bound: int, budget: int) -> tuple[list[
     """
     full = (1 << len(model.names)) - 1
     best = {start.done: 0}
-    info = {start.done: (start.held, start.ready, None, -1)}  # state -> (held, ready, parent, node)
+    info = {start.done: (start.held, start.ready, None, ())}  # state -> (held, ready, parent, nodes run)
     heap = [(0, 0, 0, start.done)]  # (peak so far, -nodes done, tie, state)
     tie = 0
     while heap:
@@ -219,28 +280,28 @@ def search(model: _Model, start: _Start, bound: int, budget: int) -> tuple[list[
         if len(best) > budget:
             return None, len(best), False
         held, ready, _, _ = info[done]
-        moves = [(v, *model.step(done, held, v)) for v in _bits(ready)]
-        forced = _forced_move(moves, held, d)
+        moves = model.moves(done, held, ready)
+        forced = _forced_move(model, moves, held, d)
         moves = [forced] if forced else moves
-        for v, cost, held_after in moves:
+        for nodes, cost, held_after in moves:
             nd = max(d, cost)
-            nxt = done | 1 << v
+            next_ready, nxt = model.run(ready, done, nodes)
             if nd >= best.get(nxt, bound):
                 continue
             best[nxt] = nd
-            info[nxt] = (held_after, model.ready_after(ready, done, v), done, v)
+            info[nxt] = (held_after, next_ready, done, nodes)
             tie += 1
             heapq.heappush(heap, (nd, -nxt.bit_count(), tie, nxt))
     return None, len(best), True
 
 
 def _trace(info: dict, state: int) -> list[int]:
-    order = []
+    moves = []
     while info[state][2] is not None:
-        _, _, parent, v = info[state]
-        order.append(v)
+        _, _, parent, nodes = info[state]
+        moves.append(nodes)
         state = parent
-    return order[::-1]
+    return [v for nodes in reversed(moves) for v in nodes]
 
 
 def best_order(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, prefix=(), pinned=frozenset()) -> ReorderResult:

@@ -34,7 +34,8 @@ from kilobyte.schedule.patch import PatchStageError, candidate_cuts, stage_nodes
 from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions, TensorPlacement
 
-NO_RULES = PlanOptions(inplace_depthwise=False, inplace_add=False, alias_reshape=False, concat_in_place=False)
+NO_RULES = PlanOptions(inplace_depthwise=False, inplace_add=False, alias_reshape=False, concat_in_place=False,
+                       fuse_add=False)
 RELU6 = Activation.RELU6
 
 
@@ -114,7 +115,7 @@ def int8_graphs(draw):
     return b.build([x])
 
 
-UNITS = ("conv", "dw", "pool", "pad", "residual", "concat")
+UNITS = ("conv", "dw", "pool", "pad", "residual", "concat", "block")
 
 
 def _unit(b, x, kind, draw, rng):
@@ -138,11 +139,24 @@ def _unit(b, x, kind, draw, rng):
         return b.node(op, [x], PoolAttrs((k, k), (stride, stride), tuple(min(p, k - 1) for p in pad)))
     if kind == "pad":
         return b.node(Op.PAD, [x], PadAttrs(((0, 0), pad[:2], pad[2:], (0, 0))))
+    if kind == "block":  # inverted residual: the projection may run fused with the ADD
+        return _block(b, x, act, rng, swap=draw(st.booleans()))
     y = b.node(Op.CONV_2D, [x], ConvAttrs(activation=act),
                params={"weight": rng.normal(0, 0.5, (c, 1, 1, c)), "bias": rng.normal(0, 0.1, c)})
     if kind == "residual":
         return b.node(Op.ADD, [x, y])
     return b.node(Op.CONCAT, [y, x], ConcatAttrs(axis=3))
+
+
+def _block(b, x, act, rng, swap=False):
+    """1x1 expand (x3) -> 3x3 depthwise -> 1x1 projection -> ADD with the block input (operands swapped or not)."""
+    c = b.shape(x)[3]
+    e = b.node(Op.CONV_2D, [x], ConvAttrs(activation=act),
+               params={"weight": rng.normal(0, 0.5, (3 * c, 1, 1, c)), "bias": rng.normal(0, 0.1, 3 * c)})
+    d = b.node(Op.DEPTHWISE_CONV_2D, [e], DepthwiseAttrs(padding=(1, 1, 1, 1), activation=act),
+               params={"weight": rng.normal(0, 0.5, (1, 3, 3, 3 * c)), "bias": rng.normal(0, 0.1, 3 * c)})
+    y = b.node(Op.CONV_2D, [d], params={"weight": rng.normal(0, 0.5, (c, 1, 1, 3 * c)), "bias": rng.normal(0, 0.1, c)})
+    return b.node(Op.ADD, [y, x] if swap else [x, y])
 
 
 def _stage_cuts(q) -> list[int]:
@@ -267,12 +281,39 @@ def test_flatten_reshape_alias_bit_exact():
     _assert_bit_exact(q, make_plan(q, NO_RULES), x)
 
 
-@pytest.mark.xfail(strict=True, raises=PlanExecutionError,
-                   reason="make_plan sizes the float32 DEQUANTIZE -> SOFTMAX tail at 1 B per element (it needs 4): "
-                          "the two float tensors overlap")
 def test_float_softmax_tail_bit_exact():
+    """The float32 DEQUANTIZE -> SOFTMAX tail of an int8 graph takes 4 B per element (a float graph plans at 1)."""
     q, x = _flatten_head(softmax=True)
-    _assert_bit_exact(q, make_plan(q, PlanOptions()), x)
+    plan = make_plan(q, PlanOptions())
+    floats = [t for t in plan.placements if q.tensors[t].dtype == "float32"]
+    assert len(floats) == 2 and all(plan.placements[t].size == 4 * q.tensors[t].numel for t in floats)
+    _assert_bit_exact(q, plan, x)
+
+
+def _fused_block():
+    b = GraphBuilder()
+    rng = np.random.default_rng(5)
+    x = b.node(Op.CONV_2D, [b.input((1, 6, 6, 2))], ConvAttrs(padding=(1, 1, 1, 1), activation=RELU6),
+               params={"weight": rng.normal(0, 0.5, (4, 3, 3, 2)), "bias": rng.normal(0, 0.1, 4)})
+    y = _block(b, x, RELU6, rng, swap=True)
+    return _int8(b.build([b.node(Op.AVG_POOL_2D, [y], PoolAttrs((6, 6), (6, 6)))]))
+
+
+def test_fused_conv_add_runs_over_the_residual():
+    q, x = _fused_block()
+    plan = make_plan(q, PlanOptions())
+    assert plan.fused == {"conv_2d_2": "add_0"} and "conv_2d_2" not in plan.placements
+    assert plan.placements["add_0"] == plan.placements["conv_2d_0"]  # the ADD's output over the residual
+    assert make_plan(q, PlanOptions(fuse_add=False)).peak_bytes > plan.peak_bytes
+    _assert_bit_exact(q, plan, x)
+    split = dataclasses.replace(plan, fused={})  # run apart, the projection has nowhere to go
+    with pytest.raises(PlanExecutionError, match="no placement"):
+        execute_plan(q, split, x)
+    moved = _moved(plan, "add_0", plan.placements["add_0"].offset + 4)
+    with pytest.raises(PlanExecutionError, match="exactly over the residual"):
+        execute_plan(q, moved, x)
+    with pytest.raises(PlanExecutionError, match="must run right after"):
+        execute_plan(q, dataclasses.replace(plan, fused={"conv_2d_1": "add_0"}), x)
 
 
 def test_window_wholly_in_padding():

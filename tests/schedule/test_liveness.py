@@ -21,11 +21,14 @@ from kilobyte.schedule.reorder import _Model, _start, order_peak
 OPS = ("conv1", "conv3", "dw", "add", "concat", "reshape", "pool")
 OPTION_SETS = [
     PlanOptions(),
-    PlanOptions(inplace_depthwise=False, inplace_add=False, alias_reshape=False, concat_in_place=False),
+    PlanOptions(inplace_depthwise=False, inplace_add=False, alias_reshape=False, concat_in_place=False,
+                fuse_add=False),
     PlanOptions(inplace_depthwise=False),
     PlanOptions(inplace_add=False),
     PlanOptions(alias_reshape=False),
     PlanOptions(concat_in_place=False),
+    PlanOptions(fuse_add=False),
+    PlanOptions(inplace_add=False, inplace_depthwise=False, concat_in_place=False),  # fusion alone
 ]
 
 
@@ -151,6 +154,45 @@ def test_depthwise_whose_input_lives_on_is_not_in_place():
     assert live.live_bytes == (1024, 2048, 2048)
 
 
+def _residual_block(b, x, expand=6):
+    """MobileNetV2's inverted residual: 1x1 expand -> 3x3 DW -> 1x1 project -> ADD(block input, projection)."""
+    c = b.shape(x)[3]
+    return b.node(Op.ADD, [x, _pw(b, _dw(b, _pw(b, x, c * expand)), c)])
+
+
+def test_projection_fused_with_the_residual_add():
+    """The projection's output never exists: block input (held) + DW output, then the ADD output at the block
+    input's bytes. Unfused, the projection's output sits beside them (MCUNetV2's 172 kB assumes fusion)."""
+    b = GraphBuilder()
+    x = _pw(b, b.input((1, 8, 8, 2)), 4)  # 256 B: the residual
+    y = _residual_block(b, x)  # expand 1536 B, DW in place (+100 B scratch), project 256 B, add 256 B
+    g = b.build([_pw(b, y, 2)])
+    order = [n.name for n in g.nodes]
+    on = analyze(g, order)
+    assert on.fused == {"conv_2d_2": "add_0"} and on.inplace["add_0"] == x
+    assert on.live_bytes[3:5] == (256 + 1536, 256)  # the fused conv step, then the ADD's step over the residual
+    assert "conv_2d_2" not in on.first  # the projection's output has no storage unit
+    off = analyze(g, order, PlanOptions(fuse_add=False))
+    assert off.fused == {} and off.live_bytes[3:5] == (256 + 1536 + 256, 256 + 256)
+    assert on.peak < off.peak
+
+
+def test_fusion_needs_adjacency_and_a_dying_residual():
+    b = GraphBuilder()
+    x = _pw(b, b.input((1, 4, 4, 2)), 3)
+    p = _pw(b, _dw(b, x), 3)
+    side = _pw(b, x, 1)  # reads the residual too
+    g = b.build([b.node(Op.ADD, [p, x]), side])
+    names = {n.name: n for n in g.nodes}
+    assert names["add_0"].inputs == (p, x)
+    late = analyze(g, ["conv_2d_0", "depthwise_conv_2d_0", "conv_2d_1", "add_0", "conv_2d_2"])
+    assert late.fused == {}  # the residual is read after the ADD: the ADD cannot overwrite it
+    early = analyze(g, ["conv_2d_0", "depthwise_conv_2d_0", "conv_2d_2", "conv_2d_1", "add_0"])
+    assert early.fused == {"conv_2d_1": "add_0"} and early.inplace["add_0"] == x
+    apart = analyze(g, ["conv_2d_0", "depthwise_conv_2d_0", "conv_2d_1", "conv_2d_2", "add_0"])
+    assert apart.fused == {}  # not adjacent
+
+
 def test_reshape_alias_and_concat_slices_cost_nothing():
     b = GraphBuilder()
     x = b.input((1, 4, 4, 2))
@@ -200,8 +242,8 @@ def test_interval_model_equals_the_search_cost_model(data, graph, options):
 @settings(max_examples=100)
 @given(st.data(), dags(max_nodes=12), st.sampled_from(OPTION_SETS))
 def test_in_place_rules_other_than_concat_never_add_bytes(data, graph, options):
-    """Depthwise, ADD and RESHAPE rules only ever save bytes at a step. (The concat rule may not: it holds the whole
-    output from the first slice on.)"""
+    """Depthwise, ADD, fusion and RESHAPE rules only ever save bytes at a step. (The concat rule may not: it holds
+    the whole output from the first slice on.)"""
     order = data.draw(orders(graph))
     plain = analyze(graph, order, dataclasses.replace(OPTION_SETS[1], concat_in_place=options.concat_in_place))
     live = analyze(graph, order, options)

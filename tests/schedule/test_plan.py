@@ -165,7 +165,9 @@ def test_random_plans_never_overlap_and_hold_their_peak(graph, rules, arena, reo
     assert reorder or plan.order == tuple(n.name for n in graph.nodes)
     check_no_overlap(graph, plan)
     assert plan.lower_bound <= plan.peak_bytes == max(plan.live_bytes) <= plan.arena_bytes
-    assert set(plan.placements) == {n.outputs[0] for n in graph.nodes}
+    fused_outputs = {graph.node(conv).outputs[0] for conv in plan.fused}
+    assert set(plan.placements) == {n.outputs[0] for n in graph.nodes} - fused_outputs
+    assert options.fuse_add or not plan.fused
     assert plan.scratch_bytes == max([b for _, b in plan.scratch.values()], default=0)
     assert all(p.offset % options.alignment == 0 for t, p in plan.placements.items()
                if p.channel_stride == graph.tensors[t].shape[-1])

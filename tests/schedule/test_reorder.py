@@ -84,12 +84,30 @@ def test_reordering_runs_the_branch_that_shrinks_first():
     c2 = _conv(b, c1, 1)
     g = b.build([b.node(Op.ADD, [a2, c2])])
     given_peak = analyze(g, [n.name for n in g.nodes]).peak
-    r = best_order(g)
+    unfused = PlanOptions(fuse_add=False)
+    r = best_order(g, unfused)
     assert given_peak == 1024 + 1024 + 64
     assert r.peak == 1024 + 64 + 64 and r.optimal
     assert r.order.index(a2) < r.order.index(c1) or r.order.index(c2) < r.order.index(a1)
-    keep = best_order(g, PlanOptions(reorder=False))
+    keep = best_order(g, PlanOptions(reorder=False, fuse_add=False))
     assert keep.order == tuple(n.name for n in g.nodes) and keep.peak == given_peak
+    fused = best_order(g)  # the second branch's 1x1 conv runs fused with the ADD, over the first branch's output
+    assert fused.peak == 1024 + 64 and fused.optimal and fused.order[-2:] in ((c2, "add_0"), (a2, "add_0"))
+
+
+def test_fusable_pair_runs_as_one_step():
+    """A projection whose residual is ready runs with its ADD; the search never splits the pair when that costs."""
+    b = GraphBuilder()
+    x = _conv(b, b.input((1, 4, 4, 2)), 4)  # residual: 64 B
+    y = _conv(b, _conv(b, x, 24), 4)  # expand 384 B, project 64 B
+    side = _conv(b, x, 1)  # a branch that also reads the residual: 16 B
+    g = b.build([b.node(Op.ADD, [y, x]), side])
+    r = best_order(g)
+    fused = analyze(g, r.order).fused
+    assert fused == {y: "add_0"} and r.order.index("add_0") == r.order.index(y) + 1
+    assert r.order.index(side) < r.order.index(y)  # the residual's other reader first, so the ADD can take it
+    assert r.peak == analyze(g, r.order).peak == 64 + 16 + 384  # residual + side output + expansion
+    assert best_order(g, PlanOptions(fuse_add=False)).peak == 64 + 384 + 64  # side last, projection beside it
 
 
 def test_300_node_chain_needs_no_recursion():

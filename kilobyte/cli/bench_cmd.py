@@ -1,0 +1,92 @@
+"""CLI stage: `kilobyte bench DIR --target cortex-m7` — measured Flash, SRAM, stack and instructions of a build.
+
+Also home of the `--target/--kernels/--device` options that `verify` and `run` share with `bench`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import DoesNotFitError
+from .common import kb, print_json
+
+TARGET_HELP = "Cortex-M core to build for and run under QEMU: cortex-m4, cortex-m7 or cortex-m55"
+
+
+def add_target_args(p, required: bool = False) -> None:
+    """--target (validated by us, so a bad name is a one-line error), --kernels, --device, --devices-file."""
+    p.add_argument("--target", "-t", default=None, metavar="CORE",
+                   help=TARGET_HELP + ("" if required else "; default: run on the host")
+                   + " (with --device, the device's core when omitted)")
+    p.add_argument("--kernels", default="portable", metavar="portable|dsp",
+                   help="runtime kernels: portable C, or the Cortex-M optimised ones (default portable)")
+    p.add_argument("--device", "-d", default=None,
+                   help="hold the firmware to this device's Flash and SRAM (see `kilobyte devices`)")
+    p.add_argument("--devices-file", default=None, help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")
+
+
+def target_device(args):
+    """(target core or None, Device or None) from the parsed --target / --device options."""
+    from ..targets.cortexm.verify import resolve_target
+
+    if args.target is None and args.device is None:
+        return None, None
+    return resolve_target(args.target, args.device, args.devices_file)
+
+
+def does_not_fit(err: DoesNotFitError) -> int:
+    print(f"kilobyte: does not fit: {err}", file=sys.stderr)
+    return 2
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="measure a compiled model on a Cortex-M build: Flash, SRAM, stack, instructions",
+        description="Build the firmware of the project in DIR for --target, run it once under QEMU on a random "
+        "int8 input (measured stack high-water mark), read Flash and SRAM from the ELF (weights / kernels / arena "
+        "/ stack split) and count executed instructions with unicorn, per layer (not available on cortex-m55: "
+        "reported as null). Exit code 2 if the build does not fit --device.")
+    p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
+    add_target_args(p, required=True)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..targets.cortexm.verify import bench_on_target, resolve_target
+
+    target, device = resolve_target(args.target, args.device, args.devices_file)
+    try:
+        res = bench_on_target(args.dir, target, device=device, kernels=args.kernels, seed=args.seed)
+    except DoesNotFitError as e:
+        return does_not_fit(e)
+    if args.json:
+        print_json(res)
+    else:
+        print(format_bench(res))
+    return 0
+
+
+def format_bench(r: dict) -> str:
+    """Human table of `bench_on_target`'s numbers."""
+    where = f"{r['target']} ({r['machine']}), {r['kernels']} kernels" + (f", {r['device']}" if r["device"] else "")
+    f, s = r["flash"], r["sram"]
+    lines = [f"bench {r['model']} on {where}",
+             f"  Flash         {kb(r['flash_bytes'])} of {kb(f['limit'])} (weights {kb(f['weights'])}, kernels "
+             f"{kb(f['kernels'])}, other {kb(f['other'])})  measured",
+             f"  SRAM          {kb(r['sram_bytes'])} of {kb(s['limit'])} (arena {kb(s['arena'])}, stack reserve "
+             f"{kb(s['stack_reserve'])}, other {kb(s['other'])})  measured",
+             f"  stack used    {r['stack_bytes']} B (high-water mark under QEMU)",
+             f"  planned       arena {kb(r['planned']['arena_bytes'])}, peak {kb(r['planned']['peak_bytes'])}",
+             f"  MACs          {r['macs']:,}"]
+    if r["instructions"] is None:
+        lines.append(f"  instructions  n/a ({r['note']})")
+        return "\n".join(lines)
+    lines.append(f"  instructions  {r['instructions']:,} ({r['instructions_per_mac']:.2f} per MAC)")
+    layers = r["per_layer_instructions"]
+    width = max((len(name) for name in layers), default=0)
+    lines.append("  per layer:")
+    for name, n in layers.items():
+        lines.append(f"    {name:<{width}}  {n:>12,}  {100 * n / r['instructions']:5.1f} %")
+    return "\n".join(lines)

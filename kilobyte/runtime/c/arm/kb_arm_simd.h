@@ -1,0 +1,153 @@
+/* Kilobyte runtime, Cortex-M DSP kernels (codegen stage, target-optimised): the Armv7E-M SIMD helpers shared by
+ * arm/kb_conv.c, arm/kb_depthwise.c and arm/kb_fc.c, written with GCC's ACLE intrinsics (arm_acle.h).
+ *
+ * Dot products run on four int8 values per 32-bit load (unaligned LDR is fine on M4/M7). SXTB16 splits a word
+ * [b0 b1 b2 b3] into the int16 pairs [b0, b2] ("even") and, rotated by 8, [b1, b3] ("odd"); splitting both operands
+ * the same way pairs the right products, so SMLAD adds b0*c0 + b2*c2 and then b1*c1 + b3*c3: 4 MACs for 2 unpacks
+ * per operand and 2 SMLADs, with no re-packing. The input offset (-zero point) is either added while unpacking
+ * (SXTAB16 with the offset in both halfwords: x + offset stays within int16, |x + offset| <= 255) or, where every
+ * tap of a window is present, folded into the accumulator's start as bias + offset * sum(w) (`kb_arm_base`).
+ * SMLAD wraps modulo 2^32 like TFLite's int32 accumulator; only the order of additions differs, which modular
+ * addition does not see, so results are bit-identical to the portable kernels.
+ *
+ * GCC 12's arm_acle.h has no __ror, so the rotated forms are one-instruction inline asm.
+ */
+#ifndef KB_ARM_SIMD_H
+#define KB_ARM_SIMD_H
+
+#include <arm_acle.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kb_requant.h"
+
+/* Four int8 values as one word (an unaligned LDR). */
+static inline int32_t kb_ld4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* [b1, b3] sign-extended to int16: SXTB16 with ROR #8. */
+static inline int32_t kb_sxtb16_odd(int32_t x)
+{
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+
+/* a + [b1, b3] per halfword: SXTAB16 with ROR #8. */
+static inline int32_t kb_sxtab16_odd(int32_t a, int32_t x)
+{
+    int32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+
+/* The input offset in both halfwords, the addend of SXTAB16. */
+static inline int32_t kb_offset2(int32_t offset)
+{
+    return (int32_t)(((uint32_t)offset & 0xFFFFu) | ((uint32_t)offset << 16));
+}
+
+/* bias + offset * sum(w[0..n)), wrapping: the accumulator's start when all n taps are present. */
+static inline int32_t kb_arm_base(int32_t bias, int32_t offset, const int8_t *w, int32_t n)
+{
+    int32_t sum = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        sum += w[i];
+    }
+    return (int32_t)((uint32_t)bias + (uint32_t)offset * (uint32_t)sum);
+}
+
+/* kb_requantize (kb_requant.h), the same function of its arguments, in fewer instructions:
+ *  - SaturatingRoundingDoublingHighMul(x, mult) = floor((x * mult + 2^30) / 2^31): TFLite's nudge 1 - 2^30 for
+ *    negative products followed by truncating division is exactly this floor, and the saturating case needs
+ *    mult == INT32_MIN, which a generated multiplier (0 or in [2^30, 2^31)) never is;
+ *  - a saturating add of the output offset replaces the +-65536 pre-clamp: every value it changes lies outside
+ *    [act_min, act_max] either way. */
+static inline int8_t kb_arm_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
+                                       int32_t act_min, int32_t act_max)
+{
+    const int32_t left = shift > 0 ? shift : 0;
+    const int32_t x = (int32_t)((uint32_t)acc << left);          /* TFLite's x * 2^left, wrapping */
+    const int32_t high = (int32_t)(((int64_t)x * mult + (1 << 30)) >> 31);
+    int32_t v = __qadd(kb_rounding_divide_by_pot(high, left - shift), out_offset);
+    v = v < act_min ? act_min : v;
+    v = v > act_max ? act_max : v;
+    return (int8_t)v;
+}
+
+/* One 4-value step of the 2x2 block: pixels a, b times channels 0, 1, raw int8 (no offset). */
+#define KB_STEP_2X2(xa, xb, w0, w1, acc)                                                                        \
+    do {                                                                                                        \
+        int32_t xr_ = kb_ld4(xa), wr_ = kb_ld4(w0), vr_ = kb_ld4(w1), yr_;                                       \
+        const int32_t xe_ = __sxtb16(xr_), we_ = __sxtb16(wr_), ve_ = __sxtb16(vr_);                           \
+        xr_ = kb_sxtb16_odd(xr_);                                                                               \
+        wr_ = kb_sxtb16_odd(wr_);                                                                               \
+        vr_ = kb_sxtb16_odd(vr_);                                                                               \
+        acc[0] = __smlad(xr_, wr_, __smlad(xe_, we_, acc[0]));                                                  \
+        acc[1] = __smlad(xr_, vr_, __smlad(xe_, ve_, acc[1]));                                                  \
+        yr_ = kb_ld4(xb);                                                                                       \
+        xr_ = __sxtb16(yr_);                                                                                    \
+        yr_ = kb_sxtb16_odd(yr_);                                                                               \
+        acc[2] = __smlad(yr_, wr_, __smlad(xr_, we_, acc[2]));                                                  \
+        acc[3] = __smlad(yr_, vr_, __smlad(xr_, ve_, acc[3]));                                                  \
+        xa += 4, xb += 4, w0 += 4, w1 += 4;                                                                     \
+    } while (0)
+
+/* acc[0..3] += sum_i (xa[i] w0[i], xa[i] w1[i], xb[i] w0[i], xb[i] w1[i]), i < n: two pixels times two output
+ * channels on raw int8 values (the caller folded the input offset into acc with kb_arm_base). */
+static inline __attribute__((always_inline)) void kb_dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w0,
+                                                             const int8_t *w1, int32_t n, int32_t acc[4])
+{
+    for (const int8_t *end = w0 + (n & ~15); w0 != end;) {  /* 16 values per iteration: 64 MACs */
+        KB_STEP_2X2(xa, xb, w0, w1, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, acc);
+    }
+    for (const int8_t *end = w0 + (n & 12); w0 != end;) {
+        KB_STEP_2X2(xa, xb, w0, w1, acc);
+    }
+    for (int32_t i = 0; i < (n & 3); ++i) {
+        acc[0] = kb_wrapping_add(acc[0], xa[i] * w0[i]);  /* acc holds the bias: wrap like SMLAD */
+        acc[1] = kb_wrapping_add(acc[1], xa[i] * w1[i]);
+        acc[2] = kb_wrapping_add(acc[2], xb[i] * w0[i]);
+        acc[3] = kb_wrapping_add(acc[3], xb[i] * w1[i]);
+    }
+}
+
+/* One 4-value step of the 1x2 block with the input offset added while unpacking (off2 = kb_offset2(offset)). */
+#define KB_STEP_1X2(x, w0, w1, off2, acc)                                                                       \
+    do {                                                                                                        \
+        int32_t xr_ = kb_ld4(x), wr_ = kb_ld4(w0), vr_ = kb_ld4(w1);                                            \
+        const int32_t xe_ = __sxtab16(off2, xr_), we_ = __sxtb16(wr_), ve_ = __sxtb16(vr_);                    \
+        xr_ = kb_sxtab16_odd(off2, xr_);                                                                        \
+        wr_ = kb_sxtb16_odd(wr_);                                                                               \
+        vr_ = kb_sxtb16_odd(vr_);                                                                               \
+        acc[0] = __smlad(xr_, wr_, __smlad(xe_, we_, acc[0]));                                                  \
+        acc[1] = __smlad(xr_, vr_, __smlad(xe_, ve_, acc[1]));                                                  \
+        x += 4, w0 += 4, w1 += 4;                                                                               \
+    } while (0)
+
+/* acc[0..1] += sum_i (w0[i], w1[i]) * (x[i] + offset), i < n: one pixel (or FC input) times two channels. */
+static inline __attribute__((always_inline)) void kb_dot_1x2(const int8_t *x, const int8_t *w0, const int8_t *w1,
+                                                             int32_t n, int32_t offset, int32_t acc[2])
+{
+    const int32_t off2 = kb_offset2(offset);
+    for (const int8_t *end = w0 + (n & ~7); w0 != end;) {
+        KB_STEP_1X2(x, w0, w1, off2, acc);
+        KB_STEP_1X2(x, w0, w1, off2, acc);
+    }
+    if (n & 4) {
+        KB_STEP_1X2(x, w0, w1, off2, acc);
+    }
+    for (int32_t i = 0; i < (n & 3); ++i) {
+        acc[0] = kb_wrapping_add(acc[0], w0[i] * (x[i] + offset));
+        acc[1] = kb_wrapping_add(acc[1], w1[i] * (x[i] + offset));
+    }
+}
+
+#endif /* KB_ARM_SIMD_H */

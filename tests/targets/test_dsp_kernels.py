@@ -1,0 +1,354 @@
+"""Targets stage tests: the Cortex-M DSP kernels (kilobyte/runtime/c/arm/) under QEMU on Cortex-M4 and M7, bit for
+bit against the portable kernels and the numpy int8 reference.
+
+Two kinds of evidence:
+- Kernel calls. One firmware per (core, kernel set) makes ~150 direct calls of every function of arm/kb_conv.c,
+  arm/kb_depthwise.c and arm/kb_fc.c on buffers laid out as generated code may lay them out: input pixel stride
+  > C, output into a channel slice, row pitch > width (a tile of a wider buffer), in-place depthwise on one buffer.
+  Weights, per-channel scales, zero points, fused activations and (sometimes saturating) biases are random; windows
+  cover k 1/3/5/7, stride 1/2, dilation, asymmetric padding, odd channel counts and long reductions. Every byte of
+  every buffer is compared with the expectation (`eval_node_int8` written into the layout; all other bytes, and a
+  guard after each buffer, unchanged); only the depthwise scratch plane is free.
+- Compiled models. Zoo models at small sizes and hand-built one-node graphs go through `compile_graph`; the "dsp"
+  and "portable" firmware agree with each other and with `run_int8`.
+On CI (env CI set) nothing here is skipped: a missing toolchain fails with the install hint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kilobyte.runtime as rt
+from kilobyte import ir
+from kilobyte.interp import run_int8
+from kilobyte.interp.int8_ref import eval_node_int8, requant_params
+from kilobyte.ir import Activation, GraphBuilder, Op, QParams
+from kilobyte.targets.cortexm import build_firmware, have_tools, run_qemu
+
+_HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
+pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # never skipped on CI: fail there
+                                reason="Cortex-M tools (arm-none-eabi-gcc, qemu-system-arm) or kilobyte[arm] missing")
+
+TARGETS = ("cortex-m4", "cortex-m7")
+KERNEL_SETS = ("portable", "dsp")
+SENTINEL, GUARD = 0x5A, 16
+ACTS = list(Activation)
+
+
+# -- random one-node int8 graphs (as tests/runtime/test_kernels.py builds them) ----------------------------------------
+def weighted_graph(rng, op, x_shape, w_shape, attrs, *, per_channel=True, big_bias=False):
+    """A one-node int8 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED graph with random weights, scales and zero
+    points; outputs range from saturated to a few steps wide. Returns (graph, random int8 input)."""
+    n_out = w_shape[3] if op is Op.DEPTHWISE_CONV_2D else w_shape[0]
+    fan_in = int(np.prod(w_shape)) // n_out
+    s_in = 2.0 ** rng.uniform(-8, 0)
+    s_w = np.asarray(2.0 ** rng.uniform(-9, -4, n_out if per_channel else 1), np.float32)
+    s_out = s_in * float(s_w.mean()) * math.sqrt(fan_in) * 2.0 ** rng.uniform(-2, 12)
+    bias = rng.integers(-2**31, 2**31, n_out) if big_bias else np.round(rng.normal(0, 6000 * math.sqrt(fan_in), n_out))
+    zi, zo = (int(v) for v in rng.integers(-128, 128, 2))
+    axis = (3 if op is Op.DEPTHWISE_CONV_2D else 0) if s_w.size > 1 else None
+    b = GraphBuilder()
+    x = b.input(x_shape, "int8", qparams=QParams.per_tensor(float(s_in), zi))
+    wq = QParams(s_w, np.zeros(s_w.size, np.int64), axis)
+    bq = QParams((np.float32(s_in) * s_w).astype(np.float32), np.zeros(s_w.size, np.int64), 0 if axis is not None
+                 else None)
+    w = rng.integers(-127, 128, w_shape).astype(np.int8)
+    y = b.node(op, [x, b.const("w", w, wq), b.const("b", bias.astype(np.int32), bq)], attrs, dtype="int8",
+               qparams=QParams.per_tensor(float(s_out), zo))
+    return b.build([y]), rng.integers(-128, 128, x_shape).astype(np.int8)
+
+
+def random_window(rng, ks=(1, 3, 5, 7), dilation=True):
+    """Kernel, stride, dilation, asymmetric padding (< kernel) and an input size that leaves an output pixel."""
+    k = int(rng.choice(ks))
+    kw = k if rng.random() < 0.7 else int(rng.choice(ks))
+    stride = tuple(int(v) for v in rng.integers(1, 3, 2))
+    dil = tuple(int(v) for v in rng.integers(1, 3, 2)) if dilation and rng.random() < 0.25 else (1, 1)
+    pad = tuple(int(v) for v in (rng.integers(0, k), rng.integers(0, k), rng.integers(0, kw), rng.integers(0, kw)))
+    h_min = max(1, dil[0] * (k - 1) + 1 - pad[0] - pad[1])
+    w_min = max(1, dil[1] * (kw - 1) + 1 - pad[2] - pad[3])
+    hw = (int(rng.integers(h_min, h_min + 8)), int(rng.integers(w_min, w_min + 10)))
+    return dict(k=(k, kw), stride=stride, dil=dil, pad=pad, hw=hw)
+
+
+# -- kernel calls in one firmware --------------------------------------------------------------------------------------
+@dataclass
+class Call:
+    """One kernel call on its own arena region: [buffers | scratch | guard]; `after` is the expected region."""
+
+    label: str
+    kernel: str
+    struct: str  # "kb_conv_params" | "kb_fc_params"
+    params: dict
+    arrays: tuple  # weights (int8), bias, multipliers, shifts (int32)
+    before: np.ndarray
+    after: np.ndarray
+    in_off: int
+    out_off: int
+    scratch: tuple[int, int] | None = None  # (offset, bytes) of the depthwise plane: not compared
+
+
+def _layout(rng, values, c, cstride, row):
+    """(h, w, c) values -> (h * row * cstride) bytes: pixels cstride apart, rows row pixels apart, random filler."""
+    h, w = values.shape[:2]
+    buf = rng.integers(-128, 128, (h, row, cstride)).astype(np.int8)
+    buf[:, :w, :c] = values
+    return buf.reshape(-1)
+
+
+def _window_params(g, in_cs, in_row, out_cs, out_row):
+    node = g.nodes[0]
+    _, h, w, c = g.tensors[node.inputs[0]].shape
+    _, ho, wo, co = g.tensors[node.outputs[0]].shape
+    kh, kw = g.tensors[node.inputs[1]].shape[1:3]
+    rq, a = requant_params(g, node), node.attrs
+    t, b, left, r = a.padding
+    return dict(in_h=h, in_w=w, in_c=c, in_cstride=in_cs, out_h=ho, out_w=wo, out_c=co, out_cstride=out_cs, k_h=kh,
+                k_w=kw, stride_h=a.stride[0], stride_w=a.stride[1], dil_h=a.dilation[0], dil_w=a.dilation[1],
+                pad_t=t, pad_b=b, pad_l=left, pad_r=r, in_offset=-rq.input_zp, out_offset=rq.output_zp,
+                act_min=rq.act_min, act_max=rq.act_max, in_row=in_row, out_row=out_row)
+
+
+def _arrays(g):
+    node = g.nodes[0]
+    rq = requant_params(g, node)
+    return (g.tensors[node.inputs[1]].data.astype(np.int8), g.tensors[node.inputs[2]].data.astype(np.int32),
+            np.asarray(rq.multiplier, np.int32), np.asarray(rq.shift, np.int32))
+
+
+def window_calls(rng, kernels, g, x, *, in_place=False) -> list[Call]:
+    """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
+    or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does."""
+    p = _window_params(g, 0, 0, 0, 0)
+    want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
+    c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
+    plane = (h + p["pad_t"] + p["pad_b"]) * (w + p["pad_l"] + p["pad_r"])
+    calls = []
+    for kernel in kernels:
+        if in_place:
+            cs = c + int(rng.integers(0, 3))
+            p.update(in_cstride=cs, out_cstride=cs, in_row=w, out_row=wo)
+            before = np.full(max(h * w, ho * wo) * cs, SENTINEL, np.int8)
+            before[:h * w * cs] = _layout(rng, x[0], c, cs, w)
+            after = before.copy()
+            after[:ho * wo * cs].reshape(ho * wo, cs)[:, :c] = want.reshape(-1, c)
+            out_off = 0
+        else:
+            in_cs, c0, out_cs, in_row, out_row = c, 0, co, w, wo  # dense half of the time, as most layers are
+            if rng.random() < 0.5:
+                in_cs, c0, in_row, out_row = (v + int(rng.integers(0, 3)) for v in (c, 0, w, wo))
+                out_cs = c0 + co + int(rng.integers(0, 3))
+            p.update(in_cstride=in_cs, out_cstride=out_cs, in_row=in_row, out_row=out_row)
+            out = np.full((ho, out_row, out_cs), SENTINEL, np.int8)
+            x_bytes = _layout(rng, x[0], c, in_cs, in_row)
+            before = np.concatenate([x_bytes, out.reshape(-1)])
+            out[:, :wo, c0:c0 + co] = want
+            after = np.concatenate([x_bytes, out.reshape(-1)])
+            out_off = x_bytes.size + c0
+        scratch = (before.size, plane) if "inplace" in kernel else None
+        pad = (plane if scratch else 0) + GUARD
+        before = np.concatenate([before, np.full(pad, SENTINEL, np.int8)])
+        after = np.concatenate([after, np.full(pad, SENTINEL, np.int8)])
+        label = f"{kernel} {dict(p)}"
+        calls.append(Call(label, kernel, "kb_conv_params", dict(p), _arrays(g), before, after, 0, out_off, scratch))
+    return calls
+
+
+def conv_calls(rng) -> list[Call]:
+    calls = []
+    for i in range(44):
+        case = random_window(rng)
+        cin, cout = (int(rng.integers(1, 14)), int(rng.integers(1, 14))) if i % 3 else \
+            (int(rng.integers(17, 80)), int(rng.integers(1, 6)))  # every 3rd: long reductions (the x16 loop)
+        attrs = ir.ConvAttrs(case["stride"], case["pad"], case["dil"], ACTS[i % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *case["hw"], cin), (cout, *case["k"], cin), attrs,
+                              big_bias=i % 5 == 0)
+        kernels = ["kb_conv"]
+        if case["k"] == (3, 3) and case["dil"] == (1, 1):
+            kernels.append("kb_conv_3x3")
+        if case["k"] == (1, 1) and case["stride"] == (1, 1) and case["pad"] == (0, 0, 0, 0):
+            kernels.append("kb_conv_1x1")
+        calls += window_calls(rng, kernels, g, x)
+    for k, s, pad, cin, cout, hw in ((1, 1, (0,) * 4, 16, 7, (5, 5)), (1, 1, (0,) * 4, 37, 4, (3, 7)),
+                                     (1, 1, (0,) * 4, 8, 48, (6, 6)), (1, 1, (0,) * 4, 3, 5, (1, 1)),
+                                     (3, 1, (1,) * 4, 32, 5, (6, 7)), (3, 2, (0, 1, 0, 1), 16, 3, (8, 8)),
+                                     (5, 1, (2,) * 4, 20, 3, (5, 9)), (3, 1, (1,) * 4, 3, 4, (9, 9))):
+        attrs = ir.ConvAttrs((s, s), pad, (1, 1), ACTS[cout % len(ACTS)])  # layers as the zoo models have them
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs)
+        calls += window_calls(rng, ["kb_conv_1x1" if k == 1 else "kb_conv_3x3" if k == 3 else "kb_conv"], g, x)
+    return calls
+
+
+def depthwise_calls(rng) -> list[Call]:
+    calls = []
+    for i in range(40):
+        case = random_window(rng, ks=(1, 3, 5, 7) if i < 20 else (3, 5, 7), dilation=i < 20)
+        c = int(rng.integers(1, 12)) if i % 3 else int(rng.integers(12, 40))
+        attrs = ir.DepthwiseAttrs(case["stride"], case["pad"], case["dil"], 1, ACTS[i % len(ACTS)])
+        g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, *case["hw"], c), (1, *case["k"], c), attrs,
+                              big_bias=i % 7 == 0)
+        square = case["k"][0] == case["k"][1] and case["k"][0] in (3, 5, 7) and case["dil"] == (1, 1)
+        unrolled = [f"kb_depthwise_inplace_{case['k'][0]}x{case['k'][1]}"] if square else []
+        if i < 20:  # disjoint buffers, strides, slices and row pitch (the in-place kernels accept them too)
+            calls += window_calls(rng, ["kb_depthwise", "kb_depthwise_inplace", *unrolled], g, x)
+        else:
+            calls += window_calls(rng, ["kb_depthwise_inplace", *unrolled], g, x, in_place=True)
+    return calls
+
+
+def fc_calls(rng) -> list[Call]:
+    calls = []
+    for i in range(16):
+        n_in, n_out = int(rng.integers(1, 90)), int(rng.integers(1, 24))
+        g, x = weighted_graph(rng, Op.FULLY_CONNECTED, (1, n_in), (n_out, n_in),
+                              ir.FullyConnectedAttrs(ACTS[i % len(ACTS)]), per_channel=i % 2 == 0,
+                              big_bias=i % 4 == 0)
+        want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
+        rq = requant_params(g, g.nodes[0])
+        p = dict(in_n=n_in, out_n=n_out, in_offset=-rq.input_zp, out_offset=rq.output_zp, act_min=rq.act_min,
+                 act_max=rq.act_max)
+        w, bias, mult, shift = _arrays(g)
+        arrays = (w, bias, np.broadcast_to(mult, n_out).copy(), np.broadcast_to(shift, n_out).copy())
+        guard = np.full(GUARD, SENTINEL, np.int8)
+        before = np.concatenate([x.reshape(-1), np.full(n_out, SENTINEL, np.int8), guard])
+        after = np.concatenate([x.reshape(-1), want.reshape(-1), guard])
+        calls.append(Call(f"kb_fully_connected {p}", "kb_fully_connected", "kb_fc_params", p, arrays, before,
+                          after, 0, n_in))
+    return calls
+
+
+def _c_array(name: str, ctype: str, values) -> str:
+    flat = np.asarray(values).reshape(-1)
+    return (f"static const {ctype} {name}[{max(flat.size, 1)}] __attribute__((aligned(16))) = "
+            f"{{{', '.join(str(int(v)) for v in flat) or '0'}}};\n")
+
+
+def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
+    """A model directory (the code generator's contract: model.h, model.c, runtime files) whose kb_invoke copies its
+    input into the arena, makes every call on its region, and returns the whole arena. Returns (dir, input)."""
+    offsets = np.cumsum([0] + [c.before.size for c in calls])
+    total = int(offsets[-1])
+    src = root / "src"
+    src.mkdir(parents=True)
+    for path in [*rt.sources_for(["conv", "depthwise", "fc"]), *(rt.C_DIR / h for h in rt.HEADERS)]:
+        (src / path.name).write_text(path.read_text())
+    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES {total}\n#define KB_INPUT_BYTES {total}\n"
+                                 f"#define KB_OUTPUT_BYTES {total}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
+                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
+    parts = ['#include <string.h>\n#include "model.h"\n#include "kilobyte.h"\n',
+             "int8_t kb_arena[KB_ARENA_BYTES] __attribute__((aligned(8)));\n"]
+    for i, (call, base) in enumerate(zip(calls, offsets)):
+        w, b, m, s = (_c_array(f"kb_{k}_{i}", t, a) for k, t, a in
+                      zip(("w", "b", "mult", "shift"), ("int8_t", "int32_t", "int32_t", "int32_t"), call.arrays))
+        fields = ", ".join(f".{k} = {int(v)}" for k, v in call.params.items())
+        args = f"&p, kb_arena + {base + call.in_off}, kb_w_{i}, kb_b_{i}, kb_mult_{i}, kb_shift_{i}, " \
+               f"kb_arena + {base + call.out_off}"
+        if call.scratch:
+            args += f", kb_arena + {base + call.scratch[0]}"
+        parts.append(f"{w}{b}{m}{s}__attribute__((noinline)) static void kb_layer_{i}(void)\n{{\n"
+                     f"    static const {call.struct} p = {{{fields}}};\n    {call.kernel}({args});\n}}\n")
+    body = "".join(f"    kb_layer_{i}();\n" for i in range(len(calls)))
+    parts.append("void kb_invoke(const int8_t *input, int8_t *output)\n{\n    memcpy(kb_arena, input, KB_ARENA_BYTES);\n"
+                 f"{body}    memcpy(output, kb_arena, KB_ARENA_BYTES);\n}}\n")
+    (src / "model.c").write_text("".join(parts))
+    return root, np.concatenate([c.before for c in calls])
+
+
+def _check_calls(calls: list[Call], got: np.ndarray, what: str) -> None:
+    bad, base = [], 0
+    for call in calls:
+        region, want = got[base:base + call.after.size].copy(), call.after.copy()
+        if call.scratch:
+            region[call.scratch[0]:call.scratch[0] + call.scratch[1]] = 0
+            want[call.scratch[0]:call.scratch[0] + call.scratch[1]] = 0
+        if not np.array_equal(region, want):
+            bad.append(f"{call.label}: {int((region != want).sum())} bytes differ")
+        base += call.after.size
+    assert not bad, f"{what}: {len(bad)} of {len(calls)} calls wrong:\n" + "\n".join(bad[:8])
+
+
+@pytest.fixture(scope="module")
+def kernel_calls(tmp_path_factory):
+    rng = np.random.default_rng(20240611)
+    calls = conv_calls(rng) + depthwise_calls(rng) + fc_calls(rng)
+    model_dir, x = write_call_model(tmp_path_factory.mktemp("calls"), calls)
+    return calls, model_dir, x
+
+
+def _build_and_run(model_dir: Path, x: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """Output of the model on x for every (core, kernel set); firmware builds run two at a time."""
+    jobs = [(t, k) for t in TARGETS for k in KERNEL_SETS]
+
+    def one(job):
+        target, kernels = job
+        build = build_firmware(model_dir, target, kernels=kernels, out_dir=model_dir / f"fw-{target}-{kernels}")
+        return run_qemu(build, x, timeout=120).output
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(jobs, pool.map(one, jobs)))
+
+
+def test_every_dsp_kernel_function_is_covered(kernel_calls):
+    calls, model_dir, _ = kernel_calls
+    exported = {name for name in rt.SIGNATURES if name.startswith(("kb_conv", "kb_depthwise", "kb_fully"))}
+    assert exported == {c.kernel for c in calls}
+    arm = {p.name for p in (rt.C_DIR / "arm").glob("*.c")}
+    assert {"kb_conv.c", "kb_depthwise.c", "kb_fc.c"} <= arm
+
+
+def test_kernel_calls_bit_exact_on_qemu(kernel_calls):
+    calls, model_dir, x = kernel_calls
+    outputs = _build_and_run(model_dir, x)
+    for (target, kernels), got in outputs.items():
+        _check_calls(calls, got, f"{kernels} kernels on {target}")
+
+
+# -- compiled models ---------------------------------------------------------------------------------------------------
+ZOO = (("mobilenetv2", 0.35, 64), ("mnist-cnn", 0.35, 28), ("vgg-small", 0.35, 32), ("resnet-small", 0.35, 32))
+
+
+def zoo_graph(name: str, width: float, resolution: int):
+    from kilobyte.api import load
+    from kilobyte.quant import quantize
+
+    graph = load(name, width=width, resolution=resolution, num_classes=10).graph
+    shape = graph.tensors[graph.inputs[0]].shape
+    rng = np.random.default_rng(len(name))
+    return quantize(graph, [rng.normal(0.2, 1.0, shape).astype(np.float32) for _ in range(3)])
+
+
+def single_node_graphs():
+    rng = np.random.default_rng(7)
+    graphs = []
+    for k, stride, pad, cin, cout, hw in ((1, 1, (0, 0, 0, 0), 13, 7, (7, 9)), (1, 2, (0, 1, 0, 0), 9, 11, (9, 6)),
+                                          (3, 1, (1, 0, 2, 1), 5, 3, (9, 7)), (3, 2, (0, 1, 1, 0), 19, 9, (11, 8)),
+                                          (5, 1, (2, 1, 0, 3), 3, 5, (8, 10)), (7, 2, (3, 2, 1, 4), 7, 13, (12, 9))):
+        attrs = ir.ConvAttrs((stride, stride), pad, (1, 1), ACTS[k % len(ACTS)])
+        graphs.append(weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs)[0])
+    for k, stride, pad, c in ((3, 1, (1, 1, 0, 2), 11), (5, 2, (2, 0, 1, 3), 7), (7, 1, (3, 3, 3, 3), 5)):
+        attrs = ir.DepthwiseAttrs((stride, stride), pad, (1, 1), 1, Activation.RELU)
+        graphs.append(weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, 10, 9, c), (1, k, k, c), attrs)[0])
+    graphs.append(weighted_graph(rng, Op.FULLY_CONNECTED, (1, 77), (13, 77), ir.FullyConnectedAttrs())[0])
+    return graphs
+
+
+def test_compiled_models_dsp_equals_portable_equals_reference(tmp_path):
+    from kilobyte.codegen import compile_graph
+
+    graphs = [zoo_graph(*spec) for spec in ZOO] + single_node_graphs()
+    rng = np.random.default_rng(3)
+    for i, graph in enumerate(graphs):
+        result = compile_graph(graph, tmp_path / f"model{i}")
+        shape = result.graph.tensors[result.graph.inputs[0]].shape
+        x = rng.integers(-128, 128, shape).astype(np.int8)
+        want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
+        for (target, kernels), got in _build_and_run(result.out_dir, x).items():
+            np.testing.assert_array_equal(got, want, err_msg=f"{graph.name or i}: {kernels} kernels on {target}")

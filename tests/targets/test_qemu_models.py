@@ -1,0 +1,368 @@
+"""Acceptance (Cortex-M): compiled models run under QEMU on Cortex-M4, M7 and M55 bit for bit with the numpy reference.
+
+What runs, exactly:
+- Every zoo model at an MCU size (mobile nets width 0.35 at 64 px with 10 classes, the small CNNs at 32 px,
+  mnist-cnn at 28 px), quantised with random calibration images and compiled with `compile_graph`, is built for each
+  core and run under QEMU on two inputs; output == `run_int8`. The M55 board's code memory (AN547 ITCM, 512 KB)
+  holds MbV2 w0.35 but not MbV2-RD, MnasNet or Proxyless at w0.35 — asserted: the link fails with DoesNotFitError —
+  so those three run on the M55 at width 0.25.
+- 60 random float graphs (conv k 1/3/5/7, stride 1/2, dilation, asymmetric padding; depthwise k 3/5/7; residual ADD;
+  CONCAT; avg/max pooling; PAD; MEAN or flatten + FC; odd channel counts; a float softmax tail), quantised with random
+  calibration, compiled one by one, then BUNDLED: one firmware per (core, kernel set) holds all 60 generated model.c
+  files (each with its kb_invoke / kb_arena renamed, nothing else touched) and one QEMU run executes all of them, so
+  every graph runs on every core (M4, M7, M55, portable and dsp kernels) on two inputs.
+- MbV2 w0.35 r144 (patch-based plan) built for STM32F746: measured SRAM against the plan, stack high-water mark.
+- An over-budget model (MbV2 w1.0 r224 for STM32F410) fails the link with the readable message (`kilobyte compile`:
+  exit 2).
+- Instruction counts repeat exactly, run to run.
+On CI (env CI set) nothing here is skipped: a missing toolchain fails with the install hint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kilobyte.errors import DoesNotFitError
+from kilobyte.interp import run_int8
+from kilobyte.ir import (
+    Activation,
+    AddAttrs,
+    ConcatAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    FullyConnectedAttrs,
+    GraphBuilder,
+    MeanAttrs,
+    Op,
+    PadAttrs,
+    PoolAttrs,
+    ReshapeAttrs,
+)
+from kilobyte.targets.cortexm import build_firmware, count_instructions, have_tools, measure, run_qemu
+
+_HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
+pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # never skipped on CI: fail there
+                                reason="Cortex-M tools (arm-none-eabi-gcc, qemu-system-arm) or kilobyte[arm] missing")
+
+TARGETS = ("cortex-m4", "cortex-m7", "cortex-m55")
+MOBILE = ("mobilenetv2", "mbv2-rd", "mnasnet", "proxyless-mobile")
+M55_WIDTH = {"mbv2-rd": 0.25, "mnasnet": 0.25, "proxyless-mobile": 0.25}  # w0.35 overflows the 512 KB ITCM
+N_RANDOM_GRAPHS = 60
+
+
+def quantized(graph, seed: int, n: int = 3, spread: float = 1.0):
+    """(int8 graph calibrated on n random images, one more random float image of the input shape)."""
+    from kilobyte.quant import quantize
+
+    shape = graph.tensors[graph.inputs[0]].shape
+    samples = np.random.default_rng(seed).normal(0.2, spread, (n + 1,) + shape[1:]).astype(np.float32)
+    return quantize(graph, samples[:n]), samples[n:]
+
+
+def inputs_for(qgraph, unseen: np.ndarray, seed: int) -> list[np.ndarray]:
+    """An image quantised with the model's input qparams and uniformly random int8 values."""
+    from kilobyte.quant import quantize_input
+
+    shape = qgraph.tensors[qgraph.inputs[0]].shape
+    noise = np.random.default_rng(seed).integers(-128, 128, shape).astype(np.int8)
+    return [quantize_input(qgraph, unseen).reshape(shape), noise]
+
+
+def reference(result, x: np.ndarray) -> np.ndarray:
+    return run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
+
+
+# --- the zoo ---------------------------------------------------------------------------------------------------------
+
+class ZooCache:
+    """Quantised, compiled zoo models by (name, width), made on first use (per xdist worker)."""
+
+    def __init__(self, root: Path):
+        self.root, self.results = root, {}
+
+    def get(self, name: str, width: float):
+        from kilobyte import zoo
+        from kilobyte.api import load
+        from kilobyte.codegen import compile_graph
+
+        width = width if name in MOBILE else 1.0  # the small CNNs are MCU-sized at their own width
+        if (name, width) not in self.results:
+            resolution = 64 if name in MOBILE else (28 if name == "mnist-cnn" else 32)
+            classes = {"num_classes": 10} if name in MOBILE else {}
+            assert name in zoo.names()
+            graph = load(name, resolution=resolution, width=width, **classes).graph
+            qgraph, unseen = quantized(graph, seed=len(name))
+            result = compile_graph(qgraph, self.root / f"{name}-w{width}", model_name=name)
+            self.results[name, width] = (result, inputs_for(qgraph, unseen, seed=1))
+        return self.results[name, width]
+
+
+@pytest.fixture(scope="module")
+def zoo_cache(tmp_path_factory) -> ZooCache:
+    return ZooCache(tmp_path_factory.mktemp("zoo"))
+
+
+def _zoo_names() -> list[str]:
+    from kilobyte import zoo
+
+    return zoo.names()
+
+
+@pytest.mark.parametrize("name", _zoo_names())
+def test_zoo_model_bit_exact_on_qemu(zoo_cache, name):
+    for target in TARGETS:
+        width = M55_WIDTH.get(name, 0.35) if target == "cortex-m55" else 0.35
+        result, xs = zoo_cache.get(name, width)
+        build = build_firmware(result.out_dir, target)
+        for x in xs:
+            run = run_qemu(build, x)
+            np.testing.assert_array_equal(run.output, reference(result, x), err_msg=f"{name} w{width} on {target}")
+            assert 0 < run.stack_bytes < build.stack_reserve_bytes
+    if name in M55_WIDTH:  # the reason for the narrower M55 model still holds
+        with pytest.raises(DoesNotFitError, match=r"mps3-an547 \(cortex-m55\): region FLASH \(524288 bytes\)"):
+            build_firmware(zoo_cache.get(name, 0.35)[0].out_dir, "cortex-m55")
+
+
+def test_instruction_counts_repeat_exactly(zoo_cache):
+    result, xs = zoo_cache.get("vgg-small", 1.0)  # 0.9 M MACs: ~11 M instructions, ~2 s per count
+    for target in ("cortex-m4", "cortex-m7"):
+        build = build_firmware(result.out_dir, target)
+        first, second = count_instructions(build, xs[0]), count_instructions(build, xs[0])
+        assert first.total == second.total > result.manifest["macs"]
+        assert first.per_layer == second.per_layer and first.per_function == second.per_function
+        np.testing.assert_array_equal(first.output, reference(result, xs[0]))
+
+
+# --- random graphs ---------------------------------------------------------------------------------------------------
+
+class RandomNet:
+    """A random float graph, block by block, from one seed (no hypothesis: the bundle needs fixed graphs)."""
+
+    def __init__(self, seed: int):
+        self.rng, self.b = np.random.default_rng(seed), GraphBuilder(f"random_{seed}")
+
+    def pick(self, options):
+        return options[int(self.rng.integers(len(options)))]
+
+    def act(self) -> Activation:
+        return self.pick([Activation.NONE, Activation.RELU, Activation.RELU6])
+
+    def params(self, w_shape, cout: int) -> dict:
+        p = {"weight": self.rng.normal(0, self.pick([0.05, 0.3, 1.0]), w_shape)}
+        if self.rng.random() < 0.7:
+            p["bias"] = self.rng.normal(0, 0.5, cout)
+        return p
+
+    def pads(self, h: int, w: int, k: int, s: int, d: int, asym: bool) -> tuple[int, int, int, int]:
+        """SAME, VALID or (asym) random per-side padding that still leaves an output pixel."""
+        span = d * (k - 1) + 1
+        mode = self.pick(["same", "valid"] + (["asym", "asym"] if asym else []))
+        if mode == "valid" and span <= min(h, w):
+            return (0, 0, 0, 0)
+        if mode == "asym":
+            t, b, left, r = (int(v) for v in self.rng.integers(0, k, 4))
+            return t, max(b, span - h - t), left, max(r, span - w - left)
+        same = [max((-(-n // s) - 1) * s + span - n, 0) for n in (h, w)]
+        return same[0] // 2, same[0] - same[0] // 2, same[1] // 2, same[1] - same[1] // 2
+
+    def conv(self, x, cout=None, k=None, stride=None):
+        _, h, w, cin = self.b.shape(x)
+        k, s = k or self.pick([1, 3, 5, 7]), stride or self.pick([1, 2])
+        d = self.pick([1, 1, 2]) if k > 1 and s == 1 else 1
+        cout = cout or int(self.rng.integers(1, 10))
+        attrs = ConvAttrs((s, s), self.pads(h, w, k, s, d, True), (d, d), self.act())
+        return self.b.node(Op.CONV_2D, [x], attrs, params=self.params((cout, k, k, cin), cout))
+
+    def depthwise(self, x):
+        _, h, w, c = self.b.shape(x)
+        k, s = self.pick([3, 5, 7]), self.pick([1, 2])
+        attrs = DepthwiseAttrs((s, s), self.pads(h, w, k, s, 1, True), (1, 1), 1, self.act())
+        return self.b.node(Op.DEPTHWISE_CONV_2D, [x], attrs, params=self.params((1, k, k, c), c))
+
+    def pool(self, x):
+        _, h, w, _ = self.b.shape(x)
+        k, s = self.pick([2, 3]), self.pick([1, 2])
+        attrs = PoolAttrs((k, k), (s, s), self.pads(h, w, k, s, 1, False), self.act())
+        return self.b.node(self.pick([Op.AVG_POOL_2D, Op.MAX_POOL_2D]), [x], attrs)
+
+    def residual(self, x):
+        y = self.conv(x, cout=self.b.shape(x)[3], k=self.pick([1, 3]), stride=1)
+        if self.b.shape(y) != self.b.shape(x):  # VALID / asymmetric padding changed the size: no residual
+            return y
+        return self.b.node(Op.ADD, [x, y], AddAttrs(self.act()))
+
+    def concat(self, x):
+        a = self.conv(x, k=1, stride=1)
+        other = self.pick(["conv", "self", "pad"])
+        if other == "conv":
+            other = self.conv(x, k=1, stride=1)
+        elif other == "pad":
+            other = self.b.node(Op.PAD, [x], PadAttrs(((0, 0), (0, 0), (0, 0), (1, 2))))
+        else:
+            other = x
+        return self.b.node(Op.CONCAT, [a, other, a] if self.rng.random() < 0.5 else [a, other], ConcatAttrs(3))
+
+    def head(self, x):
+        kind = self.pick(["none", "mean", "flatten", "flatten"])
+        if kind == "none":
+            return x
+        if kind == "mean":
+            x = self.b.node(Op.MEAN, [x], MeanAttrs((1, 2)))
+        else:
+            x = self.b.node(Op.RESHAPE, [x], ReshapeAttrs((1, int(np.prod(self.b.shape(x))))))
+        n_in, n_out = self.b.shape(x)[1], int(self.rng.integers(1, 8))
+        y = self.b.node(Op.FULLY_CONNECTED, [x], FullyConnectedAttrs(self.act()),
+                        params=self.params((n_out, n_in), n_out))
+        return self.b.node(Op.SOFTMAX, [y]) if self.rng.random() < 0.3 else y
+
+
+def random_graph(seed: int):
+    net = RandomNet(seed)
+    rng = net.rng
+    x = net.b.input((1, int(rng.integers(5, 15)), int(rng.integers(5, 15)), int(rng.integers(1, 6))))
+    for _ in range(int(rng.integers(2, 6))):
+        block = net.pick(["conv", "conv", "depthwise", "pool", "residual", "concat", "pad"])
+        if block == "pad":
+            x = net.b.node(Op.PAD, [x], PadAttrs(((0, 0), (1, 0), (0, 2), (0, 0))))
+        else:
+            x = getattr(net, block)(x)
+    return net.b.build([net.head(x)])
+
+
+def _align(n: int, to: int = 16) -> int:
+    return -(-n // to) * to
+
+
+def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, int]]:
+    """One compiled-model directory (root/src) whose kb_invoke runs every project on its slice of input/output.
+
+    Each project's model.c is copied as model_<k>.c with `kb_invoke`/`kb_arena` renamed by two #defines and its
+    own model.h as model_<k>.h; the runtime files are the same for every project. Returns per project
+    (input offset, input bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
+    """
+    from kilobyte.codegen.host import manifest
+
+    src = root / "src"
+    src.mkdir(parents=True)
+    slices, calls, protos, n_in, n_out = [], [], [], 0, 0
+    for k, project in enumerate(projects):
+        for f in (project / "src").iterdir():
+            if f.name not in ("model.c", "model.h"):
+                assert not (src / f.name).exists() or (src / f.name).read_text() == f.read_text()
+                shutil.copyfile(f, src / f.name)
+        shutil.copyfile(project / "src" / "model.h", src / f"model_{k}.h")
+        text = (project / "src" / "model.c").read_text()
+        assert text.count('#include "model.h"') == 1
+        rename = f'#define kb_arena kb_arena_{k}\n#define kb_invoke kb_invoke_{k}\n#include "model_{k}.h"'
+        (src / f"model_{k}.c").write_text(text.replace('#include "model.h"', rename))
+        m = manifest(project)
+        size_in, size_out = int(np.prod(m["input"]["shape"])), int(np.prod(m["output"]["shape"]))
+        slices.append((n_in, size_in, n_out, size_out))
+        protos.append(f"void kb_invoke_{k}(const int8_t *input, int8_t *output);")
+        calls.append(f"    kb_invoke_{k}(input + {n_in}, output + {n_out});")
+        n_in, n_out = _align(n_in + size_in), _align(n_out + size_out)
+    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES 16\n#define KB_INPUT_BYTES {n_in}\n"
+                                 f"#define KB_OUTPUT_BYTES {n_out}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
+                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
+    (src / "model.c").write_text('#include "model.h"\nint8_t kb_arena[KB_ARENA_BYTES];\n' + "\n".join(protos)
+                                 + "\nvoid kb_invoke(const int8_t *input, int8_t *output)\n{\n"
+                                 + "\n".join(calls) + "\n}\n")
+    return slices
+
+
+class Bundle:
+    """The compiled random graphs, their two test inputs each, and the bundle directory holding all of them."""
+
+    def __init__(self, root: Path, n: int):
+        from kilobyte.codegen import compile_graph
+
+        self.results, self.inputs = [], []
+        for seed in range(n):
+            qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3])
+            self.results.append(compile_graph(qgraph, root / f"random-{seed}", model_name=f"random_{seed}"))
+            self.inputs.append(inputs_for(qgraph, unseen, seed))
+        self.expected = [[reference(r, x) for x in xs] for r, xs in zip(self.results, self.inputs)]
+        self.dir = root / "bundle"
+        self.slices = write_bundle(self.dir, [r.out_dir for r in self.results])
+
+    def packed_input(self, i: int, size: int) -> np.ndarray:
+        x = np.zeros(size, np.int8)
+        for (off, n, _, _), xs in zip(self.slices, self.inputs):
+            x[off:off + n] = xs[i].reshape(-1)
+        return x
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Bundle:
+    return Bundle(tmp_path_factory.mktemp("random"), N_RANDOM_GRAPHS)
+
+
+def test_random_graphs_cover_the_spec(bundle):
+    nodes = [(r.graph, n) for r in bundle.results for n in r.graph.nodes]
+    ops = {n.op for _, n in nodes}
+    assert {Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.ADD, Op.CONCAT, Op.AVG_POOL_2D, Op.MAX_POOL_2D,
+            Op.FULLY_CONNECTED, Op.PAD} <= ops
+    convs = [n for _, n in nodes if n.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D)]
+    kernels = {g.tensors[n.inputs[1]].shape[1] for g, n in nodes if n in convs}
+    assert {1, 3, 5, 7} <= kernels and {1, 2} <= {n.attrs.stride[0] for n in convs}
+    assert any(t != b or left != r for t, b, left, r in (n.attrs.padding for n in convs))  # asymmetric padding
+    assert any(g.tensors[n.outputs[0]].shape[-1] % 2 for g, n in nodes if n in convs)  # odd channel counts
+    assert any(r.tail for r in bundle.results)  # some end in a float softmax left to the host
+
+
+@pytest.mark.parametrize("kernels", ["portable", "dsp"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_graphs_bit_exact_on_qemu(bundle, tmp_path, target, kernels):
+    build = build_firmware(bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    failures = []
+    for i in range(2):
+        run = run_qemu(build, bundle.packed_input(i, build.input_bytes))
+        for seed, (_, _, off, n) in enumerate(bundle.slices):
+            want = bundle.expected[seed][i]
+            if not np.array_equal(run.output[off:off + n], want):
+                failures.append(f"graph {seed} input {i}: {int(np.sum(run.output[off:off + n] != want))} values")
+    assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
+
+
+# --- memory: measured against the plan, and over budget -------------------------------------------------------------
+
+def test_mbv2_r144_on_f746_measured_sram_matches_plan(tmp_path):
+    from kilobyte.api import load
+    from kilobyte.codegen import compile_graph
+    from kilobyte.schedule.plan_types import PlanOptions
+
+    graph = load("mobilenetv2", resolution=144, width=0.35, num_classes=10).graph
+    qgraph, unseen = quantized(graph, seed=144, n=2)
+    result = compile_graph(qgraph, tmp_path / "mbv2", PlanOptions(patch="auto"), model_name="mobilenetv2")
+    m = result.manifest
+    build = build_firmware(result.out_dir, "cortex-m7", device="STM32F746")
+    sizes = measure(build)
+    x = inputs_for(qgraph, unseen, seed=2)[0]
+    run = run_qemu(build, x)
+    np.testing.assert_array_equal(run.output, reference(result, x))
+    print(f"\nMbV2 w0.35 r144 on STM32F746: measured SRAM {sizes['sram_bytes']} B = arena "
+          f"{sizes['sram_arena_bytes']} + stack reserve {sizes['sram_stack_bytes']} + other "
+          f"{sizes['sram_other_bytes']} (input buffer {m['input_bytes']}); planned peak {m['peak_bytes']}, arena "
+          f"{m['arena_bytes']}; stack high-water mark {run.stack_bytes} B")
+    assert sizes["sram_arena_bytes"] == m["arena_bytes"] >= m["peak_bytes"]
+    # The model input is caller-owned (fw_input in the firmware), not part of the planned arena.
+    assert sizes["sram_bytes"] - m["input_bytes"] <= m["arena_bytes"] + build.stack_reserve_bytes + 2048
+    assert sizes["sram_bytes"] <= sizes["sram_limit_bytes"] == 320 * 1024
+    assert 0 < run.stack_bytes < build.stack_reserve_bytes
+
+
+def test_over_budget_model_fails_the_link_readably(tmp_path, capsys):
+    from kilobyte.cli import main
+
+    code = main(["compile", "mobilenetv2", "-w", "1.0", "-r", "224", "--data", "digits", "--samples", "1",
+                 "--device", "stm32f410", "--out", str(tmp_path / "big")])
+    out, err = capsys.readouterr()
+    assert code == 2 and "DOES NOT FIT STM32F410 (measured" in out
+    assert err.count("\n") == 1 and "does not fit STM32F410 (cortex-m4)" in err
+    assert "region FLASH (131072 bytes) overflowed by" in err and "region RAM (32768 bytes) overflowed by" in err
