@@ -35,7 +35,8 @@ def target_device(args):
 
 
 def does_not_fit(err: DoesNotFitError) -> int:
-    print(f"kilobyte: does not fit: {err}", file=sys.stderr)
+    """The one-line error of a build over the device's budget; exit code 2 ("does not fit")."""
+    print(f"kilobyte: error: {err}", file=sys.stderr)
     return 2
 
 

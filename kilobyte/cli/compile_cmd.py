@@ -48,7 +48,7 @@ def run(args) -> int:
     else:
         print_fit(report, result)
     if overflow is not None:
-        print(f"kilobyte: does not fit: {overflow}", file=sys.stderr)
+        print(f"kilobyte: error: {overflow}", file=sys.stderr)
     return 0 if report["fits"] else 2
 
 

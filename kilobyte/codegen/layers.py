@@ -140,6 +140,36 @@ def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                            f"{bufs.ptr(node.outputs[0])});"], families={"add"})
 
 
+def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> LayerCode:
+    """A fused pair (`plan.fused`): one `kb_conv_1x1_add` call writing the ADD's output over the residual; the ADD
+    node emits nothing. The kernel's `a.in1_*` describe the conv's output, `a.in2_*` the residual: for an IR
+    ADD(residual, conv) the two operands' parameters are swapped (exact: each operand keeps its own rescaling, and
+    the int32 sum commutes)."""
+    y, out = conv.outputs[0], add.outputs[0]
+    residual = next(t for t in add.inputs if t != y)
+    if not bufs.same_bytes(residual, out) or bufs.cstride(residual) != bufs.cstride(out):
+        raise UnsupportedOpError(f"node '{add.name}': a fused conv + ADD needs its output over the residual")
+    code = LayerCode(families={"conv_add"})
+    p = requant_params(graph, conv)
+    params = window_params(graph, conv, bufs, (1, 1), (p.input_zp, p.output_zp), (p.act_min, p.act_max))
+    params["out_cstride"] = bufs.cstride(residual)  # the conv's output never exists: pixels land on the residual
+    w, b, m, s = _weights(graph, conv, code)
+    ap = add_node_params(graph, add)
+    ops = [(ap.input1_offset, ap.input1_multiplier, ap.input1_shift),
+           (ap.input2_offset, ap.input2_multiplier, ap.input2_shift)]
+    (o1, m1, s1), (o2, m2, s2) = ops if add.inputs[0] == y else ops[::-1]
+    shape = graph.tensors[out].shape
+    fields = dict(pixels=int(np.prod(shape[:-1])), c=shape[-1], in1_cstride=shape[-1],
+                  in2_cstride=bufs.cstride(residual), out_cstride=bufs.cstride(out), in1_offset=o1, in2_offset=o2,
+                  left_shift=ap.left_shift, in1_mult=m1, in1_shift=s1, in2_mult=m2, in2_shift=s2,
+                  out_mult=ap.output_multiplier, out_shift=ap.output_shift, out_offset=ap.output_offset,
+                  act_min=ap.act_min, act_max=ap.act_max)
+    add_struct = c_struct("kb_add_params", fields).replace(" p = ", " a = ", 1)  # the second struct: `a`
+    code.body += [c_struct("kb_conv_params", params), add_struct,
+                  f"kb_conv_1x1_add(&p, {bufs.ptr(conv.inputs[0])}, {w}, {b}, {m}, {s}, &a, {bufs.ptr(residual)});"]
+    return code
+
+
 def emit_pool(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
     act = activation_range_of(graph, node)

@@ -58,9 +58,11 @@ class StageGeometry:
             raise KilobyteError(f"patch stage: {len(self.stage.tiles)} patches for a {grid}x{grid} grid")
 
     def tile(self, p: int, k: int):
+        """Node k's `Tile` in patch p."""
         return self.stage.tiles[p][k]
 
     def channels(self, t: str) -> int:
+        """Channels of tensor `t` (NHWC)."""
         return self.graph.tensors[t].shape[3]
 
     def base(self, t: str) -> str:
@@ -114,6 +116,7 @@ class Columns:
         self.var, self.names, self.rows = var, [], []
 
     def add(self, p: int, **values: int) -> None:
+        """Append columns to patch p's row (patch 0 names them; every patch adds the same ones, in order)."""
         if p == len(self.rows):
             self.rows.append([])
         for name, v in values.items():
@@ -122,6 +125,7 @@ class Columns:
             self.rows[p].append(int(v))
 
     def __getitem__(self, name: str) -> str:
+        """The C expression of column `name` in the loop (`io` points at the current patch's row)."""
         return f"io[{self.names.index(name)}]"
 
     def decl(self) -> str:
@@ -133,6 +137,7 @@ class Columns:
         return "\n".join(lines + ["};"])
 
     def pointer(self, base: str, column: str, extra: int = 0, row: str | None = None) -> str:
+        """`base + io[column] (+ extra) (+ r * io[row])`: a pointer into the image or the arena."""
         plus = f" + {extra}" if extra else ""
         per_row = f" + r * {self[row]}" if row else ""
         return f"{base} + {self[column]}{plus}{per_row}"
@@ -158,6 +163,7 @@ def block(g: StageGeometry, k: int, how: str, io: Columns, statements: list[str]
 
 
 def row_loop(rows: str, call: str) -> str:
+    """`call` once per tile row `r` (for kernels without a row pitch)."""
     return f"for (int32_t r = 0; r < {rows}; ++r) {{\n    {call}\n}}"
 
 
@@ -176,6 +182,7 @@ class WindowSpec:
 
 
 def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
+    """The kernel call of window node k; emits its weights, multipliers and shifts into `code.decls`."""
     graph, node = g.graph, g.nodes[k]
     if node.op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         code.families.add("pool")
@@ -211,6 +218,7 @@ def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
 
 
 def hw(box) -> tuple[int, int]:
+    """(height, width) of a box; 0 for an empty one."""
     return max(box[1] - box[0], 0), max(box[3] - box[2], 0)
 
 
@@ -326,6 +334,7 @@ def copy_columns(g: StageGeometry, p: int, k: int, io: Columns) -> None:
 
 
 def copy_statements(g: StageGeometry, k: int, io: Columns, code: LayerCode) -> list[str]:
+    """The row-by-row copy `copy_columns` describes (nothing when node k needs none)."""
     out = g.nodes[k].outputs[0]
     if "copy_src" not in io.names:
         return []

@@ -33,6 +33,7 @@ KERNEL_FILES = {
     "concat": "kb_concat.c",
     "pad": "kb_pad.c",
     "quantize": "kb_quantize.c",
+    "conv_add": "kb_conv_add.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -118,6 +119,7 @@ SIGNATURES = {
     "kb_pad": [ctypes.POINTER(PadParams), _I8, _I8],
     "kb_quantize": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, _I8],
     "kb_dequantize": [ctypes.c_int32, _I8, ctypes.c_float, ctypes.c_int32, _F32],
+    "kb_conv_1x1_add": [_conv, _I8, _I8, _I32, _I32, _I32, ctypes.POINTER(AddParams), _I8],
 }
 
 

@@ -37,10 +37,14 @@ def cli(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    """mnist-cnn compiled for the default device (STM32F412, Cortex-M4): (directory, manifest, --json fit report)."""
+    """mnist-cnn (width 0.35: 0.4 M MACs) compiled for the default device (STM32F412, Cortex-M4).
+
+    Returns (directory, its manifest, the --json fit report).
+    """
     out_dir = tmp_path_factory.mktemp("cli") / "mnist"
     with contextlib.redirect_stdout(io.StringIO()) as out:
-        code = main(["compile", "mnist-cnn", "--data", "digits", "--samples", "4", "--out", str(out_dir), "--json"])
+        code = main(["compile", "mnist-cnn", "-w", "0.35", "--data", "digits", "--samples", "4", "--out",
+                     str(out_dir), "--json"])
     assert code == 0
     return out_dir, json.loads((out_dir / "kilobyte.json").read_text()), json.loads(out.getvalue())
 
@@ -122,8 +126,6 @@ def test_bench_json(capsys, compiled):
     assert sum(v for k, v in b["flash"].items() if k != "limit") == b["flash_bytes"]
     assert sum(v for k, v in b["sram"].items() if k != "limit") == b["sram_bytes"]
     assert 0 < b["stack_bytes"] < b["sram"]["stack_reserve"]
-    code, again, _ = cli(capsys, "bench", compiled[0], "--target", "cortex-m7", "--json")
-    assert json.loads(again)["instructions"] == b["instructions"]  # deterministic, run to run
 
 
 def test_bench_m55_has_no_instruction_count(capsys, compiled):
@@ -180,8 +182,9 @@ def test_bench_without_target_or_device(capsys, compiled):
 
 def test_over_budget_device_exits_2(capsys, compiled, tmp_path):
     devices = tmp_path / "devices.toml"
-    devices.write_text('[device.TINY]\ncore = "cortex-m4"\nsram_kb = 8\nflash_kb = 16\nclock_mhz = 48\n')
+    devices.write_text('[device.TINY]\ncore = "cortex-m4"\nsram_kb = 8\nflash_kb = 64\nclock_mhz = 48\n')
     for command in ("bench", "verify"):  # the target comes from the device's core
         code, _, err = cli(capsys, command, compiled[0], "--device", "tiny", "--devices-file", devices)
         assert code == 2 and err.count("\n") == 1
-        assert "does not fit TINY (cortex-m4): region RAM (8192 bytes) overflowed by" in err
+        assert err.startswith("kilobyte: error: ") and "does not fit TINY (cortex-m4): region RAM (8192 bytes) " \
+            "overflowed by" in err

@@ -8,6 +8,7 @@ pooling, pad, residual add, concat; in-place rules on and off), with a `kb_arena
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,10 +39,14 @@ def _inputs(graph, n, seed=1):
 
 
 def _check(result, host, n_inputs=2):
-    """The host build of `result` equals the reference on random inputs and its arena is the planned size."""
+    """The host build of `result` equals the reference on random inputs and its arena is the planned size. The
+    arena is filled with random bytes before each run (as the plan executor poisons it): a tile read before it is
+    written cannot pass by luck."""
     assert host.arena_symbol_bytes() == result.plan.arena_bytes
-    out = result.graph.outputs[0]
+    arena = (ctypes.c_int8 * result.plan.arena_bytes).in_dll(host.lib, "kb_arena")
+    rng, out = np.random.default_rng(3), result.graph.outputs[0]
     for i, x in enumerate(_inputs(result.graph, n_inputs)):
+        ctypes.memmove(arena, rng.integers(-128, 128, len(arena), dtype=np.int8).tobytes(), len(arena))
         got, want = host(x), run_int8(result.graph, x)[out]
         assert np.array_equal(got, want), f"input {i}: {int(np.sum(got != want))} values differ"
 
@@ -124,7 +129,7 @@ def test_zoo_patch_stage_bit_exact(name, zoo_core, tmp_path):
 
 @pytest.mark.parametrize("name,options", [
     ("mobilenetv2", PlanOptions(patch="auto", max_mac_overhead=0.3)),
-    ("resnet-small", dataclasses.replace(NO_RULES, patch=(8, 2))),
+    ("resnet-small", PlanOptions(patch=(8, 2))),
 ])
 def test_sanitizer_build_with_arena_guards(name, options, zoo_core, tmp_path):
     """ASan/UBSan with 64 guard bytes either side of the arena: no out-of-bounds access, guards intact (exit 3
@@ -254,13 +259,14 @@ def test_random_graphs_bit_exact(seed, tmp_path):
 # -- the CLI --------------------------------------------------------------------------------------------------------
 def test_cli_compile_with_patch_then_verify(tmp_path, capsys):
     """`kilobyte compile mobilenetv2 -w 0.35 -r 96 --data digits --patch 4,2` then `kilobyte verify` (host C ==
-    reference == TFLM, sanitizer runs): exit 0. (STM32H743: the 1000-class head needs > 1 MB of Flash.)"""
+    reference == TFLM, sanitizer runs): both exit 0. (`--classes 10 --samples 16` only keep it quick: the 1000-class
+    head is 1.3 MB of weights, nothing to do with the patch stage.)"""
     pytest.importorskip("torch")
     from kilobyte.cli import main
 
     out = tmp_path / "mbv2"
     assert main(["compile", "mobilenetv2", "-w", "0.35", "-r", "96", "--data", "digits", "--patch", "4,2",
-                 "--device", "stm32h743", "--out", str(out)]) == 0
+                 "--classes", "10", "--samples", "16", "--out", str(out)]) == 0
     assert "kb_patch_stage" in (out / "src/model.c").read_text()
     assert main(["verify", str(out)]) == 0
     assert "OK: bit-exact" in capsys.readouterr().out

@@ -18,7 +18,7 @@ from kilobyte.schedule.liveness import analyze, check_order
 from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.schedule.reorder import _Model, _start, order_peak
 
-OPS = ("conv1", "conv3", "dw", "add", "concat", "reshape", "pool")
+OPS = ("conv1", "conv3", "dw", "add", "concat", "reshape", "pool", "proj")
 OPTION_SETS = [
     PlanOptions(),
     PlanOptions(inplace_depthwise=False, inplace_add=False, alias_reshape=False, concat_in_place=False,
@@ -47,6 +47,9 @@ def _add_node(b: GraphBuilder, kind: str, picks: list[str], channels: int, rng) 
         w = rng.normal(size=(1, 3, 3, c)).astype(np.float32) / 3
         return b.node(Op.DEPTHWISE_CONV_2D, [x], DepthwiseAttrs(padding=(1, 1, 1, 1), activation=act),
                       params={"weight": w, "bias": rng.normal(size=c).astype(np.float32)})
+    if kind == "proj":  # a 1x1 projection to picks[1]'s channels added to it: a pair that may fuse
+        y = _add_node(b, "conv1", picks[:1], b.shape(picks[1])[3], rng)
+        return b.node(Op.ADD, [picks[1], y] if rng.random() < 0.5 else [y, picks[1]])
     if kind == "add":
         same = [t for t in picks[1:] if b.shape(t) == b.shape(x)]
         return b.node(Op.ADD, [x, same[0] if same else x])

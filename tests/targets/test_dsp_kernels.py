@@ -201,6 +201,12 @@ def depthwise_calls(rng) -> list[Call]:
             calls += window_calls(rng, ["kb_depthwise", "kb_depthwise_inplace", *unrolled], g, x)
         else:
             calls += window_calls(rng, ["kb_depthwise_inplace", *unrolled], g, x, in_place=True)
+    for k, s, pad, c, hw in ((3, 1, (1,) * 4, 16, (7, 7)), (3, 1, (1,) * 4, 9, (5, 6)), (3, 2, (0, 1, 0, 1), 24, (8, 8)),
+                             (3, 2, (1,) * 4, 5, (7, 9)), (3, 1, (0,) * 4, 7, (4, 5)), (5, 1, (2,) * 4, 8, (6, 7))):
+        attrs = ir.DepthwiseAttrs((s, s), pad, (1, 1), 1, ACTS[c % len(ACTS)])  # as in the mobile zoo models
+        g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, *hw, c), (1, k, k, c), attrs)
+        calls += window_calls(rng, [f"kb_depthwise_inplace_{k}x{k}"], g, x, in_place=True)
+        calls += window_calls(rng, ["kb_depthwise"], g, x)
     return calls
 
 

@@ -104,4 +104,10 @@ void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
 void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);
 void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);
 
+/* kb_conv_add.c -------------------------------------------------------------------------------------------------- */
+/* A 1x1 stride-1 conv (p, w, bias, mult, shift as kb_conv_1x1) fused with the residual ADD reading its output
+ * (a: in1 = the conv's output, in2 = the residual): the sum is written over the residual, which `in` must not meet. */
+void kb_conv_1x1_add(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                     const int32_t *mult, const int32_t *shift, const kb_add_params *a, int8_t *residual_and_out);
+
 #endif /* KILOBYTE_H */

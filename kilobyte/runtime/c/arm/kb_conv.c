@@ -114,7 +114,7 @@ static void conv_pair(const kb_conv_params *p, const int8_t *in, const kb_pair *
     for (int32_t ky = 0; ky < p->k_h; ++ky, xa += row_step, xb += row_step) {
         const int32_t wk = ky * p->k_w * n;
         if (run) {
-            kb_dot_2x2(xa, xb, c->w0 + wk, c->w1 + wk, p->k_w * n - (n > 20), acc);
+            kb_dot_2x2(xa, xb, c->w0 + wk, c->w1 + wk, p->k_w * n, acc);
             continue;
         }
         for (int32_t kx = 0; kx < p->k_w; ++kx) {

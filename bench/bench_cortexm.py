@@ -1,0 +1,153 @@
+"""Benchmark of the Cortex-M kernels: executed instructions per inference, portable C vs the DSP (SMLAD) kernels.
+
+For each model (MobileNetV2 w0.35 at 96 px, vgg-small and resnet-small at 32 px, mnist-cnn at 28 px; int8, quantised
+on random calibration images) and each core (Cortex-M4, M7), the firmware is built with kernels="portable" and
+kernels="dsp" and one inference is emulated with unicorn (`count_instructions`: deterministic, a proxy for time, not
+a cycle count). Reported: instructions per inference, instructions per MAC overall and for the CONV_2D layers
+(per-layer counts / that layer's MACs from `node_macs`; CONV_2D layers carry most of each model's MACs), the
+depthwise layers, the DSP speed-up, and Flash / SRAM from `measure()`. Every build's output is checked against
+the numpy reference (`run_int8`) first. Target, recorded and not asserted: <= 1.0 instruction per MAC on the
+conv-heavy layers with the DSP kernels. Prints a markdown table and writes bench/results/cortexm.json.
+
+    python bench/bench_cortexm.py            # all four models, about 3 minutes
+    python bench/bench_cortexm.py --models mnist-cnn vgg-small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kilobyte.analysis.macs import node_macs  # noqa: E402
+from kilobyte.api import load  # noqa: E402
+from kilobyte.codegen import compile_graph  # noqa: E402
+from kilobyte.codegen.c_text import c_ident  # noqa: E402
+from kilobyte.interp import run_int8  # noqa: E402
+from kilobyte.ir import Op  # noqa: E402
+from kilobyte.quant import quantize  # noqa: E402
+from kilobyte.targets.cortexm import build_firmware, count_instructions, measure  # noqa: E402
+from kilobyte.targets.cortexm.toolchain import arm_gcc  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "cortexm.json"
+MODELS = {  # name -> load() arguments
+    "mobilenetv2": dict(width=0.35, resolution=96),
+    "vgg-small": dict(width=1.0, resolution=32),
+    "resnet-small": dict(width=1.0, resolution=32),
+    "mnist-cnn": dict(width=1.0, resolution=28),
+}
+TARGETS = ("cortex-m4", "cortex-m7")
+KERNEL_SETS = ("portable", "dsp")
+TARGET_IPM = 1.0  # instructions per MAC on conv-heavy layers, DSP kernels
+
+
+def compiled(name: str, out_dir: Path, seed: int = 0):
+    """(CompileResult, int8 input): the zoo model quantised on 8 random images and compiled."""
+    graph = load(name, **MODELS[name]).graph
+    shape = graph.tensors[graph.inputs[0]].shape
+    rng = np.random.default_rng(seed)
+    qgraph = quantize(graph, [rng.normal(0, 1, shape).astype(np.float32) for _ in range(8)])
+    result = compile_graph(qgraph, out_dir / name, model_name=name)
+    x = rng.integers(-128, 128, result.graph.tensors[result.graph.inputs[0]].shape).astype(np.int8)
+    return result, x
+
+
+def layer_table(graph) -> dict[str, tuple[str, str, int]]:
+    """Generated layer function suffix (the node's C name) -> (node name, op, MACs), for weighted nodes."""
+    ops = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
+    return {c_ident(n.name): (n.name, n.op.value, node_macs(graph, n)) for n in graph.nodes if n.op in ops}
+
+
+def per_layer(counts: dict[str, int], table: dict) -> list[dict]:
+    """kb_layer_<k>_<node> counts -> rows {node, op, macs, instructions, ipm} for the weighted layers."""
+    rows = []
+    for fn, n in counts.items():
+        suffix = fn.split("_", 3)[3] if fn.count("_") >= 3 else fn  # kb_layer_<k>_<node>
+        if suffix in table:
+            node, op, macs = table[suffix]
+            rows.append(dict(node=node, op=op, macs=macs, instructions=n, ipm=round(n / macs, 3) if macs else None))
+    return rows
+
+
+def ratio(rows: list[dict], op: str) -> float | None:
+    chosen = [r for r in rows if r["op"] == op and r["macs"]]
+    return round(sum(r["instructions"] for r in chosen) / sum(r["macs"] for r in chosen), 3) if chosen else None
+
+
+def bench_model(name: str, work: Path) -> dict:
+    start = time.perf_counter()
+    result, x = compiled(name, work)
+    want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
+    table, macs = layer_table(result.graph), int(result.manifest["macs"])
+    runs = []
+    for target in TARGETS:
+        for kernels in KERNEL_SETS:
+            build = build_firmware(result.out_dir, target, kernels=kernels)
+            count = count_instructions(build, x, timeout=600)
+            if not np.array_equal(count.output, want):
+                raise SystemExit(f"{name} {target} {kernels}: output differs from run_int8")
+            rows = per_layer(count.per_layer, table)
+            conv = [r for r in rows if r["op"] == "CONV_2D"]
+            sizes = measure(build)
+            runs.append(dict(target=target, kernels=kernels, instructions=count.total,
+                             ipm=round(count.total / macs, 3), conv_ipm=ratio(rows, "CONV_2D"),
+                             conv_best_ipm=min(r["ipm"] for r in conv) if conv else None,
+                             depthwise_ipm=ratio(rows, "DEPTHWISE_CONV_2D"), fc_ipm=ratio(rows, "FULLY_CONNECTED"),
+                             flash_bytes=sizes["flash_bytes"], sram_bytes=sizes["sram_bytes"],
+                             kernel_flash_bytes=sizes["flash_kernel_bytes"], layers=rows))
+    shape = result.graph.tensors[result.graph.inputs[0]].shape
+    return dict(model=name, **MODELS[name], input=list(shape), macs=macs, seconds=round(time.perf_counter() - start, 1),
+                runs=runs)
+
+
+def speedup(model: dict, target: str) -> float:
+    by = {(r["target"], r["kernels"]): r["instructions"] for r in model["runs"]}
+    return by[target, "portable"] / by[target, "dsp"]
+
+
+def markdown(models: list[dict]) -> str:
+    head = ("| model | MACs | core | kernels | instructions | instr/MAC | conv instr/MAC (best layer) | DW instr/MAC "
+            "| speed-up | Flash B | SRAM B |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [head]
+    for m in models:
+        label = f"{m['model']} w{m['width']} r{m['resolution']}"
+        for r in m["runs"]:
+            conv = f"{r['conv_ipm']} ({r['conv_best_ipm']})" if r["conv_ipm"] is not None else "-"
+            up = f"{speedup(m, r['target']):.2f}x" if r["kernels"] == "dsp" else ""
+            lines.append(f"| {label} | {m['macs']:,} | {r['target']} | {r['kernels']} | {r['instructions']:,} | "
+                         f"{r['ipm']} | {conv} | {r['depthwise_ipm'] or '-'} | {up} | {r['flash_bytes']:,} | "
+                         f"{r['sram_bytes']:,} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    args = parser.parse_args(argv)
+    models = []
+    with tempfile.TemporaryDirectory(prefix="kilobyte-bench-") as tmp:
+        for name in args.models:
+            models.append(bench_model(name, Path(tmp)))
+            print(f"{name}: {models[-1]['seconds']} s", file=sys.stderr)
+    dsp_conv = [r["conv_best_ipm"] for m in models for r in m["runs"] if r["kernels"] == "dsp" and r["conv_ipm"]]
+    gcc = subprocess.run([arm_gcc(), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    out = dict(python=platform.python_version(), compiler=gcc, counter="unicorn basic-block count (icount.py)",
+               target_conv_ipm=TARGET_IPM, target_met=bool(dsp_conv) and min(dsp_conv) <= TARGET_IPM, models=models)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=1) + "\n")
+    print(markdown(models))
+    print(f"\nconv-heavy target <= {TARGET_IPM} instr/MAC (DSP kernels, best CONV_2D layer): "
+          f"{'met' if out['target_met'] else 'not met'}; written {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

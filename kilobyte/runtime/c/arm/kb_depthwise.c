@@ -1,0 +1,282 @@
+/* Kilobyte runtime, Cortex-M DSP kernels: int8 DEPTHWISE_CONV_2D (depth multiplier 1) on Armv7E-M SIMD,
+ * bit-identical to ../kb_depthwise.c: same functions, arguments, layouts, scratch and in-place contract.
+ *
+ *   kb_depthwise           SIMD over channels: 4 channels per 32-bit load; SXTAB16 adds the input offset while
+ *                          unpacking, SMLABB/SMLATT multiply-accumulate each channel's lane (a depthwise tap is no
+ *                          dot product, so SMLAD would mix channels). Padded taps are skipped, as TFLite does.
+ *   kb_depthwise_inplace*  channel by channel through one zero-point-padded plane, as the portable kernels (every
+ *                          tap present, the offset folded into bias + in_offset * sum(w)). 3x3 with horizontal
+ *                          stride 1 computes two neighbouring outputs per window row from one 4-byte load:
+ *                          [r0 r1 r2 r3] -> [r0, r2], [r1, r3]; with the row's weights as [w0, w2] and w1:
+ *                            out(x)     = SMLAD([w0, w2], [r0, r2]) + w1 * r1   (SMLABB on [r1, r3])
+ *                            out(x + 1) = SMLAD([w0, w2], [r1, r3]) + w1 * r2   (SMLABT on [r0, r2])
+ *                          6 MACs for 1 load, 2 unpacks and 4 multiply-accumulates. Other windows and strides use
+ *                          the portable loops; every output uses the shorter requantisation of kb_arm_simd.h.
+ */
+/* See arm/kb_conv.c: keeps the unrolled SIMD loops within the registers. Speed only. */
+#pragma GCC optimize("no-schedule-insns")
+
+#include <string.h>
+
+#include "kilobyte.h"
+#include "kb_requant.h"
+#include "kb_arm_simd.h"
+
+/* Kernel indices i < k with 0 <= start + i * dil < size: [*lo, *hi). */
+static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t *lo, int32_t *hi)
+{
+    *lo = start < 0 ? (-start + dil - 1) / dil : 0;
+    *hi = start >= size ? 0 : (size - 1 - start) / dil + 1;
+    *hi = *hi < k ? *hi : k;
+}
+
+/* Channels [c, c + 4) of one output pixel: acc[j] += sum over the taps inside the image of w * (x + in_offset).
+ * x_c: channel c of input pixel (iy0, ix0), the window's top-left tap (possibly in the padding: never read). */
+static inline void taps_x4(const kb_conv_params *p, const int8_t *in, const int8_t *w_c, int32_t iy0, int32_t ix0,
+                           const int32_t k[4], int32_t acc[4])
+{
+    const int32_t off2 = kb_offset2(p->in_offset), c_n = p->in_c;
+    for (int32_t ky = k[0]; ky < k[1]; ++ky) {
+        const int32_t row = (iy0 + ky * p->dil_h) * p->in_row + ix0;  /* pixel index of tap (ky, 0) */
+        for (int32_t kx = k[2]; kx < k[3]; ++kx) {
+            const int32_t xr = kb_ld4(in + (row + kx * p->dil_w) * p->in_cstride);
+            const int32_t wr = kb_ld4(w_c + (ky * p->k_w + kx) * c_n);
+            const int32_t xe = __sxtab16(off2, xr), we = __sxtb16(wr);   /* channels c, c + 2 */
+            const int32_t xo = kb_sxtab16_odd(off2, xr), wo = kb_sxtb16_odd(wr);  /* channels c + 1, c + 3 */
+            acc[0] = __smlabb(xe, we, acc[0]);
+            acc[1] = __smlabb(xo, wo, acc[1]);
+            acc[2] = __smlatt(xe, we, acc[2]);
+            acc[3] = __smlatt(xo, wo, acc[3]);
+        }
+    }
+}
+
+/* Channel c of one output pixel, scalar (the last in_c % 4 channels). */
+static inline int32_t taps_x1(const kb_conv_params *p, const int8_t *in, const int8_t *w_c, int32_t iy0,
+                              int32_t ix0, const int32_t k[4], int32_t acc)
+{
+    for (int32_t ky = k[0]; ky < k[1]; ++ky) {
+        for (int32_t kx = k[2]; kx < k[3]; ++kx) {
+            const int32_t x = in[((iy0 + ky * p->dil_h) * p->in_row + ix0 + kx * p->dil_w) * p->in_cstride];
+            acc = kb_wrapping_add(acc, w_c[(ky * p->k_w + kx) * p->in_c] * (x + p->in_offset));
+        }
+    }
+    return acc;
+}
+
+void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                  const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    const int32_t c_n = p->in_c, o = p->out_offset, lo = p->act_min, hi = p->act_max;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_t;
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_l;
+            int32_t k[4];  /* taps inside the image: rows [k[0], k[1]), columns [k[2], k[3]) */
+            inside(iy0, p->k_h, p->dil_h, p->in_h, &k[0], &k[1]);
+            inside(ix0, p->k_w, p->dil_w, p->in_w, &k[2], &k[3]);
+            int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (c,) */
+            int32_t c = 0;
+            for (; c + 4 <= c_n; c += 4) {
+                int32_t acc[4] = {bias[c], bias[c + 1], bias[c + 2], bias[c + 3]};
+                taps_x4(p, in + c, w + c, iy0, ix0, k, acc);
+                for (int32_t j = 0; j < 4; ++j) {
+                    y[c + j] = kb_arm_requantize(acc[j], mult[c + j], shift[c + j], o, lo, hi);
+                }
+            }
+            for (; c < c_n; ++c) {
+                const int32_t acc = taps_x1(p, in + c, w + c, iy0, ix0, k, bias[c]);
+                y[c] = kb_arm_requantize(acc, mult[c], shift[c], o, lo, hi);
+            }
+        }
+    }
+}
+
+/* -- in-place machinery (as ../kb_depthwise.c) ------------------------------------------------------------------- */
+
+static int32_t plane_width(const kb_conv_params *p)
+{
+    return p->in_w + p->pad_l + p->pad_r;
+}
+
+/* Fill the whole plane with the input zero point; its padding frame then stays valid for every channel. */
+static void plane_clear(const kb_conv_params *p, int8_t *plane)
+{
+    const size_t bytes = (size_t)(p->in_h + p->pad_t + p->pad_b) * (size_t)plane_width(p);
+    memset(plane, (int8_t)(-p->in_offset), bytes);
+}
+
+/* Copy input channel c, (in_h, in_w) strided by in_cstride, into the plane's interior. */
+static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int8_t *plane)
+{
+    const int32_t pw = plane_width(p), cs = p->in_cstride;
+    for (int32_t y = 0; y < p->in_h; ++y) {
+        const int8_t *src = in + y * p->in_row * cs + c;
+        int8_t *dst = plane + (y + p->pad_t) * pw + p->pad_l;
+        int32_t x = 0;
+        for (; x + 2 <= p->in_w; x += 2, src += 2 * cs) {
+            dst[x] = src[0];
+            dst[x + 1] = src[cs];
+        }
+        if (x < p->in_w) {
+            dst[x] = src[0];
+        }
+    }
+}
+
+/* bias + in_offset * (sum of channel c's k taps); weights are (1, k_h, k_w, c_n), so taps are c_n apart. */
+static int32_t channel_base(const kb_conv_params *p, const int8_t *w, const int32_t *bias, int32_t c, int32_t k)
+{
+    int32_t sum = 0;
+    for (int32_t i = 0; i < k; ++i) {
+        sum += w[i * p->in_c + c];
+    }
+    return kb_wrapping_add(bias[c], p->in_offset * sum);  /* |in_offset * sum| < 2^23 */
+}
+
+/* One channel's requantisation, copied out of the arguments (the int8 stores may alias them). */
+typedef struct {
+    int32_t base, mult, shift, out_offset, act_min, act_max;
+} kb_chan;
+
+static inline int8_t chan_out(const kb_chan *q, int32_t acc)
+{
+    return kb_arm_requantize(kb_wrapping_add(acc, q->base), q->mult, q->shift, q->out_offset, q->act_min,
+                             q->act_max);
+}
+
+/* One output channel of a 3x3 window with horizontal stride 1, two outputs per step (see the file comment).
+ * taps: the channel's (3, 3) weights as int32; y_c: channel c of output pixel 0. */
+static void plane_conv_3x3_s1(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, const kb_chan *q,
+                              int8_t *y_c)
+{
+    const int32_t pw = plane_width(p), ocs = p->out_cstride;
+    int32_t w02[3], w1[3];  /* per window row: [w0, w2] as int16 pair, w1 */
+    for (int32_t r = 0; r < 3; ++r) {
+        w02[r] = (int32_t)(((uint32_t)taps[3 * r] & 0xFFFFu) | ((uint32_t)taps[3 * r + 2] << 16));
+        w1[r] = taps[3 * r + 1];
+    }
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int8_t *row = plane + oy * p->stride_h * pw;  /* first window row of this output row */
+        int8_t *y = y_c + oy * p->out_row * ocs;
+        int32_t ox = 0;
+        for (; ox + 2 <= p->out_w; ox += 2, y += 2 * ocs) {
+            int32_t a0 = 0, a1 = 0;
+            for (int32_t r = 0; r < 3; ++r) {
+                const int32_t v = kb_ld4(row + r * pw + ox);  /* taps of both windows: r0..r3 */
+                const int32_t e = __sxtb16(v), od = kb_sxtb16_odd(v);
+                a0 = __smlabb(w1[r], od, __smlad(w02[r], e, a0));
+                a1 = __smlabt(w1[r], e, __smlad(w02[r], od, a1));
+            }
+            y[0] = chan_out(q, a0);
+            y[ocs] = chan_out(q, a1);
+        }
+        if (ox < p->out_w) {  /* an odd last output */
+            int32_t acc = 0;
+            for (int32_t r = 0; r < 3; ++r) {
+                const int8_t *t = row + r * pw + ox;
+                acc += taps[3 * r] * t[0] + taps[3 * r + 1] * t[1] + taps[3 * r + 2] * t[2];
+            }
+            y[0] = chan_out(q, acc);
+        }
+    }
+}
+
+/* One output channel with a k x k window, any stride (k = 3, 5 or 7: a constant after inlining). */
+static inline void plane_conv_kxk(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, int32_t k,
+                                  const kb_chan *q, int8_t *y_c)
+{
+    const int32_t pw = plane_width(p);
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int8_t *r = plane + oy * p->stride_h * pw;
+        int8_t *y = y_c + oy * p->out_row * p->out_cstride;
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int8_t *t = r + ox * p->stride_w;  /* top-left tap */
+            int32_t acc = 0;
+            for (int32_t ky = 0; ky < k; ++ky, t += pw) {
+                for (int32_t kx = 0; kx < k; ++kx) {
+                    acc += taps[ky * k + kx] * t[kx];
+                }
+            }
+            y[ox * p->out_cstride] = chan_out(q, acc);
+        }
+    }
+}
+
+/* One output channel from the padded plane, any window and dilation; w_c: the channel's taps, in_c apart. */
+static void plane_conv_any(const kb_conv_params *p, const int8_t *plane, const int8_t *w_c, const kb_chan *q,
+                           int8_t *y_c)
+{
+    const int32_t pw = plane_width(p);
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        int8_t *y = y_c + oy * p->out_row * p->out_cstride;
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int8_t *t = plane + oy * p->stride_h * pw + ox * p->stride_w;
+            int32_t acc = 0;
+            for (int32_t ky = 0; ky < p->k_h; ++ky) {
+                for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                    acc += w_c[(ky * p->k_w + kx) * p->in_c] * t[ky * p->dil_h * pw + kx * p->dil_w];
+                }
+            }
+            y[ox * p->out_cstride] = chan_out(q, acc);
+        }
+    }
+}
+
+static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
+                       const int32_t *shift, int32_t c)
+{
+    const kb_chan q = {channel_base(p, w, bias, c, p->k_h * p->k_w), mult[c], shift[c], p->out_offset, p->act_min,
+                       p->act_max};
+    return q;
+}
+
+/* The channel loop shared by the square variants (k constant after inlining). */
+static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                               const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch, int32_t k)
+{
+    int32_t taps[49];  /* channel c's (k, k) weights, widened once */
+    plane_clear(p, scratch);
+    for (int32_t c = 0; c < p->in_c; ++c) {
+        for (int32_t i = 0; i < k * k; ++i) {
+            taps[i] = w[i * p->in_c + c];
+        }
+        const kb_chan q = chan_at(p, w, bias, mult, shift, c);
+        plane_load(p, in, c, scratch);
+        if (k == 3 && p->stride_w == 1) {
+            plane_conv_3x3_s1(p, scratch, taps, &q, out + c);
+        } else {
+            plane_conv_kxk(p, scratch, taps, k, &q, out + c);
+        }
+    }
+}
+
+void kb_depthwise_inplace_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 3);
+}
+
+void kb_depthwise_inplace_5x5(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 5);
+}
+
+void kb_depthwise_inplace_7x7(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 7);
+}
+
+/* Any window, stride and dilation. */
+void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    plane_clear(p, scratch);
+    for (int32_t c = 0; c < p->in_c; ++c) {
+        const kb_chan q = chan_at(p, w, bias, mult, shift, c);
+        plane_load(p, in, c, scratch);
+        plane_conv_any(p, scratch, w + c, &q, out + c);
+    }
+}
