@@ -140,6 +140,6 @@ def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, sampl
                             "(mnist, digits, a .npz or an image folder)")
     graph = quantize(model, data, samples=samples) if not model.is_int8 else model.graph
     opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
-                       concat_in_place=inplace, patch=patch)
+                       concat_in_place=inplace, fuse_add=inplace, patch=patch)
     name = Path(model.source).stem if model.source.endswith((".onnx", ".tflite")) else model.source
     return compile_graph(graph, out_dir, opts, model_name=name)

@@ -30,7 +30,8 @@ def register(sub) -> None:
     p.add_argument("--data", metavar="NAME|PATH", help="calibration data for float models: mnist, digits, .npz, folder")
     p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
     p.add_argument("--patch", default="off", metavar="auto|off|N,P", help="patch-based stage (see `kilobyte plan`)")
-    p.add_argument("--no-inplace", action="store_true", help="disable in-place depthwise/add and aliasing")
+    p.add_argument("--no-inplace", action="store_true",
+                   help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON")
     p.set_defaults(func=run)
 

@@ -23,7 +23,8 @@ def register(sub) -> None:
                    "(or 'K-blocks') with a PxP grid, e.g. '5-blocks,4x4' or '12,4'")
     p.add_argument("--max-mac-overhead", type=float, default=None, metavar="FRAC",
                    help="for --patch auto: largest extra MACs allowed, e.g. 0.15")
-    p.add_argument("--no-inplace", action="store_true", help="disable in-place depthwise/add and aliasing")
+    p.add_argument("--no-inplace", action="store_true",
+                   help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--no-reorder", action="store_true", help="keep the graph's own operator order")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot live memory per step: per-layer vs planned")
@@ -64,7 +65,7 @@ def run(args) -> int:
     model = load_model(args)
     inplace = not args.no_inplace
     opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
-                       concat_in_place=inplace, reorder=not args.no_reorder,
+                       concat_in_place=inplace, fuse_add=inplace, reorder=not args.no_reorder,
                        patch=parse_patch(args.patch, model.graph), max_mac_overhead=args.max_mac_overhead)
     plan = make_plan(model.graph, opts)
     device = get_device(args)

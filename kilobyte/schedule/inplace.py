@@ -63,10 +63,11 @@ class FusedAdd:
 def planned_bytes(graph: Graph, tensor: str) -> int:
     """Bytes the plan gives activation `tensor`: numel x itemsize in an int8 graph, numel in a float graph.
 
-    >>> from kilobyte.ir import GraphBuilder, Op
+    >>> from kilobyte.ir import GraphBuilder, Op, QParams
     >>> b = GraphBuilder()
-    >>> y = b.node(Op.DEQUANTIZE, [b.input((1, 10), "int8")], dtype="float32")
-    >>> planned_bytes(b.build([y]), y), planned_bytes(b.build([y]), "input")
+    >>> y = b.node(Op.DEQUANTIZE, [b.input((1, 10), "int8", qparams=QParams.per_tensor(0.1, 0))], dtype="float32")
+    >>> g = b.build([y])
+    >>> planned_bytes(g, y), planned_bytes(g, "input")
     (40, 10)
     """
     return graph.tensors[tensor].numel * element_bytes(graph, tensor)

@@ -11,41 +11,69 @@
  *                           In place, the buffer must hold max(input, output) bytes (output can be larger with
  *                           big padding).
  *                           _3x3/_5x5/_7x7 (dilation 1) unroll each window row; the plain one takes any window.
- * A padded tap holds the zero point, so its (x + in_offset) is 0: the same as TFLite skipping it. With every tap
- * present, sum w * (x + in_offset) = sum w * x + in_offset * sum w, so the plane loops only multiply-add raw bytes.
+ *
+ * kb_depthwise vectorises across channels: for each output pixel, every in-image tap adds w[tap, c] * (x[c] +
+ * in_offset) to a chunk of KB_DW_CHUNK channel accumulators (padded taps are skipped, as TFLite does).
+ * The in-place kernels vectorise along output rows. A padded tap holds the zero point, so its (x + in_offset) is 0:
+ * the same as TFLite skipping it; with every tap present, sum w * (x + in_offset) = sum w * x + in_offset * sum w,
+ * so the row loops multiply-add raw bytes. Each plane row is stored split into stride_w phases (columns r, r + s,
+ * r + 2s, ... for r < s = stride_w), so the taps of consecutive output pixels are consecutive bytes for every stride
+ * and dilation. Sums are int32 and cannot overflow (k_h * k_w taps of at most 128 * 255 each, k_h * k_w < 2^16);
+ * the bias joins with a wrapping add, like TFLite's int32 accumulator.
  */
 #include <string.h>
 
 #include "kilobyte.h"
 #include "kb_requant.h"
 
+#define KB_DW_CHUNK 64  /* channels per pass of kb_depthwise (int32 accumulators on the stack) */
+#define KB_DW_ROW 64    /* output pixels per pass of the in-place kernels */
+
+/* -- kb_depthwise: channels in the inner loop -------------------------------------------------------------------- */
+
+/* The in-image taps [*k0, *k1) of a window of k taps, dil apart, starting at image coordinate i0 < size. */
+static inline void clip_taps(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
+{
+    *k0 = i0 >= 0 ? 0 : (-i0 + dil - 1) / dil;
+    *k1 = i0 + (k - 1) * dil < size ? k : (size - 1 - i0) / dil + 1;
+}
+
+/* acc (n,) = sum over the in-image taps of output pixel (iy0, ix0)'s window of w[tap, c] * (x[c] + in_offset), for
+ * channels [c0, c0 + n). */
+static void pixel_taps(const kb_conv_params *p, const int8_t *in, const int8_t *w, int32_t iy0, int32_t ix0,
+                       int32_t c0, int32_t n, int32_t *acc)
+{
+    int32_t ky0, ky1, kx0, kx1;
+    clip_taps(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
+    clip_taps(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+    const int16_t off = (int16_t)p->in_offset;
+    memset(acc, 0, (size_t)n * sizeof acc[0]);
+    for (int32_t ky = ky0; ky < ky1; ++ky) {
+        for (int32_t kx = kx0; kx < kx1; ++kx) {
+            const int8_t *x = in + ((iy0 + ky * p->dil_h) * p->in_row + ix0 + kx * p->dil_w) * p->in_cstride + c0;
+            const int8_t *wt = w + (ky * p->k_w + kx) * p->in_c + c0;  /* (n,) */
+            for (int32_t c = 0; c < n; ++c) {
+                acc[c] += wt[c] * (int16_t)(x[c] + off);
+            }
+        }
+    }
+}
+
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                   const int32_t *mult, const int32_t *shift, int8_t *out)
 {
-    const int32_t c_n = p->in_c;
+    int32_t acc[KB_DW_CHUNK];
+    const int32_t out_offset = p->out_offset, act_min = p->act_min, act_max = p->act_max;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t iy0 = oy * p->stride_h - p->pad_t;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t ix0 = ox * p->stride_w - p->pad_l;
             int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (c,) */
-            for (int32_t c = 0; c < c_n; ++c) {
-                int32_t acc = 0;
-                for (int32_t ky = 0; ky < p->k_h; ++ky) {
-                    const int32_t iy = iy0 + ky * p->dil_h;
-                    if (iy < 0 || iy >= p->in_h) {
-                        continue;  /* padded row: TFLite skips the tap */
-                    }
-                    for (int32_t kx = 0; kx < p->k_w; ++kx) {
-                        const int32_t ix = ix0 + kx * p->dil_w;
-                        if (ix < 0 || ix >= p->in_w) {
-                            continue;
-                        }
-                        const int32_t x = in[(iy * p->in_row + ix) * p->in_cstride + c];
-                        acc += w[(ky * p->k_w + kx) * c_n + c] * (x + p->in_offset);
-                    }
+            for (int32_t c0 = 0; c0 < p->in_c; c0 += KB_DW_CHUNK) {
+                const int32_t n = p->in_c - c0 < KB_DW_CHUNK ? p->in_c - c0 : KB_DW_CHUNK;
+                pixel_taps(p, in, w, oy * p->stride_h - p->pad_t, ox * p->stride_w - p->pad_l, c0, n, acc);
+                for (int32_t c = c0; c < c0 + n; ++c) {
+                    const int32_t a = kb_wrapping_add(acc[c - c0], bias[c]);
+                    y[c] = kb_requantize(a, mult[c], shift[c], out_offset, act_min, act_max);
                 }
-                acc = kb_wrapping_add(acc, bias[c]);
-                y[c] = kb_requantize(acc, mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
             }
         }
     }
@@ -58,6 +86,13 @@ static int32_t plane_width(const kb_conv_params *p)
     return p->in_w + p->pad_l + p->pad_r;
 }
 
+/* Where plane column j lives inside its row: the row holds stride_w phases, phase r = columns r, r + s, ... */
+static int32_t plane_col(const kb_conv_params *p, int32_t j)
+{
+    const int32_t s = p->stride_w, pw = plane_width(p), r = j % s;
+    return r * (pw / s) + (r < pw % s ? r : pw % s) + j / s;  /* phases before r hold pw / s (+1 for r < pw % s) */
+}
+
 /* Fill the whole plane with the input zero point; its padding frame then stays valid for every channel. */
 static void plane_clear(const kb_conv_params *p, int8_t *plane)
 {
@@ -65,15 +100,20 @@ static void plane_clear(const kb_conv_params *p, int8_t *plane)
     memset(plane, (int8_t)(-p->in_offset), bytes);
 }
 
-/* Copy input channel c, (in_h, in_w) strided by in_cstride, into the plane's interior. */
+/* Copy input channel c, (in_h, in_w) strided by in_cstride, into the plane's interior (phase-split rows). */
 static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int8_t *plane)
 {
-    const int32_t pw = plane_width(p);
+    const int32_t pw = plane_width(p), s = p->stride_w, cs = p->in_cstride, in_w = p->in_w;
     for (int32_t y = 0; y < p->in_h; ++y) {
-        const int8_t *src = in + y * p->in_row * p->in_cstride + c;
-        int8_t *dst = plane + (y + p->pad_t) * pw + p->pad_l;
-        for (int32_t x = 0; x < p->in_w; ++x) {
-            dst[x] = src[x * p->in_cstride];
+        const int8_t *src = in + y * p->in_row * cs + c;
+        int8_t *dst = plane + (y + p->pad_t) * pw;
+        for (int32_t r = 0; r < s; ++r) {  /* phase r: plane columns j = pad_l + x with j % s == r */
+            const int32_t x0 = ((r - p->pad_l) % s + s) % s;
+            const int8_t *sp = src + x0 * cs;
+            int8_t *d = dst + plane_col(p, p->pad_l + x0);
+            for (int32_t i = 0, n = (in_w - x0 + s - 1) / s; i < n; ++i, sp += s * cs) {
+                d[i] = *sp;
+            }
         }
     }
 }
@@ -85,64 +125,72 @@ static int32_t channel_base(const kb_conv_params *p, const int8_t *w, const int3
     for (int32_t i = 0; i < k; ++i) {
         sum += w[i * p->in_c + c];
     }
-    return kb_wrapping_add(bias[c], p->in_offset * sum);  /* |in_offset * sum| < 2^23 */
+    return kb_wrapping_add(bias[c], p->in_offset * sum);  /* |in_offset * sum| < 2^31 for k < 2^16 */
 }
 
-static inline int32_t row3(const int8_t *r, const int32_t *w)
+/* The in-place kernels walk "positions" f = oy * R + ox, R = stride_h * plane width (total: up to the last output
+ * pixel): consecutive positions read consecutive plane bytes for every tap, so a span of positions is one vector
+ * loop, even across output rows. Positions with ox >= out_w are computed and never stored. Where a row has many of
+ * them (stride_h > 1), spans stop after the row's out_w valid ones, rounded up to whole 16-byte vectors, and the
+ * walk skips to the next row; every position read stays below `total`, so every plane byte read is in bounds. */
+#define KB_DW_SKIP 16  /* junk positions per row above which the walk skips them */
+
+/* Length of the span starting at position f0. */
+static int32_t span_len(const kb_conv_params *p, int32_t f0, int32_t total)
 {
-    return w[0] * r[0] + w[1] * r[1] + w[2] * r[2];
+    const int32_t r = p->stride_h * plane_width(p);
+    int32_t n = total - f0 < KB_DW_ROW ? total - f0 : KB_DW_ROW;
+    if (r - p->out_w > KB_DW_SKIP) {
+        const int32_t valid = (p->out_w - f0 % r + 15) & ~15;  /* valid positions left in the row, rounded up */
+        n = n < valid ? n : valid;
+    }
+    return n;
 }
 
-static inline int32_t row5(const int8_t *r, const int32_t *w)
+/* The position after a span ending at f (exclusive): f, or the next row's start when f is in a skipped tail. */
+static int32_t span_next(const kb_conv_params *p, int32_t f)
 {
-    return w[0] * r[0] + w[1] * r[1] + w[2] * r[2] + w[3] * r[3] + w[4] * r[4];
+    const int32_t r = p->stride_h * plane_width(p);
+    return r - p->out_w > KB_DW_SKIP && f % r >= p->out_w ? (f / r + 1) * r : f;
 }
 
-static inline int32_t row7(const int8_t *r, const int32_t *w)
+/* Requantise base + acc (n,) of the span at f0 into channel c_out (pointer to channel c of output pixel 0),
+ * one output row's valid positions at a time. */
+static void store_span(const kb_conv_params *p, const int32_t *acc, int32_t f0, int32_t n, int32_t base,
+                       int32_t mult, int32_t shift, int8_t *c_out)
 {
-    return w[0] * r[0] + w[1] * r[1] + w[2] * r[2] + w[3] * r[3] + w[4] * r[4] + w[5] * r[5] + w[6] * r[6];
-}
-
-/* One output channel from the padded plane with a k x k window (k = 3, 5 or 7, a constant after inlining);
- * y_c points at channel c of output pixel 0. */
-static inline void plane_conv_kxk(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, int32_t k,
-                                  int32_t base, int32_t mult, int32_t shift, int8_t *y_c)
-{
-    const int32_t pw = plane_width(p);
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int8_t *r = plane + oy * p->stride_h * pw;  /* first window row of this output row */
-        int8_t *y = y_c + oy * p->out_row * p->out_cstride;
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int8_t *t = r + ox * p->stride_w;  /* top-left tap */
-            int32_t acc = 0;
-            for (int32_t ky = 0; ky < k; ++ky) {
-                const int8_t *row = t + ky * pw;
-                const int32_t *wrow = taps + ky * k;
-                acc += k == 3 ? row3(row, wrow) : k == 5 ? row5(row, wrow) : row7(row, wrow);
-            }
-            acc = kb_wrapping_add(acc, base);
-            y[ox * p->out_cstride] = kb_requantize(acc, mult, shift, p->out_offset, p->act_min, p->act_max);
+    const int32_t r = p->stride_h * plane_width(p), out_w = p->out_w, cs = p->out_cstride;
+    const int32_t out_offset = p->out_offset, act_min = p->act_min, act_max = p->act_max;
+    for (int32_t i = 0, ox = f0 % r, oy = f0 / r; i < n; i += r - ox, ox = 0, ++oy) {
+        const int32_t valid = out_w - ox < n - i ? out_w - ox : n - i;  /* <= 0 in a row's junk tail */
+        int8_t *y = c_out + (oy * p->out_row + ox) * cs;
+        for (int32_t j = 0; j < valid; ++j) {
+            const int32_t a = kb_wrapping_add(acc[i + j], base);
+            y[j * cs] = kb_requantize(a, mult, shift, out_offset, act_min, act_max);
         }
     }
 }
 
-/* One output channel from the padded plane, any window and dilation; w_c: the channel's taps, in_c apart. */
-static void plane_conv_any(const kb_conv_params *p, const int8_t *plane, const int8_t *w_c, int32_t base,
-                           int32_t mult, int32_t shift, int8_t *y_c)
+/* acc (n,) = sum over the k x k taps (k = 3, 5 or 7, a constant after inlining; dilation 1) of the span at f0. */
+static inline void span_kxk(const kb_conv_params *p, const int8_t *plane, const int16_t *taps, int32_t k, int32_t f0,
+                            int32_t n, int32_t *acc)
 {
     const int32_t pw = plane_width(p);
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        int8_t *y = y_c + oy * p->out_row * p->out_cstride;
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int8_t *t = plane + oy * p->stride_h * pw + ox * p->stride_w;
-            int32_t acc = 0;
-            for (int32_t ky = 0; ky < p->k_h; ++ky) {
-                for (int32_t kx = 0; kx < p->k_w; ++kx) {
-                    acc += w_c[(ky * p->k_w + kx) * p->in_c] * t[ky * p->dil_h * pw + kx * p->dil_w];
-                }
+    const int8_t *t[7];  /* t[kx][i]: tap kx of position f0 + i, in the current window row */
+    for (int32_t i = 0; i < n; ++i) {
+        acc[i] = 0;
+    }
+    for (int32_t ky = 0; ky < k; ++ky) {
+        for (int32_t kx = 0; kx < k; ++kx) {
+            t[kx] = plane + f0 + ky * pw + plane_col(p, kx);
+        }
+        const int16_t *wr = taps + ky * k;
+        for (int32_t i = 0; i < n; ++i) {
+            int32_t sum = 0;
+            for (int32_t kx = 0; kx < k; ++kx) {
+                sum += wr[kx] * t[kx][i];
             }
-            acc = kb_wrapping_add(acc, base);
-            y[ox * p->out_cstride] = kb_requantize(acc, mult, shift, p->out_offset, p->act_min, p->act_max);
+            acc[i] += sum;
         }
     }
 }
@@ -151,7 +199,9 @@ static void plane_conv_any(const kb_conv_params *p, const int8_t *plane, const i
 static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                                const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch, int32_t k)
 {
-    int32_t taps[49];  /* channel c's (k, k) weights, widened once */
+    int16_t taps[49];          /* channel c's (k, k) weights */
+    int32_t acc[KB_DW_ROW];    /* one span */
+    const int32_t total = (p->out_h - 1) * p->stride_h * plane_width(p) + p->out_w;  /* positions up to the last */
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
         for (int32_t i = 0; i < k * k; ++i) {
@@ -159,7 +209,11 @@ static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const 
         }
         const int32_t base = channel_base(p, w, bias, c, k * k);
         plane_load(p, in, c, scratch);
-        plane_conv_kxk(p, scratch, taps, k, base, mult[c], shift[c], out + c);
+        for (int32_t f0 = 0, n; f0 < total; f0 = span_next(p, f0 + n)) {
+            n = span_len(p, f0, total);
+            span_kxk(p, scratch, taps, k, f0, n, acc);
+            store_span(p, acc, f0, n, base, mult[c], shift[c], out + c);
+        }
     }
 }
 
@@ -181,14 +235,39 @@ void kb_depthwise_inplace_7x7(const kb_conv_params *p, const int8_t *in, const i
     inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 7);
 }
 
+/* acc (n,) = all taps of the span at f0; any window and dilation; w_c: channel c's taps, in_c apart. */
+static void span_any(const kb_conv_params *p, const int8_t *plane, const int8_t *w_c, int32_t f0, int32_t n,
+                     int32_t *acc)
+{
+    const int32_t pw = plane_width(p);
+    for (int32_t i = 0; i < n; ++i) {
+        acc[i] = 0;
+    }
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            const int8_t *t = plane + f0 + ky * p->dil_h * pw + plane_col(p, kx * p->dil_w);
+            const int16_t wv = w_c[(ky * p->k_w + kx) * p->in_c];
+            for (int32_t i = 0; i < n; ++i) {
+                acc[i] += wv * t[i];
+            }
+        }
+    }
+}
+
 /* Any window, stride and dilation. */
 void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                           const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
+    int32_t acc[KB_DW_ROW];
+    const int32_t total = (p->out_h - 1) * p->stride_h * plane_width(p) + p->out_w;
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
         const int32_t base = channel_base(p, w, bias, c, p->k_h * p->k_w);
         plane_load(p, in, c, scratch);
-        plane_conv_any(p, scratch, w + c, base, mult[c], shift[c], out + c);
+        for (int32_t f0 = 0, n; f0 < total; f0 = span_next(p, f0 + n)) {
+            n = span_len(p, f0, total);
+            span_any(p, scratch, w + c, f0, n, acc);
+            store_span(p, acc, f0, n, base, mult[c], shift[c], out + c);
+        }
     }
 }

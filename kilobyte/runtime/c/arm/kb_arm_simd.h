@@ -51,71 +51,123 @@ static inline int32_t kb_offset2(int32_t offset)
     return (int32_t)(((uint32_t)offset & 0xFFFFu) | ((uint32_t)offset << 16));
 }
 
-/* bias + offset * sum(w[0..n)), wrapping: the accumulator's start when all n taps are present. */
+/* bias + offset * sum(w[0..n)), wrapping: the accumulator's start when all n taps are present. Four weights per
+ * USADA8: with the sign bit flipped, w + 128 is an unsigned byte, so sum(w) = usada8 sum - 128 * n. */
 static inline int32_t kb_arm_base(int32_t bias, int32_t offset, const int8_t *w, int32_t n)
 {
-    int32_t sum = 0;
-    for (int32_t i = 0; i < n; ++i) {
+    uint32_t biased = 0;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        biased = __usada8((uint32_t)kb_ld4(w + i) ^ 0x80808080u, 0u, biased);
+    }
+    int32_t sum = (int32_t)biased - 128 * i;
+    for (; i < n; ++i) {
         sum += w[i];
     }
     return (int32_t)((uint32_t)bias + (uint32_t)offset * (uint32_t)sum);
 }
 
-/* kb_requantize (kb_requant.h), the same function of its arguments, in fewer instructions:
- *  - SaturatingRoundingDoublingHighMul(x, mult) = floor((x * mult + 2^30) / 2^31): TFLite's nudge 1 - 2^30 for
- *    negative products followed by truncating division is exactly this floor, and the saturating case needs
- *    mult == INT32_MIN, which a generated multiplier (0 or in [2^30, 2^31)) never is;
- *  - a saturating add of the output offset replaces the +-65536 pre-clamp: every value it changes lies outside
- *    [act_min, act_max] either way. */
-static inline int8_t kb_arm_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
-                                       int32_t act_min, int32_t act_max)
+/* One output channel's requantisation, the shift split up once per channel (kb_arm_rq_of). */
+typedef struct {
+    int32_t mult;        /* the fixed-point multiplier: 0 or in [2^30, 2^31), never INT32_MIN */
+    int32_t left, right; /* shift = left - right, both >= 0 */
+    int32_t mask, half;  /* 2^right - 1 and mask >> 1: RoundingDivideByPOT's remainder mask and threshold */
+    int32_t out_offset, act_min, act_max;
+} kb_arm_rq;
+
+static inline kb_arm_rq kb_arm_rq_of(int32_t mult, int32_t shift, int32_t out_offset, int32_t act_min,
+                                     int32_t act_max)
 {
-    const int32_t left = shift > 0 ? shift : 0;
-    const int32_t x = (int32_t)((uint32_t)acc << left);          /* TFLite's x * 2^left, wrapping */
-    const int32_t high = (int32_t)(((int64_t)x * mult + (1 << 30)) >> 31);
-    int32_t v = __qadd(kb_rounding_divide_by_pot(high, left - shift), out_offset);
-    v = v < act_min ? act_min : v;
-    v = v > act_max ? act_max : v;
+    kb_arm_rq q;
+    q.mult = mult;
+    q.left = shift > 0 ? shift : 0;
+    q.right = q.left - shift;
+    q.mask = (int32_t)((1u << q.right) - 1u);
+    q.half = q.mask >> 1;
+    q.out_offset = out_offset, q.act_min = act_min, q.act_max = act_max;
+    return q;
+}
+
+/* kb_requantize (kb_requant.h), the same function of its arguments, in fewer instructions (~20, no branch):
+ *  - SaturatingRoundingDoublingHighMul(x, mult) = floor((x * mult + 2^30) / 2^31): TFLite's nudge 1 - 2^30 for
+ *    negative products followed by truncating division is exactly this floor; its saturating case needs
+ *    mult == INT32_MIN, which a generated multiplier never is;
+ *  - RoundingDivideByPOT adds 1 when remainder > threshold, i.e. when threshold - remainder is negative (both are
+ *    in [0, 2^31), so the difference cannot overflow): its sign bit is the increment;
+ *  - a saturating add of the output offset replaces the +-65536 pre-clamp: every value it changes lies outside
+ *    [act_min, act_max] either way.
+ * tests/targets/test_dsp_kernels.py checks it against kb_requantize on target, on random and edge values. */
+static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
+{
+    const int32_t x = (int32_t)((uint32_t)acc << q->left);  /* TFLite's x * 2^left, wrapping */
+    const int32_t high = (int32_t)(((int64_t)x * q->mult + (1 << 30)) >> 31);
+    const int32_t threshold = q->half - (high >> 31);        /* half + (high < 0) */
+    const int32_t round_up = (int32_t)((uint32_t)(threshold - (high & q->mask)) >> 31);
+    int32_t v = __qadd((high >> q->right) + round_up, q->out_offset);
+    v = v < q->act_min ? q->act_min : v;
+    v = v > q->act_max ? q->act_max : v;
     return (int8_t)v;
 }
 
-/* One 4-value step of the 2x2 block: pixels a, b times channels 0, 1, raw int8 (no offset). */
-#define KB_STEP_2X2(xa, xb, w0, w1, acc)                                                                        \
+/* kb_requantize's arguments, one call (where nothing is shared between outputs). */
+static inline int8_t kb_arm_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
+                                       int32_t act_min, int32_t act_max)
+{
+    const kb_arm_rq q = kb_arm_rq_of(mult, shift, out_offset, act_min, act_max);
+    return kb_arm_rq_apply(&q, acc);
+}
+
+/* x's even / odd halves as int16 pairs, plus off2 (the input offset in both halves) when `offset` (a constant). */
+static inline __attribute__((always_inline)) int32_t kb_x_even(int32_t x, int32_t off2, int offset)
+{
+    return offset ? __sxtab16(off2, x) : __sxtb16(x);
+}
+
+static inline __attribute__((always_inline)) int32_t kb_x_odd(int32_t x, int32_t off2, int offset)
+{
+    return offset ? kb_sxtab16_odd(off2, x) : kb_sxtb16_odd(x);
+}
+
+/* One 4-value step of the 2x2 block: pixels a, b times channels 0, 1; acc = (a0, a1, b0, b1). */
+#define KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc)                                                          \
     do {                                                                                                        \
         int32_t xr_ = kb_ld4(xa), wr_ = kb_ld4(w0), vr_ = kb_ld4(w1), yr_;                                       \
-        const int32_t xe_ = __sxtb16(xr_), we_ = __sxtb16(wr_), ve_ = __sxtb16(vr_);                           \
-        xr_ = kb_sxtb16_odd(xr_);                                                                               \
+        const int32_t xe_ = kb_x_even(xr_, off2, offset), we_ = __sxtb16(wr_), ve_ = __sxtb16(vr_);            \
+        xr_ = kb_x_odd(xr_, off2, offset);                                                                      \
         wr_ = kb_sxtb16_odd(wr_);                                                                               \
         vr_ = kb_sxtb16_odd(vr_);                                                                               \
         acc[0] = __smlad(xr_, wr_, __smlad(xe_, we_, acc[0]));                                                  \
         acc[1] = __smlad(xr_, vr_, __smlad(xe_, ve_, acc[1]));                                                  \
         yr_ = kb_ld4(xb);                                                                                       \
-        xr_ = __sxtb16(yr_);                                                                                    \
-        yr_ = kb_sxtb16_odd(yr_);                                                                               \
+        xr_ = kb_x_even(yr_, off2, offset);                                                                     \
+        yr_ = kb_x_odd(yr_, off2, offset);                                                                      \
         acc[2] = __smlad(yr_, wr_, __smlad(xr_, we_, acc[2]));                                                  \
         acc[3] = __smlad(yr_, vr_, __smlad(xr_, ve_, acc[3]));                                                  \
         xa += 4, xb += 4, w0 += 4, w1 += 4;                                                                     \
     } while (0)
 
 /* acc[0..3] += sum_i (xa[i] w0[i], xa[i] w1[i], xb[i] w0[i], xb[i] w1[i]), i < n: two pixels times two output
- * channels on raw int8 values (the caller folded the input offset into acc with kb_arm_base). */
+ * channels. With `offset` (a constant) x[i] + in_offset (off2 = kb_offset2(in_offset)); without, raw int8 values
+ * (the caller folded the offset into acc with kb_arm_base, which saves the register that holds off2). */
 static inline __attribute__((always_inline)) void kb_dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w0,
-                                                             const int8_t *w1, int32_t n, int32_t acc[4])
+                                                             const int8_t *w1, int32_t n, int32_t in_offset,
+                                                             int offset, int32_t acc[4])
 {
+    const int32_t off2 = kb_offset2(in_offset), o = offset ? in_offset : 0;
     for (const int8_t *end = w0 + (n & ~15); w0 != end;) {  /* 16 values per iteration: 64 MACs */
-        KB_STEP_2X2(xa, xb, w0, w1, acc);
-        KB_STEP_2X2(xa, xb, w0, w1, acc);
-        KB_STEP_2X2(xa, xb, w0, w1, acc);
-        KB_STEP_2X2(xa, xb, w0, w1, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc);
     }
     for (const int8_t *end = w0 + (n & 12); w0 != end;) {
-        KB_STEP_2X2(xa, xb, w0, w1, acc);
+        KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc);
     }
-    for (int32_t i = 0; i < (n & 3); ++i) {
-        acc[0] = kb_wrapping_add(acc[0], xa[i] * w0[i]);  /* acc holds the bias: wrap like SMLAD */
-        acc[1] = kb_wrapping_add(acc[1], xa[i] * w1[i]);
-        acc[2] = kb_wrapping_add(acc[2], xb[i] * w0[i]);
-        acc[3] = kb_wrapping_add(acc[3], xb[i] * w1[i]);
+    for (int32_t i = 0; i < (n & 3); ++i) {  /* acc holds the bias: wrap like SMLAD */
+        acc[0] = kb_wrapping_add(acc[0], (xa[i] + o) * w0[i]);
+        acc[1] = kb_wrapping_add(acc[1], (xa[i] + o) * w1[i]);
+        acc[2] = kb_wrapping_add(acc[2], (xb[i] + o) * w0[i]);
+        acc[3] = kb_wrapping_add(acc[3], (xb[i] + o) * w1[i]);
     }
 }
 

@@ -3,13 +3,16 @@
  * Same functions, arguments and layouts as the portable file (in (in_h, in_w, in_c) with pixel stride in_cstride
  * and row pitch in_row; w OHWI; out with out_cstride and out_row). Direct convolution, no im2col and no scratch:
  * each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
- * is the matching weight row, so a window is kh dot products of that length.
- *   - Output channels go in pairs (the outer loop), with bias + in_offset * sum(w) computed once per pair.
- *   - Inside the image, output pixels go in pairs along a row: a 2 pixel x 2 channel block (kb_dot_2x2) on raw
- *     int8, 16 MACs per 4 loads, 8 unpacks and 8 SMLADs, the offset already in the accumulator.
- *   - Windows that cross the padding (and a row's odd pixel) run one pixel at a time over the taps inside the image,
- *     the offset added while unpacking (kb_dot_1x2), the accumulator starting at the bias: TFLite skips padded taps.
- * An odd last channel runs as a pair with itself and stores once. kb_conv_1x1 pairs pixels across rows.
+ * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
+ * Output channels go in pairs (the outer loop); output pixels go in pairs that see the same taps, each pair a
+ * 2 pixel x 2 channel block (kb_dot_2x2: 16 MACs per 4 loads, 8 unpacks and 8 SMLADs):
+ *   - pixels whose whole window is inside the image: on raw int8, the input offset folded into the accumulator's
+ *     start, bias + in_offset * sum(w), computed once per channel pair;
+ *   - the rest of the interior columns (top and bottom rows) pair along the row, the edge columns pair down the
+ *     column: the offset is added while unpacking and the accumulator starts at the bias, over the taps inside the
+ *     image only (TFLite skips padded taps);
+ *   - corners and odd pixels run alone (kb_dot_1x2). An odd last channel runs paired with itself, stored once.
+ * kb_conv_1x1 pairs pixels in row-major order, across rows.
  */
 /* GCC's first scheduling pass hoists the loads of the unrolled dot products and pushes the 2x2 block past the 14
  * allocatable registers (spills in the inner loop); without it the block runs spill-free. Speed only. */
@@ -19,15 +22,13 @@
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
 
-/* One output channel pair: weights, accumulator starts and requantisation. A local copy, so that the int8 output
- * stores (which may alias anything) do not force the compiler to reload these from the kernel's arguments. */
+/* One output channel pair: weights, accumulator starts and requantisation, computed once per pair. */
 typedef struct {
     const int8_t *w0, *w1;  /* (k_h, k_w, in_c) weights of channels co and co1 */
     int32_t bias0, bias1;   /* accumulator starts of a window with padded taps */
     int32_t base0, base1;   /* ... and of a window with every tap inside the image */
-    int32_t mult0, mult1, shift0, shift1;
     int32_t co, co1;        /* co1 == co + 1, or co for an odd last channel (stored once) */
-    int32_t out_offset, act_min, act_max;
+    kb_arm_rq rq0, rq1;
 } kb_pair;
 
 static kb_pair pair_at(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
@@ -43,17 +44,27 @@ static kb_pair pair_at(const kb_conv_params *p, const int8_t *w, const int32_t *
     c.bias1 = bias[c.co1];
     c.base0 = kb_arm_base(c.bias0, p->in_offset, c.w0, w_size);
     c.base1 = kb_arm_base(c.bias1, p->in_offset, c.w1, w_size);
-    c.mult0 = mult[co], c.mult1 = mult[c.co1], c.shift0 = shift[co], c.shift1 = shift[c.co1];
-    c.out_offset = p->out_offset, c.act_min = p->act_min, c.act_max = p->act_max;
+    c.rq0 = kb_arm_rq_of(mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
+    c.rq1 = kb_arm_rq_of(mult[c.co1], shift[c.co1], p->out_offset, p->act_min, p->act_max);
     return c;
 }
 
-/* Requantise a pixel's two accumulators into y (the pixel's (out_c,) outputs). */
-static inline void store_pair(const kb_pair *c, const int32_t acc[2], int8_t *y)
+/* Requantise (a0, a1) into pixel a's outputs and, with yb, (b0, b1) into pixel b's (y: a pixel's (out_c,)).
+ * Accumulators go by value: an address taken here would keep the dot products' accumulators in memory. */
+static inline __attribute__((always_inline)) void store(const kb_pair *c, int32_t a0, int32_t a1, int32_t b0, int32_t b1, int8_t *ya, int8_t *yb)
 {
-    y[c->co] = kb_arm_requantize(acc[0], c->mult0, c->shift0, c->out_offset, c->act_min, c->act_max);
-    if (c->co1 != c->co) {
-        y[c->co1] = kb_arm_requantize(acc[1], c->mult1, c->shift1, c->out_offset, c->act_min, c->act_max);
+    const int32_t co = c->co, co1 = c->co1;
+    const kb_arm_rq q0 = c->rq0;  /* a local copy: loaded once for both pixels, whatever the int8 stores alias */
+    ya[co] = kb_arm_rq_apply(&q0, a0);
+    if (yb) {
+        yb[co] = kb_arm_rq_apply(&q0, b0);
+    }
+    if (co1 != co) {
+        const kb_arm_rq q1 = c->rq1;
+        ya[co1] = kb_arm_rq_apply(&q1, a1);
+        if (yb) {
+            yb[co1] = kb_arm_rq_apply(&q1, b1);
+        }
     }
 }
 
@@ -76,78 +87,128 @@ static void interior(int32_t out, int32_t stride, int32_t pad, int32_t k, int32_
     *lo = *lo < *hi ? *lo : *hi;
 }
 
-/* A window with padded taps (or an unpaired pixel): one pixel, the taps inside the image only. */
-static void conv_single(const kb_conv_params *p, const int8_t *in, const kb_pair *c, int32_t oy, int32_t ox, int8_t *out)
-{
-    const int32_t iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-    const int32_t cs = p->in_cstride, n = p->in_c;
+/* Taps of a window inside the image: rows [ky0, ky1), columns [kx0, kx1). */
+typedef struct {
     int32_t ky0, ky1, kx0, kx1;
-    inside(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
-    inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
-    const int run = cs == n && p->dil_w == 1;  /* a window row's taps are one contiguous run */
-    int32_t acc[2] = {c->bias0, c->bias1};
-    for (int32_t ky = ky0; ky < ky1; ++ky) {
-        const int32_t row = (iy0 + ky * p->dil_h) * p->in_row + ix0;  /* pixel index of tap (ky, 0) */
-        const int32_t wk = ky * p->k_w * n;
-        if (run) {
-            kb_dot_1x2(in + (row + kx0) * cs, c->w0 + wk + kx0 * n, c->w1 + wk + kx0 * n, (kx1 - kx0) * n,
+} kb_taps;
+
+static kb_taps taps_at(const kb_conv_params *p, int32_t oy, int32_t ox)
+{
+    kb_taps t;
+    inside(oy * p->stride_h - p->pad_t, p->k_h, p->dil_h, p->in_h, &t.ky0, &t.ky1);
+    inside(ox * p->stride_w - p->pad_l, p->k_w, p->dil_w, p->in_w, &t.kx0, &t.kx1);
+    return t;
+}
+
+/* Input pixel index (y * in_row + x) of the top-left tap of output pixel (oy, ox)'s window (maybe padding). */
+static inline int32_t origin(const kb_conv_params *p, int32_t oy, int32_t ox)
+{
+    return (oy * p->stride_h - p->pad_t) * p->in_row + ox * p->stride_w - p->pad_l;
+}
+
+/* acc (a0, a1, b0, b1) += taps t of the windows at input pixels a and b (`offset`: a constant, see kb_dot_2x2). */
+static inline __attribute__((always_inline)) void window_2x2(const kb_conv_params *p, const int8_t *in,
+                                                             const kb_pair *c, const kb_taps *t, int32_t a,
+                                                             int32_t b, int offset, int32_t acc[4])
+{
+    const int32_t cs = p->in_cstride, n = p->in_c;
+    for (int32_t ky = t->ky0; ky < t->ky1; ++ky) {
+        const int32_t row = ky * p->dil_h * p->in_row, wk = ky * p->k_w * n;
+        if (cs == n && p->dil_w == 1) {  /* the row's taps are one run */
+            const int32_t k0 = row + t->kx0, wk0 = wk + t->kx0 * n;
+            kb_dot_2x2(in + (a + k0) * cs, in + (b + k0) * cs, c->w0 + wk0, c->w1 + wk0, (t->kx1 - t->kx0) * n,
+                       p->in_offset, offset, acc);
+            continue;
+        }
+        for (int32_t kx = t->kx0; kx < t->kx1; ++kx) {
+            const int32_t k = row + kx * p->dil_w, wkx = wk + kx * n;
+            kb_dot_2x2(in + (a + k) * cs, in + (b + k) * cs, c->w0 + wkx, c->w1 + wkx, n, p->in_offset, offset,
+                       acc);
+        }
+    }
+}
+
+/* Output pixels a = (ay, ax) and b = (by, bx), whose windows see the same taps t; `full`: every tap. */
+static void conv_two(const kb_conv_params *p, const int8_t *in, const kb_pair *c, const kb_taps *t, int full,
+                     int32_t ay, int32_t ax, int32_t by, int32_t bx, int8_t *out)
+{
+    const int32_t a = origin(p, ay, ax), b = origin(p, by, bx);
+    if (full) {
+        int32_t acc[4] = {c->base0, c->base1, c->base0, c->base1};
+        window_2x2(p, in, c, t, a, b, 0, acc);
+        store(c, acc[0], acc[1], acc[2], acc[3], out + (ay * p->out_row + ax) * p->out_cstride,
+              out + (by * p->out_row + bx) * p->out_cstride);
+    } else {
+        int32_t acc[4] = {c->bias0, c->bias1, c->bias0, c->bias1};
+        window_2x2(p, in, c, t, a, b, 1, acc);
+        store(c, acc[0], acc[1], acc[2], acc[3], out + (ay * p->out_row + ax) * p->out_cstride,
+              out + (by * p->out_row + bx) * p->out_cstride);
+    }
+}
+
+/* Output pixel (oy, ox) alone, over the taps inside the image. */
+static void conv_one(const kb_conv_params *p, const int8_t *in, const kb_pair *c, int32_t oy, int32_t ox,
+                     int8_t *out)
+{
+    const kb_taps t = taps_at(p, oy, ox);
+    const int32_t cs = p->in_cstride, n = p->in_c, a = origin(p, oy, ox);
+    int32_t acc[4] = {c->bias0, c->bias1, 0, 0};
+    for (int32_t ky = t.ky0; ky < t.ky1; ++ky) {
+        const int32_t row = a + ky * p->dil_h * p->in_row, wk = ky * p->k_w * n;
+        if (cs == n && p->dil_w == 1) {  /* the row's taps are one run */
+            kb_dot_1x2(in + (row + t.kx0) * cs, c->w0 + wk + t.kx0 * n, c->w1 + wk + t.kx0 * n, (t.kx1 - t.kx0) * n,
                        p->in_offset, acc);
             continue;
         }
-        for (int32_t kx = kx0; kx < kx1; ++kx) {
+        for (int32_t kx = t.kx0; kx < t.kx1; ++kx) {
             kb_dot_1x2(in + (row + kx * p->dil_w) * cs, c->w0 + wk + kx * n, c->w1 + wk + kx * n, n, p->in_offset,
                        acc);
         }
     }
-    store_pair(c, acc, out + (oy * p->out_row + ox) * p->out_cstride);
+    store(c, acc[0], acc[1], 0, 0, out + (oy * p->out_row + ox) * p->out_cstride, 0);
 }
 
-/* Output pixels (oy, ox) and (oy, ox + 1), both windows inside the image. */
-static void conv_pair(const kb_conv_params *p, const int8_t *in, const kb_pair *c, int32_t oy, int32_t ox, int8_t *out)
+/* Output column ox, whose windows cross the left or right padding: pairs down the interior rows [oy_lo, oy_hi). */
+static void edge_column(const kb_conv_params *p, const int8_t *in, const kb_pair *c, int32_t ox, int32_t oy_lo,
+                        int32_t oy_hi, int8_t *out)
 {
-    const int32_t cs = p->in_cstride, n = p->in_c;
-    const int8_t *xa = in + ((oy * p->stride_h - p->pad_t) * p->in_row + ox * p->stride_w - p->pad_l) * cs;
-    const int8_t *xb = xa + p->stride_w * cs;
-    const int32_t row_step = p->dil_h * p->in_row * cs;
-    const int run = cs == n && p->dil_w == 1;
-    int32_t acc[4] = {c->base0, c->base1, c->base0, c->base1};  /* (pixel a: co, co1), (pixel b: co, co1) */
-    for (int32_t ky = 0; ky < p->k_h; ++ky, xa += row_step, xb += row_step) {
-        const int32_t wk = ky * p->k_w * n;
-        if (run) {
-            kb_dot_2x2(xa, xb, c->w0 + wk, c->w1 + wk, p->k_w * n, acc);
-            continue;
-        }
-        for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            const int32_t dx = kx * p->dil_w * cs;
-            kb_dot_2x2(xa + dx, xb + dx, c->w0 + wk + kx * n, c->w1 + wk + kx * n, n, acc);
-        }
+    const kb_taps t = taps_at(p, oy_lo, ox);
+    int32_t oy = 0;
+    for (; oy < oy_lo; ++oy) {
+        conv_one(p, in, c, oy, ox, out);
     }
-    int8_t *ya = out + (oy * p->out_row + ox) * p->out_cstride;
-    store_pair(c, acc, ya);
-    store_pair(c, acc + 2, ya + p->out_cstride);
+    for (; oy + 1 < oy_hi; oy += 2) {
+        conv_two(p, in, c, &t, 0, oy, ox, oy + 1, ox, out);
+    }
+    for (; oy < p->out_h; ++oy) {
+        conv_one(p, in, c, oy, ox, out);
+    }
 }
 
 static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                      const int32_t *mult, const int32_t *shift, int8_t *out)
 {
-    int32_t oy_lo, oy_hi, ox_lo, ox_hi;  /* output pixels whose whole window is inside the image */
+    int32_t oy_lo, oy_hi, ox_lo, ox_hi;  /* output pixels whose window lies inside the image, per axis */
     interior(p->out_h, p->stride_h, p->pad_t, p->k_h, p->dil_h, p->in_h, &oy_lo, &oy_hi);
     interior(p->out_w, p->stride_w, p->pad_l, p->k_w, p->dil_w, p->in_w, &ox_lo, &ox_hi);
     for (int32_t co = 0; co < p->out_c; co += 2) {
         const kb_pair c = pair_at(p, w, bias, mult, shift, co);
-        for (int32_t oy = 0; oy < p->out_h; ++oy) {
-            const int row_inside = oy >= oy_lo && oy < oy_hi;
-            const int32_t lo = row_inside ? ox_lo : p->out_w, hi = row_inside ? ox_hi : p->out_w;
-            int32_t ox = 0;
-            for (; ox < lo; ++ox) {
-                conv_single(p, in, &c, oy, ox, out);
+        for (int32_t oy = 0; oy < p->out_h; ++oy) {  /* interior columns: pairs along each row */
+            const kb_taps t = taps_at(p, oy, ox_lo);
+            const int full = t.ky0 == 0 && t.ky1 == p->k_h;
+            int32_t ox = ox_lo;
+            for (; ox + 1 < ox_hi; ox += 2) {
+                conv_two(p, in, &c, &t, full, oy, ox, oy, ox + 1, out);
             }
-            for (; ox + 1 < hi; ox += 2) {
-                conv_pair(p, in, &c, oy, ox, out);
+            if (ox < ox_hi) {
+                conv_one(p, in, &c, oy, ox, out);
             }
-            for (; ox < p->out_w; ++ox) {
-                conv_single(p, in, &c, oy, ox, out);
-            }
+        }
+        for (int32_t ox = 0; ox < ox_lo; ++ox) {
+            edge_column(p, in, &c, ox, oy_lo, oy_hi, out);
+        }
+        for (int32_t ox = ox_hi; ox < p->out_w; ++ox) {
+            edge_column(p, in, &c, ox, oy_lo, oy_hi, out);
         }
     }
 }
@@ -184,14 +245,13 @@ void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
                 x = 0, ++y;
             }
             int32_t acc[4] = {c.base0, c.base1, c.base0, c.base1};
-            kb_dot_2x2(xa, xb, c.w0, c.w1, n, acc);
-            store_pair(&c, acc, ya);
-            store_pair(&c, acc + 2, yb);
+            kb_dot_2x2(xa, xb, c.w0, c.w1, n, 0, 0, acc);
+            store(&c, acc[0], acc[1], acc[2], acc[3], ya, yb);
         }
         if (pixels & 1) {  /* the last pixel, (out_h - 1, out_w - 1) */
-            int32_t acc[2] = {c.bias0, c.bias1};
+            int32_t acc[4] = {c.bias0, c.bias1, 0, 0};
             kb_dot_1x2(in + (y * p->in_row + x) * p->in_cstride, c.w0, c.w1, n, p->in_offset, acc);
-            store_pair(&c, acc, out + (y * p->out_row + x) * p->out_cstride);
+            store(&c, acc[0], acc[1], 0, 0, out + (y * p->out_row + x) * p->out_cstride, 0);
         }
     }
 }

@@ -134,15 +134,16 @@ static int32_t channel_base(const kb_conv_params *p, const int8_t *w, const int3
     return kb_wrapping_add(bias[c], p->in_offset * sum);  /* |in_offset * sum| < 2^23 */
 }
 
-/* One channel's requantisation, copied out of the arguments (the int8 stores may alias them). */
+/* One channel's accumulator start and requantisation, copied out of the arguments (the int8 stores may alias
+ * them). */
 typedef struct {
-    int32_t base, mult, shift, out_offset, act_min, act_max;
+    int32_t base;
+    kb_arm_rq rq;
 } kb_chan;
 
 static inline int8_t chan_out(const kb_chan *q, int32_t acc)
 {
-    return kb_arm_requantize(kb_wrapping_add(acc, q->base), q->mult, q->shift, q->out_offset, q->act_min,
-                             q->act_max);
+    return kb_arm_rq_apply(&q->rq, kb_wrapping_add(acc, q->base));
 }
 
 /* One output channel of a 3x3 window with horizontal stride 1, two outputs per step (see the file comment).
@@ -226,8 +227,9 @@ static void plane_conv_any(const kb_conv_params *p, const int8_t *plane, const i
 static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
                        const int32_t *shift, int32_t c)
 {
-    const kb_chan q = {channel_base(p, w, bias, c, p->k_h * p->k_w), mult[c], shift[c], p->out_offset, p->act_min,
-                       p->act_max};
+    kb_chan q;
+    q.base = channel_base(p, w, bias, c, p->k_h * p->k_w);
+    q.rq = kb_arm_rq_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
     return q;
 }
 
