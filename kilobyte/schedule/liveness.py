@@ -105,10 +105,7 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
         _stage_units(graph, stage, aliases, first, last)
     outs = output_units(graph, aliases)
     fused = fused_pairs(order, aliases, last, outs, n_stage)
-    for conv in fused:  # the conv's output is never stored
-        y = aliases.root[aliases.fusable[conv].conv_out]
-        del first[y], last[y]
-    fused_adds = {add: aliases.fusable[conv].residual for conv, add in fused.items()}
+    fused_adds = _unstore_fused(aliases, fused, first, last)
     inplace: dict[str, str] = {}
     group = {r: r for r in first}
     scratch = [0] * len(order)
@@ -131,6 +128,14 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
         working = stage.working_peak if i < n_stage else 0
         live.append(running - overlap[i] + scratch[i] + working)
     return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases, fused)
+
+
+def _unstore_fused(aliases: Aliases, fused: dict[str, str], first: dict, last: dict) -> dict[str, str]:
+    """Drop the units of fused convs' outputs (never stored); return each fused ADD's residual (it overwrites)."""
+    for conv in fused:
+        y = aliases.root[aliases.fusable[conv].conv_out]
+        del first[y], last[y]
+    return {add: aliases.fusable[conv].residual for conv, add in fused.items()}
 
 
 def _scratch(graph: Graph, node, inplace: bool, aliases: Aliases, override: dict | None) -> int:

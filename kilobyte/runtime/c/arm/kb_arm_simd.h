@@ -29,6 +29,15 @@ static inline int32_t kb_ld4(const int8_t *p)
     return v;
 }
 
+/* Four int8 values as one word, then p += 4 (LDR with post-increment; GCC otherwise prefers offset addressing plus
+ * an ADD per pointer in unrolled loops). */
+static inline int32_t kb_ld4_inc(const int8_t **p)
+{
+    int32_t v;
+    __asm__("ldr %0, [%1], #4" : "=r"(v), "+r"(*p) : "m"(*(const int32_t(*)[1]) * p));
+    return v;
+}
+
 /* [b1, b3] sign-extended to int16: SXTB16 with ROR #8. */
 static inline int32_t kb_sxtb16_odd(int32_t x)
 {
@@ -131,19 +140,18 @@ static inline __attribute__((always_inline)) int32_t kb_x_odd(int32_t x, int32_t
 /* One 4-value step of the 2x2 block: pixels a, b times channels 0, 1; acc = (a0, a1, b0, b1). */
 #define KB_STEP_2X2(xa, xb, w0, w1, off2, offset, acc)                                                          \
     do {                                                                                                        \
-        int32_t xr_ = kb_ld4(xa), wr_ = kb_ld4(w0), vr_ = kb_ld4(w1), yr_;                                       \
+        int32_t xr_ = kb_ld4_inc(&xa), wr_ = kb_ld4_inc(&w0), vr_ = kb_ld4_inc(&w1), yr_;                         \
         const int32_t xe_ = kb_x_even(xr_, off2, offset), we_ = __sxtb16(wr_), ve_ = __sxtb16(vr_);            \
         xr_ = kb_x_odd(xr_, off2, offset);                                                                      \
         wr_ = kb_sxtb16_odd(wr_);                                                                               \
         vr_ = kb_sxtb16_odd(vr_);                                                                               \
         acc[0] = __smlad(xr_, wr_, __smlad(xe_, we_, acc[0]));                                                  \
         acc[1] = __smlad(xr_, vr_, __smlad(xe_, ve_, acc[1]));                                                  \
-        yr_ = kb_ld4(xb);                                                                                       \
+        yr_ = kb_ld4_inc(&xb);                                                                                  \
         xr_ = kb_x_even(yr_, off2, offset);                                                                     \
         yr_ = kb_x_odd(yr_, off2, offset);                                                                      \
         acc[2] = __smlad(yr_, wr_, __smlad(xr_, we_, acc[2]));                                                  \
         acc[3] = __smlad(yr_, vr_, __smlad(xr_, ve_, acc[3]));                                                  \
-        xa += 4, xb += 4, w0 += 4, w1 += 4;                                                                     \
     } while (0)
 
 /* acc[0..3] += sum_i (xa[i] w0[i], xa[i] w1[i], xb[i] w0[i], xb[i] w1[i]), i < n: two pixels times two output
@@ -174,14 +182,13 @@ static inline __attribute__((always_inline)) void kb_dot_2x2(const int8_t *xa, c
 /* One 4-value step of the 1x2 block with the input offset added while unpacking (off2 = kb_offset2(offset)). */
 #define KB_STEP_1X2(x, w0, w1, off2, acc)                                                                       \
     do {                                                                                                        \
-        int32_t xr_ = kb_ld4(x), wr_ = kb_ld4(w0), vr_ = kb_ld4(w1);                                            \
+        int32_t xr_ = kb_ld4_inc(&x), wr_ = kb_ld4_inc(&w0), vr_ = kb_ld4_inc(&w1);                             \
         const int32_t xe_ = __sxtab16(off2, xr_), we_ = __sxtb16(wr_), ve_ = __sxtb16(vr_);                    \
         xr_ = kb_sxtab16_odd(off2, xr_);                                                                        \
         wr_ = kb_sxtb16_odd(wr_);                                                                               \
         vr_ = kb_sxtb16_odd(vr_);                                                                               \
         acc[0] = __smlad(xr_, wr_, __smlad(xe_, we_, acc[0]));                                                  \
         acc[1] = __smlad(xr_, vr_, __smlad(xe_, ve_, acc[1]));                                                  \
-        x += 4, w0 += 4, w1 += 4;                                                                               \
     } while (0)
 
 /* acc[0..1] += sum_i (w0[i], w1[i]) * (x[i] + offset), i < n: one pixel (or FC input) times two channels. */

@@ -112,14 +112,16 @@ static inline __attribute__((always_inline)) void window_2x2(const kb_conv_param
                                                              int32_t b, int offset, int32_t acc[4])
 {
     const int32_t cs = p->in_cstride, n = p->in_c;
+    if (cs == n && p->dil_w == 1) {  /* each window row's taps are one run of len bytes */
+        const int32_t len = (t->kx1 - t->kx0) * n, x_step = p->dil_h * p->in_row * cs, w_step = p->k_w * n;
+        int32_t x0 = (t->ky0 * p->dil_h * p->in_row + t->kx0) * cs, wk = (t->ky0 * p->k_w + t->kx0) * n;
+        for (int32_t ky = t->ky0; ky < t->ky1; ++ky, x0 += x_step, wk += w_step) {
+            kb_dot_2x2(in + a * cs + x0, in + b * cs + x0, c->w0 + wk, c->w1 + wk, len, p->in_offset, offset, acc);
+        }
+        return;
+    }
     for (int32_t ky = t->ky0; ky < t->ky1; ++ky) {
         const int32_t row = ky * p->dil_h * p->in_row, wk = ky * p->k_w * n;
-        if (cs == n && p->dil_w == 1) {  /* the row's taps are one run */
-            const int32_t k0 = row + t->kx0, wk0 = wk + t->kx0 * n;
-            kb_dot_2x2(in + (a + k0) * cs, in + (b + k0) * cs, c->w0 + wk0, c->w1 + wk0, (t->kx1 - t->kx0) * n,
-                       p->in_offset, offset, acc);
-            continue;
-        }
         for (int32_t kx = t->kx0; kx < t->kx1; ++kx) {
             const int32_t k = row + kx * p->dil_w, wkx = wk + kx * n;
             kb_dot_2x2(in + (a + k) * cs, in + (b + k) * cs, c->w0 + wkx, c->w1 + wkx, n, p->in_offset, offset,
@@ -153,16 +155,19 @@ static void conv_one(const kb_conv_params *p, const int8_t *in, const kb_pair *c
     const kb_taps t = taps_at(p, oy, ox);
     const int32_t cs = p->in_cstride, n = p->in_c, a = origin(p, oy, ox);
     int32_t acc[4] = {c->bias0, c->bias1, 0, 0};
-    for (int32_t ky = t.ky0; ky < t.ky1; ++ky) {
-        const int32_t row = a + ky * p->dil_h * p->in_row, wk = ky * p->k_w * n;
-        if (cs == n && p->dil_w == 1) {  /* the row's taps are one run */
-            kb_dot_1x2(in + (row + t.kx0) * cs, c->w0 + wk + t.kx0 * n, c->w1 + wk + t.kx0 * n, (t.kx1 - t.kx0) * n,
-                       p->in_offset, acc);
-            continue;
+    if (cs == n && p->dil_w == 1) {  /* each window row's taps are one run of len bytes */
+        const int32_t len = (t.kx1 - t.kx0) * n, x_step = p->dil_h * p->in_row * cs, w_step = p->k_w * n;
+        int32_t x0 = (a + t.ky0 * p->dil_h * p->in_row + t.kx0) * cs, wk = (t.ky0 * p->k_w + t.kx0) * n;
+        for (int32_t ky = t.ky0; ky < t.ky1; ++ky, x0 += x_step, wk += w_step) {
+            kb_dot_1x2(in + x0, c->w0 + wk, c->w1 + wk, len, p->in_offset, acc);
         }
-        for (int32_t kx = t.kx0; kx < t.kx1; ++kx) {
-            kb_dot_1x2(in + (row + kx * p->dil_w) * cs, c->w0 + wk + kx * n, c->w1 + wk + kx * n, n, p->in_offset,
-                       acc);
+    } else {
+        for (int32_t ky = t.ky0; ky < t.ky1; ++ky) {
+            const int32_t row = a + ky * p->dil_h * p->in_row, wk = ky * p->k_w * n;
+            for (int32_t kx = t.kx0; kx < t.kx1; ++kx) {
+                kb_dot_1x2(in + (row + kx * p->dil_w) * cs, c->w0 + wk + kx * n, c->w1 + wk + kx * n, n,
+                           p->in_offset, acc);
+            }
         }
     }
     store(c, acc[0], acc[1], 0, 0, out + (oy * p->out_row + ox) * p->out_cstride, 0);

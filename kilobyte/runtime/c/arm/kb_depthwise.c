@@ -35,18 +35,21 @@ static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t 
 static inline void taps_x4(const kb_conv_params *p, const int8_t *in, const int8_t *w_c, int32_t iy0, int32_t ix0,
                            const int32_t k[4], int32_t acc[4])
 {
-    const int32_t off2 = kb_offset2(p->in_offset), c_n = p->in_c;
+    const int32_t off2 = kb_offset2(p->in_offset), c_n = p->in_c, x_step = p->dil_w * p->in_cstride;
     for (int32_t ky = k[0]; ky < k[1]; ++ky) {
-        const int32_t row = (iy0 + ky * p->dil_h) * p->in_row + ix0;  /* pixel index of tap (ky, 0) */
+        const int8_t *x = in + ((iy0 + ky * p->dil_h) * p->in_row + ix0 + k[2] * p->dil_w) * p->in_cstride;
+        const int8_t *wk = w_c + (ky * p->k_w + k[2]) * c_n;
         for (int32_t kx = k[2]; kx < k[3]; ++kx) {
-            const int32_t xr = kb_ld4(in + (row + kx * p->dil_w) * p->in_cstride);
-            const int32_t wr = kb_ld4(w_c + (ky * p->k_w + kx) * c_n);
-            const int32_t xe = __sxtab16(off2, xr), we = __sxtb16(wr);   /* channels c, c + 2 */
+            const int32_t xr = kb_ld4(x), wr = kb_ld4(wk);
+            const int32_t xe = __sxtab16(off2, xr), we = __sxtb16(wr);            /* channels c, c + 2 */
             const int32_t xo = kb_sxtab16_odd(off2, xr), wo = kb_sxtb16_odd(wr);  /* channels c + 1, c + 3 */
             acc[0] = __smlabb(xe, we, acc[0]);
             acc[1] = __smlabb(xo, wo, acc[1]);
             acc[2] = __smlatt(xe, we, acc[2]);
             acc[3] = __smlatt(xo, wo, acc[3]);
+            if (kx + 1 < k[3]) {  /* no pointer past the last tap */
+                x += x_step, wk += c_n;
+            }
         }
     }
 }
@@ -80,9 +83,11 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
             for (; c + 4 <= c_n; c += 4) {
                 int32_t acc[4] = {bias[c], bias[c + 1], bias[c + 2], bias[c + 3]};
                 taps_x4(p, in + c, w + c, iy0, ix0, k, acc);
-                for (int32_t j = 0; j < 4; ++j) {
-                    y[c + j] = kb_arm_requantize(acc[j], mult[c + j], shift[c + j], o, lo, hi);
-                }
+                const int8_t q0 = kb_arm_requantize(acc[0], mult[c], shift[c], o, lo, hi);  /* before the stores */
+                const int8_t q1 = kb_arm_requantize(acc[1], mult[c + 1], shift[c + 1], o, lo, hi);
+                const int8_t q2 = kb_arm_requantize(acc[2], mult[c + 2], shift[c + 2], o, lo, hi);
+                const int8_t q3 = kb_arm_requantize(acc[3], mult[c + 3], shift[c + 3], o, lo, hi);
+                y[c] = q0, y[c + 1] = q1, y[c + 2] = q2, y[c + 3] = q3;
             }
             for (; c < c_n; ++c) {
                 const int32_t acc = taps_x1(p, in + c, w + c, iy0, ix0, k, bias[c]);
@@ -146,46 +151,101 @@ static inline int8_t chan_out(const kb_chan *q, int32_t acc)
     return kb_arm_rq_apply(&q->rq, kb_wrapping_add(acc, q->base));
 }
 
-/* One output channel of a 3x3 window with horizontal stride 1, two outputs per step (see the file comment).
- * taps: the channel's (3, 3) weights as int32; y_c: channel c of output pixel 0. */
-static void plane_conv_3x3_s1(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, const kb_chan *q,
-                              int8_t *y_c)
+/* A 3x3 window row's weights, packed for two outputs per step. */
+typedef struct {
+    int32_t w02, w0, w1, w2;  /* w02 = [w0, w2] as an int16 pair */
+} kb_row3;
+
+static kb_row3 row3_of(const int32_t *w)
 {
-    const int32_t pw = plane_width(p), ocs = p->out_cstride;
-    int32_t w02[3], w1[3];  /* per window row: [w0, w2] as int16 pair, w1 */
-    for (int32_t r = 0; r < 3; ++r) {
-        w02[r] = (int32_t)(((uint32_t)taps[3 * r] & 0xFFFFu) | ((uint32_t)taps[3 * r + 2] << 16));
-        w1[r] = taps[3 * r + 1];
-    }
+    const kb_row3 r = {(int32_t)(((uint32_t)w[0] & 0xFFFFu) | ((uint32_t)w[2] << 16)), w[0], w[1], w[2]};
+    return r;
+}
+
+/* One window row of outputs x and x + 1, horizontal stride 1: taps r0..r3 from one load (see the file comment). */
+static inline void row3_s1(const int8_t *r, const kb_row3 *w, int32_t *a0, int32_t *a1)
+{
+    const int32_t v = kb_ld4(r), e = __sxtb16(v), o = kb_sxtb16_odd(v);  /* [r0, r2], [r1, r3] */
+    *a0 = __smlabb(w->w1, o, __smlad(w->w02, e, *a0));                    /* w0 r0 + w2 r2 + w1 r1 */
+    *a1 = __smlabt(w->w1, e, __smlad(w->w02, o, *a1));                    /* w0 r1 + w2 r3 + w1 r2 */
+}
+
+/* The same with horizontal stride 2: outputs x and x + 1 see taps r0..r2 and r2..r4. */
+static inline void row3_s2(const int8_t *r, const kb_row3 *w, int32_t *a0, int32_t *a1)
+{
+    const int32_t v = kb_ld4(r), e = __sxtb16(v), o = kb_sxtb16_odd(v);  /* [r0, r2], [r1, r3] */
+    *a0 = __smlabb(w->w1, o, __smlad(w->w02, e, *a0));                    /* w0 r0 + w2 r2 + w1 r1 */
+    *a1 = __smlabt(w->w1, o, __smlabt(w->w0, e, *a1)) + w->w2 * r[4];     /* w0 r2 + w1 r3 + w2 r4 */
+}
+
+/* One output channel of a 3x3 window with horizontal stride 1 or 2 (`s2`, a constant), two outputs per step; an
+ * odd last output alone. taps: the channel's (3, 3) weights as int32; y_c: channel c of output pixel 0. */
+static inline __attribute__((always_inline)) void plane_conv_3x3_x2(const kb_conv_params *p, const int8_t *plane,
+                                                                    const int32_t *taps, const kb_chan *q,
+                                                                    int s2, int8_t *y_c)
+{
+    const int32_t pw = plane_width(p), ocs = p->out_cstride, sw = s2 ? 2 : 1;
+    const kb_row3 w0 = row3_of(taps), w1 = row3_of(taps + 3), w2 = row3_of(taps + 6);
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         const int8_t *row = plane + oy * p->stride_h * pw;  /* first window row of this output row */
         int8_t *y = y_c + oy * p->out_row * ocs;
         int32_t ox = 0;
         for (; ox + 2 <= p->out_w; ox += 2, y += 2 * ocs) {
+            const int8_t *r = row + ox * sw;
             int32_t a0 = 0, a1 = 0;
-            for (int32_t r = 0; r < 3; ++r) {
-                const int32_t v = kb_ld4(row + r * pw + ox);  /* taps of both windows: r0..r3 */
-                const int32_t e = __sxtb16(v), od = kb_sxtb16_odd(v);
-                a0 = __smlabb(w1[r], od, __smlad(w02[r], e, a0));
-                a1 = __smlabt(w1[r], e, __smlad(w02[r], od, a1));
+            if (s2) {
+                row3_s2(r, &w0, &a0, &a1);
+                row3_s2(r + pw, &w1, &a0, &a1);
+                row3_s2(r + 2 * pw, &w2, &a0, &a1);
+            } else {
+                row3_s1(r, &w0, &a0, &a1);
+                row3_s1(r + pw, &w1, &a0, &a1);
+                row3_s1(r + 2 * pw, &w2, &a0, &a1);
             }
             y[0] = chan_out(q, a0);
             y[ocs] = chan_out(q, a1);
         }
-        if (ox < p->out_w) {  /* an odd last output */
-            int32_t acc = 0;
-            for (int32_t r = 0; r < 3; ++r) {
-                const int8_t *t = row + r * pw + ox;
-                acc += taps[3 * r] * t[0] + taps[3 * r + 1] * t[1] + taps[3 * r + 2] * t[2];
-            }
+        if (ox < p->out_w) {
+            const int8_t *r = row + ox * sw;
+            const int32_t acc = taps[0] * r[0] + taps[1] * r[1] + taps[2] * r[2] + taps[3] * r[pw] +
+                                taps[4] * r[pw + 1] + taps[5] * r[pw + 2] + taps[6] * r[2 * pw] +
+                                taps[7] * r[2 * pw + 1] + taps[8] * r[2 * pw + 2];
             y[0] = chan_out(q, acc);
         }
     }
 }
 
-/* One output channel with a k x k window, any stride (k = 3, 5 or 7: a constant after inlining). */
-static inline void plane_conv_kxk(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, int32_t k,
-                                  const kb_chan *q, int8_t *y_c)
+static void plane_conv_3x3_s1(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, const kb_chan *q,
+                              int8_t *y_c)
+{
+    plane_conv_3x3_x2(p, plane, taps, q, 0, y_c);
+}
+
+static void plane_conv_3x3_s2(const kb_conv_params *p, const int8_t *plane, const int32_t *taps, const kb_chan *q,
+                              int8_t *y_c)
+{
+    plane_conv_3x3_x2(p, plane, taps, q, 1, y_c);
+}
+
+static inline int32_t row3(const int8_t *r, const int32_t *w)
+{
+    return w[0] * r[0] + w[1] * r[1] + w[2] * r[2];
+}
+
+static inline int32_t row5(const int8_t *r, const int32_t *w)
+{
+    return w[0] * r[0] + w[1] * r[1] + w[2] * r[2] + w[3] * r[3] + w[4] * r[4];
+}
+
+static inline int32_t row7(const int8_t *r, const int32_t *w)
+{
+    return w[0] * r[0] + w[1] * r[1] + w[2] * r[2] + w[3] * r[3] + w[4] * r[4] + w[5] * r[5] + w[6] * r[6];
+}
+
+/* One output channel with a k x k window, any stride (k = 3, 5 or 7, a constant after inlining: the rows unroll). */
+static inline __attribute__((always_inline)) void plane_conv_kxk(const kb_conv_params *p, const int8_t *plane,
+                                                                 const int32_t *taps, int32_t k, const kb_chan *q,
+                                                                 int8_t *y_c)
 {
     const int32_t pw = plane_width(p);
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
@@ -194,10 +254,9 @@ static inline void plane_conv_kxk(const kb_conv_params *p, const int8_t *plane, 
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             const int8_t *t = r + ox * p->stride_w;  /* top-left tap */
             int32_t acc = 0;
-            for (int32_t ky = 0; ky < k; ++ky, t += pw) {
-                for (int32_t kx = 0; kx < k; ++kx) {
-                    acc += taps[ky * k + kx] * t[kx];
-                }
+            for (int32_t ky = 0; ky < k; ++ky) {
+                acc += k == 3 ? row3(t + ky * pw, taps + 3 * ky) : k == 5 ? row5(t + ky * pw, taps + 5 * ky)
+                                                                          : row7(t + ky * pw, taps + 7 * ky);
             }
             y[ox * p->out_cstride] = chan_out(q, acc);
         }
@@ -234,7 +293,7 @@ static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *
 }
 
 /* The channel loop shared by the square variants (k constant after inlining). */
-static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                                const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch, int32_t k)
 {
     int32_t taps[49];  /* channel c's (k, k) weights, widened once */
@@ -247,6 +306,8 @@ static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const 
         plane_load(p, in, c, scratch);
         if (k == 3 && p->stride_w == 1) {
             plane_conv_3x3_s1(p, scratch, taps, &q, out + c);
+        } else if (k == 3 && p->stride_w == 2) {
+            plane_conv_3x3_s2(p, scratch, taps, &q, out + c);
         } else {
             plane_conv_kxk(p, scratch, taps, k, &q, out + c);
         }
