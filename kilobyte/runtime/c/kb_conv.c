@@ -184,7 +184,8 @@ static void conv_block_small(const kb_conv_params *p, const int8_t *in, const in
                              const int32_t *mult, const int32_t *shift, int8_t *out, int32_t co, int32_t nb)
 {
     const int32_t w_size = p->k_h * p->k_w * p->in_c, n8 = (w_size + 7) & ~7;
-    const int pointwise = w_size == p->in_c && p->pad_t == 0 && p->pad_l == 0;  /* the window is one pixel */
+    const int pointwise = w_size == p->in_c && (p->pad_t | p->pad_b | p->pad_l | p->pad_r) == 0;  /* 1x1, all
+                                                                          in the image: no clipping */
     int16_t wk[KB_SMALL_CO * KB_SMALL_K];  /* (8, n8) widened weights; rows past the last channel repeat it */
     int16_t xk[KB_SMALL_K];                /* (n8,) one window */
     int32_t acc[KB_SMALL_CO];
