@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from kilobyte import ir
 from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import eval_node_int8, requant_params
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
+from kilobyte.quant import arith
 from kilobyte.targets.cortexm import build_firmware, have_tools, run_qemu
 
 _HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # n
 TARGETS = ("cortex-m4", "cortex-m7")
 KERNEL_SETS = ("portable", "dsp")
 SENTINEL, GUARD = 0x5A, 16
+DSP_FILES = ("kb_conv.c", "kb_depthwise.c", "kb_fc.c")  # runtime/c/arm/ replaces these
 ACTS = list(Activation)
 
 
@@ -244,7 +247,7 @@ def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
     total = int(offsets[-1])
     src = root / "src"
     src.mkdir(parents=True)
-    for path in [*rt.sources_for(["conv", "depthwise", "fc"]), *(rt.C_DIR / h for h in rt.HEADERS)]:
+    for path in [*(rt.C_DIR / name for name in DSP_FILES), *(rt.C_DIR / h for h in rt.HEADERS)]:
         (src / path.name).write_text(path.read_text())
     (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES {total}\n#define KB_INPUT_BYTES {total}\n"
                                  f"#define KB_OUTPUT_BYTES {total}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
@@ -302,12 +305,19 @@ def _build_and_run(model_dir: Path, x: np.ndarray) -> dict[tuple[str, str], np.n
         return dict(zip(jobs, pool.map(one, jobs)))
 
 
-def test_every_dsp_kernel_function_is_covered(kernel_calls):
-    calls, model_dir, _ = kernel_calls
-    exported = {name for name in rt.SIGNATURES if name.startswith(("kb_conv", "kb_depthwise", "kb_fully"))}
-    assert exported == {c.kernel for c in calls}
-    arm = {p.name for p in (rt.C_DIR / "arm").glob("*.c")}
-    assert {"kb_conv.c", "kb_depthwise.c", "kb_fc.c"} <= arm
+def exported(path: Path) -> set[str]:
+    """The non-static functions a C file defines."""
+    return set(re.findall(r"^void (kb_\w+)\(", path.read_text(), flags=re.M))
+
+
+def test_dsp_files_replace_every_function_and_calls_cover_them(kernel_calls):
+    calls = kernel_calls[0]
+    functions = set()
+    for name in DSP_FILES:
+        portable, arm = exported(rt.C_DIR / name), exported(rt.C_DIR / "arm" / name)
+        assert arm == portable, f"arm/{name} must define exactly the functions of {name}"
+        functions |= portable
+    assert functions == {c.kernel for c in calls}
 
 
 def test_kernel_calls_bit_exact_on_qemu(kernel_calls):
@@ -315,6 +325,57 @@ def test_kernel_calls_bit_exact_on_qemu(kernel_calls):
     outputs = _build_and_run(model_dir, x)
     for (target, kernels), got in outputs.items():
         _check_calls(calls, got, f"{kernels} kernels on {target}")
+
+
+# -- requantisation -----------------------------------------------------------------------------------------------
+REQUANT_C = """#include <string.h>
+#include "model.h"
+#include "kb_arm_simd.h"
+int8_t kb_arena[KB_ARENA_BYTES];
+void kb_invoke(const int8_t *input, int8_t *output)
+{
+    for (int32_t i = 0; i < KB_OUTPUT_BYTES / 2; ++i) {
+        int32_t v[6];  /* acc, mult, shift, out_offset, act_min, act_max */
+        memcpy(v, input + 24 * i, sizeof v);
+        output[2 * i] = kb_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
+        output[2 * i + 1] = kb_arm_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
+    }
+}
+"""
+
+
+def requant_vectors(n: int, rng) -> np.ndarray:
+    """(n, 6) int32 (acc, mult, shift, out_offset, act_min, act_max): random and edge accumulators, generated
+    multipliers (0 or [2^30, 2^31)), every shift from -31 to 30, ReLU-like and full clamps."""
+    edges = np.array([0, 1, -1, 2**31 - 1, -2**31, 2**30, -2**30, 65536, -65537, 127, -128, 3 << 28, -(3 << 28)])
+    acc = np.where(rng.random(n) < 0.3, rng.choice(edges, n), rng.integers(-2**31, 2**31, n) >> rng.integers(0, 31, n))
+    mult = rng.integers(2**30, 2**31, n)
+    mult[rng.random(n) < 0.05], mult[rng.random(n) < 0.05] = 0, 2**30  # exact halves: ties in both roundings
+    shift = rng.integers(-31, 31, n)
+    lo = np.where(rng.random(n) < 0.5, -128, rng.integers(-128, 0, n))
+    hi = np.where(rng.random(n) < 0.5, 127, rng.integers(0, 128, n))
+    return np.stack([acc, mult, shift, rng.integers(-128, 128, n), lo, hi], axis=1).astype(np.int32)
+
+
+def test_arm_requantize_equals_kb_requantize_on_target(tmp_path):
+    """kb_arm_requantize (the shorter form the DSP kernels use) against kb_requantize and numpy, on target."""
+    n = 6000
+    v = requant_vectors(n, np.random.default_rng(11))
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in rt.HEADERS:
+        (src / name).write_text((rt.C_DIR / name).read_text())
+    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES 8\n#define KB_INPUT_BYTES {24 * n}\n"
+                                 f"#define KB_OUTPUT_BYTES {2 * n}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
+                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
+    (src / "model.c").write_text(REQUANT_C)
+    scaled = arith.multiply_by_quantized_multiplier(v[:, 0], v[:, 1], v[:, 2]).astype(np.int64)  # numpy TFLite
+    want = np.clip(scaled + v[:, 3], v[:, 4], v[:, 5]).astype(np.int8)
+    for target in TARGETS:
+        build = build_firmware(tmp_path, target, kernels="dsp", out_dir=tmp_path / f"fw-{target}")
+        got = run_qemu(build, v.view(np.int8).reshape(-1), timeout=60).output.reshape(n, 2)
+        np.testing.assert_array_equal(got[:, 0], want, err_msg=f"kb_requantize on {target}")
+        np.testing.assert_array_equal(got[:, 1], want, err_msg=f"kb_arm_requantize on {target}")
 
 
 # -- compiled models ---------------------------------------------------------------------------------------------------

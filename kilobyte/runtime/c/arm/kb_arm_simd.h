@@ -30,11 +30,15 @@ static inline int32_t kb_ld4(const int8_t *p)
 }
 
 /* Four int8 values as one word, then p += 4 (LDR with post-increment; GCC otherwise prefers offset addressing plus
- * an ADD per pointer in unrolled loops). */
+ * an ADD per pointer in unrolled loops). The memory operand tells GCC which four bytes the asm reads. */
+typedef struct {
+    int8_t b[4];
+} kb_word;
+
 static inline int32_t kb_ld4_inc(const int8_t **p)
 {
     int32_t v;
-    __asm__("ldr %0, [%1], #4" : "=r"(v), "+r"(*p) : "m"(*(const int32_t(*)[1]) * p));
+    __asm__("ldr %0, [%1], #4" : "=r"(v), "+r"(*p) : "m"(*(const kb_word *)*p));
     return v;
 }
 

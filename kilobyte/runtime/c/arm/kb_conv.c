@@ -51,7 +51,8 @@ static kb_pair pair_at(const kb_conv_params *p, const int8_t *w, const int32_t *
 
 /* Requantise (a0, a1) into pixel a's outputs and, with yb, (b0, b1) into pixel b's (y: a pixel's (out_c,)).
  * Accumulators go by value: an address taken here would keep the dot products' accumulators in memory. */
-static inline __attribute__((always_inline)) void store(const kb_pair *c, int32_t a0, int32_t a1, int32_t b0, int32_t b1, int8_t *ya, int8_t *yb)
+static inline __attribute__((always_inline)) void store(const kb_pair *c, int32_t a0, int32_t a1, int32_t b0,
+                                                        int32_t b1, int8_t *ya, int8_t *yb)
 {
     const int32_t co = c->co, co1 = c->co1;
     const kb_arm_rq q0 = c->rq0;  /* a local copy: loaded once for both pixels, whatever the int8 stores alias */
@@ -116,7 +117,8 @@ static inline __attribute__((always_inline)) void window_2x2(const kb_conv_param
         const int32_t len = (t->kx1 - t->kx0) * n, x_step = p->dil_h * p->in_row * cs, w_step = p->k_w * n;
         int32_t x0 = (t->ky0 * p->dil_h * p->in_row + t->kx0) * cs, wk = (t->ky0 * p->k_w + t->kx0) * n;
         for (int32_t ky = t->ky0; ky < t->ky1; ++ky, x0 += x_step, wk += w_step) {
-            kb_dot_2x2(in + a * cs + x0, in + b * cs + x0, c->w0 + wk, c->w1 + wk, len, p->in_offset, offset, acc);
+            kb_dot_2x2(in + (a * cs + x0), in + (b * cs + x0), c->w0 + wk, c->w1 + wk, len, p->in_offset, offset,
+                       acc);
         }
         return;
     }
@@ -135,17 +137,16 @@ static void conv_two(const kb_conv_params *p, const int8_t *in, const kb_pair *c
                      int32_t ay, int32_t ax, int32_t by, int32_t bx, int8_t *out)
 {
     const int32_t a = origin(p, ay, ax), b = origin(p, by, bx);
-    if (full) {
-        int32_t acc[4] = {c->base0, c->base1, c->base0, c->base1};
+    int32_t acc[4];
+    if (full) {  /* two instances of the block: with and without the offset register */
+        acc[0] = acc[2] = c->base0, acc[1] = acc[3] = c->base1;
         window_2x2(p, in, c, t, a, b, 0, acc);
-        store(c, acc[0], acc[1], acc[2], acc[3], out + (ay * p->out_row + ax) * p->out_cstride,
-              out + (by * p->out_row + bx) * p->out_cstride);
     } else {
-        int32_t acc[4] = {c->bias0, c->bias1, c->bias0, c->bias1};
+        acc[0] = acc[2] = c->bias0, acc[1] = acc[3] = c->bias1;
         window_2x2(p, in, c, t, a, b, 1, acc);
-        store(c, acc[0], acc[1], acc[2], acc[3], out + (ay * p->out_row + ax) * p->out_cstride,
-              out + (by * p->out_row + bx) * p->out_cstride);
     }
+    store(c, acc[0], acc[1], acc[2], acc[3], out + (ay * p->out_row + ax) * p->out_cstride,
+          out + (by * p->out_row + bx) * p->out_cstride);
 }
 
 /* Output pixel (oy, ox) alone, over the taps inside the image. */

@@ -6,12 +6,14 @@
  *                          dot product, so SMLAD would mix channels). Padded taps are skipped, as TFLite does.
  *   kb_depthwise_inplace*  channel by channel through one zero-point-padded plane, as the portable kernels (every
  *                          tap present, the offset folded into bias + in_offset * sum(w)). 3x3 with horizontal
- *                          stride 1 computes two neighbouring outputs per window row from one 4-byte load:
- *                          [r0 r1 r2 r3] -> [r0, r2], [r1, r3]; with the row's weights as [w0, w2] and w1:
- *                            out(x)     = SMLAD([w0, w2], [r0, r2]) + w1 * r1   (SMLABB on [r1, r3])
- *                            out(x + 1) = SMLAD([w0, w2], [r1, r3]) + w1 * r2   (SMLABT on [r0, r2])
- *                          6 MACs for 1 load, 2 unpacks and 4 multiply-accumulates. Other windows and strides use
- *                          the portable loops; every output uses the shorter requantisation of kb_arm_simd.h.
+ *                          stride 1 or 2 computes two neighbouring outputs per window row from one 4-byte load:
+ *                          [r0 r1 r2 r3] -> [r0, r2], [r1, r3]; with the row's weights as [w0, w2], w0, w1, w2:
+ *                            out(x)     = SMLAD([w0, w2], [r0, r2]) + w1 * r1     (SMLABB on [r1, r3])
+ *                            stride 1: out(x + 1) = SMLAD([w0, w2], [r1, r3]) + w1 * r2    (SMLABT on [r0, r2])
+ *                            stride 2: out(x + 1) = w0 * r2 + w1 * r3 (SMLABT twice) + w2 * r4 (one more byte)
+ *                          6 MACs for 1 load, 2 unpacks and 4 (5) multiply-accumulates; no byte outside the two
+ *                          windows is read. Other windows use the portable loops; every output uses the shorter
+ *                          requantisation of kb_arm_simd.h.
  */
 /* See arm/kb_conv.c: keeps the unrolled SIMD loops within the registers. Speed only. */
 #pragma GCC optimize("no-schedule-insns")
@@ -37,19 +39,16 @@ static inline void taps_x4(const kb_conv_params *p, const int8_t *in, const int8
 {
     const int32_t off2 = kb_offset2(p->in_offset), c_n = p->in_c, x_step = p->dil_w * p->in_cstride;
     for (int32_t ky = k[0]; ky < k[1]; ++ky) {
-        const int8_t *x = in + ((iy0 + ky * p->dil_h) * p->in_row + ix0 + k[2] * p->dil_w) * p->in_cstride;
-        const int8_t *wk = w_c + (ky * p->k_w + k[2]) * c_n;
-        for (int32_t kx = k[2]; kx < k[3]; ++kx) {
-            const int32_t xr = kb_ld4(x), wr = kb_ld4(wk);
+        int32_t xi = ((iy0 + ky * p->dil_h) * p->in_row + ix0 + k[2] * p->dil_w) * p->in_cstride;  /* tap offsets */
+        int32_t wi = (ky * p->k_w + k[2]) * c_n;
+        for (int32_t kx = k[2]; kx < k[3]; ++kx, xi += x_step, wi += c_n) {
+            const int32_t xr = kb_ld4(in + xi), wr = kb_ld4(w_c + wi);
             const int32_t xe = __sxtab16(off2, xr), we = __sxtb16(wr);            /* channels c, c + 2 */
             const int32_t xo = kb_sxtab16_odd(off2, xr), wo = kb_sxtb16_odd(wr);  /* channels c + 1, c + 3 */
             acc[0] = __smlabb(xe, we, acc[0]);
             acc[1] = __smlabb(xo, wo, acc[1]);
             acc[2] = __smlatt(xe, we, acc[2]);
             acc[3] = __smlatt(xo, wo, acc[3]);
-            if (kx + 1 < k[3]) {  /* no pointer past the last tap */
-                x += x_step, wk += c_n;
-            }
         }
     }
 }
@@ -119,12 +118,12 @@ static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int
         const int8_t *src = in + y * p->in_row * cs + c;
         int8_t *dst = plane + (y + p->pad_t) * pw + p->pad_l;
         int32_t x = 0;
-        for (; x + 2 <= p->in_w; x += 2, src += 2 * cs) {
-            dst[x] = src[0];
-            dst[x + 1] = src[cs];
+        for (; x + 2 <= p->in_w; x += 2) {  /* two per iteration: half the loop overhead */
+            dst[x] = src[x * cs];
+            dst[x + 1] = src[(x + 1) * cs];
         }
         if (x < p->in_w) {
-            dst[x] = src[0];
+            dst[x] = src[x * cs];
         }
     }
 }
@@ -293,8 +292,10 @@ static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *
 }
 
 /* The channel loop shared by the square variants (k constant after inlining). */
-static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                               const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch, int32_t k)
+static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in,
+                                                              const int8_t *w, const int32_t *bias,
+                                                              const int32_t *mult, const int32_t *shift, int8_t *out,
+                                                              int8_t *scratch, int32_t k)
 {
     int32_t taps[49];  /* channel c's (k, k) weights, widened once */
     plane_clear(p, scratch);
