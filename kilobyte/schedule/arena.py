@@ -69,8 +69,11 @@ def plan_groups(groups: Sequence[Sequence[Interval]], strategy: str = "auto", al
     orders = ["size"] if strategy == "greedy" else list(GREEDY_ORDERS)
     tried = [(_extent(aligned, offs), k, offs) for k, offs in ((k, _greedy(aligned, alignment, k)) for k in orders)]
     arena, ran, offsets = min(tried, key=lambda x: x[0])
+    if strategy == "auto" and len(groups) > EXACT_MAX and arena > floor:
+        offsets, better = _local_search(aligned, alignment, offsets, arena, floor)
+        ran, arena = (f"{ran}+search" if better < arena else ran), better
     optimal = arena <= floor
-    ran = "greedy" if ran == "size" else f"greedy-{ran}"
+    ran = "greedy" if ran == "size" else ("greedy-" + ran if not ran.startswith("size") else "greedy" + ran[4:])
     if strategy == "exact" or (strategy == "auto" and len(groups) <= EXACT_MAX):
         ran = "exact"
         if not optimal:
@@ -121,12 +124,41 @@ def _lowest_offset(group, placed, alignment: int) -> int:
 def _greedy(groups, alignment: int, order: str = "size") -> list[int]:
     """Place groups one by one at their lowest offset, in the order `GREEDY_ORDERS[order]` (ties: request order)."""
     key = GREEDY_ORDERS[order]
+    return _place(groups, alignment, sorted((i for i in range(len(groups)) if groups[i]),
+                                            key=lambda i: (*key(groups[i]), i)))
+
+
+def _place(groups, alignment: int, sequence: Sequence[int]) -> list[int]:
+    """Lowest-offset placement of the groups in `sequence` order."""
     offsets = [0] * len(groups)
     placed = []
-    for i in sorted((i for i in range(len(groups)) if groups[i]), key=lambda i: (*key(groups[i]), i)):
+    for i in sequence:
         offsets[i] = _lowest_offset(groups[i], placed, alignment)
         placed.append((groups[i], offsets[i]))
     return offsets
+
+
+def _local_search(groups, alignment: int, offsets: list[int], arena: int, floor: int, rounds: int = 150):
+    """Improve a greedy packing by re-placing in perturbed orders (deterministic; stops at the floor).
+
+    Lowest-offset placement in increasing-offset order reproduces any packing, so the order of the best packing so
+    far is a good start: move one buffer earlier in it and re-place. Returns (offsets, arena).
+    """
+    import random
+
+    rng = random.Random(0)
+    best = sorted((i for i in range(len(groups)) if groups[i]), key=lambda i: (offsets[i], i))
+    for _ in range(rounds):
+        if arena <= floor or len(best) < 2:
+            break
+        seq = list(best)
+        j = rng.randrange(1, len(seq))
+        seq.insert(rng.randrange(0, j), seq.pop(j))
+        offs = _place(groups, alignment, seq)
+        extent = _extent(groups, offs)
+        if extent < arena:
+            arena, offsets, best = extent, offs, sorted(seq, key=lambda i: (offs[i], i))
+    return offsets, arena
 
 
 def _biggest(g) -> int:
