@@ -3,11 +3,13 @@
 For each model (MobileNetV2 w0.35 at 96 px, vgg-small and resnet-small at 32 px, mnist-cnn at 28 px; int8, quantised
 on random calibration images) and each core (Cortex-M4, M7), the firmware is built with kernels="portable" and
 kernels="dsp" and one inference is emulated with unicorn (`count_instructions`: deterministic, a proxy for time, not
-a cycle count). Reported: instructions per inference, instructions per MAC overall and for the CONV_2D layers
-(per-layer counts / that layer's MACs from `node_macs`; CONV_2D layers carry most of each model's MACs), the
-depthwise layers, the DSP speed-up, and Flash / SRAM from `measure()`. Every build's output is checked against
+a cycle count). Reported: instructions per inference and per MAC, overall and by layer kind (per-layer counts /
+that layer's MACs from `node_macs`): all CONV_2D layers together, the conv-heavy layer (each model's CONV_2D layer
+with the most MACs; its MACs per output value say how long its dot products are), the best CONV_2D layer, the
+depthwise and FC layers; the DSP speed-up; Flash / SRAM from `measure()`. Every build's output is checked against
 the numpy reference (`run_int8`) first. Target, recorded and not asserted: <= 1.0 instruction per MAC on the
-conv-heavy layers with the DSP kernels. Prints a markdown table and writes bench/results/cortexm.json.
+conv-heavy layers with the DSP kernels. Prints a markdown table and writes bench/results/cortexm.json (with every
+weighted layer's count).
 
     python bench/bench_cortexm.py            # all four models, about 3 minutes
     python bench/bench_cortexm.py --models mnist-cnn vgg-small
@@ -61,20 +63,25 @@ def compiled(name: str, out_dir: Path, seed: int = 0):
     return result, x
 
 
-def layer_table(graph) -> dict[str, tuple[str, str, int]]:
-    """Generated layer function suffix (the node's C name) -> (node name, op, MACs), for weighted nodes."""
+def layer_table(graph) -> dict[str, dict]:
+    """Generated layer function suffix (the node's C name) -> {node, op, macs, reduction} for weighted nodes;
+    reduction = MACs per output value (kh * kw * Cin for a conv)."""
     ops = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
-    return {c_ident(n.name): (n.name, n.op.value, node_macs(graph, n)) for n in graph.nodes if n.op in ops}
+    table = {}
+    for n in graph.nodes:
+        if n.op in ops:
+            macs, outputs = node_macs(graph, n), int(np.prod(graph.tensors[n.outputs[0]].shape))
+            table[c_ident(n.name)] = dict(node=n.name, op=n.op.value, macs=macs, reduction=macs // outputs)
+    return table
 
 
 def per_layer(counts: dict[str, int], table: dict) -> list[dict]:
-    """kb_layer_<k>_<node> counts -> rows {node, op, macs, instructions, ipm} for the weighted layers."""
+    """kb_layer_<k>_<node> counts -> rows {node, op, macs, reduction, instructions, ipm} for the weighted layers."""
     rows = []
     for fn, n in counts.items():
         suffix = fn.split("_", 3)[3] if fn.count("_") >= 3 else fn  # kb_layer_<k>_<node>
-        if suffix in table:
-            node, op, macs = table[suffix]
-            rows.append(dict(node=node, op=op, macs=macs, instructions=n, ipm=round(n / macs, 3) if macs else None))
+        if suffix in table and table[suffix]["macs"]:
+            rows.append(dict(table[suffix], instructions=n, ipm=round(n / table[suffix]["macs"], 3)))
     return rows
 
 
@@ -97,9 +104,11 @@ def bench_model(name: str, work: Path) -> dict:
                 raise SystemExit(f"{name} {target} {kernels}: output differs from run_int8")
             rows = per_layer(count.per_layer, table)
             conv = [r for r in rows if r["op"] == "CONV_2D"]
+            heaviest = max(conv, key=lambda r: r["macs"]) if conv else None  # the conv-heavy layer
             sizes = measure(build)
             runs.append(dict(target=target, kernels=kernels, instructions=count.total,
                              ipm=round(count.total / macs, 3), conv_ipm=ratio(rows, "CONV_2D"),
+                             heaviest_conv=heaviest and {k: heaviest[k] for k in ("node", "reduction", "ipm")},
                              conv_best_ipm=min(r["ipm"] for r in conv) if conv else None,
                              depthwise_ipm=ratio(rows, "DEPTHWISE_CONV_2D"), fc_ipm=ratio(rows, "FULLY_CONNECTED"),
                              flash_bytes=sizes["flash_bytes"], sram_bytes=sizes["sram_bytes"],
@@ -115,16 +124,19 @@ def speedup(model: dict, target: str) -> float:
 
 
 def markdown(models: list[dict]) -> str:
-    head = ("| model | MACs | core | kernels | instructions | instr/MAC | conv instr/MAC (best layer) | DW instr/MAC "
-            "| speed-up | Flash B | SRAM B |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    head = ("| model | MACs | core | kernels | instructions | instr/MAC | all conv | heaviest conv layer "
+            "| best conv layer | depthwise | FC | speed-up | Flash B | SRAM B |\n"
+            "|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for m in models:
         label = f"{m['model']} w{m['width']} r{m['resolution']}"
         for r in m["runs"]:
-            conv = f"{r['conv_ipm']} ({r['conv_best_ipm']})" if r["conv_ipm"] is not None else "-"
+            h = r["heaviest_conv"]
+            heavy = f"{h['ipm']} ({h['node']}, {h['reduction']} MAC/out)" if h else "-"
             up = f"{speedup(m, r['target']):.2f}x" if r["kernels"] == "dsp" else ""
             lines.append(f"| {label} | {m['macs']:,} | {r['target']} | {r['kernels']} | {r['instructions']:,} | "
-                         f"{r['ipm']} | {conv} | {r['depthwise_ipm'] or '-'} | {up} | {r['flash_bytes']:,} | "
+                         f"{r['ipm']} | {r['conv_ipm'] or '-'} | {heavy} | {r['conv_best_ipm'] or '-'} | "
+                         f"{r['depthwise_ipm'] or '-'} | {r['fc_ipm'] or '-'} | {up} | {r['flash_bytes']:,} | "
                          f"{r['sram_bytes']:,} |")
     return "\n".join(lines)
 
@@ -138,14 +150,15 @@ def main(argv=None) -> None:
         for name in args.models:
             models.append(bench_model(name, Path(tmp)))
             print(f"{name}: {models[-1]['seconds']} s", file=sys.stderr)
-    dsp_conv = [r["conv_best_ipm"] for m in models for r in m["runs"] if r["kernels"] == "dsp" and r["conv_ipm"]]
+    dsp_conv = [r["heaviest_conv"]["ipm"] for m in models for r in m["runs"]
+                if r["kernels"] == "dsp" and r["heaviest_conv"]]
     gcc = subprocess.run([arm_gcc(), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     out = dict(python=platform.python_version(), compiler=gcc, counter="unicorn basic-block count (icount.py)",
-               target_conv_ipm=TARGET_IPM, target_met=bool(dsp_conv) and min(dsp_conv) <= TARGET_IPM, models=models)
+               target_conv_ipm=TARGET_IPM, target_met=bool(dsp_conv) and max(dsp_conv) <= TARGET_IPM, models=models)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
     print(markdown(models))
-    print(f"\nconv-heavy target <= {TARGET_IPM} instr/MAC (DSP kernels, best CONV_2D layer): "
+    print(f"\nconv-heavy target <= {TARGET_IPM} instr/MAC (DSP kernels, each model's heaviest CONV_2D layer): "
           f"{'met' if out['target_met'] else 'not met'}; written {RESULTS}")
 
 

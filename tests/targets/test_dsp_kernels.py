@@ -1,14 +1,17 @@
 """Targets stage tests: the Cortex-M DSP kernels (kilobyte/runtime/c/arm/) under QEMU on Cortex-M4 and M7, bit for
 bit against the portable kernels and the numpy int8 reference.
 
-Two kinds of evidence:
-- Kernel calls. One firmware per (core, kernel set) makes ~150 direct calls of every function of arm/kb_conv.c,
-  arm/kb_depthwise.c and arm/kb_fc.c on buffers laid out as generated code may lay them out: input pixel stride
-  > C, output into a channel slice, row pitch > width (a tile of a wider buffer), in-place depthwise on one buffer.
+Three kinds of evidence:
+- Kernel calls. One firmware per (core, kernel set) makes ~190 direct calls of every function of arm/kb_conv.c,
+  arm/kb_depthwise.c, arm/kb_fc.c and arm/kb_conv_add.c on buffers laid out as generated code may lay them out:
+  input pixel stride > C, output into a channel slice, row pitch > width (a tile of a wider buffer), in-place
+  depthwise on one buffer, a fused conv + ADD over a residual.
   Weights, per-channel scales, zero points, fused activations and (sometimes saturating) biases are random; windows
   cover k 1/3/5/7, stride 1/2, dilation, asymmetric padding, odd channel counts and long reductions. Every byte of
   every buffer is compared with the expectation (`eval_node_int8` written into the layout; all other bytes, and a
   guard after each buffer, unchanged); only the depthwise scratch plane is free.
+- Requantisation. The shorter kb_arm_requantize of the DSP kernels against kb_requantize and numpy on target, on
+  6000 random and edge cases (every shift, saturating accumulators, exact rounding ties).
 - Compiled models. Zoo models at small sizes and hand-built one-node graphs go through `compile_graph`; the "dsp"
   and "portable" firmware agree with each other and with `run_int8`.
 On CI (env CI set) nothing here is skipped: a missing toolchain fails with the install hint.
@@ -30,7 +33,7 @@ import pytest
 import kilobyte.runtime as rt
 from kilobyte import ir
 from kilobyte.interp import run_int8
-from kilobyte.interp.int8_ref import eval_node_int8, requant_params
+from kilobyte.interp.int8_ref import add_int8, eval_node_int8, requant_params
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.quant import arith
 from kilobyte.targets.cortexm import build_firmware, have_tools, run_qemu
@@ -42,7 +45,7 @@ pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # n
 TARGETS = ("cortex-m4", "cortex-m7")
 KERNEL_SETS = ("portable", "dsp")
 SENTINEL, GUARD = 0x5A, 16
-DSP_FILES = ("kb_conv.c", "kb_depthwise.c", "kb_fc.c")  # runtime/c/arm/ replaces these
+DSP_FILES = ("kb_conv.c", "kb_depthwise.c", "kb_fc.c", "kb_conv_add.c")  # runtime/c/arm/ replaces these
 ACTS = list(Activation)
 
 
@@ -85,7 +88,8 @@ def random_window(rng, ks=(1, 3, 5, 7), dilation=True):
 # -- kernel calls in one firmware --------------------------------------------------------------------------------------
 @dataclass
 class Call:
-    """One kernel call on its own arena region: [buffers | scratch | guard]; `after` is the expected region."""
+    """One kernel call on its own arena region: [input (| output) | scratch | guard], the input at offset 0;
+    `before` is the region's content before the call, `after` the expected content after it."""
 
     label: str
     kernel: str
@@ -94,9 +98,9 @@ class Call:
     arrays: tuple  # weights (int8), bias, multipliers, shifts (int32)
     before: np.ndarray
     after: np.ndarray
-    in_off: int
     out_off: int
     scratch: tuple[int, int] | None = None  # (offset, bytes) of the depthwise plane: not compared
+    add: dict | None = None  # kb_add_params of kb_conv_1x1_add
 
 
 def _layout(rng, values, c, cstride, row):
@@ -107,17 +111,18 @@ def _layout(rng, values, c, cstride, row):
     return buf.reshape(-1)
 
 
-def _window_params(g, in_cs, in_row, out_cs, out_row):
+def _window_params(g) -> dict:
+    """kb_conv_params of a one-node graph, dense (the layout fields are overwritten per call)."""
     node = g.nodes[0]
     _, h, w, c = g.tensors[node.inputs[0]].shape
     _, ho, wo, co = g.tensors[node.outputs[0]].shape
     kh, kw = g.tensors[node.inputs[1]].shape[1:3]
     rq, a = requant_params(g, node), node.attrs
     t, b, left, r = a.padding
-    return dict(in_h=h, in_w=w, in_c=c, in_cstride=in_cs, out_h=ho, out_w=wo, out_c=co, out_cstride=out_cs, k_h=kh,
-                k_w=kw, stride_h=a.stride[0], stride_w=a.stride[1], dil_h=a.dilation[0], dil_w=a.dilation[1],
-                pad_t=t, pad_b=b, pad_l=left, pad_r=r, in_offset=-rq.input_zp, out_offset=rq.output_zp,
-                act_min=rq.act_min, act_max=rq.act_max, in_row=in_row, out_row=out_row)
+    return dict(in_h=h, in_w=w, in_c=c, in_cstride=c, out_h=ho, out_w=wo, out_c=co, out_cstride=co, k_h=kh, k_w=kw,
+                stride_h=a.stride[0], stride_w=a.stride[1], dil_h=a.dilation[0], dil_w=a.dilation[1], pad_t=t,
+                pad_b=b, pad_l=left, pad_r=r, in_offset=-rq.input_zp, out_offset=rq.output_zp, act_min=rq.act_min,
+                act_max=rq.act_max, in_row=w, out_row=wo)
 
 
 def _arrays(g):
@@ -130,7 +135,7 @@ def _arrays(g):
 def window_calls(rng, kernels, g, x, *, in_place=False) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
     or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does."""
-    p = _window_params(g, 0, 0, 0, 0)
+    p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
     plane = (h + p["pad_t"] + p["pad_b"]) * (w + p["pad_l"] + p["pad_r"])
@@ -161,7 +166,7 @@ def window_calls(rng, kernels, g, x, *, in_place=False) -> list[Call]:
         before = np.concatenate([before, np.full(pad, SENTINEL, np.int8)])
         after = np.concatenate([after, np.full(pad, SENTINEL, np.int8)])
         label = f"{kernel} {dict(p)}"
-        calls.append(Call(label, kernel, "kb_conv_params", dict(p), _arrays(g), before, after, 0, out_off, scratch))
+        calls.append(Call(label, kernel, "kb_conv_params", dict(p), _arrays(g), before, after, out_off, scratch))
     return calls
 
 
@@ -204,12 +209,46 @@ def depthwise_calls(rng) -> list[Call]:
             calls += window_calls(rng, ["kb_depthwise", "kb_depthwise_inplace", *unrolled], g, x)
         else:
             calls += window_calls(rng, ["kb_depthwise_inplace", *unrolled], g, x, in_place=True)
-    for k, s, pad, c, hw in ((3, 1, (1,) * 4, 16, (7, 7)), (3, 1, (1,) * 4, 9, (5, 6)), (3, 2, (0, 1, 0, 1), 24, (8, 8)),
-                             (3, 2, (1,) * 4, 5, (7, 9)), (3, 1, (0,) * 4, 7, (4, 5)), (5, 1, (2,) * 4, 8, (6, 7))):
+    for k, s, pad, c, hw in ((3, 1, (1,) * 4, 16, (7, 7)), (3, 1, (1,) * 4, 9, (5, 6)), (3, 2, (0, 1, 0, 1), 24,
+                             (8, 8)), (3, 2, (1,) * 4, 5, (7, 9)), (3, 1, (0,) * 4, 7, (4, 5)),
+                             (5, 1, (2,) * 4, 8, (6, 7))):
         attrs = ir.DepthwiseAttrs((s, s), pad, (1, 1), 1, ACTS[c % len(ACTS)])  # as in the mobile zoo models
         g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, *hw, c), (1, k, k, c), attrs)
         calls += window_calls(rng, [f"kb_depthwise_inplace_{k}x{k}"], g, x, in_place=True)
         calls += window_calls(rng, ["kb_depthwise"], g, x)
+    return calls
+
+
+def conv_add_calls(rng) -> list[Call]:
+    """kb_conv_1x1_add: a 1x1 conv's int8 output added (TFLite ADD) to the residual it overwrites. The output region
+    holds random bytes (the residual in the slice, other tensors' data around it); only the slice may change."""
+    calls = []
+    for i in range(12):
+        cin, cout, hw = int(rng.integers(1, 40)), int(rng.integers(1, 14)), tuple(rng.integers(1, 7, 2).tolist())
+        attrs = ir.ConvAttrs((1, 1), (0, 0, 0, 0), (1, 1), ACTS[i % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, 1, 1, cin), attrs, big_bias=i % 4 == 0)
+        conv = window_calls(rng, ["kb_conv_1x1"], g, x)[0]  # a layout, and the conv's int8 values in `after`
+        q, (s_res, s_out), (z_res, z_out) = g.tensors[g.outputs[0]].qparams, 2.0 ** rng.uniform(-8, 0, 2), \
+            rng.integers(-128, 128, 2).tolist()
+        ap = arith.add_params(q.scale[0], q.zero_point[0], s_res, z_res, s_out, z_out, ACTS[(i + 1) % len(ACTS)])
+        p = conv.params
+        ho, wo, cs, row = p["out_h"], p["out_w"], p["out_cstride"], p["out_row"]
+        start = conv.before.size - GUARD - ho * row * cs  # the output region follows the input
+        c0 = conv.out_off - start
+        region = rng.integers(-128, 128, (ho, row, cs)).astype(np.int8)
+        result = region.copy()
+        conv_values = conv.after[start:start + region.size].reshape(ho, row, cs)[:, :wo, c0:c0 + cout]
+        result[:, :wo, c0:c0 + cout] = add_int8(conv_values, region[:, :wo, c0:c0 + cout], ap)
+        guard = np.full(GUARD, SENTINEL, np.int8)
+        before = np.concatenate([conv.before[:start], region.reshape(-1), guard])
+        after = np.concatenate([conv.after[:start], result.reshape(-1), guard])
+        add = dict(pixels=ho * wo, c=cout, in1_cstride=cs, in2_cstride=cs, out_cstride=cs,
+                   in1_offset=ap.input1_offset, in2_offset=ap.input2_offset, left_shift=ap.left_shift,
+                   in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift, in2_mult=ap.input2_multiplier,
+                   in2_shift=ap.input2_shift, out_mult=ap.output_multiplier, out_shift=ap.output_shift,
+                   out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
+        calls.append(Call(f"kb_conv_1x1_add {p} {add}", "kb_conv_1x1_add", "kb_conv_params", p, conv.arrays,
+                          before, after, conv.out_off, None, add))
     return calls
 
 
@@ -230,7 +269,7 @@ def fc_calls(rng) -> list[Call]:
         before = np.concatenate([x.reshape(-1), np.full(n_out, SENTINEL, np.int8), guard])
         after = np.concatenate([x.reshape(-1), want.reshape(-1), guard])
         calls.append(Call(f"kb_fully_connected {p}", "kb_fully_connected", "kb_fc_params", p, arrays, before,
-                          after, 0, n_in))
+                          after, n_in))
     return calls
 
 
@@ -238,6 +277,13 @@ def _c_array(name: str, ctype: str, values) -> str:
     flat = np.asarray(values).reshape(-1)
     return (f"static const {ctype} {name}[{max(flat.size, 1)}] __attribute__((aligned(16))) = "
             f"{{{', '.join(str(int(v)) for v in flat) or '0'}}};\n")
+
+
+def write_model_h(src: Path, arena: int, n_in: int, n_out: int) -> None:
+    """model.h of the code generator's contract (what fw/main.c and the firmware build need)."""
+    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES {arena}\n#define KB_INPUT_BYTES {n_in}\n"
+                                 f"#define KB_OUTPUT_BYTES {n_out}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
+                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
 
 
 def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
@@ -249,24 +295,27 @@ def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
     src.mkdir(parents=True)
     for path in [*(rt.C_DIR / name for name in DSP_FILES), *(rt.C_DIR / h for h in rt.HEADERS)]:
         (src / path.name).write_text(path.read_text())
-    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES {total}\n#define KB_INPUT_BYTES {total}\n"
-                                 f"#define KB_OUTPUT_BYTES {total}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
-                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
+    write_model_h(src, total, total, total)
     parts = ['#include <string.h>\n#include "model.h"\n#include "kilobyte.h"\n',
              "int8_t kb_arena[KB_ARENA_BYTES] __attribute__((aligned(8)));\n"]
     for i, (call, base) in enumerate(zip(calls, offsets)):
         w, b, m, s = (_c_array(f"kb_{k}_{i}", t, a) for k, t, a in
                       zip(("w", "b", "mult", "shift"), ("int8_t", "int32_t", "int32_t", "int32_t"), call.arrays))
         fields = ", ".join(f".{k} = {int(v)}" for k, v in call.params.items())
-        args = f"&p, kb_arena + {base + call.in_off}, kb_w_{i}, kb_b_{i}, kb_mult_{i}, kb_shift_{i}, " \
-               f"kb_arena + {base + call.out_off}"
+        args = ["&p", f"kb_arena + {base}", f"kb_w_{i}", f"kb_b_{i}", f"kb_mult_{i}", f"kb_shift_{i}",
+                f"kb_arena + {base + call.out_off}"]
         if call.scratch:
-            args += f", kb_arena + {base + call.scratch[0]}"
+            args.append(f"kb_arena + {base + call.scratch[0]}")
+        add = ""
+        if call.add:  # kb_conv_1x1_add takes its kb_add_params before the output
+            args.insert(-1, "&a")
+            add = f"    static const kb_add_params a = {{{', '.join(f'.{k} = {v}' for k, v in call.add.items())}}};\n"
+        call_c = f"{call.kernel}({', '.join(args)});"
         parts.append(f"{w}{b}{m}{s}__attribute__((noinline)) static void kb_layer_{i}(void)\n{{\n"
-                     f"    static const {call.struct} p = {{{fields}}};\n    {call.kernel}({args});\n}}\n")
+                     f"    static const {call.struct} p = {{{fields}}};\n{add}    {call_c}\n}}\n")
     body = "".join(f"    kb_layer_{i}();\n" for i in range(len(calls)))
-    parts.append("void kb_invoke(const int8_t *input, int8_t *output)\n{\n    memcpy(kb_arena, input, KB_ARENA_BYTES);\n"
-                 f"{body}    memcpy(output, kb_arena, KB_ARENA_BYTES);\n}}\n")
+    parts.append(f"void kb_invoke(const int8_t *input, int8_t *output)\n{{\n    memcpy(kb_arena, input, {total});\n"
+                 f"{body}    memcpy(output, kb_arena, {total});\n}}\n")
     (src / "model.c").write_text("".join(parts))
     return root, np.concatenate([c.before for c in calls])
 
@@ -287,7 +336,7 @@ def _check_calls(calls: list[Call], got: np.ndarray, what: str) -> None:
 @pytest.fixture(scope="module")
 def kernel_calls(tmp_path_factory):
     rng = np.random.default_rng(20240611)
-    calls = conv_calls(rng) + depthwise_calls(rng) + fc_calls(rng)
+    calls = conv_calls(rng) + depthwise_calls(rng) + fc_calls(rng) + conv_add_calls(rng)
     model_dir, x = write_call_model(tmp_path_factory.mktemp("calls"), calls)
     return calls, model_dir, x
 
@@ -299,6 +348,7 @@ def _build_and_run(model_dir: Path, x: np.ndarray) -> dict[tuple[str, str], np.n
     def one(job):
         target, kernels = job
         build = build_firmware(model_dir, target, kernels=kernels, out_dir=model_dir / f"fw-{target}-{kernels}")
+        assert (build.out_dir / "src" / "kb_arm_simd.h").is_file() == (kernels == "dsp")  # the swap happened
         return run_qemu(build, x, timeout=120).output
 
     with ThreadPoolExecutor(2) as pool:
@@ -365,9 +415,7 @@ def test_arm_requantize_equals_kb_requantize_on_target(tmp_path):
     src.mkdir()
     for name in rt.HEADERS:
         (src / name).write_text((rt.C_DIR / name).read_text())
-    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_ARENA_BYTES 8\n#define KB_INPUT_BYTES {24 * n}\n"
-                                 f"#define KB_OUTPUT_BYTES {2 * n}\nextern int8_t kb_arena[KB_ARENA_BYTES];\n"
-                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
+    write_model_h(src, 8, 24 * n, 2 * n)
     (src / "model.c").write_text(REQUANT_C)
     scaled = arith.multiply_by_quantized_multiplier(v[:, 0], v[:, 1], v[:, 2]).astype(np.int64)  # numpy TFLite
     want = np.clip(scaled + v[:, 3], v[:, 4], v[:, 5]).astype(np.int8)

@@ -72,6 +72,8 @@ def measured_receptive_field(model: nn.Module, depth: int, resolution: int = 224
         for module in stage.modules():
             if isinstance(module, nn.Conv2d):
                 module.weight.fill_(1.0 / module.weight[0].numel())
+            elif isinstance(module, nn.BatchNorm2d):  # zoo.create settles BN statistics: make BN the identity
+                module.reset_parameters()
     x = torch.full((1, 3, resolution, resolution), 0.5, requires_grad=True)
     out = stage(x)  # (1, C, res/8, res/8)
     out[:, :, patch : 2 * patch, patch : 2 * patch].sum().backward()  # an interior patch: no padding involved

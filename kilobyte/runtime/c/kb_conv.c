@@ -16,11 +16,12 @@
  *     clipped window row is ONE contiguous run of (kx1 - kx0) * in_c bytes in both the input and the OHWI weights,
  *     so the inner loop is a long dot product of int8 weights with int16 (x + in_offset), 4 channels at a time;
  *   - smaller windows (1x1 with few channels, first layers) would leave such a loop mostly in its scalar tail, so
- *     the block's weights are widened once to int16 and each window is gathered as int16 (x + in_offset, 0 for a
- *     padded tap, which adds nothing), both zero-padded to a multiple of 8: whole vectors only.
- * Sums are int32, as in TFLite. One term is at most 128 * 255 in magnitude, so a run or window of fewer than 2^16
- * terms cannot overflow; runs, windows and the bias are combined with wrapping adds, like TFLite's int32
- * accumulator (the reassociation is exact modulo 2^32).
+ *     the block's 8 weight rows are widened once to int16 and each window is gathered as int16 (x + in_offset, 0
+ *     for a padded tap, which adds nothing), both zero-padded to a multiple of 8: whole vectors only.
+ * The sums of KB_TILE pixels are requantised together, one channel at a time (vectorised, see conv_tile).
+ * Sums are int32, as in TFLite. One term is at most 128 * 255 in magnitude, so partial sums of up to 2^15 terms
+ * cannot overflow; they and the bias are combined with wrapping adds, like TFLite's int32 accumulator (the
+ * reassociation is exact modulo 2^32). Stack: about 2 kB (small windows), 1 kB (large).
  */
 #include "kilobyte.h"
 #include "kb_requant.h"
@@ -28,12 +29,17 @@
 #define KB_CO_BLOCK 4   /* output channels per pass, large windows */
 #define KB_SMALL_K 64   /* widest window (k_h * k_w * in_c) of the small-window path */
 #define KB_SMALL_CO 8   /* output channels per pass, small windows (2 x 4) */
+#define KB_TILE 16      /* output pixels requantised together */
+#define KB_DOT_CHUNK (1 << 15)  /* terms per int32 partial sum: 2^15 * 128 * 255 < 2^31 */
 
-/* The in-image taps [*k0, *k1) of a window of k taps, dil apart, starting at image coordinate i0 < size. */
+/* The in-image taps [*k0, *k1) of a window of k taps, dil apart, starting at image coordinate i0 (empty when the
+ * window misses the image, as a patch tile's can). */
 static inline void clip_taps(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
 {
-    *k0 = i0 >= 0 ? 0 : (-i0 + dil - 1) / dil;
-    *k1 = i0 + (k - 1) * dil < size ? k : (size - 1 - i0) / dil + 1;
+    const int32_t first = i0 >= 0 ? 0 : (-i0 + dil - 1) / dil;                  /* i0 + first * dil >= 0 */
+    const int32_t end = i0 >= size ? 0 : i0 + (k - 1) * dil < size ? k : (size - 1 - i0) / dil + 1;
+    *k0 = first < k ? first : k;
+    *k1 = end > *k0 ? end : *k0;
 }
 
 /* The requantisation constants of output channels [co, co + nb). */
@@ -45,35 +51,70 @@ static void block_channels(const int32_t *bias, const int32_t *mult, const int32
     }
 }
 
-/* y[j] = requantised acc[j] for the nb channels of a block. */
-static inline void store_block(const int32_t *acc, int32_t nb, const kb_rq_channel *rq, const kb_rq_bounds *bd,
-                               int8_t *y)
+/* A tile: up to KB_TILE output pixels, consecutive in raster order, and their sums for the channels of a block.
+ * The sums are requantised one channel at a time over the tile, every value sharing the channel's constants, which
+ * gcc vectorises (kb_rq_row); the bytes are then stored out_cstride apart. */
+typedef struct {
+    int32_t acc[KB_SMALL_CO][KB_TILE];  /* (channel of the block, pixel of the tile) */
+    int32_t iy0[KB_TILE], ix0[KB_TILE]; /* each pixel's window origin (top-left tap, maybe in the padding) */
+    int32_t dst[KB_TILE];               /* offset in `out` of each pixel's first channel of the block */
+    int32_t n;                          /* pixels in the tile */
+    int32_t oy, ox;                     /* the pixel after the tile */
+} conv_tile;
+
+/* Fill in the next tile of output pixels for the block at channel co; 0 when every pixel is done. */
+static int tile_next(const kb_conv_params *p, int32_t co, conv_tile *tile)
 {
+    tile->n = 0;
+    for (; tile->n < KB_TILE && tile->oy < p->out_h; ++tile->n) {
+        tile->iy0[tile->n] = tile->oy * p->stride_h - p->pad_t;
+        tile->ix0[tile->n] = tile->ox * p->stride_w - p->pad_l;
+        tile->dst[tile->n] = (tile->oy * p->out_row + tile->ox) * p->out_cstride + co;
+        if (++tile->ox == p->out_w) {
+            tile->ox = 0;
+            ++tile->oy;
+        }
+    }
+    return tile->n > 0;
+}
+
+/* Requantise the tile's nb channels and store them. */
+static void tile_store(const conv_tile *tile, int32_t nb, const kb_rq_channel *rq, const kb_rq_bounds *bd, int8_t *out)
+{
+    int8_t q[KB_TILE];
     for (int32_t j = 0; j < nb; ++j) {
-        y[j] = kb_rq_apply(acc[j], &rq[j], bd);
+        kb_rq_row(tile->acc[j], tile->n, &rq[j], bd, q);
+        for (int32_t t = 0; t < tile->n; ++t) {
+            out[tile->dst[t] + j] = q[t];
+        }
     }
 }
 
 /* -- large windows: int8 weights, contiguous runs ----------------------------------------------------------------- */
 
-/* acc[j] += sum_i w[j][wo + i] * (x[i] + off), i < n, for the block's 4 weight rows w[j]. */
+/* acc[j] += sum_i w[j][wo + i] * (x[i] + off), i < n, for the block's 4 weight rows w[j]; the int32 sums take
+ * KB_DOT_CHUNK terms at a time (no signed overflow) and join acc with wrapping adds. */
 static inline void dot4(const int8_t *x, const int8_t *const w[KB_CO_BLOCK], int32_t wo, int32_t n, int32_t off,
                         int32_t acc[KB_CO_BLOCK])
 {
-    const int8_t *w0 = w[0] + wo, *w1 = w[1] + wo, *w2 = w[2] + wo, *w3 = w[3] + wo;
     const int16_t o = (int16_t)off;  /* -zero point, in [-127, 128] */
-    int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (int32_t i = 0; i < n; ++i) {
-        const int16_t xi = (int16_t)(x[i] + o);  /* in [-255, 255] */
-        a0 += w0[i] * xi;
-        a1 += w1[i] * xi;
-        a2 += w2[i] * xi;
-        a3 += w3[i] * xi;
+    for (int32_t i0 = 0; i0 < n; i0 += KB_DOT_CHUNK) {
+        const int32_t m = n - i0 < KB_DOT_CHUNK ? n - i0 : KB_DOT_CHUNK;
+        const int8_t *xs = x + i0, *w0 = w[0] + wo + i0, *w1 = w[1] + wo + i0, *w2 = w[2] + wo + i0;
+        const int8_t *w3 = w[3] + wo + i0;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int32_t i = 0; i < m; ++i) {
+            const int16_t xi = (int16_t)(xs[i] + o);  /* in [-255, 255] */
+            a0 += w0[i] * xi;
+            a1 += w1[i] * xi;
+            a2 += w2[i] * xi;
+            a3 += w3[i] * xi;
+        }
+        acc[0] = kb_wrapping_add(acc[0], a0);
+        acc[1] = kb_wrapping_add(acc[1], a1);
+        acc[2] = kb_wrapping_add(acc[2], a2);
+        acc[3] = kb_wrapping_add(acc[3], a3);
     }
-    acc[0] = kb_wrapping_add(acc[0], a0);
-    acc[1] = kb_wrapping_add(acc[1], a1);
-    acc[2] = kb_wrapping_add(acc[2], a2);
-    acc[3] = kb_wrapping_add(acc[3], a3);
 }
 
 /* acc[j] = the block's window sums for the window with top-left tap (iy0, ix0), padded taps skipped. */
@@ -107,16 +148,20 @@ static void conv_block(const kb_conv_params *p, const int8_t *in, const int8_t *
     const int8_t *wb[KB_CO_BLOCK];                      /* rows past the last channel repeat it; never stored */
     kb_rq_channel rq[KB_CO_BLOCK];
     const kb_rq_bounds bd = kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max);
+    conv_tile tile = {.oy = 0, .ox = 0};
     for (int32_t j = 0; j < KB_CO_BLOCK; ++j) {
         wb[j] = w + (co + (j < nb ? j : nb - 1)) * w_size;
     }
     block_channels(bias, mult, shift, co, nb, rq);
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+    while (tile_next(p, co, &tile)) {
+        for (int32_t t = 0; t < tile.n; ++t) {
             int32_t acc[KB_CO_BLOCK];
-            window_dot4(p, in, wb, oy * p->stride_h - p->pad_t, ox * p->stride_w - p->pad_l, acc);
-            store_block(acc, nb, rq, &bd, out + (oy * p->out_row + ox) * p->out_cstride + co);
+            window_dot4(p, in, wb, tile.iy0[t], tile.ix0[t], acc);
+            for (int32_t j = 0; j < KB_CO_BLOCK; ++j) {
+                tile.acc[j][t] = acc[j];
+            }
         }
+        tile_store(&tile, nb, rq, &bd, out);
     }
 }
 
@@ -184,13 +229,13 @@ static void conv_block_small(const kb_conv_params *p, const int8_t *in, const in
                              const int32_t *mult, const int32_t *shift, int8_t *out, int32_t co, int32_t nb)
 {
     const int32_t w_size = p->k_h * p->k_w * p->in_c, n8 = (w_size + 7) & ~7;
-    const int pointwise = w_size == p->in_c && (p->pad_t | p->pad_b | p->pad_l | p->pad_r) == 0;  /* 1x1, all
-                                                                          in the image: no clipping */
+    /* a 1x1 window with no padding lies in the image: its window is the pixel itself */
+    const int pointwise = w_size == p->in_c && (p->pad_t | p->pad_b | p->pad_l | p->pad_r) == 0;
     int16_t wk[KB_SMALL_CO * KB_SMALL_K];  /* (8, n8) widened weights; rows past the last channel repeat it */
     int16_t xk[KB_SMALL_K];                /* (n8,) one window */
-    int32_t acc[KB_SMALL_CO];
     kb_rq_channel rq[KB_SMALL_CO];
     const kb_rq_bounds bd = kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max);
+    conv_tile tile = {.oy = 0, .ox = 0};
     for (int32_t j = 0; j < KB_SMALL_CO; ++j) {
         const int8_t *w_j = w + (co + (j < nb ? j : nb - 1)) * w_size;
         widen(wk + j * n8, w_j, w_size, 0);
@@ -198,18 +243,22 @@ static void conv_block_small(const kb_conv_params *p, const int8_t *in, const in
     }
     widen(xk + w_size, NULL, n8 - w_size, 0);
     block_channels(bias, mult, shift, co, nb, rq);
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    while (tile_next(p, co, &tile)) {
+        for (int32_t t = 0; t < tile.n; ++t) {
+            int32_t acc[KB_SMALL_CO];
             if (pointwise) {
-                widen(xk, in + (iy0 * p->in_row + ix0) * p->in_cstride, w_size, (int16_t)p->in_offset);
+                const int8_t *x = in + (tile.iy0[t] * p->in_row + tile.ix0[t]) * p->in_cstride;  /* (in_c,) */
+                widen(xk, x, w_size, (int16_t)p->in_offset);
             } else {
-                gather_window(p, in, iy0, ix0, xk);
+                gather_window(p, in, tile.iy0[t], tile.ix0[t], xk);
             }
             dot4_i16(xk, wk, n8, acc);
             dot4_i16(xk, wk + 4 * n8, n8, acc + 4);
-            store_block(acc, nb, rq, &bd, out + (oy * p->out_row + ox) * p->out_cstride + co);
+            for (int32_t j = 0; j < KB_SMALL_CO; ++j) {
+                tile.acc[j][t] = acc[j];
+            }
         }
+        tile_store(&tile, nb, rq, &bd, out);
     }
 }
 

@@ -14,12 +14,13 @@
  *
  * kb_depthwise vectorises across channels: for each output pixel, every in-image tap adds w[tap, c] * (x[c] +
  * in_offset) to a chunk of KB_DW_CHUNK channel accumulators (padded taps are skipped, as TFLite does).
- * The in-place kernels vectorise along output rows. A padded tap holds the zero point, so its (x + in_offset) is 0:
- * the same as TFLite skipping it; with every tap present, sum w * (x + in_offset) = sum w * x + in_offset * sum w,
- * so the row loops multiply-add raw bytes. Each plane row is stored split into stride_w phases (columns r, r + s,
- * r + 2s, ... for r < s = stride_w), so the taps of consecutive output pixels are consecutive bytes for every stride
- * and dilation. Sums are int32 and cannot overflow (k_h * k_w taps of at most 128 * 255 each, k_h * k_w < 2^16);
- * the bias joins with a wrapping add, like TFLite's int32 accumulator.
+ * The in-place kernels vectorise along output rows (see "positions" below). A padded tap holds the zero point, so its
+ * (x + in_offset) is 0: the same as TFLite skipping it; with every tap present, sum w * (x + in_offset) = sum w * x +
+ * in_offset * sum w, so the row loops multiply-add raw bytes. Each plane row is stored split into stride_w phases
+ * (columns r, r + s, r + 2s, ... for r < s = stride_w), so the taps of consecutive output pixels are consecutive
+ * bytes for every stride and dilation; a whole row of sums of one channel is requantised at once (kb_rq_row).
+ * Sums are int32 and cannot overflow (fewer than 2^16 taps of at most 128 * 255 each); the bias joins with a
+ * wrapping add, like TFLite's int32 accumulator. Stack: under 0.5 kB.
  */
 #include <string.h>
 
@@ -31,11 +32,14 @@
 
 /* -- kb_depthwise: channels in the inner loop -------------------------------------------------------------------- */
 
-/* The in-image taps [*k0, *k1) of a window of k taps, dil apart, starting at image coordinate i0 < size. */
+/* The in-image taps [*k0, *k1) of a window of k taps, dil apart, starting at image coordinate i0 (empty when the
+ * window misses the image, as a patch tile's can). */
 static inline void clip_taps(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
 {
-    *k0 = i0 >= 0 ? 0 : (-i0 + dil - 1) / dil;
-    *k1 = i0 + (k - 1) * dil < size ? k : (size - 1 - i0) / dil + 1;
+    const int32_t first = i0 >= 0 ? 0 : (-i0 + dil - 1) / dil;                  /* i0 + first * dil >= 0 */
+    const int32_t end = i0 >= size ? 0 : i0 + (k - 1) * dil < size ? k : (size - 1 - i0) / dil + 1;
+    *k0 = first < k ? first : k;
+    *k1 = end > *k0 ? end : *k0;
 }
 
 /* acc (n,) = sum over the in-image taps of output pixel (iy0, ix0)'s window of w[tap, c] * (x[c] + in_offset), for
@@ -111,7 +115,15 @@ static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int
             const int32_t x0 = ((r - p->pad_l) % s + s) % s;
             const int8_t *sp = src + x0 * cs;
             int8_t *d = dst + plane_col(p, p->pad_l + x0);
-            for (int32_t i = 0, n = (in_w - x0 + s - 1) / s; i < n; ++i, sp += s * cs) {
+            const int32_t n = (in_w - x0 + s - 1) / s, step = s * cs;
+            int32_t i = 0;
+            for (; i + 4 <= n; i += 4, sp += 4 * step) {  /* unrolled: the loop is load/store bound */
+                d[i] = sp[0];
+                d[i + 1] = sp[step];
+                d[i + 2] = sp[2 * step];
+                d[i + 3] = sp[3 * step];
+            }
+            for (; i < n; ++i, sp += step) {
                 d[i] = *sp;
             }
         }
@@ -154,19 +166,19 @@ static int32_t span_next(const kb_conv_params *p, int32_t f)
     return r - p->out_w > KB_DW_SKIP && f % r >= p->out_w ? (f / r + 1) * r : f;
 }
 
-/* Requantise base + acc (n,) of the span at f0 into channel c_out (pointer to channel c of output pixel 0),
- * one output row's valid positions at a time. */
-static void store_span(const kb_conv_params *p, const int32_t *acc, int32_t f0, int32_t n, int32_t base,
-                       int32_t mult, int32_t shift, int8_t *c_out)
+/* Requantise acc (n,) of the span at f0 (all at once, vectorised) and store its valid positions into channel c_out
+ * (pointer to channel c of output pixel 0), one output row at a time. */
+static void store_span(const kb_conv_params *p, const int32_t *acc, int32_t f0, int32_t n, const kb_rq_channel *ch,
+                       const kb_rq_bounds *bd, int8_t *c_out)
 {
     const int32_t r = p->stride_h * plane_width(p), out_w = p->out_w, cs = p->out_cstride;
-    const int32_t out_offset = p->out_offset, act_min = p->act_min, act_max = p->act_max;
+    int8_t q[KB_DW_ROW];
+    kb_rq_row(acc, n, ch, bd, q);
     for (int32_t i = 0, ox = f0 % r, oy = f0 / r; i < n; i += r - ox, ox = 0, ++oy) {
         const int32_t valid = out_w - ox < n - i ? out_w - ox : n - i;  /* <= 0 in a row's junk tail */
         int8_t *y = c_out + (oy * p->out_row + ox) * cs;
         for (int32_t j = 0; j < valid; ++j) {
-            const int32_t a = kb_wrapping_add(acc[i + j], base);
-            y[j * cs] = kb_requantize(a, mult, shift, out_offset, act_min, act_max);
+            y[j * cs] = q[i + j];
         }
     }
 }
@@ -202,17 +214,18 @@ static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const 
     int16_t taps[49];          /* channel c's (k, k) weights */
     int32_t acc[KB_DW_ROW];    /* one span */
     const int32_t total = (p->out_h - 1) * p->stride_h * plane_width(p) + p->out_w;  /* positions up to the last */
+    const kb_rq_bounds bd = kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max);
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
         for (int32_t i = 0; i < k * k; ++i) {
             taps[i] = w[i * p->in_c + c];
         }
-        const int32_t base = channel_base(p, w, bias, c, k * k);
+        const kb_rq_channel ch = kb_rq_channel_of(channel_base(p, w, bias, c, k * k), mult[c], shift[c]);
         plane_load(p, in, c, scratch);
         for (int32_t f0 = 0, n; f0 < total; f0 = span_next(p, f0 + n)) {
             n = span_len(p, f0, total);
             span_kxk(p, scratch, taps, k, f0, n, acc);
-            store_span(p, acc, f0, n, base, mult[c], shift[c], out + c);
+            store_span(p, acc, f0, n, &ch, &bd, out + c);
         }
     }
 }
@@ -260,14 +273,15 @@ void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_
 {
     int32_t acc[KB_DW_ROW];
     const int32_t total = (p->out_h - 1) * p->stride_h * plane_width(p) + p->out_w;
+    const kb_rq_bounds bd = kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max);
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
-        const int32_t base = channel_base(p, w, bias, c, p->k_h * p->k_w);
+        const kb_rq_channel ch = kb_rq_channel_of(channel_base(p, w, bias, c, p->k_h * p->k_w), mult[c], shift[c]);
         plane_load(p, in, c, scratch);
         for (int32_t f0 = 0, n; f0 < total; f0 = span_next(p, f0 + n)) {
             n = span_len(p, f0, total);
             span_any(p, scratch, w + c, f0, n, acc);
-            store_span(p, acc, f0, n, base, mult[c], shift[c], out + c);
+            store_span(p, acc, f0, n, &ch, &bd, out + c);
         }
     }
 }

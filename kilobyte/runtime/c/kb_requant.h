@@ -5,6 +5,10 @@
  * Where TFLite's C++ relies on int32 wrap-around (x * 2^shift), we compute in uint32 and convert back, which
  * gives the same two's-complement result without signed overflow. Right shifts of negative values are
  * arithmetic on every compiler we target (implementation-defined in C99, not undefined).
+ *
+ * Besides the one-value helpers, kernels that requantise many values per output channel use kb_rq_channel (the
+ * channel's bias, multiplier and split shift, prepared once) with kb_rq_apply (one value) or kb_rq_row (a row of
+ * values of one channel, in a form gcc vectorises). All forms compute the same function, bit for bit.
  */
 #ifndef KB_REQUANT_H
 #define KB_REQUANT_H
@@ -24,13 +28,13 @@ static inline int32_t kb_sat_rounding_doubling_high_mul(int32_t a, int32_t b)
     return (int32_t)((ab + ((int64_t)1 << 30)) >> 31);   /* in [-2^31 + 1, 2^31 - 1] */
 }
 
-/* x / 2^exponent rounded to nearest, ties away from zero; 0 <= exponent <= 31. TFLite adds 1 when the remainder
- * exceeds half (half + 1 for x < 0); equivalently floor((2x + 2^exponent - [x < 0]) / 2^(exponent + 1)), one bit
- * wider so that exponent 0 needs no special case (2x + 1 - 1 is even, so the - [x < 0] never changes a tie there). */
+/* x / 2^exponent rounded to nearest, ties away from zero; 0 <= exponent <= 31. */
 static inline int32_t kb_rounding_divide_by_pot(int32_t x, int exponent)
 {
-    const int64_t twice = 2 * (int64_t)x + ((int64_t)1 << exponent) - (x < 0 ? 1 : 0);
-    return (int32_t)(twice >> (exponent + 1));
+    const int32_t mask = (int32_t)(((uint32_t)1 << exponent) - 1u);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> exponent) + (remainder > threshold ? 1 : 0);
 }
 
 /* TFLite MultiplyByQuantizedMultiplier: x * mult * 2^(shift - 31), -31 <= shift <= 30. */
@@ -73,24 +77,23 @@ static inline int8_t kb_requantize(int32_t acc, int32_t mult, int32_t shift, int
     return (int8_t)(v + out_offset);
 }
 
-/* kb_requantize for kernels that requantise many values per channel: the channel's constants are prepared once
- * (kb_rq_channel_of) and the clamp bounds shifted once (kb_rq_bounds_of), so the per-value work is the arithmetic
- * alone; kb_rq_apply(acc, ...) == kb_requantize(acc + bias (wrapping), mult, shift, out_offset, act_min, act_max). */
+/* -- many values per channel ------------------------------------------------------------------------------------ */
+
 typedef struct {
-    int64_t half;          /* 2^right: kb_rounding_divide_by_pot's rounding term, one bit wider */
     int32_t bias, mult;
-    int32_t left, right1;  /* max(shift, 0), max(-shift, 0) + 1 */
+    int32_t left, right;  /* max(shift, 0), max(-shift, 0) */
+    int32_t mask;         /* 2^right - 1 */
 } kb_rq_channel;
 
 typedef struct {
-    int32_t lo, hi;        /* act_min - out_offset, act_max - out_offset */
+    int32_t lo, hi;       /* act_min - out_offset, act_max - out_offset */
     int32_t out_offset;
 } kb_rq_bounds;
 
 static inline kb_rq_channel kb_rq_channel_of(int32_t bias, int32_t mult, int32_t shift)
 {
     const int32_t right = shift > 0 ? 0 : -shift;
-    kb_rq_channel ch = {(int64_t)1 << right, bias, mult, shift > 0 ? shift : 0, right + 1};
+    kb_rq_channel ch = {bias, mult, shift > 0 ? shift : 0, right, (int32_t)(((uint32_t)1 << right) - 1u)};
     return ch;
 }
 
@@ -100,19 +103,65 @@ static inline kb_rq_bounds kb_rq_bounds_of(int32_t out_offset, int32_t act_min, 
     return b;
 }
 
-/* kb_multiply_by_quantized_multiplier(x, mult, shift) with ch = kb_rq_channel_of(any bias, mult, shift). */
-static inline int32_t kb_rq_scale(int32_t x, const kb_rq_channel *ch)
+/* RoundingDivideByPOT by the channel's right shift (kb_rounding_divide_by_pot with its mask prepared). */
+static inline int32_t kb_rq_divide(int32_t x, const kb_rq_channel *ch)
 {
-    const int32_t hm = kb_sat_rounding_doubling_high_mul((int32_t)((uint32_t)x << ch->left), ch->mult);
-    return (int32_t)((2 * (int64_t)hm + ch->half - (hm < 0 ? 1 : 0)) >> ch->right1);  /* RoundingDivideByPOT */
+    const int32_t threshold = (ch->mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> ch->right) + ((x & ch->mask) > threshold ? 1 : 0);
 }
 
+/* kb_multiply_by_quantized_multiplier(x, mult, shift) for ch = kb_rq_channel_of(any bias, mult, shift). */
+static inline int32_t kb_rq_scale(int32_t x, const kb_rq_channel *ch)
+{
+    return kb_rq_divide(kb_sat_rounding_doubling_high_mul((int32_t)((uint32_t)x << ch->left), ch->mult), ch);
+}
+
+/* kb_requantize(acc + bias (wrapping), mult, shift, out_offset, act_min, act_max), with ch and b prepared. */
 static inline int8_t kb_rq_apply(int32_t acc, const kb_rq_channel *ch, const kb_rq_bounds *b)
 {
     int32_t v = kb_rq_scale(kb_wrapping_add(acc, ch->bias), ch);
     v = v < b->lo ? b->lo : v;
     v = v > b->hi ? b->hi : v;
     return (int8_t)(v + b->out_offset);
+}
+
+/* kb_sat_rounding_doubling_high_mul in a form gcc vectorises with SSE2 (which has no 64-bit arithmetic shift and
+ * no signed 32x32->64 multiply): the unsigned product xu * mu, its high word corrected to the signed product's
+ * (subtract mu when a < 0 and xu when b < 0, modulo 2^32), then bits 31..62 of (ab + 2^30), which fit in int32. */
+static inline int32_t kb_srdhm_v(int32_t a, int32_t b)
+{
+    const uint32_t au = (uint32_t)a, bu = (uint32_t)b;
+    const uint64_t p = (uint64_t)au * bu;
+    const uint32_t high = (uint32_t)(p >> 32) - (a < 0 ? bu : 0u) - (b < 0 ? au : 0u);
+    const uint32_t low = (uint32_t)p + (1u << 30);
+    const uint32_t carry = low < (1u << 30) ? 1u : 0u;
+    const int32_t h = (int32_t)(((high + carry) << 1) | (low >> 31));
+    return a == INT32_MIN && b == INT32_MIN ? INT32_MAX : h;
+}
+
+/* kb_rq_scale for loops that gcc should vectorise (every value with the same ch). */
+static inline int32_t kb_rq_scale_v(int32_t x, const kb_rq_channel *ch)
+{
+    return kb_rq_divide(kb_srdhm_v((int32_t)((uint32_t)x << ch->left), ch->mult), ch);
+}
+
+/* out[i] = kb_rq_apply(acc[i], ch, b), i < n: whole 16-value groups in the form gcc -O3 vectorises (all values
+ * share the channel's constants), the rest one by one in the scalar form, which is cheaper there. */
+static inline void kb_rq_row(const int32_t *acc, int32_t n, const kb_rq_channel *ch, const kb_rq_bounds *b,
+                             int8_t *out)
+{
+    const kb_rq_channel c = *ch;  /* locals: the int8 stores below may not alias them */
+    const kb_rq_bounds d = *b;
+    const int32_t n16 = n & ~15;
+    for (int32_t i = 0; i < n16; ++i) {
+        int32_t v = kb_rq_scale_v(kb_wrapping_add(acc[i], c.bias), &c);
+        v = v < d.lo ? d.lo : v;
+        v = v > d.hi ? d.hi : v;
+        out[i] = (int8_t)(v + d.out_offset);
+    }
+    for (int32_t i = n16; i < n; ++i) {
+        out[i] = kb_rq_apply(acc[i], &c, &d);
+    }
 }
 
 #endif /* KB_REQUANT_H */

@@ -109,14 +109,20 @@ static inline kb_arm_rq kb_arm_rq_of(int32_t mult, int32_t shift, int32_t out_of
  *    in [0, 2^31), so the difference cannot overflow): its sign bit is the increment;
  *  - a saturating add of the output offset replaces the +-65536 pre-clamp: every value it changes lies outside
  *    [act_min, act_max] either way.
- * tests/targets/test_dsp_kernels.py checks it against kb_requantize on target, on random and edge values. */
-static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
+ * tests/targets/test_dsp_kernels.py checks it against kb_requantize on target, on random and edge values.
+ * kb_arm_scale is the first step alone (kb_multiply_by_quantized_multiplier), for ADD's rescales. */
+static inline int32_t kb_arm_scale(const kb_arm_rq *q, int32_t acc)  /* MultiplyByQuantizedMultiplier */
 {
     const int32_t x = (int32_t)((uint32_t)acc << q->left);  /* TFLite's x * 2^left, wrapping */
     const int32_t high = (int32_t)(((int64_t)x * q->mult + (1 << 30)) >> 31);
     const int32_t threshold = q->half - (high >> 31);        /* half + (high < 0) */
     const int32_t round_up = (int32_t)((uint32_t)(threshold - (high & q->mask)) >> 31);
-    int32_t v = __qadd((high >> q->right) + round_up, q->out_offset);
+    return (high >> q->right) + round_up;
+}
+
+static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
+{
+    int32_t v = __qadd(kb_arm_scale(q, acc), q->out_offset);
     v = v < q->act_min ? q->act_min : v;
     v = v > q->act_max ? q->act_max : v;
     return (int8_t)v;
