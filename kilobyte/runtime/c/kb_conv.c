@@ -127,15 +127,15 @@ static inline void window_dot4(const kb_conv_params *p, const int8_t *in, const 
     const int32_t cs = p->in_cstride, n = p->in_c, off = p->in_offset;
     const int run = p->dil_w == 1 && cs == n;  /* a clipped window row is one contiguous run */
     acc[0] = acc[1] = acc[2] = acc[3] = 0;
-    for (int32_t ky = ky0; ky < ky1; ++ky) {
-        const int8_t *row = in + ((iy0 + ky * p->dil_h) * p->in_row + ix0) * cs;  /* (k_w taps, dil_w * cs apart) */
-        const int32_t wrow = ky * p->k_w * n;                                       /* (k_w, in_c) weights */
+    for (int32_t ky = ky0; ky < ky1 && kx0 < kx1; ++ky) {
+        const int8_t *x = in + ((iy0 + ky * p->dil_h) * p->in_row + ix0 + kx0 * p->dil_w) * cs;  /* tap kx0 */
+        const int32_t wk = (ky * p->k_w + kx0) * n;                                             /* its weights */
         if (run) {
-            dot4(row + kx0 * n, w, wrow + kx0 * n, (kx1 - kx0) * n, off, acc);
+            dot4(x, w, wk, (kx1 - kx0) * n, off, acc);
             continue;
         }
-        for (int32_t kx = kx0; kx < kx1; ++kx) {
-            dot4(row + kx * p->dil_w * cs, w, wrow + kx * n, n, off, acc);
+        for (int32_t kx = 0; kx < kx1 - kx0; ++kx) {
+            dot4(x + kx * p->dil_w * cs, w, wk + kx * n, n, off, acc);
         }
     }
 }
@@ -211,16 +211,19 @@ static void gather_window(const kb_conv_params *p, const int8_t *in, int32_t iy0
             widen(xk, NULL, len, off);
             continue;
         }
-        const int8_t *row = in + (iy * p->in_row + ix0) * cs;
         widen(xk, NULL, kx0 * n, off);
+        widen(xk + kx1 * n, NULL, len - kx1 * n, off);
+        if (kx0 == kx1) {
+            continue;
+        }
+        const int8_t *x = in + (iy * p->in_row + ix0 + kx0 * p->dil_w) * cs;  /* tap kx0 */
         if (p->dil_w == 1 && cs == n) {
-            widen(xk + kx0 * n, row + kx0 * n, (kx1 - kx0) * n, off);
+            widen(xk + kx0 * n, x, (kx1 - kx0) * n, off);
         } else {
-            for (int32_t kx = kx0; kx < kx1; ++kx) {
-                widen(xk + kx * n, row + kx * p->dil_w * cs, n, off);
+            for (int32_t kx = 0; kx < kx1 - kx0; ++kx) {
+                widen(xk + (kx0 + kx) * n, x + kx * p->dil_w * cs, n, off);
             }
         }
-        widen(xk + kx1 * n, NULL, len - kx1 * n, off);
     }
 }
 
@@ -269,6 +272,9 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
 {
     const int small = p->k_h * p->k_w * p->in_c <= KB_SMALL_K;
     const int32_t block = small ? KB_SMALL_CO : KB_CO_BLOCK;
+    if (p->out_h <= 0 || p->out_w <= 0) {
+        return;  /* an empty patch tile */
+    }
     for (int32_t co = 0; co < p->out_c; co += block) {
         const int32_t nb = p->out_c - co < block ? p->out_c - co : block;
         if (small) {

@@ -20,7 +20,7 @@
  * (columns r, r + s, r + 2s, ... for r < s = stride_w), so the taps of consecutive output pixels are consecutive
  * bytes for every stride and dilation; a whole row of sums of one channel is requantised at once (kb_rq_row).
  * Sums are int32 and cannot overflow (fewer than 2^16 taps of at most 128 * 255 each); the bias joins with a
- * wrapping add, like TFLite's int32 accumulator. Stack: under 0.5 kB.
+ * wrapping add, like TFLite's int32 accumulator. Stack: about 0.5 kB.
  */
 #include <string.h>
 
@@ -104,29 +104,33 @@ static void plane_clear(const kb_conv_params *p, int8_t *plane)
     memset(plane, (int8_t)(-p->in_offset), bytes);
 }
 
+/* Copy input phase r (columns x0, x0 + s, ... of each input row) of channel c into its place in the plane rows. */
+static void plane_load_phase(const kb_conv_params *p, const int8_t *in, int32_t c, int32_t r, int8_t *plane)
+{
+    const int32_t pw = plane_width(p), s = p->stride_w, cs = p->in_cstride;
+    const int32_t x0 = ((r - p->pad_l) % s + s) % s;           /* first input column in plane phase r */
+    const int32_t n = (p->in_w - x0 + s - 1) / s, step = s * cs;  /* its columns, and their distance in bytes */
+    int8_t *d = plane + p->pad_t * pw + plane_col(p, p->pad_l + x0);
+    for (int32_t y = 0; y < p->in_h; ++y, d += pw) {
+        const int8_t *x = in + (y * p->in_row + x0) * cs + c;
+        int32_t i = 0;
+        for (; i + 4 <= n; i += 4, x += 4 * step) {  /* unrolled: the loop is load/store bound */
+            d[i] = x[0];
+            d[i + 1] = x[step];
+            d[i + 2] = x[2 * step];
+            d[i + 3] = x[3 * step];
+        }
+        for (; i < n; ++i, x += step) {
+            d[i] = *x;
+        }
+    }
+}
+
 /* Copy input channel c, (in_h, in_w) strided by in_cstride, into the plane's interior (phase-split rows). */
 static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int8_t *plane)
 {
-    const int32_t pw = plane_width(p), s = p->stride_w, cs = p->in_cstride, in_w = p->in_w;
-    for (int32_t y = 0; y < p->in_h; ++y) {
-        const int8_t *src = in + y * p->in_row * cs + c;
-        int8_t *dst = plane + (y + p->pad_t) * pw;
-        for (int32_t r = 0; r < s; ++r) {  /* phase r: plane columns j = pad_l + x with j % s == r */
-            const int32_t x0 = ((r - p->pad_l) % s + s) % s;
-            const int8_t *sp = src + x0 * cs;
-            int8_t *d = dst + plane_col(p, p->pad_l + x0);
-            const int32_t n = (in_w - x0 + s - 1) / s, step = s * cs;
-            int32_t i = 0;
-            for (; i + 4 <= n; i += 4, sp += 4 * step) {  /* unrolled: the loop is load/store bound */
-                d[i] = sp[0];
-                d[i + 1] = sp[step];
-                d[i + 2] = sp[2 * step];
-                d[i + 3] = sp[3 * step];
-            }
-            for (; i < n; ++i, sp += step) {
-                d[i] = *sp;
-            }
-        }
+    for (int32_t r = 0; r < p->stride_w; ++r) {
+        plane_load_phase(p, in, c, r, plane);
     }
 }
 
@@ -147,45 +151,58 @@ static int32_t channel_base(const kb_conv_params *p, const int8_t *w, const int3
  * walk skips to the next row; every position read stays below `total`, so every plane byte read is in bounds. */
 #define KB_DW_SKIP 16  /* junk positions per row above which the walk skips them */
 
-/* Length of the span starting at position f0. */
-static int32_t span_len(const kb_conv_params *p, int32_t f0, int32_t total)
+/* A position f = oy * R + ox of the walk (R = stride_h * plane width), with its output row and column. */
+typedef struct {
+    int32_t f, oy, ox;
+} dw_pos;
+
+/* Length of the span starting at `at` (total: the positions up to the last output pixel). */
+static int32_t span_len(const kb_conv_params *p, const dw_pos *at, int32_t total)
 {
     const int32_t r = p->stride_h * plane_width(p);
-    int32_t n = total - f0 < KB_DW_ROW ? total - f0 : KB_DW_ROW;
+    int32_t n = total - at->f < KB_DW_ROW ? total - at->f : KB_DW_ROW;
     if (r - p->out_w > KB_DW_SKIP) {
-        const int32_t valid = (p->out_w - f0 % r + 15) & ~15;  /* valid positions left in the row, rounded up */
+        const int32_t valid = (p->out_w - at->ox + 15) & ~15;  /* valid positions left in the row, rounded up */
         n = n < valid ? n : valid;
     }
     return n;
 }
 
-/* The position after a span ending at f (exclusive): f, or the next row's start when f is in a skipped tail. */
-static int32_t span_next(const kb_conv_params *p, int32_t f)
+/* Move `at` past a span of n positions, and over a skipped row tail. */
+static void span_next(const kb_conv_params *p, dw_pos *at, int32_t n)
 {
     const int32_t r = p->stride_h * plane_width(p);
-    return r - p->out_w > KB_DW_SKIP && f % r >= p->out_w ? (f / r + 1) * r : f;
+    at->f += n;
+    for (at->ox += n; at->ox >= r; at->ox -= r) {
+        ++at->oy;
+    }
+    if (r - p->out_w > KB_DW_SKIP && at->ox >= p->out_w) {
+        at->f += r - at->ox;
+        at->ox = 0;
+        ++at->oy;
+    }
 }
 
-/* Requantise acc (n,) of the span at f0 (all at once, vectorised) and store its valid positions into channel c_out
- * (pointer to channel c of output pixel 0), one output row at a time. */
-static void store_span(const kb_conv_params *p, const int32_t *acc, int32_t f0, int32_t n, const kb_rq_channel *ch,
-                       const kb_rq_bounds *bd, int8_t *c_out)
+/* Requantise acc (n,) of the span at `at` (all at once, vectorised) and store its valid positions into channel
+ * c_out (pointer to channel c of output pixel 0), one output row at a time. */
+static void store_span(const kb_conv_params *p, const int32_t *acc, const dw_pos *at, int32_t n,
+                       const kb_rq_channel *ch, const kb_rq_bounds *bd, int8_t *c_out)
 {
     const int32_t r = p->stride_h * plane_width(p), out_w = p->out_w, cs = p->out_cstride;
     int8_t q[KB_DW_ROW];
     kb_rq_row(acc, n, ch, bd, q);
-    for (int32_t i = 0, ox = f0 % r, oy = f0 / r; i < n; i += r - ox, ox = 0, ++oy) {
+    for (int32_t i = 0, ox = at->ox, oy = at->oy; i < n; i += r - ox, ox = 0, ++oy) {
         const int32_t valid = out_w - ox < n - i ? out_w - ox : n - i;  /* <= 0 in a row's junk tail */
-        int8_t *y = c_out + (oy * p->out_row + ox) * cs;
         for (int32_t j = 0; j < valid; ++j) {
-            y[j * cs] = q[i + j];
+            c_out[(oy * p->out_row + ox + j) * cs] = q[i + j];
         }
     }
 }
 
-/* acc (n,) = sum over the k x k taps (k = 3, 5 or 7, a constant after inlining; dilation 1) of the span at f0. */
-static inline void span_kxk(const kb_conv_params *p, const int8_t *plane, const int16_t *taps, int32_t k, int32_t f0,
-                            int32_t n, int32_t *acc)
+/* acc (n,) = sum over the k x k taps (k = 3, 5 or 7, a constant after inlining; dilation 1) of the span at f0;
+ * col[kx]: where tap column kx lies in a plane row (plane_col). */
+static inline void span_kxk(const kb_conv_params *p, const int8_t *plane, const int16_t *taps, const int32_t *col,
+                            int32_t k, int32_t f0, int32_t n, int32_t *acc)
 {
     const int32_t pw = plane_width(p);
     const int8_t *t[7];  /* t[kx][i]: tap kx of position f0 + i, in the current window row */
@@ -194,7 +211,7 @@ static inline void span_kxk(const kb_conv_params *p, const int8_t *plane, const 
     }
     for (int32_t ky = 0; ky < k; ++ky) {
         for (int32_t kx = 0; kx < k; ++kx) {
-            t[kx] = plane + f0 + ky * pw + plane_col(p, kx);
+            t[kx] = plane + f0 + ky * pw + col[kx];
         }
         const int16_t *wr = taps + ky * k;
         for (int32_t i = 0; i < n; ++i) {
@@ -212,9 +229,15 @@ static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const 
                                const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch, int32_t k)
 {
     int16_t taps[49];          /* channel c's (k, k) weights */
-    int32_t acc[KB_DW_ROW];    /* one span */
+    int32_t col[7], acc[KB_DW_ROW];  /* plane_col of each tap column; one span */
     const int32_t total = (p->out_h - 1) * p->stride_h * plane_width(p) + p->out_w;  /* positions up to the last */
     const kb_rq_bounds bd = kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max);
+    if (p->out_h <= 0 || p->out_w <= 0) {
+        return;  /* an empty patch tile */
+    }
+    for (int32_t kx = 0; kx < k; ++kx) {
+        col[kx] = plane_col(p, kx);
+    }
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
         for (int32_t i = 0; i < k * k; ++i) {
@@ -222,10 +245,11 @@ static inline void inplace_kxk(const kb_conv_params *p, const int8_t *in, const 
         }
         const kb_rq_channel ch = kb_rq_channel_of(channel_base(p, w, bias, c, k * k), mult[c], shift[c]);
         plane_load(p, in, c, scratch);
-        for (int32_t f0 = 0, n; f0 < total; f0 = span_next(p, f0 + n)) {
-            n = span_len(p, f0, total);
-            span_kxk(p, scratch, taps, k, f0, n, acc);
-            store_span(p, acc, f0, n, &ch, &bd, out + c);
+        for (dw_pos at = {0, 0, 0}; at.f < total;) {
+            const int32_t n = span_len(p, &at, total);
+            span_kxk(p, scratch, taps, col, k, at.f, n, acc);
+            store_span(p, acc, &at, n, &ch, &bd, out + c);
+            span_next(p, &at, n);
         }
     }
 }
@@ -256,9 +280,10 @@ static void span_any(const kb_conv_params *p, const int8_t *plane, const int8_t 
     for (int32_t i = 0; i < n; ++i) {
         acc[i] = 0;
     }
-    for (int32_t ky = 0; ky < p->k_h; ++ky) {
-        for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            const int8_t *t = plane + f0 + ky * p->dil_h * pw + plane_col(p, kx * p->dil_w);
+    for (int32_t kx = 0; kx < p->k_w; ++kx) {
+        const int8_t *t0 = plane + f0 + plane_col(p, kx * p->dil_w);  /* tap column kx, window row 0 */
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            const int8_t *t = t0 + ky * p->dil_h * pw;
             const int16_t wv = w_c[(ky * p->k_w + kx) * p->in_c];
             for (int32_t i = 0; i < n; ++i) {
                 acc[i] += wv * t[i];
@@ -274,14 +299,18 @@ void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_
     int32_t acc[KB_DW_ROW];
     const int32_t total = (p->out_h - 1) * p->stride_h * plane_width(p) + p->out_w;
     const kb_rq_bounds bd = kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max);
+    if (p->out_h <= 0 || p->out_w <= 0) {
+        return;  /* an empty patch tile */
+    }
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
         const kb_rq_channel ch = kb_rq_channel_of(channel_base(p, w, bias, c, p->k_h * p->k_w), mult[c], shift[c]);
         plane_load(p, in, c, scratch);
-        for (int32_t f0 = 0, n; f0 < total; f0 = span_next(p, f0 + n)) {
-            n = span_len(p, f0, total);
-            span_any(p, scratch, w + c, f0, n, acc);
-            store_span(p, acc, f0, n, &ch, &bd, out + c);
+        for (dw_pos at = {0, 0, 0}; at.f < total;) {
+            const int32_t n = span_len(p, &at, total);
+            span_any(p, scratch, w + c, at.f, n, acc);
+            store_span(p, acc, &at, n, &ch, &bd, out + c);
+            span_next(p, &at, n);
         }
     }
 }
