@@ -12,7 +12,8 @@ def test_demo_end_to_end(capsys, tmp_path):
     s = json.loads(out)
     assert s["bit_exact"] is True and s["verified_inputs"] >= 8
     assert s["float_accuracy"] > 0.5  # one epoch on 4,000 images already learns MNIST
-    assert abs(s["int8_accuracy"] - s["float_accuracy"]) < 0.02
+    # the 1 %-of-float acceptance lives in tests/quant/test_mnist_accuracy.py; here only a sanity bound
+    assert abs(s["int8_accuracy"] - s["float_accuracy"]) < 0.05
     assert s["fits"] and s["device"] == "STM32F412"
     assert 0 < s["arena_bytes"] < s["tflm_arena_bytes"]
     assert (tmp_path / "demo" / "src" / "model.c").is_file()
