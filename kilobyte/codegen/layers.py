@@ -72,6 +72,26 @@ def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, 
     return names
 
 
+def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
+    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical)."""
+    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
+        return "kb_conv_1x1"
+    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
+        return "kb_conv_3x3"
+    return "kb_conv"
+
+
+INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
+              (7, 7): "kb_depthwise_inplace_7x7"}
+
+
+def inplace_depthwise_kernel(node: Node, kernel: tuple[int, int]) -> str:
+    """The in-place depthwise variant: unrolled 3x3/5x5/7x7 need dilation 1, otherwise the general one."""
+    if node.attrs.dilation != (1, 1):
+        return "kb_depthwise_inplace"
+    return INPLACE_DW.get(kernel, "kb_depthwise_inplace")
+
+
 def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     code = LayerCode(families={"conv"})
     p = requant_params(graph, node)
@@ -79,11 +99,7 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     params = window_params(graph, node, bufs, (w_shape[1], w_shape[2]), (p.input_zp, p.output_zp),
                            (p.act_min, p.act_max))
     w, b, m, s = _weights(graph, node, code)
-    fn = "kb_conv"
-    if w_shape[1:3] == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
-        fn = "kb_conv_1x1"
-    elif w_shape[1:3] == (3, 3) and node.attrs.dilation == (1, 1):
-        fn = "kb_conv_3x3"
+    fn = conv_kernel(node, tuple(w_shape[1:3]))
     code.body += [c_struct("kb_conv_params", params),
                   f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])});"]
     return code
@@ -102,9 +118,7 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     if node.name in plan.inplace:
         if params["in_cstride"] != params["out_cstride"]:
             raise UnsupportedOpError(f"node '{node.name}': in-place depthwise needs equal input/output pixel strides")
-        unrolled = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
-                    (7, 7): "kb_depthwise_inplace_7x7"}
-        fn = unrolled.get(tuple(k), "kb_depthwise_inplace") if node.attrs.dilation == (1, 1) else "kb_depthwise_inplace"
+        fn = inplace_depthwise_kernel(node, tuple(k))
         scratch_off = plan.scratch[node.name][0]
         code.body += [c_struct("kb_conv_params", params), f"{fn}({args}, KB_ARENA + {scratch_off});"]
     else:

@@ -19,13 +19,10 @@ from dataclasses import dataclass
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..interp.int8_ref import activation_range_of, add_node_params, requant_params
-from ..ir import Graph, Node, Op
+from ..ir import Graph, Op
 from ..schedule.patch import box_area, split
 from .c_text import c_ident
-from .layers import Buffers, LayerCode, _weights, window_params
-
-INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
-              (7, 7): "kb_depthwise_inplace_7x7"}
+from .layers import Buffers, LayerCode, _weights, conv_kernel, inplace_depthwise_kernel, window_params
 
 
 @dataclass(frozen=True)
@@ -204,17 +201,8 @@ def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
         return WindowSpec("kb_depthwise", **common)
     if node.name not in g.stage.tile_scratch:
         raise KilobyteError(f"patch stage: in-place depthwise '{node.name}' has no tile scratch")
-    fn = INPLACE_DW.get(kernel, "kb_depthwise_inplace") if node.attrs.dilation == (1, 1) else "kb_depthwise_inplace"
+    fn = inplace_depthwise_kernel(node, kernel)
     return WindowSpec(fn, scratch=f", KB_ARENA + {g.stage.tile_scratch[node.name][0]}", **common)
-
-
-def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The conv variant `layers.emit_conv` picks (all three are bit-identical)."""
-    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
-        return "kb_conv_1x1"
-    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
-        return "kb_conv_3x3"
-    return "kb_conv"
 
 
 def hw(box) -> tuple[int, int]:
