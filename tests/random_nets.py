@@ -1,0 +1,219 @@
+"""Random int8 models for the code-generator tests, shared by the host (tests/codegen) and Cortex-M (tests/targets)
+acceptance tests: `RandomNet` builds a random float graph from a seed, `quantized` / `inputs_for` make it int8 with
+inputs, and `write_bundle` puts many generated projects into ONE compiled-model directory so that a single build (one
+gcc or arm-none-eabi-gcc run, one QEMU run) executes all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from kilobyte.ir import (
+    Activation,
+    AddAttrs,
+    ConcatAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    FullyConnectedAttrs,
+    GraphBuilder,
+    MeanAttrs,
+    Op,
+    PadAttrs,
+    PoolAttrs,
+    ReshapeAttrs,
+)
+
+
+def quantized(graph, seed: int, n: int = 3, spread: float = 1.0):
+    """(int8 graph calibrated on n random images, one more random float image of the input shape)."""
+    from kilobyte.quant import quantize
+
+    shape = graph.tensors[graph.inputs[0]].shape
+    samples = np.random.default_rng(seed).normal(0.2, spread, (n + 1,) + shape[1:]).astype(np.float32)
+    return quantize(graph, samples[:n]), samples[n:]
+
+
+def inputs_for(qgraph, unseen: np.ndarray, seed: int) -> list[np.ndarray]:
+    """An image quantised with the model's input qparams and uniformly random int8 values."""
+    from kilobyte.quant import quantize_input
+
+    shape = qgraph.tensors[qgraph.inputs[0]].shape
+    noise = np.random.default_rng(seed).integers(-128, 128, shape).astype(np.int8)
+    return [quantize_input(qgraph, unseen).reshape(shape), noise]
+
+
+class RandomNet:
+    """A random float graph, block by block, from one seed (no hypothesis: the bundle needs fixed graphs)."""
+
+    def __init__(self, seed: int):
+        self.rng, self.b = np.random.default_rng(seed), GraphBuilder(f"random_{seed}")
+
+    def pick(self, options):
+        return options[int(self.rng.integers(len(options)))]
+
+    def act(self) -> Activation:
+        return self.pick([Activation.NONE, Activation.RELU, Activation.RELU6])
+
+    def params(self, w_shape, cout: int) -> dict:
+        p = {"weight": self.rng.normal(0, self.pick([0.05, 0.3, 1.0]), w_shape)}
+        if self.rng.random() < 0.7:
+            p["bias"] = self.rng.normal(0, 0.5, cout)
+        return p
+
+    def pads(self, h: int, w: int, k: int, s: int, d: int, asym: bool) -> tuple[int, int, int, int]:
+        """SAME, VALID or (asym) random per-side padding that still leaves an output pixel."""
+        span = d * (k - 1) + 1
+        mode = self.pick(["same", "valid"] + (["asym", "asym"] if asym else []))
+        if mode == "valid" and span <= min(h, w):
+            return (0, 0, 0, 0)
+        if mode == "asym":
+            t, b, left, r = (int(v) for v in self.rng.integers(0, k, 4))
+            return t, max(b, span - h - t), left, max(r, span - w - left)
+        same = [max((-(-n // s) - 1) * s + span - n, 0) for n in (h, w)]
+        return same[0] // 2, same[0] - same[0] // 2, same[1] // 2, same[1] - same[1] // 2
+
+    def conv(self, x, cout=None, k=None, stride=None):
+        _, h, w, cin = self.b.shape(x)
+        k, s = k or self.pick([1, 3, 5, 7]), stride or self.pick([1, 2])
+        d = self.pick([1, 1, 2]) if k > 1 and s == 1 else 1
+        cout = cout or int(self.rng.integers(1, 10))
+        attrs = ConvAttrs((s, s), self.pads(h, w, k, s, d, True), (d, d), self.act())
+        return self.b.node(Op.CONV_2D, [x], attrs, params=self.params((cout, k, k, cin), cout))
+
+    def depthwise(self, x):
+        _, h, w, c = self.b.shape(x)
+        k, s = self.pick([3, 5, 7]), self.pick([1, 2])
+        attrs = DepthwiseAttrs((s, s), self.pads(h, w, k, s, 1, True), (1, 1), 1, self.act())
+        return self.b.node(Op.DEPTHWISE_CONV_2D, [x], attrs, params=self.params((1, k, k, c), c))
+
+    def pool(self, x):
+        _, h, w, _ = self.b.shape(x)
+        k, s = self.pick([2, 3]), self.pick([1, 2])
+        attrs = PoolAttrs((k, k), (s, s), self.pads(h, w, k, s, 1, False), self.act())
+        return self.b.node(self.pick([Op.AVG_POOL_2D, Op.MAX_POOL_2D]), [x], attrs)
+
+    def residual(self, x):
+        y = self.conv(x, cout=self.b.shape(x)[3], k=self.pick([1, 3]), stride=1)
+        if self.b.shape(y) != self.b.shape(x):  # VALID / asymmetric padding changed the size: no residual
+            return y
+        return self.b.node(Op.ADD, [x, y], AddAttrs(self.act()))
+
+    def concat(self, x):
+        a = self.conv(x, k=1, stride=1)
+        other = self.pick(["conv", "self", "pad"])
+        if other == "conv":
+            other = self.conv(x, k=1, stride=1)
+        elif other == "pad":
+            other = self.b.node(Op.PAD, [x], PadAttrs(((0, 0), (0, 0), (0, 0), (1, 2))))
+        else:
+            other = x
+        return self.b.node(Op.CONCAT, [a, other, a] if self.rng.random() < 0.5 else [a, other], ConcatAttrs(3))
+
+    def head(self, x):
+        kind = self.pick(["none", "mean", "flatten", "flatten"])
+        if kind == "none":
+            return x
+        if kind == "mean":
+            x = self.b.node(Op.MEAN, [x], MeanAttrs((1, 2)))
+        else:
+            x = self.b.node(Op.RESHAPE, [x], ReshapeAttrs((1, int(np.prod(self.b.shape(x))))))
+        n_in, n_out = self.b.shape(x)[1], int(self.rng.integers(1, 8))
+        y = self.b.node(Op.FULLY_CONNECTED, [x], FullyConnectedAttrs(self.act()),
+                        params=self.params((n_out, n_in), n_out))
+        return self.b.node(Op.SOFTMAX, [y]) if self.rng.random() < 0.3 else y
+
+
+def random_graph(seed: int):
+    net = RandomNet(seed)
+    rng = net.rng
+    x = net.b.input((1, int(rng.integers(5, 15)), int(rng.integers(5, 15)), int(rng.integers(1, 6))))
+    for _ in range(int(rng.integers(2, 6))):
+        block = net.pick(["conv", "conv", "depthwise", "pool", "residual", "concat", "pad"])
+        if block == "pad":
+            x = net.b.node(Op.PAD, [x], PadAttrs(((0, 0), (1, 0), (0, 2), (0, 0))))
+        else:
+            x = getattr(net, block)(x)
+    return net.b.build([net.head(x)])
+
+
+def _align(n: int, to: int = 16) -> int:
+    return -(-n // to) * to
+
+
+def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, int]]:
+    """One compiled-model directory (root/src, root/host, root/kilobyte.json) whose kb_invoke runs every project on
+    its slice of one packed input and output.
+
+    Each project's model.c is copied as model_<k>.c with `kb_invoke`, `kb_arena` and `kb_arena_guarded` renamed by
+    #defines, and its own model.h as model_<k>.h; the runtime files are the same for every project. Built with
+    KB_ARENA_GUARD (the sanitizer build), the bundle's kb_invoke fills each model's guard bytes before its call and
+    aborts naming the model if one changed. The manifest has the packed (flat) input and output sizes, so
+    `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input offset, input
+    bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
+    """
+    from kilobyte.codegen.host import manifest
+
+    src = root / "src"
+    src.mkdir(parents=True)
+    slices, calls, protos, n_in, n_out = [], [], [], 0, 0
+    for k, project in enumerate(projects):
+        for f in (project / "src").iterdir():
+            if f.name not in ("model.c", "model.h"):
+                assert not (src / f.name).exists() or (src / f.name).read_text() == f.read_text()
+                shutil.copyfile(f, src / f.name)
+        shutil.copyfile(project / "src" / "model.h", src / f"model_{k}.h")
+        text = (project / "src" / "model.c").read_text()
+        assert text.count('#include "model.h"') == 1
+        rename = (f"#define kb_arena kb_arena_{k}\n#define kb_arena_guarded kb_arena_guarded_{k}\n"
+                  f'#define kb_invoke kb_invoke_{k}\n#include "model_{k}.h"')
+        (src / f"model_{k}.c").write_text(text.replace('#include "model.h"', rename))
+        m = manifest(project)
+        size_in, size_out = int(np.prod(m["input"]["shape"])), int(np.prod(m["output"]["shape"]))
+        slices.append((n_in, size_in, n_out, size_out))
+        guarded = f"KB_ARENA_GUARD + {m['arena_bytes']} + KB_ARENA_GUARD"
+        protos.append(f"void kb_invoke_{k}(const int8_t *input, int8_t *output);\n"
+                      f"#if KB_ARENA_GUARD\nextern int8_t kb_arena_guarded_{k}[{guarded}];\n#endif")
+        calls.append(f"    GUARD_FILL({k});\n    kb_invoke_{k}(input + {n_in}, output + {n_out});\n"
+                     f"    GUARD_CHECK({k}, {m['arena_bytes']});")
+        n_in, n_out = _align(n_in + size_in), _align(n_out + size_out)
+    _write_bundle_top(root, n_in, n_out, protos, calls)
+    shutil.copytree(projects[0] / "host", root / "host", ignore=shutil.ignore_patterns("*.so", "model", "model_*"))
+    return slices
+
+
+BUNDLE_GUARDS = r"""#if KB_ARENA_GUARD
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int8_t kb_arena_guarded[KB_ARENA_GUARD + KB_ARENA_BYTES + KB_ARENA_GUARD];
+#define GUARD_FILL(k) memset(kb_arena_guarded_##k, 0x5A, sizeof kb_arena_guarded_##k)
+#define GUARD_CHECK(k, n) do { \
+    for (int i = 0; i < KB_ARENA_GUARD; i++) \
+        if (kb_arena_guarded_##k[i] != 0x5A || kb_arena_guarded_##k[KB_ARENA_GUARD + (n) + i] != 0x5A) { \
+            fprintf(stderr, "model %d wrote outside its arena\n", k); abort(); } } while (0)
+#else
+int8_t kb_arena[KB_ARENA_BYTES];
+#define GUARD_FILL(k) (void)0
+#define GUARD_CHECK(k, n) (void)0
+#endif
+"""
+
+
+def _write_bundle_top(root: Path, n_in: int, n_out: int, protos: list[str], calls: list[str]) -> None:
+    src = root / "src"
+    (src / "model.h").write_text(
+        f"#include <stdint.h>\n#define KB_ARENA_BYTES 16\n#define KB_INPUT_BYTES {n_in}\n"
+        f"#define KB_OUTPUT_BYTES {n_out}\n#if KB_ARENA_GUARD\n"
+        "extern int8_t kb_arena_guarded[KB_ARENA_GUARD + KB_ARENA_BYTES + KB_ARENA_GUARD];\n#else\n"
+        "extern int8_t kb_arena[KB_ARENA_BYTES];\n#endif\nvoid kb_invoke(const int8_t *input, int8_t *output);\n")
+    (src / "model.c").write_text('#include "model.h"\n' + BUNDLE_GUARDS + "\n".join(protos)
+                                 + "\nvoid kb_invoke(const int8_t *input, int8_t *output)\n{\n"
+                                 + "\n".join(calls) + "\n}\n")
+    io = {"scale": 1.0, "zero_point": 0, "dtype": "int8"}
+    (root / "kilobyte.json").write_text(json.dumps({
+        "model": "bundle", "arena_bytes": 16, "input": {"name": "input", "shape": [n_in], **io},
+        "output": {"name": "output", "shape": [n_out], **io}}))
