@@ -6,6 +6,12 @@ images): TFLM's arena (smallest `arena_size` that allocates; TFLM keeps the inpu
 vs our host build's median; and whether the outputs are identical. TinyEngine's published SRAM (thesis Table 5.4)
 is listed beside ours where it exists. Writes bench/results/vs_tflm.json and prints a markdown table.
 
+"SAME padding" rows run the same network with TFLite's SAME padding on its strided convolutions (one pixel after,
+none before), as a TensorFlow-trained model has. The zoo follows PyTorch (k//2 on every side), which TFLite can only
+express with an explicit PAD operator before each strided conv; TFLM then holds the padded copy beside the tensor it
+pads (MbV2 w0.35 r144: 248,832 B + 262,848 B = TFLM's whole 511,680 B head), while Kilobyte folds padding into the
+kernel. The SAME twins compare both engines without that handicap.
+
     python bench/bench_vs_tflm.py            # all models (a few minutes)
     python bench/bench_vs_tflm.py --quick    # two small models
 """
@@ -13,6 +19,7 @@ is listed beside ours where it exists. Writes bench/results/vs_tflm.json and pri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import statistics
@@ -28,20 +35,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kilobyte.api import load  # noqa: E402
 from kilobyte.codegen import HostModel, compile_graph  # noqa: E402
 from kilobyte.export.tflite import to_tflite  # noqa: E402
+from kilobyte.export.tflite_schema import same_pads  # noqa: E402
+from kilobyte.ir import Op  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.schedule.plan_types import PlanOptions  # noqa: E402
-from kilobyte.targets.tflm import run_tflm, tflm_arena_bytes, tflm_invoke_latency  # noqa: E402
+from kilobyte.targets.tflm import run_tflm, tflm_arena_bytes, tflm_arena_report, tflm_invoke_latency  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "vs_tflm.json"
-# (label, zoo name, width, resolution, patch option, TinyEngine published SRAM in kB or None)
+# (label, zoo name, width, resolution, patch option, TinyEngine published SRAM in kB or None, SAME padding)
 MODELS = [
-    ("MbV2 w0.35 r96", "mobilenetv2", 0.35, 96, None, None),
-    ("MbV2 w0.35 r144", "mobilenetv2", 0.35, 144, None, 308),
-    ("MbV2 w0.35 r144 + patches", "mobilenetv2", 0.35, 144, "auto", None),
-    ("Proxyless w0.3 r176", "proxyless-mobile", 0.3, 176, None, 292),
-    ("VGG-small r32", "vgg-small", 1.0, 32, None, None),
-    ("ResNet-small r32", "resnet-small", 1.0, 32, None, None),
-    ("MNIST demo net r28", "mnist-cnn", 1.0, 28, None, None),
+    ("MbV2 w0.35 r96", "mobilenetv2", 0.35, 96, None, None, False),
+    ("MbV2 w0.35 r144", "mobilenetv2", 0.35, 144, None, 308, False),
+    ("MbV2 w0.35 r144 + patches", "mobilenetv2", 0.35, 144, "auto", None, False),
+    ("MbV2 w0.35 r144, SAME padding", "mobilenetv2", 0.35, 144, None, 308, True),
+    ("MbV2 w0.35 r144, SAME padding + patches", "mobilenetv2", 0.35, 144, "auto", None, True),
+    ("Proxyless w0.3 r176", "proxyless-mobile", 0.3, 176, None, 292, False),
+    ("Proxyless w0.3 r176, SAME padding", "proxyless-mobile", 0.3, 176, None, 292, True),
+    ("VGG-small r32", "vgg-small", 1.0, 32, None, None, False),
+    ("ResNet-small r32", "resnet-small", 1.0, 32, None, None, False),
+    ("MNIST demo net r28", "mnist-cnn", 1.0, 28, None, None, False),
 ]
 REPEATS = 15
 
@@ -56,21 +68,49 @@ def host_latency(host: HostModel, x: np.ndarray, repeats: int) -> float:
     return statistics.median(times)
 
 
-def one(label, name, width, res, patch, tinyengine_kb, workdir: Path) -> dict:
-    model = load(name, width=width, resolution=res)
-    shape = model.graph.tensors[model.graph.inputs[0]].shape
+def same_padding_twin(graph):
+    """`graph` with TFLite's SAME padding on every padded strided CONV_2D / DEPTHWISE_CONV_2D (same output shapes
+    for even input sizes, which `verify()` checks): the network as TensorFlow would have defined it."""
+    nodes = []
+    for n in graph.nodes:
+        a = n.attrs
+        if n.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D) and a.stride != (1, 1) and any(a.padding):
+            _, h, w, _ = graph.tensors[n.inputs[0]].shape
+            _, kh, kw, _ = graph.tensors[n.inputs[1]].shape
+            pads = same_pads(h, kh, a.stride[0], a.dilation[0]) + same_pads(w, kw, a.stride[1], a.dilation[1])
+            n = dataclasses.replace(n, attrs=dataclasses.replace(a, padding=pads))
+        nodes.append(n)
+    return graph.replace(nodes=tuple(nodes)).verify()
+
+
+def pad_ops(tfl: bytes) -> int:
+    """PAD operators in a .tflite (padding TFLite's SAME/VALID cannot express, written as its own op)."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(tfl, 0)
+    sub = model.Subgraphs(0)
+    codes = [model.OperatorCodes(sub.Operators(i).OpcodeIndex()).BuiltinCode() for i in range(sub.OperatorsLength())]
+    return codes.count(tflite.BuiltinOperator.PAD)
+
+
+def one(label, name, width, res, patch, tinyengine_kb, same, workdir: Path) -> dict:
+    graph = load(name, width=width, resolution=res).graph
+    graph = same_padding_twin(graph) if same else graph
+    shape = graph.tensors[graph.inputs[0]].shape
     rng = np.random.default_rng(0)
-    q = quantize(model.graph, [rng.random(shape, dtype=np.float32) for _ in range(8)])
+    q = quantize(graph, [rng.random(shape, dtype=np.float32) for _ in range(8)])
     tfl = to_tflite(q)
     res_c = compile_graph(q, workdir / label.replace(" ", "_"), PlanOptions(patch=patch), model_name=name)
     host = HostModel(res_c.out_dir)
     x = rng.integers(-128, 128, shape).astype(np.int8)
     ours = host(x)
     theirs = run_tflm(tfl, x, preserve_all=True).tensors[res_c.graph.outputs[0]].reshape(ours.shape)
-    tflm_arena = tflm_arena_bytes(tfl)
+    tflm_arena, tflm_recorded = tflm_arena_bytes(tfl), tflm_arena_report(tfl)
     ours_sram = res_c.plan.arena_bytes + res_c.plan.input_bytes
     t_tflm, t_ours = tflm_invoke_latency(tfl, x, repeats=REPEATS), host_latency(host, x, REPEATS)
     return {"model": label, "macs": res_c.plan.macs, "tflm_arena_bytes": tflm_arena,
+            "tflm_head_bytes": tflm_recorded["head"], "tflm_tail_bytes": tflm_recorded["tail"],
+            "tflm_pad_ops": pad_ops(tfl), "kilobyte_peak_bytes": res_c.plan.peak_bytes,
             "kilobyte_arena_bytes": res_c.plan.arena_bytes, "kilobyte_input_bytes": res_c.plan.input_bytes,
             "kilobyte_sram_bytes": ours_sram, "sram_ratio": tflm_arena / ours_sram,
             "tflm_latency_ms": t_tflm * 1e3, "kilobyte_latency_ms": t_ours * 1e3, "speedup": t_tflm / t_ours,
