@@ -219,22 +219,123 @@ static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w,
     }
 }
 
-void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-             const int32_t *mult, const int32_t *shift, int8_t *out)
+/* -- with scratch: two pre-widened im2col columns ---------------------------------------------------------------
+ * Output pixels go in pairs (row-major, across rows); each pair's two windows are widened once into the scratch as
+ * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel pair, so the
+ * ~1 instruction per value of widening is shared by all out_c channels and the inner loop (kb_dot_2x2_cols) needs
+ * no activation unpacking: 16 MACs per 16 instructions. Column layout: value k < n & ~3 of column c at int16 index
+ * 8 * (k >> 2) + 4 * c + {0, 2, 1, 3}[k & 3] (an LDRD yields the pairs SXTB16 makes of a weight word); the n & 3
+ * tail values at 2 * (n & ~3) + c * (n & 3) + (k & 3). Exactly KB_CONV_SCRATCH bytes. */
+static int32_t col_index(int32_t k, int32_t n, int32_t c)
 {
-    conv_any(p, in, w, bias, mult, shift, out);
+    const int32_t body = n & ~3;
+    return k < body ? 8 * (k >> 2) + 4 * c + ((k & 1) << 1) + ((k >> 1) & 1) : 2 * body + c * (n & 3) + k - body;
+}
+
+/* One tap's in_c values (src NULL: a padded tap, zeros) into column c at values [k0, k0 + in_c). */
+static void widen_tap(const int8_t *src, int32_t in_c, int32_t offset, int32_t k0, int32_t n, int32_t c,
+                      int8_t *cols)
+{
+    int32_t i = 0;
+    if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out */
+        const int32_t off2 = kb_offset2(offset);
+        int8_t *dst = cols + 2 * (2 * k0 + 4 * c);
+        for (; i < in_c; i += 4, dst += 16) {
+            int32_t v[2] = {0, 0};
+            if (src) {
+                const int32_t x = kb_ld4(src + i);
+                v[0] = __sxtab16(off2, x), v[1] = kb_sxtab16_odd(off2, x);
+            }
+            memcpy(dst, v, 8);
+        }
+    }
+    for (; i < in_c; ++i) {
+        const int16_t v = (int16_t)(src ? src[i] + offset : 0);
+        memcpy(cols + 2 * col_index(k0 + i, n, c), &v, 2);
+    }
+}
+
+/* Output pixel (oy, ox)'s window into column c. */
+static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int8_t *cols)
+{
+    const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        const int32_t iy = iy0 + ky * p->dil_h;
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            const int32_t ix = ix0 + kx * p->dil_w;
+            const int inside = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
+            widen_tap(inside ? in + (iy * p->in_row + ix) * p->in_cstride : 0, p->in_c, p->in_offset,
+                      (ky * p->k_w + kx) * p->in_c, n, c, cols);
+        }
+    }
+}
+
+/* Output channels co and co1 (co + 1, or co for an odd last channel, stored once) of the two widened pixels,
+ * into ya and (when not NULL) yb. */
+static inline __attribute__((always_inline)) void cols_pair(const kb_conv_params *p, const int8_t *w,
+                                                            const int32_t *bias, const int32_t *mult,
+                                                            const int32_t *shift, int32_t co, const int8_t *cols,
+                                                            int8_t *ya, int8_t *yb)
+{
+    const int32_t n = p->k_h * p->k_w * p->in_c, co1 = co + 1 < p->out_c ? co + 1 : co;
+    int32_t acc[4] = {bias[co], bias[co1], bias[co], bias[co1]};
+    kb_dot_2x2_cols(cols, w + co * n, w + co1 * n, n, acc);
+    const kb_arm_rq q0 = kb_arm_rq_of(mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
+    ya[co] = kb_arm_rq_apply(&q0, acc[0]);
+    if (yb) {
+        yb[co] = kb_arm_rq_apply(&q0, acc[2]);
+    }
+    if (co1 != co) {
+        const kb_arm_rq q1 = kb_arm_rq_of(mult[co1], shift[co1], p->out_offset, p->act_min, p->act_max);
+        ya[co1] = kb_arm_rq_apply(&q1, acc[1]);
+        if (yb) {
+            yb[co1] = kb_arm_rq_apply(&q1, acc[3]);
+        }
+    }
+}
+
+static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
+{
+    const int32_t pixels = p->out_h * p->out_w;
+    for (int32_t k = 0; k < pixels; k += 2) {
+        const int32_t k1 = k + 1 < pixels ? k + 1 : k;  /* an odd last pixel: its column twice, stored once */
+        const int32_t ay = k / p->out_w, ax = k % p->out_w, by = k1 / p->out_w, bx = k1 % p->out_w;
+        widen_window(p, in, ay, ax, 0, cols);
+        widen_window(p, in, by, bx, 1, cols);
+        int8_t *ya = out + (ay * p->out_row + ax) * p->out_cstride;
+        int8_t *yb = k1 != k ? out + (by * p->out_row + bx) * p->out_cstride : 0;
+        for (int32_t co = 0; co < p->out_c; co += 2) {
+            cols_pair(p, w, bias, mult, shift, co, cols, ya, yb);
+        }
+    }
+}
+
+void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+             const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    if (scratch) {
+        conv_cols(p, in, w, bias, mult, shift, out, scratch);
+    } else {
+        conv_any(p, in, w, bias, mult, shift, out);
+    }
 }
 
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out)
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    conv_any(p, in, w, bias, mult, shift, out);  /* the dense window rows already make 3x3 three runs of 3 * in_c */
+    kb_conv(p, in, w, bias, mult, shift, out, scratch);  /* dense window rows already make 3x3 three runs */
 }
 
-/* Pointwise, stride 1, no padding: pixels in row-major order, paired across rows; out (h, w) == in (h, w). */
+/* Pointwise, stride 1, no padding: with scratch the column path; without, pixels in row-major order, paired across
+ * rows; out (h, w) == in (h, w). */
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out)
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
+    if (scratch) {
+        conv_cols(p, in, w, bias, mult, shift, out, scratch);
+        return;
+    }
     const int32_t n = p->in_c, pixels = p->out_h * p->out_w;
     for (int32_t co = 0; co < p->out_c; co += 2) {
         const kb_pair c = pair_at(p, w, bias, mult, shift, co);
