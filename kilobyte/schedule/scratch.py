@@ -84,3 +84,21 @@ def adaptive_im2col(graph: Graph, order, live_bytes, scratch, peak: int) -> dict
         columns = max(IM2COL_COLUMNS, min(ho * wo, free // col))
         sizes[name] = columns * col
     return sizes
+
+
+def free_pointwise_columns(graph: Graph, order, live_bytes, scratch, peak: int, fused) -> dict[str, int]:
+    """Scratch for 1x1 convs from bytes that are free anyway: node -> 2 int16 columns of Cin (`4*Cin` bytes) for
+    every unfused 1x1 CONV_2D whose step has that much room under the planned `peak` (its kernel then pre-widens
+    two pixels once for all output channels instead of unpacking them per channel pair; without it the kernel works
+    directly). Never raises the peak: steps without room get nothing."""
+    sizes: dict[str, int] = {}
+    nodes = {n.name: n for n in graph.nodes}
+    for i, name in enumerate(order):
+        node = nodes[name]
+        if node.op is not Op.CONV_2D or scratch[i] or name in fused:
+            continue
+        _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+        need = IM2COL_COLUMNS * IM2COL_ELEMENT_BYTES * kh * kw * cin
+        if kh * kw == 1 and live_bytes[i] + need <= peak:
+            sizes[name] = need
+    return sizes
