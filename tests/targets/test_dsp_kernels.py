@@ -9,7 +9,8 @@ Three kinds of evidence:
   Weights, per-channel scales, zero points, fused activations and (sometimes saturating) biases are random; windows
   cover k 1/3/5/7, stride 1/2, dilation, asymmetric padding, odd channel counts and long reductions. Every byte of
   every buffer is compared with the expectation (`eval_node_int8` written into the layout; all other bytes, and a
-  guard after each buffer, unchanged); only the depthwise scratch plane is free.
+  guard after each buffer, unchanged); only the depthwise scratch plane and the conv im2col scratch are free. Conv
+  calls get their scratch (the DSP kernels' pre-widened column path) or NULL (their direct path).
 - Requantisation. The shorter kb_arm_requantize of the DSP kernels against kb_requantize and numpy on target, on
   6000 random and edge cases (every shift, saturating accumulators, exact rounding ties).
 - Compiled models. Zoo models at small sizes and hand-built one-node graphs go through `compile_graph`; the "dsp"
@@ -199,7 +200,23 @@ def conv_calls(rng) -> list[Call]:
         attrs = ir.ConvAttrs((s, s), pad, (1, 1), ACTS[cout % len(ACTS)])  # layers as the zoo models have them
         g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs)
         calls += window_calls(rng, ["kb_conv_1x1" if k == 1 else "kb_conv_3x3" if k == 3 else "kb_conv"], g, x)
+    for k, s, pad, dil, cin, cout, hw in COLUMN_CASES:  # the column path (scratch) on every awkward shape
+        attrs = ir.ConvAttrs((s, s), pad, (dil, dil), ACTS[cin % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cout % 2 == 1)
+        names = ["kb_conv", *(["kb_conv_1x1"] if k == 1 and s == 1 and not any(pad) else []),
+                 *(["kb_conv_3x3"] if k == 3 and dil == 1 else [])]
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0)
     return calls
+
+
+# (k, stride, padding, dilation, in_c, out_c, (h, w)) for the DSP column path: odd pixel counts, odd out_c and
+# out_c 1, in_c a multiple of 4 (word widening) or not (value by value, a 1-3 value tail), padded taps, stride 2,
+# dilation, reductions that end in the x4 / tail loops; window_calls adds strides, channel slices and row pitch.
+COLUMN_CASES = ((1, 1, (0,) * 4, 1, 16, 7, (5, 5)), (1, 1, (0,) * 4, 1, 37, 4, (3, 7)),
+                (1, 1, (0,) * 4, 1, 12, 1, (1, 1)), (1, 2, (0, 1, 0, 1), 1, 20, 6, (7, 6)),
+                (3, 1, (1,) * 4, 1, 3, 5, (9, 9)), (3, 2, (1, 0, 0, 1), 1, 8, 9, (8, 7)),
+                (3, 1, (2,) * 4, 2, 6, 3, (7, 8)), (5, 1, (2, 1, 2, 0), 1, 4, 2, (6, 5)),
+                (3, 1, (1,) * 4, 1, 64, 3, (4, 4)))
 
 
 def depthwise_calls(rng) -> list[Call]:
