@@ -209,14 +209,15 @@ def conv_calls(rng) -> list[Call]:
     return calls
 
 
-# (k, stride, padding, dilation, in_c, out_c, (h, w)) for the DSP column path: odd pixel counts, odd out_c and
-# out_c 1, in_c a multiple of 4 (word widening) or not (value by value, a 1-3 value tail), padded taps, stride 2,
-# dilation, reductions that end in the x4 / tail loops; window_calls adds strides, channel slices and row pitch.
-COLUMN_CASES = ((1, 1, (0,) * 4, 1, 16, 7, (5, 5)), (1, 1, (0,) * 4, 1, 37, 4, (3, 7)),
-                (1, 1, (0,) * 4, 1, 12, 1, (1, 1)), (1, 2, (0, 1, 0, 1), 1, 20, 6, (7, 6)),
-                (3, 1, (1,) * 4, 1, 3, 5, (9, 9)), (3, 2, (1, 0, 0, 1), 1, 8, 9, (8, 7)),
-                (3, 1, (2,) * 4, 2, 6, 3, (7, 8)), (5, 1, (2, 1, 2, 0), 1, 4, 2, (6, 5)),
-                (3, 1, (1,) * 4, 1, 64, 3, (4, 4)))
+# (k, stride, padding, dilation, in_c, out_c, (h, w)) for the DSP column path (out_c >= KB_COLS_MIN_OUT_C = 16):
+# odd pixel counts, odd out_c, in_c a multiple of 4 (word widening, whole window rows) or not (value by value, a 1-3
+# value tail), padded taps, stride 2, dilation, reductions that end in the x4 / tail loops; window_calls adds strides,
+# channel slices and row pitch.
+COLUMN_CASES = ((1, 1, (0,) * 4, 1, 16, 17, (5, 5)), (1, 1, (0,) * 4, 1, 37, 16, (3, 7)),
+                (1, 1, (0,) * 4, 1, 12, 19, (1, 1)), (1, 2, (0, 1, 0, 1), 1, 20, 16, (7, 6)),
+                (3, 1, (1,) * 4, 1, 3, 21, (9, 9)), (3, 2, (1, 0, 0, 1), 1, 8, 17, (8, 7)),
+                (3, 1, (2,) * 4, 2, 6, 16, (7, 8)), (5, 1, (2, 1, 2, 0), 1, 4, 18, (6, 5)),
+                (3, 1, (1,) * 4, 1, 64, 16, (4, 4)), (3, 1, (0, 2, 1, 0), 1, 16, 23, (5, 6)))
 
 
 def depthwise_calls(rng) -> list[Call]:

@@ -237,16 +237,19 @@ static void widen_tap(const int8_t *src, int32_t in_c, int32_t offset, int32_t k
                       int8_t *cols)
 {
     int32_t i = 0;
-    if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out */
+    if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out (separate loops: no stack copy) */
         const int32_t off2 = kb_offset2(offset);
         int8_t *dst = cols + 2 * (2 * k0 + 4 * c);
-        for (; i < in_c; i += 4, dst += 16) {
-            int32_t v[2] = {0, 0};
-            if (src) {
-                const int32_t x = kb_ld4(src + i);
-                v[0] = __sxtab16(off2, x), v[1] = kb_sxtab16_odd(off2, x);
+        if (src) {
+            for (; i < in_c; i += 4, dst += 16) {
+                const int32_t x = kb_ld4(src + i), even = __sxtab16(off2, x), odd = kb_sxtab16_odd(off2, x);
+                memcpy(dst, &even, 4);
+                memcpy(dst + 4, &odd, 4);
             }
-            memcpy(dst, v, 8);
+        } else {
+            for (; i < in_c; i += 4, dst += 16) {
+                memset(dst, 0, 8);
+            }
         }
     }
     for (; i < in_c; ++i) {
@@ -255,38 +258,53 @@ static void widen_tap(const int8_t *src, int32_t in_c, int32_t offset, int32_t k
     }
 }
 
-/* Output pixel (oy, ox)'s window into column c. */
+/* Output pixel (oy, ox)'s window into column c. A dense input (in_cstride == in_c, dilation 1 along x) widens each
+ * window row's taps inside the image as one run, the padded ones as zeros. */
 static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int8_t *cols)
 {
     const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
+    int32_t kx0, kx1;
+    inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+    kx1 = kx1 > kx0 ? kx1 : kx0;
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
-        const int32_t iy = iy0 + ky * p->dil_h;
+        const int32_t iy = iy0 + ky * p->dil_h, k_row = ky * p->k_w * cin;
+        const int8_t *row = iy >= 0 && iy < p->in_h ? in + iy * p->in_row * p->in_cstride : 0;
         for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            const int32_t ix = ix0 + kx * p->dil_w;
-            const int inside = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
-            widen_tap(inside ? in + (iy * p->in_row + ix) * p->in_cstride : 0, p->in_c, p->in_offset,
-                      (ky * p->k_w + kx) * p->in_c, n, c, cols);
+            const int8_t *src = row && kx >= kx0 && kx < kx1 ? row + (ix0 + kx * p->dil_w) * p->in_cstride : 0;
+            if (src && run) {  /* the row's taps [kx0, kx1) in one go */
+                widen_tap(src, (kx1 - kx0) * cin, p->in_offset, k_row + kx * cin, n, c, cols);
+                kx = kx1 - 1;
+                continue;
+            }
+            widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, cols);
         }
     }
 }
 
+/* What every channel pair of conv_cols reads, copied out of *p: the int8 output stores may alias anything, so
+ * reading p's fields inside the channel loop would reload them after every store. */
+typedef struct {
+    int32_t n, out_c, out_offset, act_min, act_max;
+} kb_cols_job;
+
 /* Output channels co and co1 (co + 1, or co for an odd last channel, stored once) of the two widened pixels,
  * into ya and (when not NULL) yb. */
-static inline __attribute__((always_inline)) void cols_pair(const kb_conv_params *p, const int8_t *w,
+static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j, const int8_t *w,
                                                             const int32_t *bias, const int32_t *mult,
                                                             const int32_t *shift, int32_t co, const int8_t *cols,
                                                             int8_t *ya, int8_t *yb)
 {
-    const int32_t n = p->k_h * p->k_w * p->in_c, co1 = co + 1 < p->out_c ? co + 1 : co;
+    const int32_t co1 = co + 1 < j.out_c ? co + 1 : co;
     int32_t acc[4] = {bias[co], bias[co1], bias[co], bias[co1]};
-    kb_dot_2x2_cols(cols, w + co * n, w + co1 * n, n, acc);
-    const kb_arm_rq q0 = kb_arm_rq_of(mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
+    kb_dot_2x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
+    const kb_arm_rq q0 = kb_arm_rq_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
     ya[co] = kb_arm_rq_apply(&q0, acc[0]);
     if (yb) {
         yb[co] = kb_arm_rq_apply(&q0, acc[2]);
     }
     if (co1 != co) {
-        const kb_arm_rq q1 = kb_arm_rq_of(mult[co1], shift[co1], p->out_offset, p->act_min, p->act_max);
+        const kb_arm_rq q1 = kb_arm_rq_of(mult[co1], shift[co1], j.out_offset, j.act_min, j.act_max);
         ya[co1] = kb_arm_rq_apply(&q1, acc[1]);
         if (yb) {
             yb[co1] = kb_arm_rq_apply(&q1, acc[3]);
@@ -297,24 +315,29 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_conv_params
 static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
 {
-    const int32_t pixels = p->out_h * p->out_w;
+    const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
+    const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
     for (int32_t k = 0; k < pixels; k += 2) {
         const int32_t k1 = k + 1 < pixels ? k + 1 : k;  /* an odd last pixel: its column twice, stored once */
-        const int32_t ay = k / p->out_w, ax = k % p->out_w, by = k1 / p->out_w, bx = k1 % p->out_w;
+        const int32_t ay = k / out_w, ax = k % out_w, by = k1 / out_w, bx = k1 % out_w;
         widen_window(p, in, ay, ax, 0, cols);
         widen_window(p, in, by, bx, 1, cols);
-        int8_t *ya = out + (ay * p->out_row + ax) * p->out_cstride;
-        int8_t *yb = k1 != k ? out + (by * p->out_row + bx) * p->out_cstride : 0;
-        for (int32_t co = 0; co < p->out_c; co += 2) {
-            cols_pair(p, w, bias, mult, shift, co, cols, ya, yb);
+        int8_t *ya = out + (ay * out_row + ax) * cs;
+        int8_t *yb = k1 != k ? out + (by * out_row + bx) * cs : 0;
+        for (int32_t co = 0; co < j.out_c; co += 2) {
+            cols_pair(j, w, bias, mult, shift, co, cols, ya, yb);
         }
     }
 }
 
+/* Widening two pixels costs about as much as the unpacking it saves on KB_COLS_MIN_OUT_C output channels; below
+ * that the direct path is faster. */
+#define KB_COLS_MIN_OUT_C 16
+
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (scratch) {
+    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
         conv_cols(p, in, w, bias, mult, shift, out, scratch);
     } else {
         conv_any(p, in, w, bias, mult, shift, out);
@@ -332,7 +355,7 @@ void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                  const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (scratch) {
+    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
         conv_cols(p, in, w, bias, mult, shift, out, scratch);
         return;
     }
