@@ -283,4 +283,29 @@ static inline __attribute__((always_inline)) void kb_dot_2x2_cols(const int8_t *
     }
 }
 
+/* acc (a0, a1) += column a alone (same layout; column b's slots unused) times w0, w1: an odd last pixel. */
+static inline __attribute__((always_inline)) void kb_dot_1x2_cols(const int8_t *x, const int8_t *w0,
+                                                                  const int8_t *w1, int32_t n, int32_t acc[2])
+{
+    const int32_t t = n & 3;
+    for (const int8_t *end = w0 + (n & ~3); w0 != end;) {
+        int32_t a0, a1, wr, we;
+        kb_ld2_inc16(&x, &a0, &a1);
+        wr = kb_ld4_inc(&w0);
+        we = __sxtb16(wr);
+        wr = kb_sxtb16_odd(wr);
+        acc[0] = __smlad(a1, wr, __smlad(a0, we, acc[0]));
+        wr = kb_ld4_inc(&w1);
+        we = __sxtb16(wr);
+        wr = kb_sxtb16_odd(wr);
+        acc[1] = __smlad(a1, wr, __smlad(a0, we, acc[1]));
+    }
+    for (int32_t i = 0; i < t; ++i) {
+        int16_t xa;
+        memcpy(&xa, x + 2 * i, 2);
+        acc[0] = kb_wrapping_add(acc[0], xa * w0[i]);
+        acc[1] = kb_wrapping_add(acc[1], xa * w1[i]);
+    }
+}
+
 #endif /* KB_ARM_SIMD_H */

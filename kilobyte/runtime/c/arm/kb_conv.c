@@ -288,8 +288,8 @@ typedef struct {
     int32_t n, out_c, out_offset, act_min, act_max;
 } kb_cols_job;
 
-/* Output channels co and co1 (co + 1, or co for an odd last channel, stored once) of the two widened pixels,
- * into ya and (when not NULL) yb. */
+/* Output channels co and co1 (co + 1, or co for an odd last channel, stored once) of the two widened pixels into
+ * ya and yb, or (yb a literal NULL, so that inlining keeps only one of the two dot products) of column a alone. */
 static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j, const int8_t *w,
                                                             const int32_t *bias, const int32_t *mult,
                                                             const int32_t *shift, int32_t co, const int8_t *cols,
@@ -297,7 +297,11 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j,
 {
     const int32_t co1 = co + 1 < j.out_c ? co + 1 : co;
     int32_t acc[4] = {bias[co], bias[co1], bias[co], bias[co1]};
-    kb_dot_2x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
+    if (yb) {
+        kb_dot_2x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
+    } else {
+        kb_dot_1x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
+    }
     const kb_arm_rq q0 = kb_arm_rq_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
     ya[co] = kb_arm_rq_apply(&q0, acc[0]);
     if (yb) {
@@ -317,15 +321,25 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
 {
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
-    for (int32_t k = 0; k < pixels; k += 2) {
-        const int32_t k1 = k + 1 < pixels ? k + 1 : k;  /* an odd last pixel: its column twice, stored once */
-        const int32_t ay = k / out_w, ax = k % out_w, by = k1 / out_w, bx = k1 % out_w;
+    int32_t k = 0;
+    for (; k + 1 < pixels; k += 2) {
+        const int32_t ay = k / out_w, ax = k % out_w, by = (k + 1) / out_w, bx = (k + 1) % out_w;
         widen_window(p, in, ay, ax, 0, cols);
         widen_window(p, in, by, bx, 1, cols);
-        int8_t *ya = out + (ay * out_row + ax) * cs;
-        int8_t *yb = k1 != k ? out + (by * out_row + bx) * cs : 0;
+        int8_t *ya = out + (ay * out_row + ax) * cs, *yb = out + (by * out_row + bx) * cs;
+        if (!yb) {
+            __builtin_unreachable();  /* an output pixel's address: tells GCC to keep only the 2x2 path here */
+        }
         for (int32_t co = 0; co < j.out_c; co += 2) {
             cols_pair(j, w, bias, mult, shift, co, cols, ya, yb);
+        }
+    }
+    if (k < pixels) {  /* an odd last pixel: column a alone */
+        const int32_t ay = k / out_w, ax = k % out_w;
+        widen_window(p, in, ay, ax, 0, cols);
+        int8_t *ya = out + (ay * out_row + ax) * cs;
+        for (int32_t co = 0; co < j.out_c; co += 2) {
+            cols_pair(j, w, bias, mult, shift, co, cols, ya, 0);
         }
     }
 }
