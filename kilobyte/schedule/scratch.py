@@ -5,7 +5,9 @@ Rules (scratch counts in the peak at its step, and lives in the arena for that s
   values (TinyEngine / CMSIS-NN `arm_convolve_s8` style, which widens int8 to int16 and runs two columns per
   inner loop): `2 * 2*kh*kw*Cin = 4*kh*kw*Cin` bytes.
 - CONV_2D 1x1: 0. The pointwise kernel reads each input pixel's Cin contiguous bytes straight from the NHWC tensor,
-  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel).
+  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel). The planner then gives it two
+  int16 columns of Cin (`4*Cin` bytes) where its step has that room under the peak anyway
+  (`free_pointwise_columns`): the Cortex-M DSP kernels pre-widen two pixels there once for all output channels.
 - DEPTHWISE_CONV_2D in place (TinyEngine, thesis 3.2.4): one padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, the
   buffer a channel is copied into before its output overwrites the input. Not in place: 0.
 - Everything else (FC, pooling, ADD, MEAN, PAD, RESHAPE, CONCAT, SOFTMAX): 0; their kernels stream.

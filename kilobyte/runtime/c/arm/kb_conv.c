@@ -1,8 +1,11 @@
 /* Kilobyte runtime, Cortex-M DSP kernels: int8 CONV_2D on Armv7E-M SIMD (SMLAD), bit-identical to ../kb_conv.c.
  *
  * Same functions, arguments and layouts as the portable file (in (in_h, in_w, in_c) with pixel stride in_cstride
- * and row pitch in_row; w OHWI; out with out_cstride and out_row). Direct convolution, no im2col and no scratch:
- * each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
+ * and row pitch in_row; w OHWI; out with out_cstride and out_row). Two paths:
+ *   - with scratch (the planner's two int16 im2col columns) and out_c >= KB_COLS_MIN_OUT_C: conv_cols below, two
+ *     pixels pre-widened once for all output channels, ~1 instruction per MAC in the inner loop;
+ *   - otherwise direct convolution, described here.
+ * Direct: each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
  * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
  * Output channels go in pairs (the outer loop); output pixels go in pairs that see the same taps, each pair a
  * 2 pixel x 2 channel block (kb_dot_2x2: 16 MACs per 4 loads, 8 unpacks and 8 SMLADs):
