@@ -108,9 +108,10 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 def conv_scratch(node: Node, w_shape, plan) -> str:
     """The conv's scratch argument: its planned im2col buffer when it holds the kernels' two int16 columns
-    (KB_CONV_SCRATCH), else NULL (the DSP kernels then convolve directly; the portable ones never use it)."""
+    (KB_CONV_SCRATCH) word-aligned (LDRD), else NULL (the DSP kernels then convolve directly; the portable ones never
+    use it)."""
     offset, size = plan.scratch.get(node.name, (0, 0))
-    return f"KB_ARENA + {offset}" if size >= 4 * int(np.prod(w_shape[1:])) else "NULL"
+    return f"KB_ARENA + {offset}" if size >= 4 * int(np.prod(w_shape[1:])) and offset % 4 == 0 else "NULL"
 
 
 

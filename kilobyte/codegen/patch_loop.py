@@ -194,7 +194,7 @@ def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
         code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)
         offset, size = g.stage.tile_scratch.get(node.name, (0, 0))
         _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-        cols = size >= 4 * kh * kw * cin
+        cols = size >= 4 * kh * kw * cin and offset % 4 == 0  # KB_CONV_SCRATCH, word-aligned (LDRD)
         return WindowSpec(conv_kernel(node, kernel), scratch=f", KB_ARENA + {offset}" if cols else ", NULL",
                           **common)
     code.families.add("depthwise")

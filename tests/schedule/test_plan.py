@@ -239,8 +239,8 @@ def test_pointwise_convs_get_columns_only_from_free_bytes(monkeypatch):
     monkeypatch.setattr(plan_module, "free_pointwise_columns", lambda *a: {})
     without = make_plan(q)
     assert (with_cols.peak_bytes, with_cols.arena_bytes) == (without.peak_bytes, without.arena_bytes)
-    pointwise = {n.name: q.tensors[n.inputs[1]].shape[3] for n in q.nodes
-                 if n.op is Op.CONV_2D and q.tensors[n.inputs[1]].shape[1:3] == (1, 1) and n.name not in with_cols.fused}
+    pointwise = {n.name: q.tensors[n.inputs[1]].shape[3] for n in q.nodes if n.op is Op.CONV_2D
+                 and q.tensors[n.inputs[1]].shape[1:3] == (1, 1) and n.name not in with_cols.fused}
     got = {name: with_cols.scratch[name][1] for name in pointwise if name in with_cols.scratch}
     assert got and all(size == 4 * pointwise[name] for name, size in got.items())
     assert not any(name in without.scratch for name in pointwise)
