@@ -101,8 +101,18 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     w, b, m, s = _weights(graph, node, code)
     fn = conv_kernel(node, tuple(w_shape[1:3]))
     code.body += [c_struct("kb_conv_params", params),
-                  f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])});"]
+                  f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}, "
+                  f"{conv_scratch(node, w_shape, plan)});"]
     return code
+
+
+def conv_scratch(node: Node, w_shape, plan) -> str:
+    """The conv's scratch argument: its planned im2col buffer when it holds the kernels' two int16 columns
+    (KB_CONV_SCRATCH) word-aligned (LDRD), else NULL (the DSP kernels then convolve directly; the portable ones never
+    use it)."""
+    offset, size = plan.scratch.get(node.name, (0, 0))
+    return f"KB_ARENA + {offset}" if size >= 4 * int(np.prod(w_shape[1:])) and offset % 4 == 0 else "NULL"
+
 
 
 def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:

@@ -191,8 +191,12 @@ def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
     weights = ", " + ", ".join(_weights(graph, node, code))
     common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
     if node.op is Op.CONV_2D:
-        code.families.add("conv")
-        return WindowSpec(conv_kernel(node, kernel), **common)
+        code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)
+        offset, size = g.stage.tile_scratch.get(node.name, (0, 0))
+        _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+        cols = size >= 4 * kh * kw * cin and offset % 4 == 0  # KB_CONV_SCRATCH, word-aligned (LDRD)
+        return WindowSpec(conv_kernel(node, kernel), scratch=f", KB_ARENA + {offset}" if cols else ", NULL",
+                          **common)
     code.families.add("depthwise")
     if node.attrs.depth_multiplier != 1:
         raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "
@@ -229,7 +233,7 @@ def emit_window(g: StageGeometry, k: int, code: LayerCode) -> str:
     code.decls += [param_table("kb_conv_params", f"kb_pp_{ident}", rows), io.decl()]
     call = (f"{spec.fn}(&kb_pp_{ident}[p], {io.pointer(g.base(node.inputs[0]), 'src')}{spec.weights}, "
             f"{io.pointer('KB_ARENA', 'dst')}{spec.scratch});")
-    return block(g, k, ", in place" if spec.scratch else "", io, [call, *copy_statements(g, k, io, code)])
+    return block(g, k, ", in place" if "inplace" in spec.fn else "", io, [call, *copy_statements(g, k, io, code)])
 
 
 def emit_pad(g: StageGeometry, k: int, code: LayerCode) -> str:

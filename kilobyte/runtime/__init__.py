@@ -103,9 +103,9 @@ _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32),
 _conv = ctypes.POINTER(ConvParams)
 _WEIGHTED = [_I8, _I8, _I32, _I32, _I32, _I8]  # in, w, bias, mult, shift, out
 SIGNATURES = {
-    "kb_conv": [_conv, *_WEIGHTED],
-    "kb_conv_1x1": [_conv, *_WEIGHTED],
-    "kb_conv_3x3": [_conv, *_WEIGHTED],
+    "kb_conv": [_conv, *_WEIGHTED, _I8],
+    "kb_conv_1x1": [_conv, *_WEIGHTED, _I8],
+    "kb_conv_3x3": [_conv, *_WEIGHTED, _I8],
     "kb_depthwise": [_conv, *_WEIGHTED],
     "kb_depthwise_inplace": [_conv, *_WEIGHTED, _I8],
     "kb_depthwise_inplace_3x3": [_conv, *_WEIGHTED, _I8],

@@ -22,7 +22,7 @@ from .inplace import Aliases, element_bytes, find_aliases, planned_bytes, slice_
 from .liveness import Liveness, analyze
 from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
 from .reorder import ReorderResult, best_order
-from .scratch import adaptive_im2col
+from .scratch import adaptive_im2col, free_pointwise_columns
 
 DEFAULT_OPTIONS = PlanOptions()
 
@@ -96,14 +96,27 @@ def _sized(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage):
     per-layer sizes are kept and a note says so. Returns (liveness, layout, notes)."""
     live = analyze(graph, order, options, aliases=aliases, stage=stage)
     layout = _layout(live, stage, options)
+    skip = len(stage.nodes) if stage else 0
+    free = free_pointwise_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
+                                  live.fused)
+    live, layout, _ = _grown(graph, order, options, aliases, stage, (live, layout), free)
     if options.im2col != "model-adaptive":
         return live, layout, []
-    skip = len(stage.nodes) if stage else 0
     sizes = adaptive_im2col(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak)
+    return _grown(graph, order, options, aliases, stage, (live, layout), {**free, **sizes},
+                  "im2col: model-adaptive buffers would enlarge the arena; kept per-layer sizes")
+
+
+def _grown(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage, base, sizes: dict, note: str = ""):
+    """(liveness, layout, notes) with the scratch `sizes`, or `base` (with the note) if they would raise the peak
+    or enlarge the planner's arena (fragmentation)."""
+    live, layout = base
+    if not sizes:
+        return live, layout, []
     grown = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=sizes)
     grown_layout = _layout(grown, stage, options)
     if grown.peak > live.peak or grown_layout[0].arena_bytes > layout[0].arena_bytes:
-        return live, layout, ["im2col: model-adaptive buffers would enlarge the arena; kept per-layer sizes"]
+        return live, layout, [note] if note else []
     return grown, grown_layout, []
 
 

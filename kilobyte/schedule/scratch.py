@@ -5,7 +5,9 @@ Rules (scratch counts in the peak at its step, and lives in the arena for that s
   values (TinyEngine / CMSIS-NN `arm_convolve_s8` style, which widens int8 to int16 and runs two columns per
   inner loop): `2 * 2*kh*kw*Cin = 4*kh*kw*Cin` bytes.
 - CONV_2D 1x1: 0. The pointwise kernel reads each input pixel's Cin contiguous bytes straight from the NHWC tensor,
-  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel).
+  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel). The planner then gives it two
+  int16 columns of Cin (`4*Cin` bytes) where its step has that room under the peak anyway
+  (`free_pointwise_columns`): the Cortex-M DSP kernels pre-widen two pixels there once for all output channels.
 - DEPTHWISE_CONV_2D in place (TinyEngine, thesis 3.2.4): one padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, the
   buffer a channel is copied into before its output overwrites the input. Not in place: 0.
 - Everything else (FC, pooling, ADD, MEAN, PAD, RESHAPE, CONCAT, SOFTMAX): 0; their kernels stream.
@@ -83,4 +85,22 @@ def adaptive_im2col(graph: Graph, order, live_bytes, scratch, peak: int) -> dict
         free = peak - (live_bytes[i] - scratch[i])
         columns = max(IM2COL_COLUMNS, min(ho * wo, free // col))
         sizes[name] = columns * col
+    return sizes
+
+
+def free_pointwise_columns(graph: Graph, order, live_bytes, scratch, peak: int, fused) -> dict[str, int]:
+    """Scratch for 1x1 convs from bytes that are free anyway: node -> 2 int16 columns of Cin (`4*Cin` bytes) for
+    every unfused 1x1 CONV_2D whose step has that much room under the planned `peak` (its kernel then pre-widens
+    two pixels once for all output channels instead of unpacking them per channel pair; without it the kernel works
+    directly). Never raises the peak: steps without room get nothing."""
+    sizes: dict[str, int] = {}
+    nodes = {n.name: n for n in graph.nodes}
+    for i, name in enumerate(order):
+        node = nodes[name]
+        if node.op is not Op.CONV_2D or scratch[i] or name in fused:
+            continue
+        _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+        need = IM2COL_COLUMNS * IM2COL_ELEMENT_BYTES * kh * kw * cin
+        if kh * kw == 1 and live_bytes[i] + need <= peak:
+            sizes[name] = need
     return sizes

@@ -181,6 +181,10 @@ def run_weighted(lib, name, g, x, layout, rng):
         scratch = Buf((p.in_h + p.pad_t + p.pad_b) * (p.in_w + p.pad_l + p.pad_r))
         getattr(lib, name)(*args, scratch.ptr())
         scratch.check()
+    elif name.startswith("kb_conv"):  # the conv kernels' im2col scratch (KB_CONV_SCRATCH bytes), or NULL
+        scratch = Buf(4 * p.k_h * p.k_w * p.in_c)
+        getattr(lib, name)(*args, scratch.ptr() if rng.random() < 0.5 else None)
+        scratch.check()
     else:
         getattr(lib, name)(*args)
     xin.check()

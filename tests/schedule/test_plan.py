@@ -229,6 +229,24 @@ def test_model_adaptive_im2col_grows_buffers_without_raising_the_peak():
     assert_executes(q, wide, x)
 
 
+def test_pointwise_convs_get_columns_only_from_free_bytes(monkeypatch):
+    """1x1 convs get two int16 columns of Cin (the DSP kernels' pre-widening) where their step has room under the
+    peak; peak and arena stay what they are without them."""
+    import kilobyte.schedule.plan as plan_module
+
+    q, x = _int8(small_cnn())
+    with_cols = make_plan(q)
+    monkeypatch.setattr(plan_module, "free_pointwise_columns", lambda *a: {})
+    without = make_plan(q)
+    assert (with_cols.peak_bytes, with_cols.arena_bytes) == (without.peak_bytes, without.arena_bytes)
+    pointwise = {n.name: q.tensors[n.inputs[1]].shape[3] for n in q.nodes if n.op is Op.CONV_2D
+                 and q.tensors[n.inputs[1]].shape[1:3] == (1, 1) and n.name not in with_cols.fused}
+    got = {name: with_cols.scratch[name][1] for name in pointwise if name in with_cols.scratch}
+    assert got and all(size == 4 * pointwise[name] for name, size in got.items())
+    assert not any(name in without.scratch for name in pointwise)
+    assert_executes(q, with_cols, x)
+
+
 def test_plan_to_dict_is_json_with_the_agreed_keys():
     plan = make_plan(small_cnn())
     d = json.loads(json.dumps(plan_to_dict(plan)))

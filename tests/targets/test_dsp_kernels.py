@@ -9,7 +9,8 @@ Three kinds of evidence:
   Weights, per-channel scales, zero points, fused activations and (sometimes saturating) biases are random; windows
   cover k 1/3/5/7, stride 1/2, dilation, asymmetric padding, odd channel counts and long reductions. Every byte of
   every buffer is compared with the expectation (`eval_node_int8` written into the layout; all other bytes, and a
-  guard after each buffer, unchanged); only the depthwise scratch plane is free.
+  guard after each buffer, unchanged); only the depthwise scratch plane and the conv im2col scratch are free. Conv
+  calls get their scratch (the DSP kernels' pre-widened column path) or NULL (their direct path).
 - Requantisation. The shorter kb_arm_requantize of the DSP kernels against kb_requantize and numpy on target, on
   6000 random and edge cases (every shift, saturating accumulators, exact rounding ties).
 - Compiled models. Zoo models at small sizes and hand-built one-node graphs go through `compile_graph`; the "dsp"
@@ -19,6 +20,7 @@ On CI (env CI set) nothing here is skipped: a missing toolchain fails with the i
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -99,7 +101,7 @@ class Call:
     before: np.ndarray
     after: np.ndarray
     out_off: int
-    scratch: tuple[int, int] | None = None  # (offset, bytes) of the depthwise plane: not compared
+    scratch: tuple[int, int] | None = None  # (offset, bytes) of the depthwise plane / conv columns: not compared
     add: dict | None = None  # kb_add_params of kb_conv_1x1_add
 
 
@@ -132,9 +134,13 @@ def _arrays(g):
             np.asarray(rq.multiplier, np.int32), np.asarray(rq.shift, np.int32))
 
 
-def window_calls(rng, kernels, g, x, *, in_place=False) -> list[Call]:
+CONV_KERNELS = ("kb_conv", "kb_conv_3x3", "kb_conv_1x1")  # take im2col scratch (KB_CONV_SCRATCH bytes) or NULL
+
+
+def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
-    or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does."""
+    or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does. A conv
+    call gets its im2col scratch with probability scratch_odds (the DSP column path), else NULL (the direct path)."""
     p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
@@ -162,7 +168,9 @@ def window_calls(rng, kernels, g, x, *, in_place=False) -> list[Call]:
             after = np.concatenate([x_bytes, out.reshape(-1)])
             out_off = x_bytes.size + c0
         scratch = (before.size, plane) if "inplace" in kernel else None
-        pad = (plane if scratch else 0) + GUARD
+        if kernel in CONV_KERNELS and rng.random() < scratch_odds:
+            scratch = (before.size + (-before.size) % 4, 4 * p["k_h"] * p["k_w"] * c)  # 4-byte aligned, as planned
+        pad = (scratch[0] + scratch[1] - before.size if scratch else 0) + GUARD
         before = np.concatenate([before, np.full(pad, SENTINEL, np.int8)])
         after = np.concatenate([after, np.full(pad, SENTINEL, np.int8)])
         label = f"{kernel} {dict(p)}"
@@ -192,7 +200,24 @@ def conv_calls(rng) -> list[Call]:
         attrs = ir.ConvAttrs((s, s), pad, (1, 1), ACTS[cout % len(ACTS)])  # layers as the zoo models have them
         g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs)
         calls += window_calls(rng, ["kb_conv_1x1" if k == 1 else "kb_conv_3x3" if k == 3 else "kb_conv"], g, x)
+    for k, s, pad, dil, cin, cout, hw in COLUMN_CASES:  # the column path (scratch) on every awkward shape
+        attrs = ir.ConvAttrs((s, s), pad, (dil, dil), ACTS[cin % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cout % 2 == 1)
+        names = ["kb_conv", *(["kb_conv_1x1"] if k == 1 and s == 1 and not any(pad) else []),
+                 *(["kb_conv_3x3"] if k == 3 and dil == 1 else [])]
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0)
     return calls
+
+
+# (k, stride, padding, dilation, in_c, out_c, (h, w)) for the DSP column path (out_c >= KB_COLS_MIN_OUT_C = 16):
+# odd pixel counts, odd out_c, in_c a multiple of 4 (word widening, whole window rows) or not (value by value, a 1-3
+# value tail), padded taps, stride 2, dilation, reductions that end in the x4 / tail loops; window_calls adds strides,
+# channel slices and row pitch.
+COLUMN_CASES = ((1, 1, (0,) * 4, 1, 16, 17, (5, 5)), (1, 1, (0,) * 4, 1, 37, 16, (3, 7)),
+                (1, 1, (0,) * 4, 1, 12, 19, (1, 1)), (1, 2, (0, 1, 0, 1), 1, 20, 16, (7, 6)),
+                (3, 1, (1,) * 4, 1, 3, 21, (9, 9)), (3, 2, (1, 0, 0, 1), 1, 8, 17, (8, 7)),
+                (3, 1, (2,) * 4, 2, 6, 16, (7, 8)), (5, 1, (2, 1, 2, 0), 1, 4, 18, (6, 5)),
+                (3, 1, (1,) * 4, 1, 64, 16, (4, 4)), (3, 1, (0, 2, 1, 0), 1, 16, 23, (5, 6)))
 
 
 def depthwise_calls(rng) -> list[Call]:
@@ -227,7 +252,7 @@ def conv_add_calls(rng) -> list[Call]:
         cin, cout, hw = int(rng.integers(1, 40)), int(rng.integers(1, 14)), tuple(rng.integers(1, 7, 2).tolist())
         attrs = ir.ConvAttrs((1, 1), (0, 0, 0, 0), (1, 1), ACTS[i % len(ACTS)])
         g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, 1, 1, cin), attrs, big_bias=i % 4 == 0)
-        conv = window_calls(rng, ["kb_conv_1x1"], g, x)[0]  # a layout, and the conv's int8 values in `after`
+        conv = window_calls(rng, ["kb_conv_1x1"], g, x, scratch_odds=0)[0]  # a layout, the conv's int8 values
         q, (s_res, s_out), (z_res, z_out) = g.tensors[g.outputs[0]].qparams, 2.0 ** rng.uniform(-8, 0, 2), \
             rng.integers(-128, 128, 2).tolist()
         ap = arith.add_params(q.scale[0], q.zero_point[0], s_res, z_res, s_out, z_out, ACTS[(i + 1) % len(ACTS)])
@@ -306,6 +331,8 @@ def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
                 f"kb_arena + {base + call.out_off}"]
         if call.scratch:
             args.append(f"kb_arena + {base + call.scratch[0]}")
+        elif call.kernel in CONV_KERNELS:
+            args.append("NULL")
         add = ""
         if call.add:  # kb_conv_1x1_add takes its kb_add_params before the output
             args.insert(-1, "&a")
@@ -318,6 +345,13 @@ def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
                  f"{body}    memcpy(output, kb_arena, {total});\n}}\n")
     (src / "model.c").write_text("".join(parts))
     return root, np.concatenate([c.before for c in calls])
+
+
+def word_aligned(call: Call) -> Call:
+    """The call with its region padded (guard bytes) to a multiple of 4: every region, and so every conv scratch
+    (4-byte aligned within its region), starts word-aligned in the arena, as the planner places scratch."""
+    pad = np.full(-call.before.size % 4, SENTINEL, np.int8)
+    return dataclasses.replace(call, before=np.concatenate([call.before, pad]), after=np.concatenate([call.after, pad]))
 
 
 def _check_calls(calls: list[Call], got: np.ndarray, what: str) -> None:
@@ -337,6 +371,7 @@ def _check_calls(calls: list[Call], got: np.ndarray, what: str) -> None:
 def kernel_calls(tmp_path_factory):
     rng = np.random.default_rng(20240611)
     calls = conv_calls(rng) + depthwise_calls(rng) + fc_calls(rng) + conv_add_calls(rng)
+    calls = [word_aligned(c) for c in calls]
     model_dir, x = write_call_model(tmp_path_factory.mktemp("calls"), calls)
     return calls, model_dir, x
 

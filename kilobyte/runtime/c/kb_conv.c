@@ -268,8 +268,9 @@ static void conv_block_small(const kb_conv_params *p, const int8_t *in, const in
 /* -- entry points ------------------------------------------------------------------------------------------------ */
 
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-             const int32_t *mult, const int32_t *shift, int8_t *out)
+             const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
+    (void)scratch;  /* the portable kernels need none */
     const int small = p->k_h * p->k_w * p->in_c <= KB_SMALL_K;
     const int32_t block = small ? KB_SMALL_CO : KB_CO_BLOCK;
     if (p->out_h <= 0 || p->out_w <= 0) {
@@ -286,13 +287,13 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
 }
 
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out)
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    kb_conv(p, in, w, bias, mult, shift, out);
+    kb_conv(p, in, w, bias, mult, shift, out, scratch);
 }
 
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out)
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    kb_conv(p, in, w, bias, mult, shift, out);
+    kb_conv(p, in, w, bias, mult, shift, out, scratch);
 }

@@ -63,12 +63,15 @@ typedef struct {
 } kb_pad_params;
 
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
+/* scratch: NULL, or KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite (two int16 im2col
+ * columns; the planner reserves them, the DSP kernels use them, the portable ones need none). */
+#define KB_CONV_SCRATCH(p) (4 * (p)->k_h * (p)->k_w * (p)->in_c)
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-             const int32_t *mult, const int32_t *shift, int8_t *out);
+             const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out);
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out);
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
 
 /* kb_depthwise.c ------------------------------------------------------------------------------------------------- */
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,

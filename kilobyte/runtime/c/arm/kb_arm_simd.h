@@ -219,4 +219,93 @@ static inline __attribute__((always_inline)) void kb_dot_1x2(const int8_t *x, co
     }
 }
 
+/* Two int16 words (8 bytes, word-aligned) at p + off: LDRD. The memory operand tells GCC which bytes the asm reads. */
+typedef struct {
+    int8_t b[16];
+} kb_cols4;
+
+static inline __attribute__((always_inline)) void kb_ld2_at8(const int8_t *p, int32_t *a, int32_t *b)
+{
+    __asm__("ldrd %0, %1, [%2, #8]" : "=r"(*a), "=r"(*b) : "r"(p), "m"(*(const kb_cols4 *)p));
+}
+
+/* ... at p, then p += 16 (the next group of the interleaved columns). Early clobbers: LDRD with writeback must not
+ * load into its base register. */
+static inline __attribute__((always_inline)) void kb_ld2_inc16(const int8_t **p, int32_t *a, int32_t *b)
+{
+    __asm__("ldrd %0, %1, [%2], #16" : "=&r"(*a), "=&r"(*b), "+r"(*p) : "m"(*(const kb_cols4 *)*p));
+}
+
+/* One 4-value step on two pre-widened columns (the kb_cols layout of arm/kb_conv.c: per group of 4 values, column
+ * a's (x0, x2), (x1, x3), then column b's) times channels 0, 1: 2 weight loads, 2 LDRDs, 4 unpacks, 8 SMLADs for
+ * 16 MACs. Each weight word is unpacked and used for both columns before the next one is loaded, which keeps the
+ * block within the registers (4 accumulators, 4 column words, 2 weight halves, 3 pointers and the loop end). */
+#define KB_STEP_COLS(x, w0, w1, acc)                                                                            \
+    do {                                                                                                        \
+        int32_t a0_, a1_, b0_, b1_, wr_, we_;                                                                   \
+        kb_ld2_at8(x, &b0_, &b1_);                                                                              \
+        kb_ld2_inc16(&x, &a0_, &a1_);                                                                           \
+        wr_ = kb_ld4_inc(&w0);                                                                                  \
+        we_ = __sxtb16(wr_);                                                                                    \
+        wr_ = kb_sxtb16_odd(wr_);                                                                               \
+        acc[0] = __smlad(a1_, wr_, __smlad(a0_, we_, acc[0]));                                                  \
+        acc[2] = __smlad(b1_, wr_, __smlad(b0_, we_, acc[2]));                                                  \
+        wr_ = kb_ld4_inc(&w1);                                                                                  \
+        we_ = __sxtb16(wr_);                                                                                    \
+        wr_ = kb_sxtb16_odd(wr_);                                                                               \
+        acc[1] = __smlad(a1_, wr_, __smlad(a0_, we_, acc[1]));                                                  \
+        acc[3] = __smlad(b1_, wr_, __smlad(b0_, we_, acc[3]));                                                  \
+    } while (0)
+
+/* acc (a0, a1, b0, b1) += the two columns at x (n values each, the offset already added) times w0, w1. The n & 3
+ * tail values follow the groups in order, column a's then column b's. */
+static inline __attribute__((always_inline)) void kb_dot_2x2_cols(const int8_t *x, const int8_t *w0,
+                                                                  const int8_t *w1, int32_t n, int32_t acc[4])
+{
+    for (const int8_t *end = w0 + (n & ~15); w0 != end;) {  /* 16 values per iteration: 64 MACs */
+        KB_STEP_COLS(x, w0, w1, acc);
+        KB_STEP_COLS(x, w0, w1, acc);
+        KB_STEP_COLS(x, w0, w1, acc);
+        KB_STEP_COLS(x, w0, w1, acc);
+    }
+    for (const int8_t *end = w0 + (n & 12); w0 != end;) {
+        KB_STEP_COLS(x, w0, w1, acc);
+    }
+    const int32_t t = n & 3;
+    for (int32_t i = 0; i < t; ++i) {  /* acc holds the bias: wrap like SMLAD */
+        int16_t xa, xb;
+        memcpy(&xa, x + 2 * i, 2);
+        memcpy(&xb, x + 2 * (t + i), 2);
+        acc[0] = kb_wrapping_add(acc[0], xa * w0[i]);
+        acc[1] = kb_wrapping_add(acc[1], xa * w1[i]);
+        acc[2] = kb_wrapping_add(acc[2], xb * w0[i]);
+        acc[3] = kb_wrapping_add(acc[3], xb * w1[i]);
+    }
+}
+
+/* acc (a0, a1) += column a alone (same layout; column b's slots unused) times w0, w1: an odd last pixel. */
+static inline __attribute__((always_inline)) void kb_dot_1x2_cols(const int8_t *x, const int8_t *w0,
+                                                                  const int8_t *w1, int32_t n, int32_t acc[2])
+{
+    const int32_t t = n & 3;
+    for (const int8_t *end = w0 + (n & ~3); w0 != end;) {
+        int32_t a0, a1, wr, we;
+        kb_ld2_inc16(&x, &a0, &a1);
+        wr = kb_ld4_inc(&w0);
+        we = __sxtb16(wr);
+        wr = kb_sxtb16_odd(wr);
+        acc[0] = __smlad(a1, wr, __smlad(a0, we, acc[0]));
+        wr = kb_ld4_inc(&w1);
+        we = __sxtb16(wr);
+        wr = kb_sxtb16_odd(wr);
+        acc[1] = __smlad(a1, wr, __smlad(a0, we, acc[1]));
+    }
+    for (int32_t i = 0; i < t; ++i) {
+        int16_t xa;
+        memcpy(&xa, x + 2 * i, 2);
+        acc[0] = kb_wrapping_add(acc[0], xa * w0[i]);
+        acc[1] = kb_wrapping_add(acc[1], xa * w1[i]);
+    }
+}
+
 #endif /* KB_ARM_SIMD_H */

@@ -1,8 +1,11 @@
 /* Kilobyte runtime, Cortex-M DSP kernels: int8 CONV_2D on Armv7E-M SIMD (SMLAD), bit-identical to ../kb_conv.c.
  *
  * Same functions, arguments and layouts as the portable file (in (in_h, in_w, in_c) with pixel stride in_cstride
- * and row pitch in_row; w OHWI; out with out_cstride and out_row). Direct convolution, no im2col and no scratch:
- * each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
+ * and row pitch in_row; w OHWI; out with out_cstride and out_row). Two paths:
+ *   - with scratch (the planner's two int16 im2col columns) and out_c >= KB_COLS_MIN_OUT_C: conv_cols below, two
+ *     pixels pre-widened once for all output channels, ~1 instruction per MAC in the inner loop;
+ *   - otherwise direct convolution, described here.
+ * Direct: each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
  * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
  * Output channels go in pairs (the outer loop); output pixels go in pairs that see the same taps, each pair a
  * 2 pixel x 2 channel block (kb_dot_2x2: 16 MACs per 4 loads, 8 unpacks and 8 SMLADs):
@@ -219,22 +222,160 @@ static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w,
     }
 }
 
-void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-             const int32_t *mult, const int32_t *shift, int8_t *out)
+/* -- with scratch: two pre-widened im2col columns ---------------------------------------------------------------
+ * Output pixels go in pairs (row-major, across rows); each pair's two windows are widened once into the scratch as
+ * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel pair, so the
+ * ~1 instruction per value of widening is shared by all out_c channels and the inner loop (kb_dot_2x2_cols) needs
+ * no activation unpacking: 16 MACs per 16 instructions. Column layout: value k < n & ~3 of column c at int16 index
+ * 8 * (k >> 2) + 4 * c + {0, 2, 1, 3}[k & 3] (an LDRD yields the pairs SXTB16 makes of a weight word); the n & 3
+ * tail values at 2 * (n & ~3) + c * (n & 3) + (k & 3). Exactly KB_CONV_SCRATCH bytes. */
+static int32_t col_index(int32_t k, int32_t n, int32_t c)
 {
-    conv_any(p, in, w, bias, mult, shift, out);
+    const int32_t body = n & ~3;
+    return k < body ? 8 * (k >> 2) + 4 * c + ((k & 1) << 1) + ((k >> 1) & 1) : 2 * body + c * (n & 3) + k - body;
+}
+
+/* One tap's in_c values (src NULL: a padded tap, zeros) into column c at values [k0, k0 + in_c). */
+static void widen_tap(const int8_t *src, int32_t in_c, int32_t offset, int32_t k0, int32_t n, int32_t c,
+                      int8_t *cols)
+{
+    int32_t i = 0;
+    if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out (separate loops: no stack copy) */
+        const int32_t off2 = kb_offset2(offset);
+        int8_t *dst = cols + 2 * (2 * k0 + 4 * c);
+        if (src) {
+            for (; i < in_c; i += 4, dst += 16) {
+                const int32_t x = kb_ld4(src + i), even = __sxtab16(off2, x), odd = kb_sxtab16_odd(off2, x);
+                memcpy(dst, &even, 4);
+                memcpy(dst + 4, &odd, 4);
+            }
+        } else {
+            for (; i < in_c; i += 4, dst += 16) {
+                memset(dst, 0, 8);
+            }
+        }
+    }
+    for (; i < in_c; ++i) {
+        const int16_t v = (int16_t)(src ? src[i] + offset : 0);
+        memcpy(cols + 2 * col_index(k0 + i, n, c), &v, 2);
+    }
+}
+
+/* Output pixel (oy, ox)'s window into column c. A dense input (in_cstride == in_c, dilation 1 along x) widens each
+ * window row's taps inside the image as one run, the padded ones as zeros. */
+static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int8_t *cols)
+{
+    const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
+    int32_t kx0, kx1;
+    inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+    kx1 = kx1 > kx0 ? kx1 : kx0;
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        const int32_t iy = iy0 + ky * p->dil_h, k_row = ky * p->k_w * cin;
+        const int8_t *row = iy >= 0 && iy < p->in_h ? in + iy * p->in_row * p->in_cstride : 0;
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            const int8_t *src = row && kx >= kx0 && kx < kx1 ? row + (ix0 + kx * p->dil_w) * p->in_cstride : 0;
+            if (src && run) {  /* the row's taps [kx0, kx1) in one go */
+                widen_tap(src, (kx1 - kx0) * cin, p->in_offset, k_row + kx * cin, n, c, cols);
+                kx = kx1 - 1;
+                continue;
+            }
+            widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, cols);
+        }
+    }
+}
+
+/* What every channel pair of conv_cols reads, copied out of *p: the int8 output stores may alias anything, so
+ * reading p's fields inside the channel loop would reload them after every store. */
+typedef struct {
+    int32_t n, out_c, out_offset, act_min, act_max;
+} kb_cols_job;
+
+/* Output channels co and co1 (co + 1, or co for an odd last channel, stored once) of the two widened pixels into
+ * ya and yb, or (yb a literal NULL, so that inlining keeps only one of the two dot products) of column a alone. */
+static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j, const int8_t *w,
+                                                            const int32_t *bias, const int32_t *mult,
+                                                            const int32_t *shift, int32_t co, const int8_t *cols,
+                                                            int8_t *ya, int8_t *yb)
+{
+    const int32_t co1 = co + 1 < j.out_c ? co + 1 : co;
+    int32_t acc[4] = {bias[co], bias[co1], bias[co], bias[co1]};
+    if (yb) {
+        kb_dot_2x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
+    } else {
+        kb_dot_1x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
+    }
+    const kb_arm_rq q0 = kb_arm_rq_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+    ya[co] = kb_arm_rq_apply(&q0, acc[0]);
+    if (yb) {
+        yb[co] = kb_arm_rq_apply(&q0, acc[2]);
+    }
+    if (co1 != co) {
+        const kb_arm_rq q1 = kb_arm_rq_of(mult[co1], shift[co1], j.out_offset, j.act_min, j.act_max);
+        ya[co1] = kb_arm_rq_apply(&q1, acc[1]);
+        if (yb) {
+            yb[co1] = kb_arm_rq_apply(&q1, acc[3]);
+        }
+    }
+}
+
+static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
+{
+    const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
+    const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
+    int32_t k = 0;
+    for (; k + 1 < pixels; k += 2) {
+        const int32_t ay = k / out_w, ax = k % out_w, by = (k + 1) / out_w, bx = (k + 1) % out_w;
+        widen_window(p, in, ay, ax, 0, cols);
+        widen_window(p, in, by, bx, 1, cols);
+        int8_t *ya = out + (ay * out_row + ax) * cs, *yb = out + (by * out_row + bx) * cs;
+        if (!yb) {
+            __builtin_unreachable();  /* an output pixel's address: tells GCC to keep only the 2x2 path here */
+        }
+        for (int32_t co = 0; co < j.out_c; co += 2) {
+            cols_pair(j, w, bias, mult, shift, co, cols, ya, yb);
+        }
+    }
+    if (k < pixels) {  /* an odd last pixel: column a alone */
+        const int32_t ay = k / out_w, ax = k % out_w;
+        widen_window(p, in, ay, ax, 0, cols);
+        int8_t *ya = out + (ay * out_row + ax) * cs;
+        for (int32_t co = 0; co < j.out_c; co += 2) {
+            cols_pair(j, w, bias, mult, shift, co, cols, ya, 0);
+        }
+    }
+}
+
+/* Widening two pixels costs about as much as the unpacking it saves on KB_COLS_MIN_OUT_C output channels; below
+ * that the direct path is faster. */
+#define KB_COLS_MIN_OUT_C 16
+
+void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+             const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
+        conv_cols(p, in, w, bias, mult, shift, out, scratch);
+    } else {
+        conv_any(p, in, w, bias, mult, shift, out);
+    }
 }
 
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out)
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    conv_any(p, in, w, bias, mult, shift, out);  /* the dense window rows already make 3x3 three runs of 3 * in_c */
+    kb_conv(p, in, w, bias, mult, shift, out, scratch);  /* dense window rows already make 3x3 three runs */
 }
 
-/* Pointwise, stride 1, no padding: pixels in row-major order, paired across rows; out (h, w) == in (h, w). */
+/* Pointwise, stride 1, no padding: with scratch the column path; without, pixels in row-major order, paired across
+ * rows; out (h, w) == in (h, w). */
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out)
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
+    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
+        conv_cols(p, in, w, bias, mult, shift, out, scratch);
+        return;
+    }
     const int32_t n = p->in_c, pixels = p->out_h * p->out_w;
     for (int32_t co = 0; co < p->out_c; co += 2) {
         const kb_pair c = pair_at(p, w, bias, mult, shift, co);
