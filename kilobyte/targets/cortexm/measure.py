@@ -5,7 +5,8 @@ SRAM = every allocated section in the RAM region (.stack reserve, .data, .bss) â
 gives. Both are split by symbol name, following the code generator's naming contract:
 
     flash: weights  = objects kb_w_*, kb_b_*, kb_mult_*, kb_shift_*   (const arrays in .rodata)
-           kernels  = functions kb_* (runtime kernels, the generated kb_layer_* functions and kb_invoke)
+           kernels  = functions kb_* (runtime kernels, the generated kb_layer_* functions and kb_invoke) and the
+                      static helpers of the runtime files and model.c (by the ELF's STT_FILE entries)
            other    = the rest (startup, semihosting, libc, parameter structs, strings)
     sram:  arena    = the object kb_arena;  stack = the .stack reserve;  other = firmware buffers, libc state
 """
@@ -36,6 +37,7 @@ class ElfSymbol:
     address: int  # Thumb bit cleared for functions
     size: int
     kind: str  # "func" | "object"
+    source: str = ""  # for a local (static) symbol, the source file it came from (the preceding STT_FILE entry)
 
 
 def _elffile():
@@ -65,12 +67,15 @@ def elf_symbols(elf: str | Path) -> list[ElfSymbol]:
         symtab = elffile(f).get_section_by_name(".symtab")
         if symtab is None:
             raise KilobyteError(f"{elf}: no symbol table (was it stripped?)")
-        symbols = []
-        for sym in symtab.iter_symbols():
+        symbols, source = [], ""
+        for sym in symtab.iter_symbols():  # local symbols follow the STT_FILE entry of their source file
+            if sym["st_info"]["type"] == "STT_FILE":
+                source = sym.name
             kind = kinds.get(sym["st_info"]["type"])
             if kind and sym["st_size"] > 0:
                 address = sym["st_value"] & ~1 if kind == "func" else sym["st_value"]
-                symbols.append(ElfSymbol(sym.name, address, sym["st_size"], kind))
+                local = sym["st_info"]["bind"] == "STB_LOCAL"
+                symbols.append(ElfSymbol(sym.name, address, sym["st_size"], kind, source if local else ""))
     return symbols
 
 
@@ -89,6 +94,11 @@ def _unique_size(symbols: list[ElfSymbol]) -> int:
     return sum(size for _, size in {(s.address, s.size) for s in symbols})
 
 
+def _is_kernel_code(sym: ElfSymbol) -> bool:
+    """A kb_* function, or a static helper compiled from a runtime file (kb_*.c) or the generated model.c."""
+    return sym.name.startswith("kb_") or sym.source.startswith("kb_") or sym.source == "model.c"
+
+
 def measure(build) -> dict[str, Any]:
     """Flash and SRAM of a `FirmwareBuild` in bytes, split as the module docstring says."""
     sections = elf_sections(build.elf)
@@ -97,7 +107,7 @@ def measure(build) -> dict[str, Any]:
     flash = sum(s.size for s in sections if s.has_contents)
     sram = sum(s.size for s in sections if ram_lo <= s.address < ram_lo + build.board.ram_bytes)
     weights = _unique_size([s for s in symbols if s.kind == "object" and _WEIGHTS.match(s.name)])
-    kernels = _unique_size([s for s in symbols if s.kind == "func" and s.name.startswith("kb_")])
+    kernels = _unique_size([s for s in symbols if s.kind == "func" and _is_kernel_code(s)])
     arena = _unique_size([s for s in symbols if s.kind == "object" and s.name == "kb_arena"])
     stack = sum(s.size for s in sections if s.name == ".stack")
     return {
