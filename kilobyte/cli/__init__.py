@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kilobyte: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`kilobyte bench ... | head`): stop quietly, like other tools
+        import os
+
+        try:  # no second error when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a real file (embedded, tests)
+            pass
+        return 141
 
 
 if __name__ == "__main__":

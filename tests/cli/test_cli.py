@@ -77,3 +77,16 @@ def test_console_script_help():
     assert res.returncode == 0
     for sub in ("profile", "quantize", "run", "plan", "devices"):
         assert sub in res.stdout
+
+
+def test_a_closed_pipe_is_a_quiet_exit(monkeypatch, capsys):
+    """`kilobyte devices | head -0`: the reader is gone; no traceback, no error line, the shell's 128 + SIGPIPE."""
+    import io
+
+    class ClosedPipe(io.StringIO):
+        def write(self, s):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["devices"]) == 141
+    assert capsys.readouterr().err == ""
