@@ -114,7 +114,6 @@ def conv_scratch(node: Node, w_shape, plan) -> str:
     return f"KB_ARENA + {offset}" if size >= 4 * int(np.prod(w_shape[1:])) and offset % 4 == 0 else "NULL"
 
 
-
 def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     code = LayerCode(families={"depthwise"})
     if node.attrs.depth_multiplier != 1:
