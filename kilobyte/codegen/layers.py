@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..interp.int8_ref import activation_range_of, add_node_params, requant_params
 from ..ir import Graph, Node, Op
+from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
 
 
@@ -102,16 +103,16 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     fn = conv_kernel(node, tuple(w_shape[1:3]))
     code.body += [c_struct("kb_conv_params", params),
                   f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}, "
-                  f"{conv_scratch(node, w_shape, plan)});"]
+                  f"{conv_scratch(graph, node, plan.scratch.get(node.name))});"]
     return code
 
 
-def conv_scratch(node: Node, w_shape, plan) -> str:
-    """The conv's scratch argument: its planned im2col buffer when it holds the kernels' two int16 columns
-    (KB_CONV_SCRATCH) word-aligned (LDRD), else NULL (the DSP kernels then convolve directly; the portable ones never
-    use it)."""
-    offset, size = plan.scratch.get(node.name, (0, 0))
-    return f"KB_ARENA + {offset}" if size >= 4 * int(np.prod(w_shape[1:])) and offset % 4 == 0 else "NULL"
+def conv_scratch(graph: Graph, node: Node, placement: tuple[int, int] | None) -> str:
+    """A conv call's scratch argument: its planned (arena offset, bytes) buffer when that holds the kernels' two int16
+    columns (KB_CONV_SCRATCH) word-aligned (LDRD), else NULL (the DSP kernels then convolve directly; the portable
+    ones never use it). Per layer and per patch alike."""
+    offset, size = placement or (0, 0)
+    return f"KB_ARENA + {offset}" if size >= conv_columns_bytes(graph, node) and offset % 4 == 0 else "NULL"
 
 
 def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:

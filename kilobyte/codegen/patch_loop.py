@@ -22,7 +22,15 @@ from ..interp.int8_ref import activation_range_of, add_node_params, requant_para
 from ..ir import Graph, Op
 from ..schedule.patch import box_area, split
 from .c_text import c_ident
-from .layers import Buffers, LayerCode, _weights, conv_kernel, inplace_depthwise_kernel, window_params
+from .layers import (
+    Buffers,
+    LayerCode,
+    _weights,
+    conv_kernel,
+    conv_scratch,
+    inplace_depthwise_kernel,
+    window_params,
+)
 
 
 @dataclass(frozen=True)
@@ -192,11 +200,8 @@ def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
     common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
     if node.op is Op.CONV_2D:
         code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)
-        offset, size = g.stage.tile_scratch.get(node.name, (0, 0))
-        _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-        cols = size >= 4 * kh * kw * cin and offset % 4 == 0  # KB_CONV_SCRATCH, word-aligned (LDRD)
-        return WindowSpec(conv_kernel(node, kernel), scratch=f", KB_ARENA + {offset}" if cols else ", NULL",
-                          **common)
+        scratch = conv_scratch(graph, node, g.stage.tile_scratch.get(node.name))
+        return WindowSpec(conv_kernel(node, kernel), scratch=f", {scratch}", **common)
     code.families.add("depthwise")
     if node.attrs.depth_multiplier != 1:
         raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "

@@ -53,6 +53,13 @@ def im2col_column_bytes(graph: Graph, node: Node) -> int:
     return IM2COL_ELEMENT_BYTES * kh * kw * cin
 
 
+def conv_columns_bytes(graph: Graph, node: Node) -> int:
+    """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h):
+    IM2COL_COLUMNS * kh*kw*Cin int16 values, whatever the kernel size."""
+    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return IM2COL_COLUMNS * IM2COL_ELEMENT_BYTES * kh * kw * cin
+
+
 def im2col_columns(graph: Graph, node: Node, scratch_bytes: int) -> int:
     """How many im2col columns a scratch buffer of `scratch_bytes` holds (what codegen tiles the conv by)."""
     col = im2col_column_bytes(graph, node)
@@ -99,8 +106,7 @@ def free_pointwise_columns(graph: Graph, order, live_bytes, scratch, peak: int, 
         node = nodes[name]
         if node.op is not Op.CONV_2D or scratch[i] or name in fused:
             continue
-        _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-        need = IM2COL_COLUMNS * IM2COL_ELEMENT_BYTES * kh * kw * cin
-        if kh * kw == 1 and live_bytes[i] + need <= peak:
+        need = conv_columns_bytes(graph, node)
+        if graph.tensors[node.inputs[1]].shape[1:3] == (1, 1) and live_bytes[i] + need <= peak:
             sizes[name] = need
     return sizes
