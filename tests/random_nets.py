@@ -140,6 +140,25 @@ def random_graph(seed: int):
     return net.b.build([net.head(x)])
 
 
+def valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:
+    """(n, stage outputs) of every prefix of the graph's node order that can be a patch stage."""
+    from kilobyte.schedule.patch import PatchStageError, stage_nodes
+
+    order = [n.name for n in graph.nodes]
+    cuts = []
+    for n in range(1, len(order) + 1):
+        try:
+            cuts.append((n, stage_nodes(graph, order, n)[1]))
+        except PatchStageError:
+            continue
+    return cuts
+
+
+def stage_side(graph, outputs) -> int:
+    """The smallest height or width among a stage's outputs: no patch grid may be finer."""
+    return min(min(graph.tensors[t].shape[1:3]) for t in outputs)
+
+
 def _align(n: int, to: int = 16) -> int:
     return -(-n // to) * to
 

@@ -62,15 +62,18 @@ class HostModel:
         self.out_shape = tuple(self.manifest["output"]["shape"])
         self.arena_bytes = ctypes.sizeof(ctypes.c_int8 * self.manifest["arena_bytes"])
 
-    def arena_symbol_bytes(self) -> int:
-        """Size of the `kb_arena` symbol as built (read back from the library, not from the manifest)."""
+    def symbol_sizes(self) -> dict[str, int]:
+        """Sizes of the symbols of the library as built (`nm -S`), by name."""
         out = subprocess.run(["nm", "-S", str(self.project / "host" / "libmodel.so")], capture_output=True,
                              text=True).stdout
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 4 and parts[3] == "kb_arena":
-                return int(parts[1], 16)
-        raise KilobyteError(f"{self.project}: no kb_arena symbol in the host build")
+        return {p[3]: int(p[1], 16) for p in (line.split() for line in out.splitlines()) if len(p) == 4}
+
+    def arena_symbol_bytes(self) -> int:
+        """Size of the `kb_arena` symbol as built (read back from the library, not from the manifest)."""
+        sizes = self.symbol_sizes()
+        if "kb_arena" not in sizes:
+            raise KilobyteError(f"{self.project}: no kb_arena symbol in the host build")
+        return sizes["kb_arena"]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.int8)

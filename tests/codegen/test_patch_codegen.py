@@ -14,12 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from random_nets import stage_side, valid_cuts
 
 from kilobyte.codegen import HostModel, build_executable, compile_graph, run_executable, split_float_tail
 from kilobyte.interp import run_int8
 from kilobyte.ir import Activation, ConcatAttrs, ConvAttrs, DepthwiseAttrs, GraphBuilder, Op, PadAttrs, PoolAttrs
 from kilobyte.quant import quantize
-from kilobyte.schedule.patch import PatchStageError, candidate_cuts, stage_nodes
+from kilobyte.schedule.patch import candidate_cuts
 from kilobyte.schedule.plan_types import PlanOptions
 
 NO_RULES = PlanOptions(inplace_depthwise=False, inplace_add=False, alias_reshape=False, concat_in_place=False)
@@ -58,22 +59,6 @@ def _compile_and_check(q, out_dir, options, n_inputs=2):
     return result
 
 
-def _valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:
-    """(n, stage outputs) of every prefix of the graph's order that can be a patch stage."""
-    order = [n.name for n in graph.nodes]
-    cuts = []
-    for n in range(1, len(order) + 1):
-        try:
-            cuts.append((n, stage_nodes(graph, order, n)[1]))
-        except PatchStageError:
-            continue
-    return cuts
-
-
-def _side(graph, outputs) -> int:
-    return min(graph.tensors[outputs[0]].shape[1:3])
-
-
 # -- zoo models ---------------------------------------------------------------------------------------------------
 def _zoo_names():
     from kilobyte import zoo
@@ -104,7 +89,7 @@ def _zoo_configs(core) -> list[PlanOptions]:
     residual block: a stage output read inside the stage too) on 3x3, and "auto" within +30 % MACs."""
     order = [n.name for n in core.nodes]
     boundary = [n for n in candidate_cuts(core, order) if min(core.tensors[order[n - 1]].shape[1:3]) >= 2]
-    inside = [(n, outs) for n, outs in _valid_cuts(core) if len(outs) > 1 and _side(core, outs) >= 3]
+    inside = [(n, outs) for n, outs in valid_cuts(core) if len(outs) > 1 and stage_side(core, outs) >= 3]
     configs = [PlanOptions(patch="auto", max_mac_overhead=0.3)]
     if boundary:
         configs.append(PlanOptions(patch=(boundary[len(boundary) // 2], 2)))
@@ -247,10 +232,10 @@ def _random_graph(seed):
 def test_random_graphs_bit_exact(seed, tmp_path):
     q = _random_graph(seed)
     rng = np.random.default_rng(seed + 100)
-    cuts = _valid_cuts(q)
+    cuts = valid_cuts(q)
     assert cuts, "every random graph starts with a spatially local node"
     n, outputs = cuts[int(rng.integers(len(cuts)))]
-    grid = int(rng.integers(1, min(_side(q, outputs), 4) + 1))
+    grid = int(rng.integers(1, min(stage_side(q, outputs), 4) + 1))
     base = PlanOptions() if seed % 3 else NO_RULES
     result = _compile_and_check(q, tmp_path / "m", dataclasses.replace(base, patch=(n, grid)), n_inputs=2)
     assert result.plan.patch.n_nodes == n

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import subprocess
 
 import numpy as np
 import pytest
-from random_nets import inputs_for, quantized, random_graph, write_bundle
+from random_nets import inputs_for, quantized, random_graph, stage_side, valid_cuts, write_bundle
 
 from kilobyte.codegen import HostModel, build_executable, compile_graph, run_executable, split_float_tail
 from kilobyte.codegen.host import manifest
 from kilobyte.interp import run_int8
-from kilobyte.schedule.patch import PatchStageError, stage_nodes
 from kilobyte.schedule.plan_types import PlanOptions
 
 N_PER_GROUP = 50
@@ -45,19 +43,12 @@ GROUPS = {  # name -> (first seed, in-place rules, with a patch stage)
 
 def _patch_option(core, seed: int) -> tuple[int, int] | None:
     """A random (stage length, grid) that `core` can run as a patch stage, or None if no prefix can be one."""
-    order = [n.name for n in core.nodes]
-    cuts = []
-    for n in range(1, len(order) + 1):
-        try:
-            outputs = stage_nodes(core, order, n)[1]
-        except PatchStageError:
-            continue
-        cuts.append((n, min(min(core.tensors[t].shape[1:3]) for t in outputs)))
+    cuts = valid_cuts(core)
     if not cuts:
         return None
     rng = np.random.default_rng(seed)
-    n, side = cuts[int(rng.integers(len(cuts)))]
-    return n, int(rng.integers(1, min(side, 4) + 1))
+    n, outputs = cuts[int(rng.integers(len(cuts)))]
+    return n, int(rng.integers(1, min(stage_side(core, outputs), 4) + 1))
 
 
 def _tflm_output(result, x: np.ndarray) -> np.ndarray:
@@ -100,11 +91,6 @@ def _packed(inputs, slices, i: int, size: int) -> np.ndarray:
     return x
 
 
-def _arena_symbols(lib_path) -> dict[str, int]:
-    out = subprocess.run(["nm", "-S", str(lib_path)], capture_output=True, text=True, check=True).stdout
-    return {p[3]: int(p[1], 16) for p in (line.split() for line in out.splitlines()) if len(p) == 4}
-
-
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_c_equals_reference_equals_tflm(groups, group):
     results, inputs, bundle, slices = groups(group)
@@ -114,7 +100,7 @@ def test_c_equals_reference_equals_tflm(groups, group):
     else:
         assert patched == 0
     host = HostModel(bundle)
-    symbols = _arena_symbols(bundle / "host" / "libmodel.so")
+    symbols = host.symbol_sizes()
     rng = np.random.default_rng(0)
     failures = []
     for i in range(2):
