@@ -101,18 +101,21 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                            (p.act_min, p.act_max))
     w, b, m, s = _weights(graph, node, code)
     fn = conv_kernel(node, tuple(w_shape[1:3]))
+    scratch, params["scratch_bytes"] = conv_scratch(graph, node, plan.scratch.get(node.name))
     code.body += [c_struct("kb_conv_params", params),
                   f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}, "
-                  f"{conv_scratch(graph, node, plan.scratch.get(node.name))});"]
+                  f"{scratch});"]
     return code
 
 
-def conv_scratch(graph: Graph, node: Node, placement: tuple[int, int] | None) -> str:
-    """A conv call's scratch argument: its planned (arena offset, bytes) buffer when that holds the kernels' two int16
-    columns (KB_CONV_SCRATCH) word-aligned (LDRD), else NULL (the DSP kernels then convolve directly; the portable
-    ones never use it). Per layer and per patch alike."""
+def conv_scratch(graph: Graph, node: Node, placement: tuple[int, int] | None) -> tuple[str, int]:
+    """A conv call's scratch argument and its `scratch_bytes`: the planned (arena offset, bytes) buffer when that holds
+    the kernels' two int16 columns (KB_CONV_SCRATCH) word-aligned (LDRD / LDM), else (NULL, 0) (the DSP kernels then
+    convolve directly; the portable ones never use it). Per layer and per patch alike."""
     offset, size = placement or (0, 0)
-    return f"KB_ARENA + {offset}" if size >= conv_columns_bytes(graph, node) and offset % 4 == 0 else "NULL"
+    if size >= conv_columns_bytes(graph, node) and offset % 4 == 0:
+        return f"KB_ARENA + {offset}", size
+    return "NULL", 0
 
 
 def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:

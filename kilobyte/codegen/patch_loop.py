@@ -184,6 +184,7 @@ class WindowSpec:
     act: tuple[int, int]
     weights: str = ""
     scratch: str = ""
+    scratch_bytes: int = 0  # a conv's kb_conv_params.scratch_bytes
 
 
 def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
@@ -200,8 +201,8 @@ def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
     common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
     if node.op is Op.CONV_2D:
         code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)
-        scratch = conv_scratch(graph, node, g.stage.tile_scratch.get(node.name))
-        return WindowSpec(conv_kernel(node, kernel), scratch=f", {scratch}", **common)
+        scratch, size = conv_scratch(graph, node, g.stage.tile_scratch.get(node.name))
+        return WindowSpec(conv_kernel(node, kernel), scratch=f", {scratch}", scratch_bytes=size, **common)
     code.families.add("depthwise")
     if node.attrs.depth_multiplier != 1:
         raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "
@@ -232,6 +233,8 @@ def emit_window(g: StageGeometry, k: int, code: LayerCode) -> str:
         t, b, left, r = tile.padding
         fields.update(in_h=ih, in_w=iw, in_cstride=src.cstride, out_h=oh, out_w=ow, out_cstride=dst.cstride,
                       pad_t=t, pad_b=b, pad_l=left, pad_r=r, in_row=src.row, out_row=dst.row)
+        if node.op is Op.CONV_2D:
+            fields["scratch_bytes"] = spec.scratch_bytes
         rows.append(fields)
         io.add(p, src=src.offset, dst=dst.offset)
         copy_columns(g, p, k, io)

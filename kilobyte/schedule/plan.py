@@ -22,7 +22,7 @@ from .inplace import Aliases, element_bytes, find_aliases, planned_bytes, slice_
 from .liveness import Liveness, analyze
 from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
 from .reorder import ReorderResult, best_order
-from .scratch import adaptive_im2col, free_pointwise_columns
+from .scratch import adaptive_im2col, free_conv_columns
 
 DEFAULT_OPTIONS = PlanOptions()
 
@@ -97,9 +97,13 @@ def _sized(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage):
     live = analyze(graph, order, options, aliases=aliases, stage=stage)
     layout = _layout(live, stage, options)
     skip = len(stage.nodes) if stage else 0
-    free = free_pointwise_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
-                                  live.fused)
-    live, layout, _ = _grown(graph, order, options, aliases, stage, (live, layout), free)
+    for wide in (True, False):  # six columns where they fit; if their layout fragments the arena, two for 1x1s
+        free = free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
+                                 live.fused, wide)
+        grown = _grown(graph, order, options, aliases, stage, (live, layout), free)
+        if grown[0] is not live or not free:
+            break
+    live, layout = grown[:2]
     if options.im2col != "model-adaptive":
         return live, layout, []
     sizes = adaptive_im2col(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak)

@@ -5,9 +5,10 @@ Rules (scratch counts in the peak at its step, and lives in the arena for that s
   values (TinyEngine / CMSIS-NN `arm_convolve_s8` style, which widens int8 to int16 and runs two columns per
   inner loop): `2 * 2*kh*kw*Cin = 4*kh*kw*Cin` bytes.
 - CONV_2D 1x1: 0. The pointwise kernel reads each input pixel's Cin contiguous bytes straight from the NHWC tensor,
-  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel). The planner then gives it two
-  int16 columns of Cin (`4*Cin` bytes) where its step has that room under the peak anyway
-  (`free_pointwise_columns`): the Cortex-M DSP kernels pre-widen two pixels there once for all output channels.
+  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel).
+- Then, from bytes free anyway (`free_conv_columns`): every unfused CONV_2D whose step has room under the peak gets
+  6 columns (`12*kh*kw*Cin` bytes), else a 1x1 conv gets 2 where they fit; the Cortex-M DSP kernels pre-widen that
+  many pixels there once for all output channels (the portable kernels ignore the scratch).
 - DEPTHWISE_CONV_2D in place (TinyEngine, thesis 3.2.4): one padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, the
   buffer a channel is copied into before its output overwrites the input. Not in place: 0.
 - Everything else (FC, pooling, ADD, MEAN, PAD, RESHAPE, CONCAT, SOFTMAX): 0; their kernels stream.
@@ -25,6 +26,7 @@ from ..ir import Graph, Node, Op
 
 IM2COL_COLUMNS = 2  # columns of the per-layer im2col buffer
 IM2COL_ELEMENT_BYTES = 2  # int16 after widening (q7 -> q15)
+WIDE_COLUMNS = 6  # columns granted from free bytes (free_conv_columns)
 
 
 def padded_channel_bytes(graph: Graph, node: Node) -> int:
@@ -95,18 +97,26 @@ def adaptive_im2col(graph: Graph, order, live_bytes, scratch, peak: int) -> dict
     return sizes
 
 
-def free_pointwise_columns(graph: Graph, order, live_bytes, scratch, peak: int, fused) -> dict[str, int]:
-    """Scratch for 1x1 convs from bytes that are free anyway: node -> 2 int16 columns of Cin (`4*Cin` bytes) for
-    every unfused 1x1 CONV_2D whose step has that much room under the planned `peak` (its kernel then pre-widens
-    two pixels once for all output channels instead of unpacking them per channel pair; without it the kernel works
-    directly). Never raises the peak: steps without room get nothing."""
+def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int, fused, wide: bool = True) -> dict[str, int]:
+    """More im2col columns from bytes that are free anyway: node -> scratch bytes, for unfused CONV_2D steps.
+
+    With `wide`, each gets WIDE_COLUMNS int16 columns of kh*kw*Cin (`12*kh*kw*Cin` bytes) where its step has that room
+    under the planned `peak` and it has at least 3 output pixels (the Cortex-M DSP kernels then run 1 channel x 3-6
+    pixels per weight load); otherwise a 1x1 conv gets the two columns of `conv_columns_bytes` where those fit (its
+    kernel then pre-widens two pixels once for all output channels instead of unpacking them per channel pair).
+    Never raises the peak: steps without room keep what they have."""
     sizes: dict[str, int] = {}
     nodes = {n.name: n for n in graph.nodes}
     for i, name in enumerate(order):
         node = nodes[name]
-        if node.op is not Op.CONV_2D or scratch[i] or name in fused:
+        if node.op is not Op.CONV_2D or name in fused:
             continue
-        need = conv_columns_bytes(graph, node)
-        if graph.tensors[node.inputs[1]].shape[1:3] == (1, 1) and live_bytes[i] + need <= peak:
-            sizes[name] = need
+        two = conv_columns_bytes(graph, node)
+        columns = two // IM2COL_COLUMNS * WIDE_COLUMNS
+        _, ho, wo, _ = graph.tensors[node.outputs[0]].shape
+        base = live_bytes[i] - scratch[i]
+        if wide and ho * wo >= 3 and base + columns <= peak:
+            sizes[name] = columns
+        elif not scratch[i] and base + two <= peak:
+            sizes[name] = two
     return sizes

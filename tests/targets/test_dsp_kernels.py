@@ -137,10 +137,11 @@ def _arrays(g):
 CONV_KERNELS = ("kb_conv", "kb_conv_3x3", "kb_conv_1x1")  # take im2col scratch (KB_CONV_SCRATCH bytes) or NULL
 
 
-def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5) -> list[Call]:
+def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
     or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does. A conv
-    call gets its im2col scratch with probability scratch_odds (the DSP column path), else NULL (the direct path)."""
+    call gets im2col scratch with probability scratch_odds, else NULL (the DSP direct path): `columns` int16 columns
+    of kh*kw*in_c (scratch_bytes set to match), 2 (the two-column path) or 6 (the wide path), random when None."""
     p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
@@ -168,8 +169,12 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5) -> lis
             after = np.concatenate([x_bytes, out.reshape(-1)])
             out_off = x_bytes.size + c0
         scratch = (before.size, plane) if "inplace" in kernel else None
-        if kernel in CONV_KERNELS and rng.random() < scratch_odds:
-            scratch = (before.size + (-before.size) % 4, 4 * p["k_h"] * p["k_w"] * c)  # 4-byte aligned, as planned
+        if kernel in CONV_KERNELS:
+            p["scratch_bytes"] = 0
+            if rng.random() < scratch_odds:
+                cols = columns or int(rng.choice([2, 6]))
+                size = 2 * cols * p["k_h"] * p["k_w"] * c
+                scratch, p["scratch_bytes"] = (before.size + (-before.size) % 4, size), size  # 4-byte aligned
         pad = (scratch[0] + scratch[1] - before.size if scratch else 0) + GUARD
         before = np.concatenate([before, np.full(pad, SENTINEL, np.int8)])
         after = np.concatenate([after, np.full(pad, SENTINEL, np.int8)])
@@ -205,7 +210,12 @@ def conv_calls(rng) -> list[Call]:
         g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cout % 2 == 1)
         names = ["kb_conv", *(["kb_conv_1x1"] if k == 1 and s == 1 and not any(pad) else []),
                  *(["kb_conv_3x3"] if k == 3 and dil == 1 else [])]
-        calls += window_calls(rng, names, g, x, scratch_odds=1.0)
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2)
+        calls += window_calls(rng, names[:1], g, x, scratch_odds=1.0, columns=6)
+    for cin, cout, hw in WIDE_CASES:  # the wide path's blocks (3..6 pixels, 7 = 4 + 3, 8 = 4 + 4) and step counts
+        attrs = ir.ConvAttrs((1, 1), (0,) * 4, (1, 1), ACTS[hw[1] % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, 1, 1, cin), attrs, big_bias=cin % 3 == 0)
+        calls += window_calls(rng, ["kb_conv_1x1"], g, x, scratch_odds=1.0, columns=6)
     return calls
 
 
@@ -218,6 +228,13 @@ COLUMN_CASES = ((1, 1, (0,) * 4, 1, 16, 17, (5, 5)), (1, 1, (0,) * 4, 1, 37, 16,
                 (3, 1, (1,) * 4, 1, 3, 21, (9, 9)), (3, 2, (1, 0, 0, 1), 1, 8, 17, (8, 7)),
                 (3, 1, (2,) * 4, 2, 6, 16, (7, 8)), (5, 1, (2, 1, 2, 0), 1, 4, 18, (6, 5)),
                 (3, 1, (1,) * 4, 1, 64, 16, (4, 4)), (3, 1, (0, 2, 1, 0), 1, 16, 23, (5, 6)))
+
+
+# (in_c, out_c, (h, w)) of 1x1 convs on the wide path: every pixel count from 1 (two-column fallback) to 14, and
+# reductions whose 4-value groups leave 0-3 single steps before the 4-step loop, with and without a 1-3 value tail.
+WIDE_CASES = ((16, 16, (1, 1)), (12, 17, (1, 2)), (4, 16, (1, 3)), (8, 18, (2, 2)), (20, 16, (1, 5)),
+              (28, 19, (2, 3)), (13, 16, (1, 7)), (64, 16, (2, 4)), (7, 21, (3, 3)), (33, 16, (2, 5)),
+              (48, 16, (1, 11)), (112, 17, (3, 4)), (3, 16, (1, 13)), (44, 24, (2, 7)), (2, 16, (3, 5)))
 
 
 def depthwise_calls(rng) -> list[Call]:
@@ -459,6 +476,63 @@ def test_arm_requantize_equals_kb_requantize_on_target(tmp_path):
         got = run_qemu(build, v.view(np.int8).reshape(-1), timeout=60).output.reshape(n, 2)
         np.testing.assert_array_equal(got[:, 0], want, err_msg=f"kb_requantize on {target}")
         np.testing.assert_array_equal(got[:, 1], want, err_msg=f"kb_arm_requantize on {target}")
+
+
+# -- the assembly blocks ----------------------------------------------------------------------------------------------
+DOT_C = """#include <string.h>
+#include "model.h"
+#include "kb_arm_simd.h"
+int8_t kb_arena[KB_ARENA_BYTES];
+typedef void kb_dot_fn(const int8_t *, const int8_t *, int32_t, int32_t *);
+void kb_invoke(const int8_t *input, int8_t *output)
+{
+    static kb_dot_fn *const dot[7] = {0, 0, 0, kb_dot_1x3_cols, kb_dot_1x4_cols, kb_dot_1x5_cols, kb_dot_1x6_cols};
+    for (int32_t i = 0; i < %(cases)d; ++i) {  /* case i: n, groups, bias, then cols (int16), then weights */
+        int32_t head[3], acc[6] = {0};
+        memcpy(head, input, sizeof head);
+        acc[0] = head[2];
+        const int8_t *cols = input + 12, *w = cols + 8 * head[0] * head[1];
+        dot[head[0]](cols, w, head[1], acc);
+        memcpy(output + 24 * i, acc, sizeof acc);
+        input = w + 4 * head[1] + (-(4 * head[1]) & 3);
+    }
+}
+"""
+
+
+def test_dot_1xn_cols_equal_numpy_on_target(tmp_path):
+    """kb_dot_1x<N>_cols (hand-written assembly, N = 3..6) against numpy: the raw int32 accumulators, wrapping, for
+    every group count 0-9 (0-3 single steps before the 4-step loop) and longer, with extreme values (|x| = 255,
+    w = -128) and biases near the int32 limits. Requantisation could hide a small error; this cannot."""
+    rng = np.random.default_rng(5)
+    parts, want = [], []
+    for n in (3, 4, 5, 6):
+        for groups in (*range(10), 16, 37):
+            x = rng.integers(-255, 256, (groups, n, 4))  # value 4g + j of column c, before the {0,2,1,3} order
+            w = rng.integers(-128, 128, (groups, 4))
+            if groups % 3 == 0:
+                x[:] = rng.choice([-255, 255], x.shape)
+                w[:] = rng.choice([-128, 127], w.shape)
+            bias = int(rng.choice([rng.integers(-2**31, 2**31), 2**31 - 1, -2**31]))
+            cols = x[:, :, [0, 2, 1, 3]].astype(np.int16)  # per group and column: (x0, x2), (x1, x3)
+            wb = w.astype(np.int8).reshape(-1)
+            parts += [np.array([n, groups, bias], np.int32).view(np.int8), cols.reshape(-1).view(np.int8), wb,
+                      np.zeros(-wb.size % 4, np.int8)]
+            sums = (x * w[:, None, :]).sum(axis=(0, 2)) + bias
+            acc = np.zeros(6, np.int64)
+            acc[:n] = sums
+            want.append(((acc + 2**31) % 2**32 - 2**31).astype(np.int32))
+    data = np.concatenate(parts)
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in (*rt.HEADERS, "arm/kb_arm_simd.h"):
+        (src / Path(name).name).write_text((rt.C_DIR / name).read_text())
+    write_model_h(src, 8, data.size, 24 * len(want))
+    (src / "model.c").write_text(DOT_C % {"cases": len(want)})
+    for target in TARGETS:
+        build = build_firmware(tmp_path, target, kernels="dsp", out_dir=tmp_path / f"fw-{target}")
+        got = run_qemu(build, data, timeout=60).output.view(np.int32).reshape(len(want), 6)
+        np.testing.assert_array_equal(got, np.stack(want), err_msg=f"kb_dot_1xN_cols on {target}")
 
 
 # -- compiled models ---------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ typedef struct {
     int32_t out_offset;                       /* output zero point */
     int32_t act_min, act_max;                 /* quantised activation clamp */
     int32_t in_row, out_row;                  /* row pitch in pixels (>= in_w / out_w: a tile of a wider buffer) */
+    int32_t scratch_bytes;                    /* CONV_2D: bytes of its `scratch` argument (0 with NULL) */
 } kb_conv_params;
 
 /* FULLY_CONNECTED: in (in_n,), weights (out_n, in_n), out (out_n,). */
@@ -63,8 +64,9 @@ typedef struct {
 } kb_pad_params;
 
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
-/* scratch: NULL, or KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite (two int16 im2col
- * columns; the planner reserves them, the DSP kernels use them, the portable ones need none). */
+/* scratch: NULL, or p->scratch_bytes >= KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite
+ * (int16 im2col columns of kh*kw*in_c values, two or more; the planner reserves two and grants up to six from bytes
+ * that are free anyway; the DSP kernels use them, the portable ones need none). */
 #define KB_CONV_SCRATCH(p) (4 * (p)->k_h * (p)->k_w * (p)->in_c)
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);

@@ -308,4 +308,59 @@ static inline __attribute__((always_inline)) void kb_dot_1x2_cols(const int8_t *
     }
 }
 
+/* -- 1 channel x N pixels on N interleaved columns (N = 3..6), in assembly ----------------------------------------
+ * The kb_cols layout of arm/kb_conv.c with N columns: per group of 4 values, N pairs of words, column c's
+ * (x0, x2), (x1, x3) at bytes 8 * (N * g + c). One weight word, split once (SXTB16), serves all N columns; LDM loads
+ * two columns' words per instruction. A 4-value step is 3 + ceil(N / 2) + 2N instructions for 4N MACs (18 for 24 at
+ * N = 6), four steps per loop iteration plus 3 for the loop test. The block needs N accumulators, 2 weight halves,
+ * 4 column words and 2 pointers: with N = 6 every allocatable register (r0-r12, lr), so it is written by hand and the
+ * loop end lives on the stack. GCC would not keep 14 values in registers through the loop.
+ *
+ * kb_dot_1x<N>_cols(cols, w, groups, acc): acc[0..N) = acc[0] + sum over 4 * groups values of column c times w
+ * (the caller stores the bias in acc[0]; the n & 3 tail values are the caller's). AAPCS: r0 cols, r1 w, r2 groups,
+ * r3 acc; r4-r11 and lr saved. SMLAD wraps like the portable kernels' int32 sums (see the top of this file). */
+#define KB_W_STEP "ldr lr, [r1], #4\n\tsxtb16 r12, lr\n\tsxtb16 lr, lr, ror #8\n\t"
+#define KB_COLS_2(a, b)                                                                                         \
+    "ldmia r0!, {r8-r11}\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"                       \
+    "smlad " b ", r10, r12, " b "\n\tsmlad " b ", r11, lr, " b "\n\t"
+#define KB_COLS_1(a) "ldrd r8, r9, [r0], #8\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"
+
+#define KB_DOT_1XN(name, accs, broadcast, step)                                                                 \
+    __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups,       \
+                                                    int32_t *acc)                                               \
+    {                                                                                                           \
+        __asm__ volatile(                                                                                       \
+            "push {r4-r11, lr}\n\t"                                                                             \
+            "add r12, r1, r2, lsl #2\n\t"  /* the end of the weights */                                        \
+            "and r2, r2, #3\n\t"                                                                                \
+            "add lr, r1, r2, lsl #2\n\t"   /* the end of the groups & 3 single steps */                        \
+            "push {r2, r3, r12, lr}\n\t"   /* sp + 4: acc, sp + 8: end, sp + 12: end of single steps */        \
+            "ldr r2, [r3]\n\t" broadcast                                                                        \
+            "b 2f\n"                                                                                            \
+            "1:\n\t" step                                                                                       \
+            "2:\n\t"                                                                                            \
+            "ldr r8, [sp, #12]\n\t"                                                                             \
+            "cmp r1, r8\n\t"                                                                                    \
+            "bne 1b\n\t"                                                                                        \
+            "b 4f\n"                                                                                            \
+            "3:\n\t" step step step step                                                                        \
+            "4:\n\t"                                                                                            \
+            "ldr r8, [sp, #8]\n\t"                                                                              \
+            "cmp r1, r8\n\t"                                                                                    \
+            "bne 3b\n\t"                                                                                        \
+            "ldr r8, [sp, #4]\n\t"                                                                              \
+            "stmia r8, {" accs "}\n\t"                                                                          \
+            "add sp, sp, #16\n\t"                                                                               \
+            "pop {r4-r11, pc}\n");                                                                              \
+    }
+
+KB_DOT_1XN(kb_dot_1x6_cols, "r2-r7", "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\tmov r6, r2\n\tmov r7, r2\n\t",
+           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5") KB_COLS_2("r6", "r7"))
+KB_DOT_1XN(kb_dot_1x5_cols, "r2-r6", "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\tmov r6, r2\n\t",
+           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5") KB_COLS_1("r6"))
+KB_DOT_1XN(kb_dot_1x4_cols, "r2-r5", "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\t",
+           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5"))
+KB_DOT_1XN(kb_dot_1x3_cols, "r2-r4", "mov r3, r2\n\tmov r4, r2\n\t",
+           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_1("r4"))
+
 #endif /* KB_ARM_SIMD_H */

@@ -222,48 +222,55 @@ static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w,
     }
 }
 
-/* -- with scratch: two pre-widened im2col columns ---------------------------------------------------------------
- * Output pixels go in pairs (row-major, across rows); each pair's two windows are widened once into the scratch as
- * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel pair, so the
- * ~1 instruction per value of widening is shared by all out_c channels and the inner loop (kb_dot_2x2_cols) needs
- * no activation unpacking: 16 MACs per 16 instructions. Column layout: value k < n & ~3 of column c at int16 index
- * 8 * (k >> 2) + 4 * c + {0, 2, 1, 3}[k & 3] (an LDRD yields the pairs SXTB16 makes of a weight word); the n & 3
- * tail values at 2 * (n & ~3) + c * (n & 3) + (k & 3). Exactly KB_CONV_SCRATCH bytes. */
-static int32_t col_index(int32_t k, int32_t n, int32_t c)
+/* -- with scratch: pre-widened im2col columns ---------------------------------------------------------------------
+ * Output pixels go in blocks (row-major, across rows); each block's windows are widened once into the scratch as
+ * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel, so the ~1
+ * instruction per value of widening is shared by all out_c channels and the inner loops need no activation
+ * unpacking. Two block shapes:
+ *   - wide (conv_wide, scratch_bytes >= 6 columns): 1 channel x 3..6 pixels, kb_dot_1x<N>_cols of kb_arm_simd.h,
+ *     18 instructions per 24 MACs at N = 6;
+ *   - two columns (conv_cols, the KB_CONV_SCRATCH bytes every planned conv scratch holds): 2 channels x 2 pixels,
+ *     kb_dot_2x2_cols, 16 instructions per 16 MACs.
+ * Column layout with N columns: value k < n & ~3 of column c at int16 index 4N * (k >> 2) + 4 * c +
+ * {0, 2, 1, 3}[k & 3] (an LDRD / LDM yields the pairs SXTB16 makes of a weight word); the n & 3 tail values at
+ * N * (n & ~3) + c * (n & 3) + (k & 3). N columns of n values are exactly 2 * N * n bytes. */
+static int32_t col_index(int32_t k, int32_t n, int32_t c, int32_t ncols)
 {
     const int32_t body = n & ~3;
-    return k < body ? 8 * (k >> 2) + 4 * c + ((k & 1) << 1) + ((k >> 1) & 1) : 2 * body + c * (n & 3) + k - body;
+    return k < body ? 4 * ncols * (k >> 2) + 4 * c + ((k & 1) << 1) + ((k >> 1) & 1)
+                    : ncols * body + c * (n & 3) + k - body;
 }
 
-/* One tap's in_c values (src NULL: a padded tap, zeros) into column c at values [k0, k0 + in_c). */
+/* One tap's in_c values (src NULL: a padded tap, zeros) into column c of ncols at values [k0, k0 + in_c). */
 static void widen_tap(const int8_t *src, int32_t in_c, int32_t offset, int32_t k0, int32_t n, int32_t c,
-                      int8_t *cols)
+                      int32_t ncols, int8_t *cols)
 {
     int32_t i = 0;
     if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out (separate loops: no stack copy) */
-        const int32_t off2 = kb_offset2(offset);
-        int8_t *dst = cols + 2 * (2 * k0 + 4 * c);
+        const int32_t off2 = kb_offset2(offset), step = 8 * ncols;
+        int8_t *dst = cols + 2 * (ncols * k0 + 4 * c);
         if (src) {
-            for (; i < in_c; i += 4, dst += 16) {
+            for (; i < in_c; i += 4, dst += step) {
                 const int32_t x = kb_ld4(src + i), even = __sxtab16(off2, x), odd = kb_sxtab16_odd(off2, x);
                 memcpy(dst, &even, 4);
                 memcpy(dst + 4, &odd, 4);
             }
         } else {
-            for (; i < in_c; i += 4, dst += 16) {
+            for (; i < in_c; i += 4, dst += step) {
                 memset(dst, 0, 8);
             }
         }
     }
     for (; i < in_c; ++i) {
         const int16_t v = (int16_t)(src ? src[i] + offset : 0);
-        memcpy(cols + 2 * col_index(k0 + i, n, c), &v, 2);
+        memcpy(cols + 2 * col_index(k0 + i, n, c, ncols), &v, 2);
     }
 }
 
-/* Output pixel (oy, ox)'s window into column c. A dense input (in_cstride == in_c, dilation 1 along x) widens each
- * window row's taps inside the image as one run, the padded ones as zeros. */
-static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int8_t *cols)
+/* Output pixel (oy, ox)'s window into column c of ncols. A dense input (in_cstride == in_c, dilation 1 along x)
+ * widens each window row's taps inside the image as one run, the padded ones as zeros. */
+static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int32_t ncols,
+                         int8_t *cols)
 {
     const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
     const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
@@ -276,11 +283,11 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
         for (int32_t kx = 0; kx < p->k_w; ++kx) {
             const int8_t *src = row && kx >= kx0 && kx < kx1 ? row + (ix0 + kx * p->dil_w) * p->in_cstride : 0;
             if (src && run) {  /* the row's taps [kx0, kx1) in one go */
-                widen_tap(src, (kx1 - kx0) * cin, p->in_offset, k_row + kx * cin, n, c, cols);
+                widen_tap(src, (kx1 - kx0) * cin, p->in_offset, k_row + kx * cin, n, c, ncols, cols);
                 kx = kx1 - 1;
                 continue;
             }
-            widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, cols);
+            widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, ncols, cols);
         }
     }
 }
@@ -327,8 +334,8 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
     int32_t k = 0;
     for (; k + 1 < pixels; k += 2) {
         const int32_t ay = k / out_w, ax = k % out_w, by = (k + 1) / out_w, bx = (k + 1) % out_w;
-        widen_window(p, in, ay, ax, 0, cols);
-        widen_window(p, in, by, bx, 1, cols);
+        widen_window(p, in, ay, ax, 0, 2, cols);
+        widen_window(p, in, by, bx, 1, 2, cols);
         int8_t *ya = out + (ay * out_row + ax) * cs, *yb = out + (by * out_row + bx) * cs;
         if (!yb) {
             __builtin_unreachable();  /* an output pixel's address: tells GCC to keep only the 2x2 path here */
@@ -339,12 +346,71 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
     }
     if (k < pixels) {  /* an odd last pixel: column a alone */
         const int32_t ay = k / out_w, ax = k % out_w;
-        widen_window(p, in, ay, ax, 0, cols);
+        widen_window(p, in, ay, ax, 0, 2, cols);
         int8_t *ya = out + (ay * out_row + ax) * cs;
         for (int32_t co = 0; co < j.out_c; co += 2) {
             cols_pair(j, w, bias, mult, shift, co, cols, ya, 0);
         }
     }
+}
+
+/* -- with a wide scratch: 1 channel x 3..6 pixels ---------------------------------------------------------------- */
+#define KB_WIDE_COLS 6
+
+typedef void kb_dot_1xn(const int8_t *cols, const int8_t *w, int32_t groups, int32_t *acc);
+
+/* Pixels in the next block when `left` >= 3 are still to do: 6, but a last 7 or 8 go as 4 + 3 or 4 + 4 (a block of
+ * 1 or 2 would need the slower two-column kernels). */
+static int32_t wide_block(int32_t left)
+{
+    return left == 7 || left == 8 ? 4 : left < KB_WIDE_COLS ? left : KB_WIDE_COLS;
+}
+
+/* Every output pixel (at least 3) in blocks of wide_block pixels: the block's windows widened into as many columns,
+ * then each output channel: one kb_dot_1x<N>_cols call, the n & 3 tail values, N requantised stores. */
+static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
+{
+    static kb_dot_1xn *const dot[KB_WIDE_COLS + 1] = {0, 0, 0, kb_dot_1x3_cols, kb_dot_1x4_cols, kb_dot_1x5_cols,
+                                                       kb_dot_1x6_cols};
+    const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
+    const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
+    const int32_t groups = j.n >> 2, body = j.n & ~3, t = j.n & 3;
+    for (int32_t k = 0; k < pixels;) {
+        const int32_t n = wide_block(pixels - k);
+        int8_t *y[KB_WIDE_COLS];
+        for (int32_t c = 0; c < n; ++c) {
+            const int32_t oy = (k + c) / out_w, ox = (k + c) % out_w;
+            widen_window(p, in, oy, ox, c, n, cols);
+            y[c] = out + (oy * out_row + ox) * cs;
+        }
+        kb_dot_1xn *const dot_n = dot[n];
+        const int8_t *tail = cols + 2 * n * body;
+        for (int32_t co = 0; co < j.out_c; ++co) {
+            const int8_t *wc = w + co * j.n;
+            int32_t acc[KB_WIDE_COLS];
+            acc[0] = bias[co];
+            dot_n(cols, wc, groups, acc);
+            for (int32_t c = 0; c < n && t; ++c) {  /* acc holds the bias: wrap like SMLAD */
+                for (int32_t i = 0; i < t; ++i) {
+                    int16_t x;
+                    memcpy(&x, tail + 2 * (c * t + i), 2);
+                    acc[c] = kb_wrapping_add(acc[c], x * wc[body + i]);
+                }
+            }
+            const kb_arm_rq q = kb_arm_rq_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+            for (int32_t c = 0; c < n; ++c) {
+                y[c][co] = kb_arm_rq_apply(&q, acc[c]);
+            }
+        }
+        k += n;
+    }
+}
+
+/* The wide path needs KB_WIDE_COLS columns of scratch and 3 output pixels. */
+static int wide(const kb_conv_params *p, const int8_t *scratch)
+{
+    return scratch && p->scratch_bytes >= KB_WIDE_COLS * 2 * p->k_h * p->k_w * p->in_c && p->out_h * p->out_w >= 3;
 }
 
 /* Widening two pixels costs about as much as the unpacking it saves on KB_COLS_MIN_OUT_C output channels; below
@@ -354,7 +420,9 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
+    if (p->out_c >= KB_COLS_MIN_OUT_C && wide(p, scratch)) {
+        conv_wide(p, in, w, bias, mult, shift, out, scratch);
+    } else if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
         conv_cols(p, in, w, bias, mult, shift, out, scratch);
     } else {
         conv_any(p, in, w, bias, mult, shift, out);
@@ -372,6 +440,10 @@ void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                  const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
+    if (p->out_c >= KB_COLS_MIN_OUT_C && wide(p, scratch)) {
+        conv_wide(p, in, w, bias, mult, shift, out, scratch);
+        return;
+    }
     if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
         conv_cols(p, in, w, bias, mult, shift, out, scratch);
         return;
