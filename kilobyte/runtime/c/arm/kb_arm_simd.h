@@ -128,6 +128,69 @@ static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
     return (int8_t)v;
 }
 
+/* The same function again in one rounding step, for the wide conv path (~13 instructions instead of ~20): with
+ * x = acc << left and r = right >= 1, TFLite's floor((x * mult + 2^30) / 2^31) followed by rounding half away from
+ * zero on division by 2^r equals (x * mult + 2^30 + 2^(30 + r) - 2^31 [x < 0]) >> (31 + r) in 64 bits, whose high word
+ * is what remains after the first 32 bits of shift (so: two SMLALs and one ASR by r - 1). Rounding away from zero,
+ * h / 2^r -> (h + 2^(r - 1) - [h < 0]) >> r, folds into the first floor because adding multiples of 2^31 commutes with
+ * it; [h < 0] may be replaced by [x < 0] because x < 0 with h >= 0 means h = 0, which rounds to 0 either way. With
+ * r = 0 it is the first step alone, (x * mult + 2^30) >> 31. Checked against kb_requantize on target (see
+ * tests/targets/test_dsp_kernels.py) and, over all r, against numpy. */
+typedef struct {
+    int32_t mult, left;
+    int32_t right1;              /* right - 1; -1 when right == 0 */
+    uint32_t round_lo;           /* 2^30 + 2^(30 + right), or 2^30 when right == 0, as a 64-bit value */
+    int32_t round_hi;
+    int32_t out_offset, act_min, act_max;
+} kb_arm_rq1;
+
+static inline kb_arm_rq1 kb_arm_rq1_of(int32_t mult, int32_t shift, int32_t out_offset, int32_t act_min,
+                                       int32_t act_max)
+{
+    kb_arm_rq1 q;
+    const int32_t left = shift > 0 ? shift : 0, right = left - shift;
+    const int64_t round = ((int64_t)1 << 30) + (right ? (int64_t)1 << (30 + right) : 0);
+    q.mult = mult, q.left = left, q.right1 = right - 1;
+    q.round_lo = (uint32_t)round, q.round_hi = (int32_t)(round >> 32);
+    q.out_offset = out_offset, q.act_min = act_min, q.act_max = act_max;
+    return q;
+}
+
+/* round + x * mult (+ [x < 0] * -2^31 when right >= 1), as the two SMLALs (GCC spends six instructions on the second
+ * term written in C), then the high word's shift; `right0` (right == 0) is a constant where inlined. */
+static inline __attribute__((always_inline)) int32_t kb_arm_scale1(const kb_arm_rq1 *q, int32_t acc, int right0)
+{
+    const int32_t x = (int32_t)((uint32_t)acc << q->left), sign = (int32_t)((uint32_t)x >> 31);
+    uint32_t lo = q->round_lo;
+    int32_t hi = q->round_hi;
+    __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(x), "r"(q->mult));
+    if (right0) {
+        return (int32_t)(((uint32_t)hi << 1) | (lo >> 31));
+    }
+    __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(sign), "r"(INT32_MIN));
+    return hi >> q->right1;
+}
+
+static inline __attribute__((always_inline)) int8_t kb_arm_rq1_clamp(const kb_arm_rq1 *q, int32_t v)
+{
+    v = __qadd(v, q->out_offset);
+    v = v < q->act_min ? q->act_min : v;
+    v = v > q->act_max ? q->act_max : v;
+    return (int8_t)v;
+}
+
+static inline int8_t kb_arm_rq1_apply(const kb_arm_rq1 *q, int32_t acc)
+{
+    return kb_arm_rq1_clamp(q, q->right1 < 0 ? kb_arm_scale1(q, acc, 1) : kb_arm_scale1(q, acc, 0));
+}
+
+static inline int8_t kb_arm_requantize1(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
+                                        int32_t act_min, int32_t act_max)
+{
+    const kb_arm_rq1 q = kb_arm_rq1_of(mult, shift, out_offset, act_min, act_max);
+    return kb_arm_rq1_apply(&q, acc);
+}
+
 /* kb_requantize's arguments, one call (where nothing is shared between outputs). */
 static inline int8_t kb_arm_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
                                        int32_t act_min, int32_t act_max)

@@ -241,23 +241,31 @@ static int32_t col_index(int32_t k, int32_t n, int32_t c, int32_t ncols)
                     : ncols * body + c * (n & 3) + k - body;
 }
 
+/* Two words at *dst (one STRD), then *dst += step bytes (Thumb's STRD post-increments by constants only). */
+static inline __attribute__((always_inline)) void kb_st2_inc(int8_t **dst, int32_t a, int32_t b, int32_t step)
+{
+    __asm__("strd %1, %2, [%3]" : "=m"(*(kb_cols4 *)*dst) : "r"(a), "r"(b), "r"(*dst));
+    *dst += step;
+}
+
 /* One tap's in_c values (src NULL: a padded tap, zeros) into column c of ncols at values [k0, k0 + in_c). */
-static void widen_tap(const int8_t *src, int32_t in_c, int32_t offset, int32_t k0, int32_t n, int32_t c,
-                      int32_t ncols, int8_t *cols)
+static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, int32_t in_c, int32_t offset,
+                                                            int32_t k0, int32_t n, int32_t c, int32_t ncols,
+                                                            int8_t *cols)
 {
     int32_t i = 0;
-    if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out (separate loops: no stack copy) */
+    if (((k0 | in_c) & 3) == 0) {  /* whole groups: one word in, two words out, pointers post-incremented */
         const int32_t off2 = kb_offset2(offset), step = 8 * ncols;
         int8_t *dst = cols + 2 * (ncols * k0 + 4 * c);
+        i = in_c;
         if (src) {
-            for (; i < in_c; i += 4, dst += step) {
-                const int32_t x = kb_ld4(src + i), even = __sxtab16(off2, x), odd = kb_sxtab16_odd(off2, x);
-                memcpy(dst, &even, 4);
-                memcpy(dst + 4, &odd, 4);
+            for (const int8_t *end = src + in_c; src != end;) {
+                const int32_t x = kb_ld4_inc(&src);
+                kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
             }
         } else {
-            for (; i < in_c; i += 4, dst += step) {
-                memset(dst, 0, 8);
+            for (int32_t g = 0; g < in_c; g += 4) {
+                kb_st2_inc(&dst, 0, 0, step);
             }
         }
     }
@@ -273,7 +281,20 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
                          int8_t *cols)
 {
     const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-    const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
+    const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1, len = p->k_w * cin;
+    if (run && (len & 3) == 0 && ix0 >= 0 && ix0 + p->k_w <= p->in_w && iy0 >= 0 &&
+        iy0 + (p->k_h - 1) * p->dil_h < p->in_h) {  /* all taps inside, rows of whole groups: one loop per row */
+        const int32_t off2 = kb_offset2(p->in_offset), step = 8 * ncols, pitch = p->dil_h * p->in_row * cin;
+        const int8_t *row = in + (iy0 * p->in_row + ix0) * cin;
+        int8_t *dst = cols + 8 * c;
+        for (int32_t ky = 0; ky < p->k_h; ++ky, row += pitch) {
+            for (const int8_t *src = row, *end = row + len; src != end;) {
+                const int32_t x = kb_ld4_inc(&src);
+                kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
+            }
+        }
+        return;
+    }
     int32_t kx0, kx1;
     inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
     kx1 = kx1 > kx0 ? kx1 : kx0;
@@ -366,6 +387,28 @@ static int32_t wide_block(int32_t left)
     return left == 7 || left == 8 ? 4 : left < KB_WIDE_COLS ? left : KB_WIDE_COLS;
 }
 
+/* y[c][co] = acc[c] requantised by q, c < n. A function of its own, so that its few values stay in registers; the
+ * common case (multiplier < 1, clamp [-128, 127], as after ReLU with zero point -128 or without activation) runs
+ * its own loop: two SMLALs, ASR, QADD and SSAT per output. */
+static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int32_t *acc, int8_t *const *y, int32_t n,
+                                                  int32_t co)
+{
+    const kb_arm_rq1 r = *q;
+    if (r.left == 0 && r.right1 >= 0 && r.act_min == -128 && r.act_max == 127) {
+        for (int32_t c = 0; c < n; ++c) {
+            y[c][co] = (int8_t)__ssat(__qadd(kb_arm_scale1(&r, acc[c], 0), r.out_offset), 8);
+        }
+    } else if (r.right1 >= 0) {  /* the test of right == 0 once per block, not per output */
+        for (int32_t c = 0; c < n; ++c) {
+            y[c][co] = kb_arm_rq1_clamp(&r, kb_arm_scale1(&r, acc[c], 0));
+        }
+    } else {
+        for (int32_t c = 0; c < n; ++c) {
+            y[c][co] = kb_arm_rq1_clamp(&r, kb_arm_scale1(&r, acc[c], 1));
+        }
+    }
+}
+
 /* Every output pixel (at least 3) in blocks of wide_block pixels: the block's windows widened into as many columns,
  * then each output channel: one kb_dot_1x<N>_cols call, the n & 3 tail values, N requantised stores. */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
@@ -398,10 +441,8 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
                     acc[c] = kb_wrapping_add(acc[c], x * wc[body + i]);
                 }
             }
-            const kb_arm_rq q = kb_arm_rq_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
-            for (int32_t c = 0; c < n; ++c) {
-                y[c][co] = kb_arm_rq_apply(&q, acc[c]);
-            }
+            const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+            store_block(&q, acc, y, n, co);
         }
         k += n;
     }
