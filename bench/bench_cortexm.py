@@ -2,16 +2,18 @@
 
 For each model (MobileNetV2 w0.35 at 96 px, vgg-small and resnet-small at 32 px, mnist-cnn at 28 px; int8, quantised
 on random calibration images) and each core (Cortex-M4, M7), the firmware is built with kernels="portable" and
-kernels="dsp" and one inference is emulated with unicorn (`count_instructions`: deterministic, a proxy for time, not
-a cycle count). Reported: instructions per inference and per MAC, overall and by layer kind (per-layer counts /
-that layer's MACs from `node_macs`): all CONV_2D layers together, the conv-heavy layer (each model's CONV_2D layer
-with the most MACs; its MACs per output value say how long its dot products are), the best CONV_2D layer, the
-depthwise and FC layers; the DSP speed-up; Flash / SRAM from `measure()`. Every build's output is checked against
-the numpy reference (`run_int8`) first. Target, recorded and not asserted: <= 1.0 instruction per MAC on the
-conv-heavy layers with the DSP kernels. Prints a markdown table and writes bench/results/cortexm.json (with every
+kernels="dsp", and with the DSP kernels once more from a plan with conv_columns="wide" (six im2col columns for every
+conv, even where that raises the SRAM peak). One inference is emulated with unicorn (`count_instructions`:
+deterministic, a proxy for time, not a cycle count). Reported: instructions per inference and per MAC, overall and by
+layer kind (per-layer counts / that layer's MACs from `node_macs`): all CONV_2D layers together, the share of conv
+MACs in layers at <= 1.0 instr/MAC, the conv-heavy layer (each model's CONV_2D layer with the most MACs; its MACs per
+output value say how long its dot products are), the best CONV_2D layer, the depthwise and FC layers; the DSP
+speed-up; Flash / SRAM from `measure()` and the planned arena. Every build's output is checked against the numpy
+reference (`run_int8`) first. Target, recorded and not asserted: <= 1.0 instruction per MAC on the conv-heavy layers
+with the DSP kernels (default plan). Prints a markdown table and writes bench/results/cortexm.json (with every
 weighted layer's count).
 
-    python bench/bench_cortexm.py            # all four models, about 3 minutes
+    python bench/bench_cortexm.py            # all four models, about 5 minutes
     python bench/bench_cortexm.py --models mnist-cnn vgg-small
 """
 
@@ -37,6 +39,7 @@ from kilobyte.codegen.c_text import c_ident  # noqa: E402
 from kilobyte.interp import run_int8  # noqa: E402
 from kilobyte.ir import Op  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
+from kilobyte.schedule import PlanOptions  # noqa: E402
 from kilobyte.targets.cortexm import build_firmware, count_instructions, measure  # noqa: E402
 from kilobyte.targets.cortexm.toolchain import arm_gcc  # noqa: E402
 
@@ -49,18 +52,22 @@ MODELS = {  # name -> load() arguments
 }
 TARGETS = ("cortex-m4", "cortex-m7")
 KERNEL_SETS = ("portable", "dsp")
+COLUMNS = ("free", "wide")  # PlanOptions.conv_columns; "wide" is run with the DSP kernels only
+RUNS = [(t, k, "free") for t in TARGETS for k in KERNEL_SETS] + [(t, "dsp", "wide") for t in TARGETS]
 TARGET_IPM = 1.0  # instructions per MAC on conv-heavy layers, DSP kernels
 
 
 def compiled(name: str, out_dir: Path, seed: int = 0):
-    """(CompileResult, int8 input): the zoo model quantised on 8 random images and compiled."""
+    """(CompileResult per conv_columns mode, int8 input): the zoo model quantised on 8 random images and compiled
+    with the default plan ("free": im2col columns only from free bytes) and with conv_columns="wide"."""
     graph = load(name, **MODELS[name]).graph
     shape = graph.tensors[graph.inputs[0]].shape
     rng = np.random.default_rng(seed)
     qgraph = quantize(graph, [rng.normal(0, 1, shape).astype(np.float32) for _ in range(8)])
-    result = compile_graph(qgraph, out_dir / name, model_name=name)
-    x = rng.integers(-128, 128, result.graph.tensors[result.graph.inputs[0]].shape).astype(np.int8)
-    return result, x
+    results = {cols: compile_graph(qgraph, out_dir / f"{name}-{cols}", PlanOptions(conv_columns=cols),
+                                   model_name=name) for cols in COLUMNS}
+    x = rng.integers(-128, 128, results["free"].graph.tensors[results["free"].graph.inputs[0]].shape).astype(np.int8)
+    return results, x
 
 
 def layer_table(graph) -> dict[str, dict]:
@@ -85,6 +92,12 @@ def per_layer(counts: dict[str, int], table: dict) -> list[dict]:
     return rows
 
 
+def at_target(conv: list[dict]) -> float | None:
+    """Share of the CONV_2D MACs in layers at <= TARGET_IPM instructions per MAC."""
+    total = sum(r["macs"] for r in conv)
+    return round(sum(r["macs"] for r in conv if r["ipm"] <= TARGET_IPM) / total, 3) if total else None
+
+
 def ratio(rows: list[dict], op: str) -> float | None:
     chosen = [r for r in rows if r["op"] == op and r["macs"]]
     return round(sum(r["instructions"] for r in chosen) / sum(r["macs"] for r in chosen), 3) if chosen else None
@@ -92,52 +105,55 @@ def ratio(rows: list[dict], op: str) -> float | None:
 
 def bench_model(name: str, work: Path) -> dict:
     start = time.perf_counter()
-    result, x = compiled(name, work)
+    results, x = compiled(name, work)
+    result = results["free"]
     want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
     table, macs = layer_table(result.graph), int(result.manifest["macs"])
     runs = []
-    for target in TARGETS:
-        for kernels in KERNEL_SETS:
-            build = build_firmware(result.out_dir, target, kernels=kernels)
-            count = count_instructions(build, x, timeout=600)
-            if not np.array_equal(count.output, want):
-                raise SystemExit(f"{name} {target} {kernels}: output differs from run_int8")
-            rows = per_layer(count.per_layer, table)
-            conv = [r for r in rows if r["op"] == "CONV_2D"]
-            heaviest = max(conv, key=lambda r: r["macs"]) if conv else None  # the conv-heavy layer
-            sizes = measure(build)
-            runs.append(dict(target=target, kernels=kernels, instructions=count.total,
-                             ipm=round(count.total / macs, 3), conv_ipm=ratio(rows, "CONV_2D"),
-                             heaviest_conv=heaviest and {k: heaviest[k] for k in ("node", "reduction", "ipm")},
-                             conv_best_ipm=min(r["ipm"] for r in conv) if conv else None,
-                             depthwise_ipm=ratio(rows, "DEPTHWISE_CONV_2D"), fc_ipm=ratio(rows, "FULLY_CONNECTED"),
-                             flash_bytes=sizes["flash_bytes"], sram_bytes=sizes["sram_bytes"],
-                             kernel_flash_bytes=sizes["flash_kernel_bytes"], layers=rows))
+    for target, kernels, columns in RUNS:
+        build = build_firmware(results[columns].out_dir, target, kernels=kernels)
+        count = count_instructions(build, x, timeout=600)
+        if not np.array_equal(count.output, want):
+            raise SystemExit(f"{name} {target} {kernels} {columns}: output differs from run_int8")
+        rows = per_layer(count.per_layer, table)
+        conv = [r for r in rows if r["op"] == "CONV_2D"]
+        heaviest = max(conv, key=lambda r: r["macs"]) if conv else None  # the conv-heavy layer
+        sizes = measure(build)
+        runs.append(dict(target=target, kernels=kernels, columns=columns, instructions=count.total,
+                         ipm=round(count.total / macs, 3), conv_ipm=ratio(rows, "CONV_2D"),
+                         heaviest_conv=heaviest and {k: heaviest[k] for k in ("node", "reduction", "ipm")},
+                         conv_best_ipm=min(r["ipm"] for r in conv) if conv else None,
+                         depthwise_ipm=ratio(rows, "DEPTHWISE_CONV_2D"), fc_ipm=ratio(rows, "FULLY_CONNECTED"),
+                         flash_bytes=sizes["flash_bytes"], sram_bytes=sizes["sram_bytes"],
+                         kernel_flash_bytes=sizes["flash_kernel_bytes"], arena_bytes=results[columns].plan.arena_bytes,
+                         conv_macs_at_target=at_target(conv), layers=rows))
     shape = result.graph.tensors[result.graph.inputs[0]].shape
     return dict(model=name, **MODELS[name], input=list(shape), macs=macs, seconds=round(time.perf_counter() - start, 1),
                 runs=runs)
 
 
-def speedup(model: dict, target: str) -> float:
-    by = {(r["target"], r["kernels"]): r["instructions"] for r in model["runs"]}
-    return by[target, "portable"] / by[target, "dsp"]
+def speedup(model: dict, run: dict) -> float:
+    """Portable instructions over this (DSP) run's."""
+    by = {(r["target"], r["kernels"], r["columns"]): r["instructions"] for r in model["runs"]}
+    return by[run["target"], "portable", "free"] / run["instructions"]
 
 
 def markdown(models: list[dict]) -> str:
-    head = ("| model | MACs | core | kernels | instructions | instr/MAC | all conv | heaviest conv layer "
-            "| best conv layer | depthwise | FC | speed-up | Flash B | SRAM B |\n"
-            "|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    head = ("| model | MACs | core | kernels | columns | instructions | instr/MAC | all conv | conv MACs at <= 1.0 "
+            "| heaviest conv layer | best conv layer | depthwise | FC | speed-up | Flash B | SRAM B | arena B |\n"
+            "|---|---:|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for m in models:
         label = f"{m['model']} w{m['width']} r{m['resolution']}"
         for r in m["runs"]:
             h = r["heaviest_conv"]
             heavy = f"{h['ipm']} ({h['node']}, {h['reduction']} MAC/out)" if h else "-"
-            up = f"{speedup(m, r['target']):.2f}x" if r["kernels"] == "dsp" else ""
-            lines.append(f"| {label} | {m['macs']:,} | {r['target']} | {r['kernels']} | {r['instructions']:,} | "
-                         f"{r['ipm']} | {r['conv_ipm'] or '-'} | {heavy} | {r['conv_best_ipm'] or '-'} | "
-                         f"{r['depthwise_ipm'] or '-'} | {r['fc_ipm'] or '-'} | {up} | {r['flash_bytes']:,} | "
-                         f"{r['sram_bytes']:,} |")
+            up = f"{speedup(m, r):.2f}x" if r["kernels"] == "dsp" else ""
+            share = f"{100 * r['conv_macs_at_target']:.0f} %" if r["conv_macs_at_target"] is not None else "-"
+            lines.append(f"| {label} | {m['macs']:,} | {r['target']} | {r['kernels']} | {r['columns']} | "
+                         f"{r['instructions']:,} | {r['ipm']} | {r['conv_ipm'] or '-'} | {share} | {heavy} | "
+                         f"{r['conv_best_ipm'] or '-'} | {r['depthwise_ipm'] or '-'} | {r['fc_ipm'] or '-'} | {up} | "
+                         f"{r['flash_bytes']:,} | {r['sram_bytes']:,} | {r['arena_bytes']:,} |")
     return "\n".join(lines)
 
 
@@ -151,7 +167,7 @@ def main(argv=None) -> None:
             models.append(bench_model(name, Path(tmp)))
             print(f"{name}: {models[-1]['seconds']} s", file=sys.stderr)
     dsp_conv = [r["heaviest_conv"]["ipm"] for m in models for r in m["runs"]
-                if r["kernels"] == "dsp" and r["heaviest_conv"]]
+                if r["kernels"] == "dsp" and r["columns"] == "free" and r["heaviest_conv"]]
     gcc = subprocess.run([arm_gcc(), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     out = dict(python=platform.python_version(), compiler=gcc, counter="unicorn basic-block count (icount.py)",
                target_conv_ipm=TARGET_IPM, target_met=bool(dsp_conv) and max(dsp_conv) <= TARGET_IPM, models=models)

@@ -32,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--patch", default="off", metavar="auto|off|N,P", help="patch-based stage (see `kilobyte plan`)")
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
+    p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
+                   help="im2col columns for the Cortex-M DSP conv kernels: 'free' (default) widens 6 pixels at a time "
+                   "only where the bytes are free anyway, 'wide' everywhere, which can raise the SRAM peak for speed")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON")
     p.set_defaults(func=run)
 
@@ -42,7 +45,8 @@ def run(args) -> int:
     model = load_model(args)
     device = get_device(args)
     result = compile_model(model, args.out, data=args.data, samples=args.samples,
-                           patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace)
+                           patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace,
+                           conv_columns=args.conv_columns)
     report, overflow = measured_fit(fit_report(result, device), result, device)
     if args.json:
         print_json(report)

@@ -25,6 +25,9 @@ def register(sub) -> None:
                    help="for --patch auto: largest extra MACs allowed, e.g. 0.15")
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
+    p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
+                   help="im2col columns for the Cortex-M DSP conv kernels: 'free' (default) widens 6 pixels at a time "
+                   "only where the bytes are free anyway, 'wide' everywhere, which can raise the SRAM peak for speed")
     p.add_argument("--no-reorder", action="store_true", help="keep the graph's own operator order")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot live memory per step: per-layer vs planned")
@@ -66,7 +69,8 @@ def run(args) -> int:
     inplace = not args.no_inplace
     opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
                        concat_in_place=inplace, fuse_add=inplace, reorder=not args.no_reorder,
-                       patch=parse_patch(args.patch, model.graph), max_mac_overhead=args.max_mac_overhead)
+                       patch=parse_patch(args.patch, model.graph), max_mac_overhead=args.max_mac_overhead,
+                       conv_columns=args.conv_columns)
     plan = make_plan(model.graph, opts)
     device = get_device(args)
     flash = _flash_bytes(model.graph)

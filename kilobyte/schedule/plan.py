@@ -27,6 +27,7 @@ from .scratch import adaptive_im2col, free_conv_columns
 DEFAULT_OPTIONS = PlanOptions()
 
 IM2COL_MODES = ("per-layer", "model-adaptive")
+CONV_COLUMN_MODES = ("free", "wide")  # PlanOptions.conv_columns
 ARENA_STRATEGIES = ("auto", "greedy", "exact")
 
 
@@ -41,6 +42,8 @@ def _check_options(options: PlanOptions) -> None:
     problems = [
         (patch_ok, f"patch must be None, 'off', 'auto' or (n_nodes, grid), not {patch!r}"),
         (options.im2col in IM2COL_MODES, f"im2col must be one of {IM2COL_MODES}, not {options.im2col!r}"),
+        (options.conv_columns in CONV_COLUMN_MODES,
+         f"conv_columns must be one of {CONV_COLUMN_MODES}, not {options.conv_columns!r}"),
         (options.arena_strategy in ARENA_STRATEGIES,
          f"arena_strategy must be one of {ARENA_STRATEGIES}, not {options.arena_strategy!r}"),
         (options.alignment >= 1, f"alignment must be >= 1, not {options.alignment}"),
@@ -97,6 +100,10 @@ def _sized(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage):
     live = analyze(graph, order, options, aliases=aliases, stage=stage)
     layout = _layout(live, stage, options)
     skip = len(stage.nodes) if stage else 0
+    if options.conv_columns == "wide":  # six columns for every conv, paid for with SRAM where there is no room
+        wide = free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], None, live.fused)
+        live = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=wide)
+        return live, _layout(live, stage, options), []
     for wide in (True, False):  # six columns where they fit; if their layout fragments the arena, two for 1x1s
         free = free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
                                  live.fused, wide)

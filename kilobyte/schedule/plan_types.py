@@ -21,6 +21,7 @@ class PlanOptions:
     patch: str | tuple[int, int] | None = None  # None/"off", "auto", or (n_nodes, grid)
     max_mac_overhead: float | None = None  # for patch "auto": e.g. 0.15 = at most +15 % MACs
     im2col: str = "per-layer"  # or "model-adaptive" (thesis Eq. 3.1-3.2)
+    conv_columns: str = "free"  # "wide": 6 im2col columns for every conv, even where that raises the peak (speed)
     arena_strategy: str = "auto"  # "greedy", "exact" or "auto" (exact when small)
     exact_budget: int = 200_000  # DP states before the reorder falls back to a heuristic
     alignment: int = 4  # byte alignment of every arena offset

@@ -97,14 +97,16 @@ def adaptive_im2col(graph: Graph, order, live_bytes, scratch, peak: int) -> dict
     return sizes
 
 
-def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int, fused, wide: bool = True) -> dict[str, int]:
+def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int | None, fused,
+                      wide: bool = True) -> dict[str, int]:
     """More im2col columns from bytes that are free anyway: node -> scratch bytes, for unfused CONV_2D steps.
 
     With `wide`, each gets WIDE_COLUMNS int16 columns of kh*kw*Cin (`12*kh*kw*Cin` bytes) where its step has that room
     under the planned `peak` and it has at least 3 output pixels (the Cortex-M DSP kernels then run 1 channel x 3-6
     pixels per weight load); otherwise a 1x1 conv gets the two columns of `conv_columns_bytes` where those fit (its
     kernel then pre-widens two pixels once for all output channels instead of unpacking them per channel pair).
-    Never raises the peak: steps without room keep what they have."""
+    Never raises the peak: steps without room keep what they have. `peak` None: every step has room (the plan
+    option conv_columns="wide", which trades SRAM for speed)."""
     sizes: dict[str, int] = {}
     nodes = {n.name: n for n in graph.nodes}
     for i, name in enumerate(order):
@@ -114,9 +116,9 @@ def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int, fused
         two = conv_columns_bytes(graph, node)
         columns = two // IM2COL_COLUMNS * WIDE_COLUMNS
         _, ho, wo, _ = graph.tensors[node.outputs[0]].shape
-        base = live_bytes[i] - scratch[i]
-        if wide and ho * wo >= 3 and base + columns <= peak:
+        base, room = live_bytes[i] - scratch[i], peak if peak is not None else float("inf")
+        if wide and ho * wo >= 3 and base + columns <= room:
             sizes[name] = columns
-        elif not scratch[i] and base + two <= peak:
+        elif not scratch[i] and base + two <= room:
             sizes[name] = two
     return sizes

@@ -251,6 +251,20 @@ def test_convs_get_more_columns_only_from_free_bytes(monkeypatch):
     assert_executes(q, with_cols, x)
 
 
+def test_wide_conv_columns_trade_sram_for_six_columns_everywhere():
+    """conv_columns="wide": every unfused conv with >= 3 output pixels gets six columns, where needed above the
+    default peak; the plan still executes exactly."""
+    q, x = _int8(small_cnn())
+    free, wide = make_plan(q), make_plan(q, PlanOptions(conv_columns="wide"))
+    convs = {n.name: int(np.prod(q.tensors[n.inputs[1]].shape[1:])) for n in q.nodes if n.op is Op.CONV_2D
+             and n.name not in wide.fused and np.prod(q.tensors[n.outputs[0]].shape[1:3]) >= 3}
+    assert convs and all(wide.scratch[name][1] == 12 * k for name, k in convs.items())
+    assert wide.peak_bytes >= free.peak_bytes
+    assert_executes(q, wide, x)
+    with pytest.raises(KilobyteError, match="conv_columns must be one of"):
+        make_plan(q, PlanOptions(conv_columns="fast"))
+
+
 def test_plan_to_dict_is_json_with_the_agreed_keys():
     plan = make_plan(small_cnn())
     d = json.loads(json.dumps(plan_to_dict(plan)))
