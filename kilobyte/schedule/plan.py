@@ -175,7 +175,7 @@ def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
     >>> y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((8, 3, 3, 4))})
     >>> p = make_plan(b.build([b.node(Op.RELU, [y])]))
     >>> p.peak_bytes, p.arena_bytes, p.scratch, p.input_bytes
-    (1024, 1024, {'conv_2d_0': (512, 144)}, 256)
+    (1024, 1024, {'conv_2d_0': (512, 432)}, 256)
     """
     _check_options(options)
     chosen, stage, notes = _choose_order(graph, options)

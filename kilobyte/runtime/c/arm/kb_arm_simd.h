@@ -388,9 +388,8 @@ static inline __attribute__((always_inline)) void kb_dot_1x2_cols(const int8_t *
     "smlad " b ", r10, r12, " b "\n\tsmlad " b ", r11, lr, " b "\n\t"
 #define KB_COLS_1(a) "ldrd r8, r9, [r0], #8\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"
 
-#define KB_DOT_1XN(name, accs, broadcast, step)                                                                 \
-    __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups,       \
-                                                    int32_t *acc)                                               \
+#define KB_DOT_1XN(name, arg, broadcast, step, finish)                                                          \
+    __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups, arg)  \
     {                                                                                                           \
         __asm__ volatile(                                                                                       \
             "push {r4-r11, lr}\n\t"                                                                             \
@@ -410,20 +409,54 @@ static inline __attribute__((always_inline)) void kb_dot_1x2_cols(const int8_t *
             "4:\n\t"                                                                                            \
             "ldr r8, [sp, #8]\n\t"                                                                              \
             "cmp r1, r8\n\t"                                                                                    \
-            "bne 3b\n\t"                                                                                        \
-            "ldr r8, [sp, #4]\n\t"                                                                              \
-            "stmia r8, {" accs "}\n\t"                                                                          \
+            "bne 3b\n\t" finish                                                                                 \
             "add sp, sp, #16\n\t"                                                                               \
             "pop {r4-r11, pc}\n");                                                                              \
     }
 
-KB_DOT_1XN(kb_dot_1x6_cols, "r2-r7", "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\tmov r6, r2\n\tmov r7, r2\n\t",
-           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5") KB_COLS_2("r6", "r7"))
-KB_DOT_1XN(kb_dot_1x5_cols, "r2-r6", "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\tmov r6, r2\n\t",
-           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5") KB_COLS_1("r6"))
-KB_DOT_1XN(kb_dot_1x4_cols, "r2-r5", "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\t",
-           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5"))
-KB_DOT_1XN(kb_dot_1x3_cols, "r2-r4", "mov r3, r2\n\tmov r4, r2\n\t",
-           KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_1("r4"))
+#define KB_STORE(accs) "ldr r8, [sp, #4]\n\tstmia r8, {" accs "}\n\t"
+#define KB_BROADCAST6 "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\tmov r6, r2\n\tmov r7, r2\n\t"
+#define KB_BROADCAST5 "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\tmov r6, r2\n\t"
+#define KB_BROADCAST4 "mov r3, r2\n\tmov r4, r2\n\tmov r5, r2\n\t"
+#define KB_BROADCAST3 "mov r3, r2\n\tmov r4, r2\n\t"
+#define KB_STEP6 KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5") KB_COLS_2("r6", "r7")
+#define KB_STEP5 KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5") KB_COLS_1("r6")
+#define KB_STEP4 KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_2("r4", "r5")
+#define KB_STEP3 KB_W_STEP KB_COLS_2("r2", "r3") KB_COLS_1("r4")
+
+KB_DOT_1XN(kb_dot_1x6_cols, int32_t *acc, KB_BROADCAST6, KB_STEP6, KB_STORE("r2-r7"))
+KB_DOT_1XN(kb_dot_1x5_cols, int32_t *acc, KB_BROADCAST5, KB_STEP5, KB_STORE("r2-r6"))
+KB_DOT_1XN(kb_dot_1x4_cols, int32_t *acc, KB_BROADCAST4, KB_STEP4, KB_STORE("r2-r5"))
+KB_DOT_1XN(kb_dot_1x3_cols, int32_t *acc, KB_BROADCAST3, KB_STEP3, KB_STORE("r2-r4"))
+
+/* The same blocks with the requantisation and the stores done while the accumulators are still in registers, for
+ * the common case of kb_arm_rq1 (left == 0, right >= 1, clamp [-128, 127]): per output two multiply-accumulates
+ * (SMLAL, then SUBS/SBC for the [x < 0] * 2^31 term), ASR, QADD, SSAT and the store, 12 instructions. The job holds
+ * the channel's bias (the accumulators' start), multiplier, rounding constant, right - 1 and output offset, and the
+ * block's output pointers, each advanced by one byte per call (the next channel's output). */
+typedef struct {
+    int32_t bias;      /* +0 */
+    int32_t mult;      /* +4 */
+    uint32_t round_lo; /* +8: 2^30 + 2^(30 + right), 64 bits */
+    int32_t round_hi;  /* +12 */
+    int32_t right1;    /* +16: right - 1 >= 0 */
+    int32_t out_offset; /* +20 */
+    int8_t *y[6];      /* +24: the outputs of pixel c, channel co (advanced to co + 1) */
+} kb_wide_job;
+
+#define KB_RQ(a, off)                                                                                           \
+    "mov r1, r9\n\tmov lr, r10\n\tsmlal r1, lr, " a ", r8\n\tlsr " a ", " a ", #31\n\t"                        \
+    "subs r1, r1, " a ", lsl #31\n\tsbc lr, lr, #0\n\tasr lr, lr, r11\n\tqadd lr, lr, r12\n\t"                 \
+    "ssat lr, #8, lr\n\tldr r1, [r0, #" off "]\n\tstrb lr, [r1], #1\n\tstr r1, [r0, #" off "]\n\t"
+#define KB_RQ_SETUP "ldr r0, [sp, #4]\n\tldrd r8, r9, [r0, #4]\n\tldrd r10, r11, [r0, #12]\n\tldr r12, [r0, #20]\n\t"
+#define KB_RQ3 KB_RQ_SETUP KB_RQ("r2", "24") KB_RQ("r3", "28") KB_RQ("r4", "32")
+#define KB_RQ4 KB_RQ3 KB_RQ("r5", "36")
+#define KB_RQ5 KB_RQ4 KB_RQ("r6", "40")
+#define KB_RQ6 KB_RQ5 KB_RQ("r7", "44")
+
+KB_DOT_1XN(kb_wide_1x6, kb_wide_job *job, KB_BROADCAST6, KB_STEP6, KB_RQ6)
+KB_DOT_1XN(kb_wide_1x5, kb_wide_job *job, KB_BROADCAST5, KB_STEP5, KB_RQ5)
+KB_DOT_1XN(kb_wide_1x4, kb_wide_job *job, KB_BROADCAST4, KB_STEP4, KB_RQ4)
+KB_DOT_1XN(kb_wide_1x3, kb_wide_job *job, KB_BROADCAST3, KB_STEP3, KB_RQ3)
 
 #endif /* KB_ARM_SIMD_H */

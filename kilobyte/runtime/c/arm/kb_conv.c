@@ -288,7 +288,13 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
         const int8_t *row = in + (iy0 * p->in_row + ix0) * cin;
         int8_t *dst = cols + 8 * c;
         for (int32_t ky = 0; ky < p->k_h; ++ky, row += pitch) {
-            for (const int8_t *src = row, *end = row + len; src != end;) {
+            const int8_t *src = row, *end = row + len;
+            for (const int8_t *end8 = row + (len & ~7); src != end8;) {  /* two groups per iteration */
+                const int32_t x = kb_ld4_inc(&src), x1 = kb_ld4_inc(&src);
+                kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
+                kb_st2_inc(&dst, __sxtab16(off2, x1), kb_sxtab16_odd(off2, x1), step);
+            }
+            if (src != end) {
                 const int32_t x = kb_ld4_inc(&src);
                 kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
             }
@@ -410,27 +416,43 @@ static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int
 }
 
 /* Every output pixel (at least 3) in blocks of wide_block pixels: the block's windows widened into as many columns,
- * then each output channel: one kb_dot_1x<N>_cols call, the n & 3 tail values, N requantised stores. */
+ * then each output channel in one kb_wide_1x<N> call (dot products, requantisation and stores in assembly) when the
+ * reduction has no n & 3 tail, the clamp is [-128, 127] and the multiplier is < 1 (shift < 0), as in most layers;
+ * otherwise kb_dot_1x<N>_cols, the tail and store_block in C. */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
 {
+    typedef void kb_wide_fn(const int8_t *cols, const int8_t *w, int32_t groups, kb_wide_job *job);
     static kb_dot_1xn *const dot[KB_WIDE_COLS + 1] = {0, 0, 0, kb_dot_1x3_cols, kb_dot_1x4_cols, kb_dot_1x5_cols,
                                                        kb_dot_1x6_cols};
+    static kb_wide_fn *const fused[KB_WIDE_COLS + 1] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
     const int32_t groups = j.n >> 2, body = j.n & ~3, t = j.n & 3;
+    const int full_clamp = t == 0 && j.act_min == -128 && j.act_max == 127;
     for (int32_t k = 0; k < pixels;) {
         const int32_t n = wide_block(pixels - k);
         int8_t *y[KB_WIDE_COLS];
+        kb_wide_job job;
+        job.out_offset = j.out_offset;
         for (int32_t c = 0; c < n; ++c) {
             const int32_t oy = (k + c) / out_w, ox = (k + c) % out_w;
             widen_window(p, in, oy, ox, c, n, cols);
-            y[c] = out + (oy * out_row + ox) * cs;
+            y[c] = job.y[c] = out + (oy * out_row + ox) * cs;
         }
         kb_dot_1xn *const dot_n = dot[n];
+        kb_wide_fn *const fused_n = fused[n];
         const int8_t *tail = cols + 2 * n * body;
         for (int32_t co = 0; co < j.out_c; ++co) {
             const int8_t *wc = w + co * j.n;
+            const int32_t sh = shift[co];
+            if (full_clamp && sh < 0) {
+                const uint64_t round = (1ull << 30) + ((uint64_t)(1u << -sh) << 30);  /* no variable 64-bit shift */
+                job.bias = bias[co], job.mult = mult[co], job.right1 = -sh - 1;
+                job.round_lo = (uint32_t)round, job.round_hi = (int32_t)(round >> 32);
+                fused_n(cols, wc, groups, &job);  /* stores channel co and advances job.y */
+                continue;
+            }
             int32_t acc[KB_WIDE_COLS];
             acc[0] = bias[co];
             dot_n(cols, wc, groups, acc);
@@ -441,8 +463,11 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
                     acc[c] = kb_wrapping_add(acc[c], x * wc[body + i]);
                 }
             }
-            const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+            const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], sh, j.out_offset, j.act_min, j.act_max);
             store_block(&q, acc, y, n, co);
+            for (int32_t c = 0; c < n; ++c) {
+                ++job.y[c];
+            }
         }
         k += n;
     }
