@@ -487,55 +487,81 @@ DOT_C = """#include <string.h>
 #include "kb_arm_simd.h"
 int8_t kb_arena[KB_ARENA_BYTES];
 typedef void kb_dot_fn(const int8_t *, const int8_t *, int32_t, int32_t *);
+typedef void kb_wide_fn(const int8_t *, const int8_t *, int32_t, kb_wide_job *);
 void kb_invoke(const int8_t *input, int8_t *output)
 {
     static kb_dot_fn *const dot[7] = {0, 0, 0, kb_dot_1x3_cols, kb_dot_1x4_cols, kb_dot_1x5_cols, kb_dot_1x6_cols};
-    for (int32_t i = 0; i < %(cases)d; ++i) {  /* case i: n, groups, bias, then cols (int16), then weights */
-        int32_t head[3], acc[6] = {0};
+    static kb_wide_fn *const wide[7] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
+    for (int32_t i = 0; i < %(cases)d; ++i) {  /* case: n, groups, bias, mult, shift, out_offset, cols, weights */
+        int32_t head[6], acc[6] = {0};
         memcpy(head, input, sizeof head);
+        const int8_t *cols = input + sizeof head, *w = cols + 8 * head[0] * head[1];
+        int8_t *out = output + 32 * i;
         acc[0] = head[2];
-        const int8_t *cols = input + 12, *w = cols + 8 * head[0] * head[1];
         dot[head[0]](cols, w, head[1], acc);
-        memcpy(output + 24 * i, acc, sizeof acc);
-        input = w + 4 * head[1] + (-(4 * head[1]) & 3);
+        memcpy(out, acc, sizeof acc);
+        const int32_t right = -head[4];  /* >= 1 */
+        const uint64_t round = (1ull << 30) + ((uint64_t)(1u << right) << 30);
+        kb_wide_job job = {head[2], head[3], (uint32_t)round, (int32_t)(round >> 32), right - 1, head[5], {0}};
+        for (int32_t c = 0; c < head[0]; ++c) {
+            job.y[c] = out + 24 + c;
+        }
+        wide[head[0]](cols, w, head[1], &job);
+        input = w + 4 * head[1];
     }
 }
 """
 
 
 def test_dot_1xn_cols_equal_numpy_on_target(tmp_path):
-    """kb_dot_1x<N>_cols (hand-written assembly, N = 3..6) against numpy: the raw int32 accumulators, wrapping, for
-    every group count 0-9 (0-3 single steps before the 4-step loop) and longer, with extreme values (|x| = 255,
-    w = -128) and biases near the int32 limits. Requantisation could hide a small error; this cannot."""
+    """The hand-written assembly blocks against numpy, N = 3..6: kb_dot_1x<N>_cols's raw int32 accumulators
+    (wrapping) and kb_wide_1x<N>'s requantised int8 outputs (TFLite's double rounding, output offset, clamp
+    [-128, 127]), for every group count 0-9 (0-3 single steps before the 4-step loop) and longer, extreme values
+    (|x| = 255, w = -128), biases near the int32 limits, every right shift 1-31 and rounding ties (groups = 0:
+    the accumulator is the bias, multiplier 2^30)."""
     rng = np.random.default_rng(5)
-    parts, want = [], []
+    parts, want_acc, want_out = [], [], []
+    edges = np.array([0, 1, -1, 2, -2, 3, -3, 2**31 - 1, -2**31, 2**30, -2**30, 5 << 20, -(5 << 20)])
     for n in (3, 4, 5, 6):
-        for groups in (*range(10), 16, 37):
+        for groups in (*range(10), 16, 37, *[0] * 24):
             x = rng.integers(-255, 256, (groups, n, 4))  # value 4g + j of column c, before the {0,2,1,3} order
             w = rng.integers(-128, 128, (groups, 4))
             if groups % 3 == 0:
                 x[:] = rng.choice([-255, 255], x.shape)
                 w[:] = rng.choice([-128, 127], w.shape)
-            bias = int(rng.choice([rng.integers(-2**31, 2**31), 2**31 - 1, -2**31]))
+            bias = int(rng.choice(edges)) if groups == 0 else int(rng.integers(-2**31, 2**31))
+            mult = 2**30 if groups == 0 and rng.random() < 0.5 else int(rng.integers(2**30, 2**31))
+            shift, zo = -int(rng.integers(1, 32)), int(rng.integers(-128, 128))
+            if groups == 0 and rng.random() < 0.75:  # an unsaturated result next to a rounding boundary (or a tie)
+                top = max(1, min(100, mult >> -shift))
+                v = int(rng.integers(-top, top)) + float(rng.choice([0.0, 0.5]))
+                bias = int(np.clip(round(v * 2.0 ** (31 - shift) / mult) + int(rng.integers(-2, 3)), -2**31,
+                                   2**31 - 1))
+                zo = int(rng.integers(-20, 21))
             cols = x[:, :, [0, 2, 1, 3]].astype(np.int16)  # per group and column: (x0, x2), (x1, x3)
-            wb = w.astype(np.int8).reshape(-1)
-            parts += [np.array([n, groups, bias], np.int32).view(np.int8), cols.reshape(-1).view(np.int8), wb,
-                      np.zeros(-wb.size % 4, np.int8)]
-            sums = (x * w[:, None, :]).sum(axis=(0, 2)) + bias
+            parts += [np.array([n, groups, bias, mult, shift, zo], np.int32).view(np.int8),
+                      cols.reshape(-1).view(np.int8), w.astype(np.int8).reshape(-1)]
             acc = np.zeros(6, np.int64)
-            acc[:n] = sums
-            want.append(((acc + 2**31) % 2**32 - 2**31).astype(np.int32))
+            acc[:n] = (x * w[:, None, :]).sum(axis=(0, 2)) + bias
+            acc = (acc + 2**31) % 2**32 - 2**31
+            want_acc.append(acc.astype(np.int32))
+            scaled = arith.multiply_by_quantized_multiplier(acc[:n], np.full(n, mult), np.full(n, shift))
+            out = np.zeros(8, np.int8)
+            out[:n] = np.clip(scaled.astype(np.int64) + zo, -128, 127)
+            want_out.append(out)
     data = np.concatenate(parts)
     src = tmp_path / "src"
     src.mkdir()
     for name in (*rt.HEADERS, "arm/kb_arm_simd.h"):
         (src / Path(name).name).write_text((rt.C_DIR / name).read_text())
-    write_model_h(src, 8, data.size, 24 * len(want))
-    (src / "model.c").write_text(DOT_C % {"cases": len(want)})
+    write_model_h(src, 8, data.size, 32 * len(want_acc))
+    (src / "model.c").write_text(DOT_C % {"cases": len(want_acc)})
     for target in TARGETS:
         build = build_firmware(tmp_path, target, kernels="dsp", out_dir=tmp_path / f"fw-{target}")
-        got = run_qemu(build, data, timeout=60).output.view(np.int32).reshape(len(want), 6)
-        np.testing.assert_array_equal(got, np.stack(want), err_msg=f"kb_dot_1xN_cols on {target}")
+        got = run_qemu(build, data, timeout=60).output.reshape(len(want_acc), 32)
+        np.testing.assert_array_equal(got[:, :24].copy().view(np.int32), np.stack(want_acc),
+                                      err_msg=f"kb_dot_1xN_cols on {target}")
+        np.testing.assert_array_equal(got[:, 24:], np.stack(want_out), err_msg=f"kb_wide_1xN on {target}")
 
 
 # -- compiled models ---------------------------------------------------------------------------------------------------
