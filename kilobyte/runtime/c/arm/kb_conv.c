@@ -465,7 +465,7 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
             }
             const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], sh, j.out_offset, j.act_min, j.act_max);
             store_block(&q, acc, y, n, co);
-            for (int32_t c = 0; c < n; ++c) {
+            for (int32_t c = 0; c < n && full_clamp; ++c) {  /* keep job.y at channel co + 1 for kb_wide_1x<N> */
                 ++job.y[c];
             }
         }
