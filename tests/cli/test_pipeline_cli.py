@@ -71,6 +71,17 @@ def test_plan_no_inplace_is_never_smaller(capsys):
     assert peaks[0] <= peaks[1]
 
 
+def test_plan_wide_conv_columns_trades_sram_for_columns(capsys):
+    """--conv-columns wide: mnist-cnn's peak conv gets six columns too, so its peak rises (by 1,152 B: 12*3*3*16 minus
+    the two columns it had, 4*3*3*16)."""
+    plans = {}
+    for mode in ("free", "wide"):
+        code, out, _ = cli(capsys, "plan", "mnist-cnn", "--json", "--conv-columns", mode)
+        assert code == 0
+        plans[mode] = json.loads(out)
+    assert plans["wide"]["peak_bytes"] - plans["free"]["peak_bytes"] == (12 - 4) * 3 * 3 * 16
+
+
 def test_plan_bad_patch_spec(capsys):
     code, _, err = cli(capsys, "plan", "mnist-cnn", "--patch", "lots")
     assert code == 1 and "--patch 'lots'" in err
