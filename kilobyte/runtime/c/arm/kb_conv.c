@@ -1,9 +1,12 @@
 /* Kilobyte runtime, Cortex-M DSP kernels: int8 CONV_2D on Armv7E-M SIMD (SMLAD), bit-identical to ../kb_conv.c.
  *
  * Same functions, arguments and layouts as the portable file (in (in_h, in_w, in_c) with pixel stride in_cstride
- * and row pitch in_row; w OHWI; out with out_cstride and out_row). Two paths:
- *   - with scratch (the planner's two int16 im2col columns) and out_c >= KB_COLS_MIN_OUT_C: conv_cols below, two
- *     pixels pre-widened once for all output channels, ~1 instruction per MAC in the inner loop;
+ * and row pitch in_row; w OHWI; out with out_cstride and out_row). Three paths (out_c >= KB_COLS_MIN_OUT_C for the
+ * first two):
+ *   - scratch of six int16 im2col columns (p->scratch_bytes, granted by the planner from free bytes) and >= 3 output
+ *     pixels: conv_wide below, 3-6 pixels pre-widened once for all output channels, 1 channel x N pixels per weight
+ *     load in assembly (kb_arm_simd.h), ~0.78 instructions per MAC in the loop;
+ *   - scratch of two columns (what every planned conv scratch holds): conv_cols, 2 channels x 2 pixels, ~1.03;
  *   - otherwise direct convolution, described here.
  * Direct: each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
  * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
