@@ -342,6 +342,21 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j,
     } else {
         kb_dot_1x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
     }
+    if (j.act_min == -128 && j.act_max == 127 && shift[co] < 0 && shift[co1] < 0) {  /* SSAT is the clamp */
+        const kb_arm_rq1 q0 = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+        const kb_arm_rq1 q1 = kb_arm_rq1_of(mult[co1], shift[co1], j.out_offset, j.act_min, j.act_max);
+        ya[co] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q0, acc[0], 0), j.out_offset), 8);
+        if (yb) {
+            yb[co] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q0, acc[2], 0), j.out_offset), 8);
+        }
+        if (co1 != co) {
+            ya[co1] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q1, acc[1], 0), j.out_offset), 8);
+            if (yb) {
+                yb[co1] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q1, acc[3], 0), j.out_offset), 8);
+            }
+        }
+        return;
+    }
     const kb_arm_rq q0 = kb_arm_rq_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
     ya[co] = kb_arm_rq_apply(&q0, acc[0]);
     if (yb) {
