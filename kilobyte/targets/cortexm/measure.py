@@ -5,8 +5,9 @@ SRAM = every allocated section in the RAM region (.stack reserve, .data, .bss) â
 gives. Both are split by symbol name, following the code generator's naming contract:
 
     flash: weights  = objects kb_w_*, kb_b_*, kb_mult_*, kb_shift_*   (const arrays in .rodata)
-           kernels  = functions kb_* (runtime kernels, the generated kb_layer_* functions and kb_invoke) and the
-                      static helpers of the runtime files and model.c (by the ELF's STT_FILE entries)
+           kernels  = functions kb_* (runtime kernels, the generated kb_layer_* functions and kb_invoke), the
+                      static helpers of the runtime files and model.c, and the runtime files' own static constant
+                      tables (by the ELF's STT_FILE entries)
            other    = the rest (startup, semihosting, libc, parameter structs, strings)
     sram:  arena    = the object kb_arena;  stack = the .stack reserve;  other = firmware buffers, libc state
 """
@@ -103,11 +104,16 @@ def measure(build) -> dict[str, Any]:
     """Flash and SRAM of a `FirmwareBuild` in bytes, split as the module docstring says."""
     sections = elf_sections(build.elf)
     symbols = elf_symbols(build.elf)
-    ram_lo = build.board.ram_origin
+    ram_lo, flash_lo = build.board.ram_origin, build.board.flash_origin
+
+    def in_flash(address: int) -> bool:
+        return flash_lo <= address < flash_lo + build.board.flash_bytes
+
     flash = sum(s.size for s in sections if s.has_contents)
     sram = sum(s.size for s in sections if ram_lo <= s.address < ram_lo + build.board.ram_bytes)
     weights = _unique_size([s for s in symbols if s.kind == "object" and _WEIGHTS.match(s.name)])
-    kernels = _unique_size([s for s in symbols if s.kind == "func" and _is_kernel_code(s)])
+    kernels = _unique_size([s for s in symbols if (s.kind == "func" and _is_kernel_code(s)) or
+                            (s.kind == "object" and s.source.startswith("kb_") and in_flash(s.address))])
     arena = _unique_size([s for s in symbols if s.kind == "object" and s.name == "kb_arena"])
     stack = sum(s.size for s in sections if s.name == ".stack")
     return {
