@@ -104,12 +104,15 @@ def _sized(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage):
         wide = free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], None, live.fused)
         live = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=wide)
         return live, _layout(live, stage, options), []
-    for wide in (True, False):  # six columns where they fit; if their layout fragments the arena, two for 1x1s
-        free = free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
+    def free_columns(wide: bool) -> dict[str, int]:
+        return free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
                                  live.fused, wide)
+
+    free = free_columns(True)  # six columns where they fit under the peak
+    grown = _grown(graph, order, options, aliases, stage, (live, layout), free)
+    if grown[0] is live:  # their layout would enlarge the arena (fragmentation): two columns for 1x1 convs only
+        free = free_columns(False)
         grown = _grown(graph, order, options, aliases, stage, (live, layout), free)
-        if grown[0] is not live or not free:
-            break
     live, layout = grown[:2]
     if options.im2col != "model-adaptive":
         return live, layout, []

@@ -45,21 +45,22 @@ def padded_channel_bytes(graph: Graph, node: Node) -> int:
     return (h + t + b) * (w + left + r)
 
 
-def im2col_column_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of one im2col column of a CONV_2D: kh*kw*Cin int16 values; 0 for 1x1 (no im2col)."""
-    if node.op is not Op.CONV_2D:
-        return 0
+def column_bytes(graph: Graph, node: Node) -> int:
+    """Bytes of one int16 column of a CONV_2D's window, kh*kw*Cin values, whatever the kernel size."""
     _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-    if kh * kw == 1:
-        return 0
     return IM2COL_ELEMENT_BYTES * kh * kw * cin
 
 
+def im2col_column_bytes(graph: Graph, node: Node) -> int:
+    """Bytes of one im2col column of a CONV_2D: kh*kw*Cin int16 values; 0 for 1x1 (no im2col)."""
+    if node.op is not Op.CONV_2D or graph.tensors[node.inputs[1]].shape[1:3] == (1, 1):
+        return 0
+    return column_bytes(graph, node)
+
+
 def conv_columns_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h):
-    IM2COL_COLUMNS * kh*kw*Cin int16 values, whatever the kernel size."""
-    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-    return IM2COL_COLUMNS * IM2COL_ELEMENT_BYTES * kh * kw * cin
+    """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h)."""
+    return IM2COL_COLUMNS * column_bytes(graph, node)
 
 
 def im2col_columns(graph: Graph, node: Node, scratch_bytes: int) -> int:
@@ -113,8 +114,7 @@ def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int | None
         node = nodes[name]
         if node.op is not Op.CONV_2D or name in fused:
             continue
-        two = conv_columns_bytes(graph, node)
-        columns = two // IM2COL_COLUMNS * WIDE_COLUMNS
+        two, columns = conv_columns_bytes(graph, node), WIDE_COLUMNS * column_bytes(graph, node)
         _, ho, wo, _ = graph.tensors[node.outputs[0]].shape
         base, room = live_bytes[i] - scratch[i], peak if peak is not None else float("inf")
         if wide and ho * wo >= 3 and base + columns <= room:

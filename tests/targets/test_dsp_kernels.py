@@ -500,9 +500,7 @@ void kb_invoke(const int8_t *input, int8_t *output)
         acc[0] = head[2];
         dot[head[0]](cols, w, head[1], acc);
         memcpy(out, acc, sizeof acc);
-        const int32_t right = -head[4];  /* >= 1 */
-        const uint64_t round = (1ull << 30) + ((uint64_t)(1u << right) << 30);
-        kb_wide_job job = {head[2], head[3], (uint32_t)round, (int32_t)(round >> 32), right - 1, head[5], {0}};
+        kb_wide_job job = {head[2], kb_arm_rq1_of(head[3], head[4], head[5], -128, 127), {0}};  /* shift < 0 */
         for (int32_t c = 0; c < head[0]; ++c) {
             job.y[c] = out + 24 + c;
         }

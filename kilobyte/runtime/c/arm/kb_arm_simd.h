@@ -16,6 +16,7 @@
 #define KB_ARM_SIMD_H
 
 #include <arm_acle.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -136,23 +137,50 @@ static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
  * it; [h < 0] may be replaced by [x < 0] because x < 0 with h >= 0 means h = 0, which rounds to 0 either way. With
  * r = 0 it is the first step alone, (x * mult + 2^30) >> 31. Checked against kb_requantize on target (see
  * tests/targets/test_dsp_kernels.py) and, over all r, against numpy. */
-typedef struct {
-    int32_t mult, left;
-    int32_t right1;              /* right - 1; -1 when right == 0 */
-    uint32_t round_lo;           /* 2^30 + 2^(30 + right), or 2^30 when right == 0, as a 64-bit value */
+typedef struct {  /* field order: kb_wide_job's assembly loads mult .. out_offset with two LDRDs and one LDR */
+    int32_t mult;
+    uint32_t round_lo;  /* 2^30 + 2^(30 + right), or 2^30 when right == 0, as a 64-bit value */
     int32_t round_hi;
-    int32_t out_offset, act_min, act_max;
+    int32_t right1;     /* right - 1; -1 when right == 0 */
+    int32_t out_offset;
+    int32_t left, act_min, act_max;
+    int32_t fast;       /* left == 0, right >= 1 and clamp [-128, 127]: kb_arm_rq1_fast applies */
 } kb_arm_rq1;
+
+/* The clamp is the full int8 range (no activation, or ReLU with zero point -128): SSAT can do it. */
+static inline int kb_arm_full_clamp(int32_t act_min, int32_t act_max)
+{
+    return act_min == -128 && act_max == 127;
+}
+
+/* Whether the requantisation of (shift, clamp) is `fast`: multiplier < 1 (shift < 0) and the full clamp. */
+static inline int kb_arm_rq1_is_fast(int32_t shift, int32_t act_min, int32_t act_max)
+{
+    return shift < 0 && kb_arm_full_clamp(act_min, act_max);
+}
+
+/* mult, the rounding constant and right1 of a channel with shift < 0 (left == 0), the fields kb_wide_1x<N> reads;
+ * kb_arm_rq1_of sets them the same way. */
+static inline void kb_arm_rq1_scale_of(kb_arm_rq1 *q, int32_t mult, int32_t shift)
+{
+    const int32_t right = -shift;  /* 1..31 */
+    const uint64_t round = (1ull << 30) + ((uint64_t)(1u << right) << 30);  /* no variable 64-bit shift */
+    q->mult = mult, q->right1 = right - 1;
+    q->round_lo = (uint32_t)round, q->round_hi = (int32_t)(round >> 32);
+}
 
 static inline kb_arm_rq1 kb_arm_rq1_of(int32_t mult, int32_t shift, int32_t out_offset, int32_t act_min,
                                        int32_t act_max)
 {
     kb_arm_rq1 q;
-    const int32_t left = shift > 0 ? shift : 0, right = left - shift;
-    const int64_t round = ((int64_t)1 << 30) + (right ? (int64_t)1 << (30 + right) : 0);
-    q.mult = mult, q.left = left, q.right1 = right - 1;
-    q.round_lo = (uint32_t)round, q.round_hi = (int32_t)(round >> 32);
+    if (shift < 0) {
+        kb_arm_rq1_scale_of(&q, mult, shift);
+        q.left = 0;
+    } else {  /* right == 0: the first rounding alone */
+        q.mult = mult, q.left = shift, q.right1 = -1, q.round_lo = 1u << 30, q.round_hi = 0;
+    }
     q.out_offset = out_offset, q.act_min = act_min, q.act_max = act_max;
+    q.fast = kb_arm_rq1_is_fast(shift, act_min, act_max);
     return q;
 }
 
@@ -171,17 +199,21 @@ static inline __attribute__((always_inline)) int32_t kb_arm_scale1(const kb_arm_
     return hi >> q->right1;
 }
 
-static inline __attribute__((always_inline)) int8_t kb_arm_rq1_clamp(const kb_arm_rq1 *q, int32_t v)
+/* The common case (q->fast): SSAT is the clamp. */
+static inline __attribute__((always_inline)) int8_t kb_arm_rq1_fast(const kb_arm_rq1 *q, int32_t acc)
 {
-    v = __qadd(v, q->out_offset);
-    v = v < q->act_min ? q->act_min : v;
-    v = v > q->act_max ? q->act_max : v;
-    return (int8_t)v;
+    return (int8_t)__ssat(__qadd(kb_arm_scale1(q, acc, 0), q->out_offset), 8);
 }
 
 static inline int8_t kb_arm_rq1_apply(const kb_arm_rq1 *q, int32_t acc)
 {
-    return kb_arm_rq1_clamp(q, q->right1 < 0 ? kb_arm_scale1(q, acc, 1) : kb_arm_scale1(q, acc, 0));
+    if (q->fast) {
+        return kb_arm_rq1_fast(q, acc);
+    }
+    int32_t v = __qadd(q->right1 < 0 ? kb_arm_scale1(q, acc, 1) : kb_arm_scale1(q, acc, 0), q->out_offset);
+    v = v < q->act_min ? q->act_min : v;
+    v = v > q->act_max ? q->act_max : v;
+    return (int8_t)v;
 }
 
 static inline int8_t kb_arm_requantize1(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
@@ -430,29 +462,30 @@ KB_DOT_1XN(kb_dot_1x4_cols, int32_t *acc, KB_BROADCAST4, KB_STEP4, KB_STORE("r2-
 KB_DOT_1XN(kb_dot_1x3_cols, int32_t *acc, KB_BROADCAST3, KB_STEP3, KB_STORE("r2-r4"))
 
 /* The same blocks with the requantisation and the stores done while the accumulators are still in registers, for
- * the common case of kb_arm_rq1 (left == 0, right >= 1, clamp [-128, 127]): per output two multiply-accumulates
- * (SMLAL, then SUBS/SBC for the [x < 0] * 2^31 term), ASR, QADD, SSAT and the store, 12 instructions. The job holds
- * the channel's bias (the accumulators' start), multiplier, rounding constant, right - 1 and output offset, and the
- * block's output pointers, each advanced by one byte per call (the next channel's output). */
+ * channels whose kb_arm_rq1 is `fast`: per output two multiply-accumulates (SMLAL, then SUBS/SBC for the
+ * [x < 0] * 2^31 term), ASR, QADD, SSAT and the store, 12 instructions. The job holds the channel's bias (the
+ * accumulators' start) and requantisation, and the block's output pointers, each advanced by one byte per call (the
+ * next channel's output). The offsets below are the assembly's. */
 typedef struct {
-    int32_t bias;      /* +0 */
-    int32_t mult;      /* +4 */
-    uint32_t round_lo; /* +8: 2^30 + 2^(30 + right), 64 bits */
-    int32_t round_hi;  /* +12 */
-    int32_t right1;    /* +16: right - 1 >= 0 */
-    int32_t out_offset; /* +20 */
-    int8_t *y[6];      /* +24: the outputs of pixel c, channel co (advanced to co + 1) */
+    int32_t bias;
+    kb_arm_rq1 rq;
+    int8_t *y[6];  /* the outputs of pixel c, channel co (advanced to co + 1) */
 } kb_wide_job;
+
+_Static_assert(offsetof(kb_wide_job, rq.mult) == 4 && offsetof(kb_wide_job, rq.round_lo) == 8 &&
+               offsetof(kb_wide_job, rq.round_hi) == 12 && offsetof(kb_wide_job, rq.right1) == 16 &&
+               offsetof(kb_wide_job, rq.out_offset) == 20 && offsetof(kb_wide_job, y) == 40,
+               "kb_wide_job layout used by KB_RQ");
 
 #define KB_RQ(a, off)                                                                                           \
     "mov r1, r9\n\tmov lr, r10\n\tsmlal r1, lr, " a ", r8\n\tlsr " a ", " a ", #31\n\t"                        \
     "subs r1, r1, " a ", lsl #31\n\tsbc lr, lr, #0\n\tasr lr, lr, r11\n\tqadd lr, lr, r12\n\t"                 \
     "ssat lr, #8, lr\n\tldr r1, [r0, #" off "]\n\tstrb lr, [r1], #1\n\tstr r1, [r0, #" off "]\n\t"
 #define KB_RQ_SETUP "ldr r0, [sp, #4]\n\tldrd r8, r9, [r0, #4]\n\tldrd r10, r11, [r0, #12]\n\tldr r12, [r0, #20]\n\t"
-#define KB_RQ3 KB_RQ_SETUP KB_RQ("r2", "24") KB_RQ("r3", "28") KB_RQ("r4", "32")
-#define KB_RQ4 KB_RQ3 KB_RQ("r5", "36")
-#define KB_RQ5 KB_RQ4 KB_RQ("r6", "40")
-#define KB_RQ6 KB_RQ5 KB_RQ("r7", "44")
+#define KB_RQ3 KB_RQ_SETUP KB_RQ("r2", "40") KB_RQ("r3", "44") KB_RQ("r4", "48")
+#define KB_RQ4 KB_RQ3 KB_RQ("r5", "52")
+#define KB_RQ5 KB_RQ4 KB_RQ("r6", "56")
+#define KB_RQ6 KB_RQ5 KB_RQ("r7", "60")
 
 KB_DOT_1XN(kb_wide_1x6, kb_wide_job *job, KB_BROADCAST6, KB_STEP6, KB_RQ6)
 KB_DOT_1XN(kb_wide_1x5, kb_wide_job *job, KB_BROADCAST5, KB_STEP5, KB_RQ5)

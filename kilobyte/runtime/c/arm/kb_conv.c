@@ -251,6 +251,24 @@ static inline __attribute__((always_inline)) void kb_st2_inc(int8_t **dst, int32
     *dst += step;
 }
 
+/* len (a multiple of 4) values at src, plus the offset in both halves of off2, into whole groups of a column from
+ * dst on (group after group `step` bytes apart); returns the next group's address. */
+static inline __attribute__((always_inline)) int8_t *widen_run(const int8_t *src, int32_t len, int32_t off2,
+                                                               int8_t *dst, int32_t step)
+{
+    const int8_t *end = src + len;
+    for (const int8_t *end8 = src + (len & ~7); src != end8;) {  /* two groups per iteration */
+        const int32_t x = kb_ld4_inc(&src), x1 = kb_ld4_inc(&src);
+        kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
+        kb_st2_inc(&dst, __sxtab16(off2, x1), kb_sxtab16_odd(off2, x1), step);
+    }
+    if (src != end) {
+        const int32_t x = kb_ld4_inc(&src);
+        kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
+    }
+    return dst;
+}
+
 /* One tap's in_c values (src NULL: a padded tap, zeros) into column c of ncols at values [k0, k0 + in_c). */
 static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, int32_t in_c, int32_t offset,
                                                             int32_t k0, int32_t n, int32_t c, int32_t ncols,
@@ -262,10 +280,7 @@ static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, i
         int8_t *dst = cols + 2 * (ncols * k0 + 4 * c);
         i = in_c;
         if (src) {
-            for (const int8_t *end = src + in_c; src != end;) {
-                const int32_t x = kb_ld4_inc(&src);
-                kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
-            }
+            widen_run(src, in_c, off2, dst, step);
         } else {
             for (int32_t g = 0; g < in_c; g += 4) {
                 kb_st2_inc(&dst, 0, 0, step);
@@ -286,21 +301,12 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
     const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
     const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1, len = p->k_w * cin;
     if (run && (len & 3) == 0 && ix0 >= 0 && ix0 + p->k_w <= p->in_w && iy0 >= 0 &&
-        iy0 + (p->k_h - 1) * p->dil_h < p->in_h) {  /* all taps inside, rows of whole groups: one loop per row */
+        iy0 + (p->k_h - 1) * p->dil_h < p->in_h) {  /* all taps inside, rows of whole groups: one run per row */
         const int32_t off2 = kb_offset2(p->in_offset), step = 8 * ncols, pitch = p->dil_h * p->in_row * cin;
         const int8_t *row = in + (iy0 * p->in_row + ix0) * cin;
         int8_t *dst = cols + 8 * c;
         for (int32_t ky = 0; ky < p->k_h; ++ky, row += pitch) {
-            const int8_t *src = row, *end = row + len;
-            for (const int8_t *end8 = row + (len & ~7); src != end8;) {  /* two groups per iteration */
-                const int32_t x = kb_ld4_inc(&src), x1 = kb_ld4_inc(&src);
-                kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
-                kb_st2_inc(&dst, __sxtab16(off2, x1), kb_sxtab16_odd(off2, x1), step);
-            }
-            if (src != end) {
-                const int32_t x = kb_ld4_inc(&src);
-                kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
-            }
+            dst = widen_run(row, len, off2, dst, step);
         }
         return;
     }
@@ -342,17 +348,17 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j,
     } else {
         kb_dot_1x2_cols(cols, w + co * j.n, w + co1 * j.n, j.n, acc);
     }
-    if (j.act_min == -128 && j.act_max == 127 && shift[co] < 0 && shift[co1] < 0) {  /* SSAT is the clamp */
-        const kb_arm_rq1 q0 = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
-        const kb_arm_rq1 q1 = kb_arm_rq1_of(mult[co1], shift[co1], j.out_offset, j.act_min, j.act_max);
-        ya[co] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q0, acc[0], 0), j.out_offset), 8);
+    if (kb_arm_rq1_is_fast(shift[co], j.act_min, j.act_max) && kb_arm_rq1_is_fast(shift[co1], j.act_min, j.act_max)) {
+        const kb_arm_rq1 f0 = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+        const kb_arm_rq1 f1 = kb_arm_rq1_of(mult[co1], shift[co1], j.out_offset, j.act_min, j.act_max);
+        ya[co] = kb_arm_rq1_fast(&f0, acc[0]);
         if (yb) {
-            yb[co] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q0, acc[2], 0), j.out_offset), 8);
+            yb[co] = kb_arm_rq1_fast(&f0, acc[2]);
         }
         if (co1 != co) {
-            ya[co1] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q1, acc[1], 0), j.out_offset), 8);
+            ya[co1] = kb_arm_rq1_fast(&f1, acc[1]);
             if (yb) {
-                yb[co1] = (int8_t)__ssat(__qadd(kb_arm_scale1(&q1, acc[3], 0), j.out_offset), 8);
+                yb[co1] = kb_arm_rq1_fast(&f1, acc[3]);
             }
         }
         return;
@@ -411,32 +417,27 @@ static int32_t wide_block(int32_t left)
     return left == 7 || left == 8 ? 4 : left < KB_WIDE_COLS ? left : KB_WIDE_COLS;
 }
 
-/* y[c][co] = acc[c] requantised by q, c < n. A function of its own, so that its few values stay in registers; the
- * common case (multiplier < 1, clamp [-128, 127], as after ReLU with zero point -128 or without activation) runs
- * its own loop: two SMLALs, ASR, QADD and SSAT per output. */
-static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int32_t *acc, int8_t *const *y, int32_t n,
-                                                  int32_t co)
+/* *y[c]++ = acc[c] requantised by q, c < n. A function of its own, so that its few values stay in registers; the
+ * common case (q->fast: multiplier < 1, clamp [-128, 127], as after ReLU with zero point -128 or without activation)
+ * runs its own loop: two SMLALs, ASR, QADD and SSAT per output. */
+static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int32_t *acc, int8_t **y, int32_t n)
 {
     const kb_arm_rq1 r = *q;
-    if (r.left == 0 && r.right1 >= 0 && r.act_min == -128 && r.act_max == 127) {
+    if (r.fast) {
         for (int32_t c = 0; c < n; ++c) {
-            y[c][co] = (int8_t)__ssat(__qadd(kb_arm_scale1(&r, acc[c], 0), r.out_offset), 8);
-        }
-    } else if (r.right1 >= 0) {  /* the test of right == 0 once per block, not per output */
-        for (int32_t c = 0; c < n; ++c) {
-            y[c][co] = kb_arm_rq1_clamp(&r, kb_arm_scale1(&r, acc[c], 0));
+            *y[c]++ = kb_arm_rq1_fast(&r, acc[c]);
         }
     } else {
         for (int32_t c = 0; c < n; ++c) {
-            y[c][co] = kb_arm_rq1_clamp(&r, kb_arm_scale1(&r, acc[c], 1));
+            *y[c]++ = kb_arm_rq1_apply(&r, acc[c]);
         }
     }
 }
 
 /* Every output pixel (at least 3) in blocks of wide_block pixels: the block's windows widened into as many columns,
  * then each output channel in one kb_wide_1x<N> call (dot products, requantisation and stores in assembly) when the
- * reduction has no n & 3 tail, the clamp is [-128, 127] and the multiplier is < 1 (shift < 0), as in most layers;
- * otherwise kb_dot_1x<N>_cols, the tail and store_block in C. */
+ * reduction has no n & 3 tail and the channel's requantisation is `fast`, as in most layers; otherwise
+ * kb_dot_1x<N>_cols, the tail and store_block in C. Either way job.y then points at the next channel's outputs. */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
 {
@@ -447,28 +448,25 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
     const int32_t groups = j.n >> 2, body = j.n & ~3, t = j.n & 3;
-    const int full_clamp = t == 0 && j.act_min == -128 && j.act_max == 127;
+    const int asm_ok = t == 0 && kb_arm_full_clamp(j.act_min, j.act_max);
+    kb_wide_job job;
+    job.rq.out_offset = j.out_offset;  /* what kb_wide_1x<N> reads besides kb_arm_rq1_scale_of's fields */
     for (int32_t k = 0; k < pixels;) {
         const int32_t n = wide_block(pixels - k);
-        int8_t *y[KB_WIDE_COLS];
-        kb_wide_job job;
-        job.out_offset = j.out_offset;
         for (int32_t c = 0; c < n; ++c) {
             const int32_t oy = (k + c) / out_w, ox = (k + c) % out_w;
             widen_window(p, in, oy, ox, c, n, cols);
-            y[c] = job.y[c] = out + (oy * out_row + ox) * cs;
+            job.y[c] = out + (oy * out_row + ox) * cs;
         }
         kb_dot_1xn *const dot_n = dot[n];
         kb_wide_fn *const fused_n = fused[n];
         const int8_t *tail = cols + 2 * n * body;
         for (int32_t co = 0; co < j.out_c; ++co) {
             const int8_t *wc = w + co * j.n;
-            const int32_t sh = shift[co];
-            if (full_clamp && sh < 0) {
-                const uint64_t round = (1ull << 30) + ((uint64_t)(1u << -sh) << 30);  /* no variable 64-bit shift */
-                job.bias = bias[co], job.mult = mult[co], job.right1 = -sh - 1;
-                job.round_lo = (uint32_t)round, job.round_hi = (int32_t)(round >> 32);
-                fused_n(cols, wc, groups, &job);  /* stores channel co and advances job.y */
+            if (asm_ok && shift[co] < 0) {  /* kb_arm_rq1_is_fast, the clamp tested once per call */
+                job.bias = bias[co];
+                kb_arm_rq1_scale_of(&job.rq, mult[co], shift[co]);
+                fused_n(cols, wc, groups, &job);
                 continue;
             }
             int32_t acc[KB_WIDE_COLS];
@@ -481,11 +479,8 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
                     acc[c] = kb_wrapping_add(acc[c], x * wc[body + i]);
                 }
             }
-            const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], sh, j.out_offset, j.act_min, j.act_max);
-            store_block(&q, acc, y, n, co);
-            for (int32_t c = 0; c < n && full_clamp; ++c) {  /* keep job.y at channel co + 1 for kb_wide_1x<N> */
-                ++job.y[c];
-            }
+            const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
+            store_block(&q, acc, job.y, n);
         }
         k += n;
     }

@@ -142,17 +142,12 @@ static int32_t channel_base(const kb_conv_params *p, const int8_t *w, const int3
  * them). */
 typedef struct {
     int32_t base;
-    int32_t fast;  /* multiplier < 1 (shift < 0) and clamp [-128, 127]: SSAT replaces the clamp */
     kb_arm_rq1 rq;
 } kb_chan;
 
 static inline int8_t chan_out(const kb_chan *q, int32_t acc)
 {
-    acc = kb_wrapping_add(acc, q->base);
-    if (q->fast) {
-        return (int8_t)__ssat(__qadd(kb_arm_scale1(&q->rq, acc, 0), q->rq.out_offset), 8);
-    }
-    return kb_arm_rq1_apply(&q->rq, acc);
+    return kb_arm_rq1_apply(&q->rq, kb_wrapping_add(acc, q->base));
 }
 
 /* A 3x3 window row's weights, packed for two outputs per step. */
@@ -293,7 +288,6 @@ static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *
     kb_chan q;
     q.base = channel_base(p, w, bias, c, p->k_h * p->k_w);
     q.rq = kb_arm_rq1_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
-    q.fast = shift[c] < 0 && p->act_min == -128 && p->act_max == 127;
     return q;
 }
 
