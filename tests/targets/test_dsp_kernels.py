@@ -492,20 +492,28 @@ void kb_invoke(const int8_t *input, int8_t *output)
 {
     static kb_dot_fn *const dot[7] = {0, 0, 0, kb_dot_1x3_cols, kb_dot_1x4_cols, kb_dot_1x5_cols, kb_dot_1x6_cols};
     static kb_wide_fn *const wide[7] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
-    for (int32_t i = 0; i < %(cases)d; ++i) {  /* case: n, groups, bias, mult, shift, out_offset, cols, weights */
-        int32_t head[6], acc[6] = {0};
+    for (int32_t i = 0; i < %(cases)d; ++i) {  /* n, groups, channels, out_offset, run, (bias, mult, shift) x 3 */
+        int32_t head[14], acc[6] = {0};
         memcpy(head, input, sizeof head);
         const int8_t *cols = input + sizeof head, *w = cols + 8 * head[0] * head[1];
-        int8_t *out = output + 32 * i;
-        acc[0] = head[2];
+        int8_t *out = output + 48 * i;
+        acc[0] = head[5];
         dot[head[0]](cols, w, head[1], acc);
         memcpy(out, acc, sizeof acc);
-        kb_wide_job job = {head[2], kb_arm_rq1_of(head[3], head[4], head[5], -128, 127), {0}};  /* shift < 0 */
-        for (int32_t c = 0; c < head[0]; ++c) {
-            job.y[c] = out + 24 + c;
+        int32_t bias[3], mult[3], shift[3];
+        for (int32_t co = 0; co < 3; ++co) {
+            bias[co] = head[5 + 3 * co], mult[co] = head[6 + 3 * co], shift[co] = head[7 + 3 * co];
         }
-        wide[head[0]](cols, w, head[1], &job);
-        input = w + 4 * head[1];
+        out[46] = (int8_t)kb_wide_job_ok(bias, shift, head[2], 4 * head[1], head[3], -128, 127);
+        if (head[4]) {  /* pixel c's output of channel co at 24 + 3 * c + co */
+            kb_wide_job job = {bias, mult, shift, 0, head[2], 1 + 2 * head[3], {0}};
+            for (int32_t c = 0; c < head[0]; ++c) {
+                job.y[c] = out + 24 + 3 * c;
+            }
+            wide[head[0]](cols, w, head[1], &job);
+            out[47] = (int8_t)(job.co == head[2]);
+        }
+        input = w + 4 * head[1] * head[2];
     }
 }
 """
@@ -513,50 +521,69 @@ void kb_invoke(const int8_t *input, int8_t *output)
 
 def test_dot_1xn_cols_equal_numpy_on_target(tmp_path):
     """The hand-written assembly blocks against numpy, N = 3..6: kb_dot_1x<N>_cols's raw int32 accumulators
-    (wrapping) and kb_wide_1x<N>'s requantised int8 outputs (TFLite's double rounding, output offset, clamp
-    [-128, 127]), for every group count 0-9 (0-3 single steps before the 4-step loop) and longer, extreme values
-    (|x| = 255, w = -128), biases near the int32 limits, every right shift 1-31 and rounding ties (groups = 0:
-    the accumulator is the bias, multiplier 2^30)."""
+    (wrapping; biases up to the int32 limits) and kb_wide_1x<N>'s requantised int8 outputs of 1-3 channels (TFLite's
+    double rounding, output offset, clamp [-128, 127]) within kb_wide_job_ok's limits, up to them: every right shift
+    1-23, |acc| up to just under 2^30, output offsets -128..127. Group counts 0-9 (0-3 single steps before the
+    4-step loop) and longer, extreme values (|x| = 255, w = -128), rounding ties (groups = 0: the accumulator is the
+    bias, multiplier 2^30) and unsaturated results next to rounding boundaries. kb_wide_job_ok itself is checked
+    against the same limits on target."""
     rng = np.random.default_rng(5)
     parts, want_acc, want_out = [], [], []
     edges = np.array([0, 1, -1, 2, -2, 3, -3, 2**31 - 1, -2**31, 2**30, -2**30, 5 << 20, -(5 << 20)])
     for n in (3, 4, 5, 6):
-        for groups in (*range(10), 16, 37, *[0] * 24):
+        for groups in (*range(10), 16, 37, *[0] * 24, *[1, 2, 5] * 4):
+            ch = int(rng.integers(1, 4))
             x = rng.integers(-255, 256, (groups, n, 4))  # value 4g + j of column c, before the {0,2,1,3} order
-            w = rng.integers(-128, 128, (groups, 4))
+            w = rng.integers(-128, 128, (ch, groups, 4))
             if groups % 3 == 0:
                 x[:] = rng.choice([-255, 255], x.shape)
                 w[:] = rng.choice([-128, 127], w.shape)
-            bias = int(rng.choice(edges)) if groups == 0 else int(rng.integers(-2**31, 2**31))
-            mult = 2**30 if groups == 0 and rng.random() < 0.5 else int(rng.integers(2**30, 2**31))
-            shift, zo = -int(rng.integers(1, 32)), int(rng.integers(-128, 128))
-            if groups == 0 and rng.random() < 0.75:  # an unsaturated result next to a rounding boundary (or a tie)
-                top = max(1, min(100, mult >> -shift))
-                v = int(rng.integers(-top, top)) + float(rng.choice([0.0, 0.5]))
-                bias = int(np.clip(round(v * 2.0 ** (31 - shift) / mult) + int(rng.integers(-2, 3)), -2**31,
-                                   2**31 - 1))
-                zo = int(rng.integers(-20, 21))
+            run = int(rng.random() < 0.8)
+            lim = 2**30 - 4 * groups * 255 * 128  # kb_wide_job_ok's |bias| < lim
+            near = run and groups == 0 and rng.random() < 0.75  # unsaturated, next to a rounding boundary (or tie)
+            head = [n, groups, ch, int(rng.integers(-20, 21) if near else rng.integers(-128, 128)), run]
+            acc = np.zeros((ch, 6), np.int64)
+            out = np.zeros(24, np.int8)
+            for co in range(ch):
+                if not run:
+                    bias = int(rng.choice([*edges, lim, -lim, lim - 1])) if groups == 0 or rng.random() < 0.3 else \
+                        int(rng.integers(-2**31, 2**31))
+                elif rng.random() < 0.3:  # the edge of the range
+                    bias = int(rng.choice([-1, 1])) * (lim - 1)
+                else:
+                    bias = int(rng.integers(-lim + 1, lim))
+                mult = 2**30 if groups == 0 and rng.random() < 0.5 else int(rng.integers(2**30, 2**31))
+                shift = -int(rng.integers(1, 24 if run else 32))
+                if near:
+                    top = max(1, min(100, mult >> -shift))
+                    v = int(rng.integers(-top, top)) + float(rng.choice([0.0, 0.5]))
+                    bias = int(np.clip(round(v * 2.0 ** (31 - shift) / mult) + int(rng.integers(-2, 3)), -lim + 1,
+                                       lim - 1))
+                head += [bias, mult, shift]  # (lim > 0: 4 * groups * 255 * 128 < 2^30 here)
+                acc[co, :n] = (x * w[co, :, None, :]).sum(axis=(0, 2)) + bias
+                acc[co] = (acc[co] + 2**31) % 2**32 - 2**31
+                if run:
+                    assert np.abs(acc[co]).max() < 2**30
+                    scaled = arith.multiply_by_quantized_multiplier(acc[co, :n], np.full(n, mult), np.full(n, shift))
+                    out[3 * np.arange(n) + co] = np.clip(scaled.astype(np.int64) + head[3], -128, 127)
+            ok = all(-23 <= head[7 + 3 * co] <= -1 and abs(head[5 + 3 * co]) < lim for co in range(ch))
+            out[22:24] = ok, run  # kb_wide_job_ok; kb_wide_1x<N> leaves job.co == out_c
+            head += [0] * (14 - len(head))
             cols = x[:, :, [0, 2, 1, 3]].astype(np.int16)  # per group and column: (x0, x2), (x1, x3)
-            parts += [np.array([n, groups, bias, mult, shift, zo], np.int32).view(np.int8),
-                      cols.reshape(-1).view(np.int8), w.astype(np.int8).reshape(-1)]
-            acc = np.zeros(6, np.int64)
-            acc[:n] = (x * w[:, None, :]).sum(axis=(0, 2)) + bias
-            acc = (acc + 2**31) % 2**32 - 2**31
-            want_acc.append(acc.astype(np.int32))
-            scaled = arith.multiply_by_quantized_multiplier(acc[:n], np.full(n, mult), np.full(n, shift))
-            out = np.zeros(8, np.int8)
-            out[:n] = np.clip(scaled.astype(np.int64) + zo, -128, 127)
+            parts += [np.array(head, np.int32).view(np.int8), cols.reshape(-1).view(np.int8),
+                      w.astype(np.int8).reshape(-1)]
+            want_acc.append(acc[0].astype(np.int32))
             want_out.append(out)
     data = np.concatenate(parts)
     src = tmp_path / "src"
     src.mkdir()
     for name in (*rt.HEADERS, "arm/kb_arm_simd.h"):
         (src / Path(name).name).write_text((rt.C_DIR / name).read_text())
-    write_model_h(src, 8, data.size, 32 * len(want_acc))
+    write_model_h(src, 8, data.size, 48 * len(want_acc))
     (src / "model.c").write_text(DOT_C % {"cases": len(want_acc)})
     for target in TARGETS:
         build = build_firmware(tmp_path, target, kernels="dsp", out_dir=tmp_path / f"fw-{target}")
-        got = run_qemu(build, data, timeout=60).output.reshape(len(want_acc), 32)
+        got = run_qemu(build, data, timeout=60).output.reshape(len(want_acc), 48)
         np.testing.assert_array_equal(got[:, :24].copy().view(np.int32), np.stack(want_acc),
                                       err_msg=f"kb_dot_1xN_cols on {target}")
         np.testing.assert_array_equal(got[:, 24:], np.stack(want_out), err_msg=f"kb_wide_1xN on {target}")

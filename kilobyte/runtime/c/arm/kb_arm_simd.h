@@ -461,35 +461,113 @@ KB_DOT_1XN(kb_dot_1x5_cols, int32_t *acc, KB_BROADCAST5, KB_STEP5, KB_STORE("r2-
 KB_DOT_1XN(kb_dot_1x4_cols, int32_t *acc, KB_BROADCAST4, KB_STEP4, KB_STORE("r2-r5"))
 KB_DOT_1XN(kb_dot_1x3_cols, int32_t *acc, KB_BROADCAST3, KB_STEP3, KB_STORE("r2-r4"))
 
-/* The same blocks with the requantisation and the stores done while the accumulators are still in registers, for
- * channels whose kb_arm_rq1 is `fast`: per output two multiply-accumulates (SMLAL, then SUBS/SBC for the
- * [x < 0] * 2^31 term), ASR, QADD, SSAT and the store, 12 instructions. The job holds the channel's bias (the
- * accumulators' start) and requantisation, and the block's output pointers, each advanced by one byte per call (the
- * next channel's output). The offsets below are the assembly's. */
+/* -- every output channel of N pixels in one call, requantised in registers -----------------------------------------
+ * kb_wide_1x<N>(cols, w, groups, job) runs the kb_dot_1x<N>_cols block for channels job->co .. job->out_c - 1 (their
+ * weights follow each other from w on: groups words each) and stores each result requantised, pixel c's at
+ * job->y[c][co]. The requantisation is TFLite's (two roundings, then + out_offset, clamp [-128, 127]) as one SMMLAR
+ * (see kb_wide_job_ok for when it is exact): with r = -shift,
+ *     out = SSAT8((SMMLAR(2 * acc, mult, ((1 + 2 * out_offset) << (r - 1)) - [acc < 0])) >> r)
+ * where SMMLAR(a, b, c) = (c * 2^32 + a * b + 2^31) >> 32. It is kb_arm_rq1's one-rounding form, numerator and
+ * shift doubled so that the low word's constant is exactly SMMLAR's 2^31, the out_offset moved inside the shift
+ * (floor(v / 2^r) + o == floor((v + o * 2^r) / 2^r)): 5 instructions per output, 2 more for the store. The channel
+ * loop, the bias and the requantisation constants live in the assembly too, about 30 instructions per channel
+ * besides the outputs. The dot loop runs to the constant end of the columns (r0), so the weight pointer (r1) simply
+ * carries on into the next channel. */
 typedef struct {
-    int32_t bias;
-    kb_arm_rq1 rq;
-    int8_t *y[6];  /* the outputs of pixel c, channel co (advanced to co + 1) */
+    const int32_t *bias, *mult, *shift;
+    int32_t co;      /* the next channel; advanced by the call to out_c */
+    int32_t out_c;   /* > co */
+    int32_t k1;      /* 1 + 2 * out_offset */
+    int8_t *y[6];    /* pixel c's output, channel 0 */
 } kb_wide_job;
 
-_Static_assert(offsetof(kb_wide_job, rq.mult) == 4 && offsetof(kb_wide_job, rq.round_lo) == 8 &&
-               offsetof(kb_wide_job, rq.round_hi) == 12 && offsetof(kb_wide_job, rq.right1) == 16 &&
-               offsetof(kb_wide_job, rq.out_offset) == 20 && offsetof(kb_wide_job, y) == 40,
-               "kb_wide_job layout used by KB_RQ");
+_Static_assert(offsetof(kb_wide_job, bias) == 0 && offsetof(kb_wide_job, mult) == 4 &&
+               offsetof(kb_wide_job, shift) == 8 && offsetof(kb_wide_job, co) == 12 &&
+               offsetof(kb_wide_job, out_c) == 16 && offsetof(kb_wide_job, k1) == 20 &&
+               offsetof(kb_wide_job, y) == 24, "kb_wide_job layout used by KB_WIDE");
 
-#define KB_RQ(a, off)                                                                                           \
-    "mov r1, r9\n\tmov lr, r10\n\tsmlal r1, lr, " a ", r8\n\tlsr " a ", " a ", #31\n\t"                        \
-    "subs r1, r1, " a ", lsl #31\n\tsbc lr, lr, #0\n\tasr lr, lr, r11\n\tqadd lr, lr, r12\n\t"                 \
-    "ssat lr, #8, lr\n\tldr r1, [r0, #" off "]\n\tstrb lr, [r1], #1\n\tstr r1, [r0, #" off "]\n\t"
-#define KB_RQ_SETUP "ldr r0, [sp, #4]\n\tldrd r8, r9, [r0, #4]\n\tldrd r10, r11, [r0, #12]\n\tldr r12, [r0, #20]\n\t"
-#define KB_RQ3 KB_RQ_SETUP KB_RQ("r2", "40") KB_RQ("r3", "44") KB_RQ("r4", "48")
-#define KB_RQ4 KB_RQ3 KB_RQ("r5", "52")
-#define KB_RQ5 KB_RQ4 KB_RQ("r6", "56")
-#define KB_RQ6 KB_RQ5 KB_RQ("r7", "60")
+/* Largest right shift and the accumulator bound under which kb_wide_1x<N> is exact: 2 * acc fits int32 and the
+ * SMMLAR result, |2 * acc * mult / 2^32| < 2^30 plus |(1 + 2 * out_offset) << (r - 1)| < 2^(r + 7) <= 2^30, too. */
+#define KB_WIDE_MAX_RIGHT 23
+#define KB_WIDE_MAX_ACC (1 << 30)
 
-KB_DOT_1XN(kb_wide_1x6, kb_wide_job *job, KB_BROADCAST6, KB_STEP6, KB_RQ6)
-KB_DOT_1XN(kb_wide_1x5, kb_wide_job *job, KB_BROADCAST5, KB_STEP5, KB_RQ5)
-KB_DOT_1XN(kb_wide_1x4, kb_wide_job *job, KB_BROADCAST4, KB_STEP4, KB_RQ4)
-KB_DOT_1XN(kb_wide_1x3, kb_wide_job *job, KB_BROADCAST3, KB_STEP3, KB_RQ3)
+/* Whether kb_wide_1x<N> computes every channel of a conv exactly: reduction n (no n & 3 tail), the full clamp, and
+ * an int8 out_offset, per channel a right shift 1..KB_WIDE_MAX_RIGHT and a bias that keeps |acc| < KB_WIDE_MAX_ACC for any input:
+ * |bias| + n * 255 * 128 (|x + in_offset| <= 255, |w| <= 128). */
+static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int32_t out_c, int32_t n,
+                                 int32_t out_offset, int32_t act_min, int32_t act_max)
+{
+    if ((n & 3) || !kb_arm_full_clamp(act_min, act_max) || n >= KB_WIDE_MAX_ACC / (255 * 128) || out_offset < -128 ||
+        out_offset > 127) {
+        return 0;
+    }
+    const int32_t lim = KB_WIDE_MAX_ACC - n * 255 * 128;  /* |bias| < lim */
+    for (int32_t co = 0; co < out_c; ++co) {
+        if (shift[co] > -1 || shift[co] < -KB_WIDE_MAX_RIGHT || bias[co] >= lim || bias[co] <= -lim) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define KB_WIDE_RQ(a, off)                                                                                      \
+    "add lr, r9, " a ", asr #31\n\tlsl " a ", " a ", #1\n\tsmmlar lr, " a ", r10, lr\n\tasr lr, lr, r11\n\t"   \
+    "ssat lr, #8, lr\n\tldr r8, [r0, #" off "]\n\tstrb lr, [r8, r12]\n\t"
+#define KB_WIDE_RQ3 KB_WIDE_RQ("r2", "24") KB_WIDE_RQ("r3", "28") KB_WIDE_RQ("r4", "32")
+#define KB_WIDE_RQ4 KB_WIDE_RQ3 KB_WIDE_RQ("r5", "36")
+#define KB_WIDE_RQ5 KB_WIDE_RQ4 KB_WIDE_RQ("r6", "40")
+#define KB_WIDE_RQ6 KB_WIDE_RQ5 KB_WIDE_RQ("r7", "44")
+
+#define KB_WIDE(name, group_bytes, broadcast, step, requantise)                                                \
+    __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups,        \
+                                                    kb_wide_job *job)                                           \
+    {                                                                                                           \
+        __asm__ volatile(                                                                                       \
+            "push {r4-r11, lr}\n\t"                                                                             \
+            "mov r12, #" group_bytes "\n\t"                                                                     \
+            "and lr, r2, #3\n\t"                                                                                \
+            "mla lr, lr, r12, r0\n\t"      /* the end of the groups & 3 single steps */                        \
+            "mla r12, r2, r12, r0\n\t"     /* the end of the columns */                                        \
+            "push {r0, r3, r12, lr}\n"     /* sp: cols, sp + 4: job, sp + 8: end, sp + 12: end of singles */   \
+            "5:\n\t"                       /* channel job->co */                                               \
+            "ldr r0, [sp, #4]\n\t"                                                                              \
+            "ldr r8, [r0, #12]\n\t"                                                                             \
+            "ldr r9, [r0]\n\t"                                                                                  \
+            "ldr r2, [r9, r8, lsl #2]\n\t" broadcast                                                            \
+            "ldr r0, [sp]\n\t"                                                                                  \
+            "b 2f\n"                                                                                            \
+            "1:\n\t" step                                                                                       \
+            "2:\n\t"                                                                                            \
+            "ldr r8, [sp, #12]\n\t"                                                                             \
+            "cmp r0, r8\n\t"                                                                                    \
+            "bne 1b\n\t"                                                                                        \
+            "b 4f\n"                                                                                            \
+            "3:\n\t" step step step step                                                                        \
+            "4:\n\t"                                                                                            \
+            "ldr r8, [sp, #8]\n\t"                                                                              \
+            "cmp r0, r8\n\t"                                                                                    \
+            "bne 3b\n\t"                                                                                        \
+            "ldr r0, [sp, #4]\n\t"         /* r12 co, r10 mult, r11 right, r9 the constant */                  \
+            "ldr r12, [r0, #12]\n\t"                                                                            \
+            "ldrd r8, r9, [r0, #4]\n\t"                                                                         \
+            "ldr r10, [r8, r12, lsl #2]\n\t"                                                                    \
+            "ldr r11, [r9, r12, lsl #2]\n\t"                                                                    \
+            "ldr r9, [r0, #20]\n\t"                                                                             \
+            "rsb r11, r11, #0\n\t"                                                                              \
+            "sub r8, r11, #1\n\t"                                                                               \
+            "lsl r9, r9, r8\n\t" requantise                                                                     \
+            "add r12, r12, #1\n\t"                                                                              \
+            "str r12, [r0, #12]\n\t"                                                                            \
+            "ldr r8, [r0, #16]\n\t"                                                                             \
+            "cmp r12, r8\n\t"                                                                                   \
+            "bne 5b\n\t"                                                                                        \
+            "add sp, sp, #16\n\t"                                                                               \
+            "pop {r4-r11, pc}\n");                                                                              \
+    }
+
+KB_WIDE(kb_wide_1x6, "48", KB_BROADCAST6, KB_STEP6, KB_WIDE_RQ6)
+KB_WIDE(kb_wide_1x5, "40", KB_BROADCAST5, KB_STEP5, KB_WIDE_RQ5)
+KB_WIDE(kb_wide_1x4, "32", KB_BROADCAST4, KB_STEP4, KB_WIDE_RQ4)
+KB_WIDE(kb_wide_1x3, "24", KB_BROADCAST3, KB_STEP3, KB_WIDE_RQ3)
 
 #endif /* KB_ARM_SIMD_H */

@@ -435,9 +435,9 @@ static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int
 }
 
 /* Every output pixel (at least 3) in blocks of wide_block pixels: the block's windows widened into as many columns,
- * then each output channel in one kb_wide_1x<N> call (dot products, requantisation and stores in assembly) when the
- * reduction has no n & 3 tail and the channel's requantisation is `fast`, as in most layers; otherwise
- * kb_dot_1x<N>_cols, the tail and store_block in C. Either way job.y then points at the next channel's outputs. */
+ * then every output channel in one kb_wide_1x<N> call (dot products, requantisation, stores and the channel loop
+ * in assembly) when kb_wide_job_ok, as in most layers; otherwise per channel kb_dot_1x<N>_cols, the n & 3 tail and
+ * store_block in C. */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
 {
@@ -448,9 +448,8 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
     const int32_t groups = j.n >> 2, body = j.n & ~3, t = j.n & 3;
-    const int asm_ok = t == 0 && kb_arm_full_clamp(j.act_min, j.act_max);
-    kb_wide_job job;
-    job.rq.out_offset = j.out_offset;  /* what kb_wide_1x<N> reads besides kb_arm_rq1_scale_of's fields */
+    const int asm_ok = kb_wide_job_ok(bias, shift, j.out_c, j.n, j.out_offset, j.act_min, j.act_max);
+    kb_wide_job job = {bias, mult, shift, 0, j.out_c, 1 + 2 * j.out_offset, {0}};
     for (int32_t k = 0; k < pixels;) {
         const int32_t n = wide_block(pixels - k);
         for (int32_t c = 0; c < n; ++c) {
@@ -458,17 +457,16 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
             widen_window(p, in, oy, ox, c, n, cols);
             job.y[c] = out + (oy * out_row + ox) * cs;
         }
+        k += n;
+        if (asm_ok) {
+            job.co = 0;
+            fused[n](cols, w, groups, &job);
+            continue;
+        }
         kb_dot_1xn *const dot_n = dot[n];
-        kb_wide_fn *const fused_n = fused[n];
         const int8_t *tail = cols + 2 * n * body;
         for (int32_t co = 0; co < j.out_c; ++co) {
             const int8_t *wc = w + co * j.n;
-            if (asm_ok && shift[co] < 0) {  /* kb_arm_rq1_is_fast, the clamp tested once per call */
-                job.bias = bias[co];
-                kb_arm_rq1_scale_of(&job.rq, mult[co], shift[co]);
-                fused_n(cols, wc, groups, &job);
-                continue;
-            }
             int32_t acc[KB_WIDE_COLS];
             acc[0] = bias[co];
             dot_n(cols, wc, groups, acc);
@@ -482,7 +480,6 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
             const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
             store_block(&q, acc, job.y, n);
         }
-        k += n;
     }
 }
 
