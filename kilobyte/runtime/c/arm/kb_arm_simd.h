@@ -518,35 +518,40 @@ static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int3
 #define KB_WIDE_RQ5 KB_WIDE_RQ4 KB_WIDE_RQ("r6", "40")
 #define KB_WIDE_RQ6 KB_WIDE_RQ5 KB_WIDE_RQ("r7", "44")
 
-#define KB_WIDE(name, group_bytes, broadcast, step, requantise)                                                \
+#define KB_WIDE(name, group_bytes, step_bytes, broadcast, step, requantise)                                    \
     __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups,        \
                                                     kb_wide_job *job)                                           \
     {                                                                                                           \
         __asm__ volatile(                                                                                       \
             "push {r4-r11, lr}\n\t"                                                                             \
             "mov r12, #" group_bytes "\n\t"                                                                     \
-            "and lr, r2, #3\n\t"                                                                                \
-            "mla lr, lr, r12, r0\n\t"      /* the end of the groups & 3 single steps */                        \
             "mla r12, r2, r12, r0\n\t"     /* the end of the columns */                                        \
-            "push {r0, r3, r12, lr}\n"     /* sp: cols, sp + 4: job, sp + 8: end, sp + 12: end of singles */   \
+            "adr r9, 6f\n\t"               /* no groups: straight to the requantisation */                     \
+            "cmp r2, #0\n\t"                                                                                    \
+            "beq 8f\n\t"                                                                                        \
+            "rsb lr, r2, #0\n\t"           /* else into the 8-step loop at step (-groups) & 7 */               \
+            "and lr, lr, #7\n\t"                                                                                \
+            "mov r8, #" step_bytes "\n\t"                                                                       \
+            "adr r9, 3f\n\t"                                                                                    \
+            "mla r9, lr, r8, r9\n"                                                                              \
+            "8:\n\t"                                                                                            \
+            "orr r9, r9, #1\n\t"                                                                                \
+            "push {r0, r3, r9, r12}\n"     /* sp: cols, sp + 4: job, sp + 8: entry, sp + 12: end */            \
             "5:\n\t"                       /* channel job->co */                                               \
             "ldr r0, [sp, #4]\n\t"                                                                              \
             "ldr r8, [r0, #12]\n\t"                                                                             \
             "ldr r9, [r0]\n\t"                                                                                  \
             "ldr r2, [r9, r8, lsl #2]\n\t" broadcast                                                            \
             "ldr r0, [sp]\n\t"                                                                                  \
-            "b 2f\n"                                                                                            \
-            "1:\n\t" step                                                                                       \
-            "2:\n\t"                                                                                            \
+            "ldr r8, [sp, #8]\n\t"                                                                              \
+            "bx r8\n"                                                                                           \
+            "3:\n\t" step                                                                                       \
+            "7:\n\t" step step step step step step step                                                         \
+            ".if 7b - 3b != " step_bytes "\n\t.error \"" #name ": step size\"\n\t.endif\n\t"                   \
             "ldr r8, [sp, #12]\n\t"                                                                             \
             "cmp r0, r8\n\t"                                                                                    \
-            "bne 1b\n\t"                                                                                        \
-            "b 4f\n"                                                                                            \
-            "3:\n\t" step step step step                                                                        \
-            "4:\n\t"                                                                                            \
-            "ldr r8, [sp, #8]\n\t"                                                                              \
-            "cmp r0, r8\n\t"                                                                                    \
-            "bne 3b\n\t"                                                                                        \
+            "bne 3b\n"                                                                                          \
+            "6:\n\t"                                                                                            \
             "ldr r0, [sp, #4]\n\t"         /* r12 co, r10 mult, r11 right, r9 the constant */                  \
             "ldr r12, [r0, #12]\n\t"                                                                            \
             "ldrd r8, r9, [r0, #4]\n\t"                                                                         \
@@ -565,9 +570,10 @@ static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int3
             "pop {r4-r11, pc}\n");                                                                              \
     }
 
-KB_WIDE(kb_wide_1x6, "48", KB_BROADCAST6, KB_STEP6, KB_WIDE_RQ6)
-KB_WIDE(kb_wide_1x5, "40", KB_BROADCAST5, KB_STEP5, KB_WIDE_RQ5)
-KB_WIDE(kb_wide_1x4, "32", KB_BROADCAST4, KB_STEP4, KB_WIDE_RQ4)
-KB_WIDE(kb_wide_1x3, "24", KB_BROADCAST3, KB_STEP3, KB_WIDE_RQ3)
+/* step_bytes: a 4-value step's code (all 32-bit instructions), checked by the assembler */
+KB_WIDE(kb_wide_1x6, "48", "72", KB_BROADCAST6, KB_STEP6, KB_WIDE_RQ6)
+KB_WIDE(kb_wide_1x5, "40", "64", KB_BROADCAST5, KB_STEP5, KB_WIDE_RQ5)
+KB_WIDE(kb_wide_1x4, "32", "52", KB_BROADCAST4, KB_STEP4, KB_WIDE_RQ4)
+KB_WIDE(kb_wide_1x3, "24", "44", KB_BROADCAST3, KB_STEP3, KB_WIDE_RQ3)
 
 #endif /* KB_ARM_SIMD_H */

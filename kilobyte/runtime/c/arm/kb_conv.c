@@ -252,21 +252,50 @@ static inline __attribute__((always_inline)) void kb_st2_inc(int8_t **dst, int32
 }
 
 /* len (a multiple of 4) values at src, plus the offset in both halves of off2, into whole groups of a column from
- * dst on (group after group `step` bytes apart); returns the next group's address. */
+ * dst on (group after group 8 * ncols bytes apart); returns the next group's address. Per group one LDR, two
+ * SXTAB16 and one STRD that post-increments by the step, a constant for each column count (KB_WIDEN_RUN). */
+#define KB_WIDEN_RUN(name, step)                                                                                \
+    static inline __attribute__((always_inline)) int8_t *name(const int8_t *src, int32_t len, int32_t off2,    \
+                                                              int8_t *dst)                                      \
+    {                                                                                                           \
+        const int8_t *end = src + len;                                                                          \
+        for (const int8_t *end16 = src + (len & ~15); src != end16;) { /* four groups per iteration */         \
+            const int32_t x0 = kb_ld4_inc(&src), x1 = kb_ld4_inc(&src), x2 = kb_ld4_inc(&src);                  \
+            const int32_t x3 = kb_ld4_inc(&src);                                                                \
+            KB_ST2_INC(dst, __sxtab16(off2, x0), kb_sxtab16_odd(off2, x0), step);                               \
+            KB_ST2_INC(dst, __sxtab16(off2, x1), kb_sxtab16_odd(off2, x1), step);                               \
+            KB_ST2_INC(dst, __sxtab16(off2, x2), kb_sxtab16_odd(off2, x2), step);                               \
+            KB_ST2_INC(dst, __sxtab16(off2, x3), kb_sxtab16_odd(off2, x3), step);                               \
+        }                                                                                                       \
+        while (src != end) {                                                                                    \
+            const int32_t x = kb_ld4_inc(&src);                                                                 \
+            KB_ST2_INC(dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);                                 \
+        }                                                                                                       \
+        return dst;                                                                                             \
+    }
+#define KB_ST2_INC(dst, a, b, step) \
+    __asm__("strd %2, %3, [%0], #" #step : "+r"(dst), "=m"(*(kb_cols4 *)dst) : "r"(a), "r"(b))
+KB_WIDEN_RUN(widen_run2, 16)
+KB_WIDEN_RUN(widen_run3, 24)
+KB_WIDEN_RUN(widen_run4, 32)
+KB_WIDEN_RUN(widen_run5, 40)
+KB_WIDEN_RUN(widen_run6, 48)
+
 static inline __attribute__((always_inline)) int8_t *widen_run(const int8_t *src, int32_t len, int32_t off2,
-                                                               int8_t *dst, int32_t step)
+                                                               int8_t *dst, int32_t ncols)
 {
-    const int8_t *end = src + len;
-    for (const int8_t *end8 = src + (len & ~7); src != end8;) {  /* two groups per iteration */
-        const int32_t x = kb_ld4_inc(&src), x1 = kb_ld4_inc(&src);
-        kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
-        kb_st2_inc(&dst, __sxtab16(off2, x1), kb_sxtab16_odd(off2, x1), step);
+    switch (ncols) {
+    case 2:
+        return widen_run2(src, len, off2, dst);
+    case 3:
+        return widen_run3(src, len, off2, dst);
+    case 4:
+        return widen_run4(src, len, off2, dst);
+    case 5:
+        return widen_run5(src, len, off2, dst);
+    default:
+        return widen_run6(src, len, off2, dst);
     }
-    if (src != end) {
-        const int32_t x = kb_ld4_inc(&src);
-        kb_st2_inc(&dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);
-    }
-    return dst;
 }
 
 /* One tap's in_c values (src NULL: a padded tap, zeros) into column c of ncols at values [k0, k0 + in_c). */
@@ -280,7 +309,7 @@ static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, i
         int8_t *dst = cols + 2 * (ncols * k0 + 4 * c);
         i = in_c;
         if (src) {
-            widen_run(src, in_c, off2, dst, step);
+            widen_run(src, in_c, off2, dst, ncols);
         } else {
             for (int32_t g = 0; g < in_c; g += 4) {
                 kb_st2_inc(&dst, 0, 0, step);
@@ -302,11 +331,11 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
     const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1, len = p->k_w * cin;
     if (run && (len & 3) == 0 && ix0 >= 0 && ix0 + p->k_w <= p->in_w && iy0 >= 0 &&
         iy0 + (p->k_h - 1) * p->dil_h < p->in_h) {  /* all taps inside, rows of whole groups: one run per row */
-        const int32_t off2 = kb_offset2(p->in_offset), step = 8 * ncols, pitch = p->dil_h * p->in_row * cin;
+        const int32_t off2 = kb_offset2(p->in_offset), pitch = p->dil_h * p->in_row * cin;
         const int8_t *row = in + (iy0 * p->in_row + ix0) * cin;
         int8_t *dst = cols + 8 * c;
         for (int32_t ky = 0; ky < p->k_h; ++ky, row += pitch) {
-            dst = widen_run(row, len, off2, dst, step);
+            dst = widen_run(row, len, off2, dst, ncols);
         }
         return;
     }
@@ -325,6 +354,43 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
             }
             widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, ncols, cols);
         }
+    }
+}
+
+#define KB_WIDE_COLS 6  /* the wide path's columns (pixels per block) */
+
+/* What widen_rows needs besides *p: the output pixels whose windows widen as k_h whole runs (a dense input,
+ * dilation 1 along x, window rows of whole groups, every tap inside: [y_lo, y_hi) x [x_lo, x_hi), empty if not). */
+typedef struct {
+    int32_t y_lo, y_hi, x_lo, x_hi, len, pitch, off2;
+} kb_rows;
+
+static kb_rows rows_of(const kb_conv_params *p)
+{
+    kb_rows r;
+    r.len = p->k_w * p->in_c, r.pitch = p->dil_h * p->in_row * p->in_c, r.off2 = kb_offset2(p->in_offset);
+    interior(p->out_h, p->stride_h, p->pad_t, p->k_h, p->dil_h, p->in_h, &r.y_lo, &r.y_hi);
+    interior(p->out_w, p->stride_w, p->pad_l, p->k_w, p->dil_w, p->in_w, &r.x_lo, &r.x_hi);
+    if (p->in_cstride != p->in_c || p->dil_w != 1 || (r.len & 3)) {
+        r.y_hi = r.y_lo;
+    }
+    return r;
+}
+
+/* widen_window, with the common case (pixels of kb_rows) inline: k_h runs, the six-column step a constant. */
+static inline __attribute__((always_inline)) void widen_rows(const kb_rows *r, const kb_conv_params *p,
+                                                             const int8_t *in, int32_t oy, int32_t ox, int32_t c,
+                                                             int32_t ncols, int8_t *cols)
+{
+    if (oy < r->y_lo || oy >= r->y_hi || ox < r->x_lo || ox >= r->x_hi) {
+        widen_window(p, in, oy, ox, c, ncols, cols);
+        return;
+    }
+    const int8_t *row = in + ((oy * p->stride_h - p->pad_t) * p->in_row + ox * p->stride_w - p->pad_l) * p->in_c;
+    int8_t *dst = cols + 8 * c;
+    for (int32_t ky = 0; ky < p->k_h; ++ky, row += r->pitch) {
+        dst = ncols == KB_WIDE_COLS ? widen_run6(row, r->len, r->off2, dst) : widen_run(row, r->len, r->off2, dst,
+                                                                                          ncols);
     }
 }
 
@@ -406,8 +472,6 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
 }
 
 /* -- with a wide scratch: 1 channel x 3..6 pixels ---------------------------------------------------------------- */
-#define KB_WIDE_COLS 6
-
 typedef void kb_dot_1xn(const int8_t *cols, const int8_t *w, int32_t groups, int32_t *acc);
 
 /* Pixels in the next block when `left` >= 3 are still to do: 6, but a last 7 or 8 go as 4 + 3 or 4 + 4 (a block of
@@ -450,12 +514,15 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     const int32_t groups = j.n >> 2, body = j.n & ~3, t = j.n & 3;
     const int asm_ok = kb_wide_job_ok(bias, shift, j.out_c, j.n, j.out_offset, j.act_min, j.act_max);
     kb_wide_job job = {bias, mult, shift, 0, j.out_c, 1 + 2 * j.out_offset, {0}};
-    for (int32_t k = 0; k < pixels;) {
+    const kb_rows rows = rows_of(p);
+    for (int32_t k = 0, oy = 0, ox = 0; k < pixels;) {
         const int32_t n = wide_block(pixels - k);
         for (int32_t c = 0; c < n; ++c) {
-            const int32_t oy = (k + c) / out_w, ox = (k + c) % out_w;
-            widen_window(p, in, oy, ox, c, n, cols);
+            widen_rows(&rows, p, in, oy, ox, c, n, cols);
             job.y[c] = out + (oy * out_row + ox) * cs;
+            if (++ox == out_w) {
+                ox = 0, ++oy;
+            }
         }
         k += n;
         if (asm_ok) {
