@@ -137,11 +137,13 @@ def _arrays(g):
 CONV_KERNELS = ("kb_conv", "kb_conv_3x3", "kb_conv_1x1")  # take im2col scratch (KB_CONV_SCRATCH bytes) or NULL
 
 
-def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None) -> list[Call]:
+def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None, dense=None) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
     or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does. A conv
     call gets im2col scratch with probability scratch_odds, else NULL (the DSP direct path): `columns` int16 columns
-    of kh*kw*in_c (scratch_bytes set to match), 2 (the two-column path) or 6 (the wide path), random when None."""
+    of kh*kw*in_c (scratch_bytes set to match), 2 (the two-column path) or 6 (the wide path), random when None.
+    dense=True: disjoint buffers without strides, slice or row pitch (then the DSP conv may use the unwritten part
+    of its output for columns), False: always with them, None: either."""
     p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
@@ -158,7 +160,7 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, column
             out_off = 0
         else:
             in_cs, c0, out_cs, in_row, out_row = c, 0, co, w, wo  # dense half of the time, as most layers are
-            if rng.random() < 0.5:
+            if not dense and (dense is False or rng.random() < 0.5):
                 in_cs, c0, in_row, out_row = (v + int(rng.integers(0, 3)) for v in (c, 0, w, wo))
                 out_cs = c0 + co + int(rng.integers(0, 3))
             p.update(in_cstride=in_cs, out_cstride=out_cs, in_row=in_row, out_row=out_row)
@@ -216,6 +218,12 @@ def conv_calls(rng) -> list[Call]:
         attrs = ir.ConvAttrs((1, 1), (0,) * 4, (1, 1), ACTS[hw[1] % len(ACTS)])
         g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, 1, 1, cin), attrs, big_bias=cin % 3 == 0)
         calls += window_calls(rng, ["kb_conv_1x1"], g, x, scratch_odds=1.0, columns=6)
+    for k, s, pad, cin, cout, hw in TAIL_CASES:  # two columns of scratch, a dense output: its unwritten tail
+        attrs = ir.ConvAttrs((s, s), pad, (1, 1), ACTS[cout % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cout == 17)
+        names = ["kb_conv_1x1" if k == 1 else "kb_conv_3x3"]
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=True)
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=False)
     return calls
 
 
@@ -235,6 +243,13 @@ COLUMN_CASES = ((1, 1, (0,) * 4, 1, 16, 17, (5, 5)), (1, 1, (0,) * 4, 1, 37, 16,
 WIDE_CASES = ((16, 16, (1, 1)), (12, 17, (1, 2)), (4, 16, (1, 3)), (8, 18, (2, 2)), (20, 16, (1, 5)),
               (28, 19, (2, 3)), (13, 16, (1, 7)), (64, 16, (2, 4)), (7, 21, (3, 3)), (33, 16, (2, 5)),
               (48, 16, (1, 11)), (112, 17, (3, 4)), (3, 16, (1, 13)), (44, 24, (2, 7)), (2, 16, (3, 5)))
+
+
+# (k, stride, padding, in_c, out_c, (h, w)) of convs whose dense output's unwritten part holds 6, then 5, 4, 3
+# columns and finally none (the two-column path for the last pixels): 3x3 as in mnist-cnn at its memory peak (a
+# column is 9 output pixels), 1x1 (a column is 1-2 pixels), a reduction with a tail (value by value).
+TAIL_CASES = ((3, 2, (0, 1, 0, 1), 16, 32, (28, 28)), (3, 1, (1,) * 4, 8, 17, (6, 11)), (1, 1, (0,) * 4, 8, 16, (5, 7)),
+              (1, 1, (0,) * 4, 30, 16, (4, 9)))
 
 
 def depthwise_calls(rng) -> list[Call]:

@@ -66,7 +66,10 @@ typedef struct {
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
 /* scratch: NULL, or p->scratch_bytes >= KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite
  * (int16 im2col columns of kh*kw*in_c values, two or more; the planner reserves two and grants up to six from bytes
- * that are free anyway; the DSP kernels use them, the portable ones need none). */
+ * that are free anyway; the DSP kernels use them, the portable ones need none).
+ * out: a dense output (out_cstride == out_c, out_row == out_w) spans out .. out + out_h * out_w * out_c, bytes that
+ * hold nothing else while the conv runs (the planner never overlaps a conv's output with a live tensor, and a
+ * concat slice or patch tile is not dense); the DSP kernels keep columns in its not yet written part. */
 #define KB_CONV_SCRATCH(p) (4 * (p)->k_h * (p)->k_w * (p)->in_c)
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);

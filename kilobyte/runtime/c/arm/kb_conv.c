@@ -1,12 +1,13 @@
 /* Kilobyte runtime, Cortex-M DSP kernels: int8 CONV_2D on Armv7E-M SIMD (SMLAD), bit-identical to ../kb_conv.c.
  *
  * Same functions, arguments and layouts as the portable file (in (in_h, in_w, in_c) with pixel stride in_cstride
- * and row pitch in_row; w OHWI; out with out_cstride and out_row). Three paths (out_c >= KB_COLS_MIN_OUT_C for the
- * first two):
- *   - scratch of six int16 im2col columns (p->scratch_bytes, granted by the planner from free bytes) and >= 3 output
- *     pixels: conv_wide below, 3-6 pixels pre-widened once for all output channels, 1 channel x N pixels per weight
- *     load in assembly (kb_arm_simd.h), ~0.78 instructions per MAC in the loop;
- *   - scratch of two columns (what every planned conv scratch holds): conv_cols, 2 channels x 2 pixels, ~1.03;
+ * and row pitch in_row; w OHWI; out with out_cstride and out_row). Two paths:
+ *   - with scratch and out_c >= KB_COLS_MIN_OUT_C: conv_wide below, blocks of 3-6 output pixels widened once into
+ *     int16 im2col columns for all output channels, then 1 channel x N pixels per weight load, the channel loop and
+ *     the requantisation in assembly (kb_arm_simd.h), ~0.77 instructions per MAC in the dot loop. The columns live
+ *     in the scratch when the planner granted six (from free bytes), else in the not yet written part of a dense
+ *     output; the last pixels, where neither holds three columns, run on the scratch's two columns (conv_cols,
+ *     2 channels x 2 pixels, ~1.0 in the loop);
  *   - otherwise direct convolution, described here.
  * Direct: each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
  * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
@@ -226,12 +227,12 @@ static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w,
 }
 
 /* -- with scratch: pre-widened im2col columns ---------------------------------------------------------------------
- * Output pixels go in blocks (row-major, across rows); each block's windows are widened once into the scratch as
- * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel, so the ~1
- * instruction per value of widening is shared by all out_c channels and the inner loops need no activation
+ * Output pixels go in blocks (row-major, across rows); each block's windows are widened once into columns as
+ * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel, so the ~1.1
+ * instructions per value of widening are shared by all out_c channels and the inner loops need no activation
  * unpacking. Two block shapes:
- *   - wide (conv_wide, scratch_bytes >= 6 columns): 1 channel x 3..6 pixels, kb_dot_1x<N>_cols of kb_arm_simd.h,
- *     18 instructions per 24 MACs at N = 6;
+ *   - wide (conv_wide, 3-6 columns in the scratch or the output's unwritten part): 1 channel x 3..6 pixels,
+ *     kb_wide_1x<N> of kb_arm_simd.h, 18 instructions per 24 MACs at N = 6;
  *   - two columns (conv_cols, the KB_CONV_SCRATCH bytes every planned conv scratch holds): 2 channels x 2 pixels,
  *     kb_dot_2x2_cols, 16 instructions per 16 MACs.
  * Column layout with N columns: value k < n & ~3 of column c at int16 index 4N * (k >> 2) + 4 * c +
@@ -443,12 +444,13 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j,
     }
 }
 
+/* Output pixels k0 .. (row-major) in pairs on two columns. */
 static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols, int32_t k0)
 {
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
-    int32_t k = 0;
+    int32_t k = k0;
     for (; k + 1 < pixels; k += 2) {
         const int32_t ay = k / out_w, ax = k % out_w, by = (k + 1) / out_w, bx = (k + 1) % out_w;
         widen_window(p, in, ay, ax, 0, 2, cols);
@@ -498,12 +500,31 @@ static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int
     }
 }
 
-/* Every output pixel (at least 3) in blocks of wide_block pixels: the block's windows widened into as many columns,
- * then every output channel in one kb_wide_1x<N> call (dot products, requantisation, stores and the channel loop
- * in assembly) when kb_wide_job_ok, as in most layers; otherwise per channel kb_dot_1x<N>_cols, the n & 3 tail and
- * store_block in C. */
+/* Column space for the block of n pixels from pixel k (2 * n * n_values bytes): the scratch when it holds that
+ * much; otherwise, when the output is dense (out_cstride == out_c, out_row == out_w: its pixels' bytes are all this
+ * conv's own, see kilobyte.h), the 4-byte aligned bytes after pixel k + n - 1's outputs, which only later blocks
+ * write; NULL when neither fits. At the memory peak the planner's two columns are all the scratch there is, and
+ * the unwritten part of the output holds six columns for most of the layer. */
+static int8_t *block_cols(const kb_conv_params *p, int8_t *out, int8_t *scratch, int32_t k, int32_t n)
+{
+    const int32_t bytes = 2 * n * p->k_h * p->k_w * p->in_c, cs = p->out_cstride;
+    if (p->scratch_bytes >= bytes) {
+        return scratch;
+    }
+    if (cs != p->out_c || p->out_row != p->out_w) {
+        return 0;
+    }
+    const uintptr_t start = ((uintptr_t)(out + (k + n) * cs) + 3) & ~(uintptr_t)3;
+    return start + bytes <= (uintptr_t)(out + p->out_h * p->out_w * cs) ? (int8_t *)start : 0;
+}
+
+/* Every output pixel in blocks of wide_block pixels (fewer where block_cols has less room, down to 3) on N
+ * columns: the block's windows widened, then every output channel in one kb_wide_1x<N> call (dot products,
+ * requantisation, stores and the channel loop in assembly) when kb_wide_job_ok, as in most layers; otherwise per
+ * channel kb_dot_1x<N>_cols, the n & 3 tail and store_block in C. The pixels left when no 3 columns fit run on
+ * the scratch's two columns (conv_cols). */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols)
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
     typedef void kb_wide_fn(const int8_t *cols, const int8_t *w, int32_t groups, kb_wide_job *job);
     static kb_dot_1xn *const dot[KB_WIDE_COLS + 1] = {0, 0, 0, kb_dot_1x3_cols, kb_dot_1x4_cols, kb_dot_1x5_cols,
@@ -515,8 +536,16 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     const int asm_ok = kb_wide_job_ok(bias, shift, j.out_c, j.n, j.out_offset, j.act_min, j.act_max);
     kb_wide_job job = {bias, mult, shift, 0, j.out_c, 1 + 2 * j.out_offset, {0}};
     const kb_rows rows = rows_of(p);
-    for (int32_t k = 0, oy = 0, ox = 0; k < pixels;) {
-        const int32_t n = wide_block(pixels - k);
+    int32_t k = 0;
+    for (int32_t oy = 0, ox = 0; k < pixels;) {
+        int32_t n = wide_block(pixels - k);
+        int8_t *cols = n >= 3 ? block_cols(p, out, scratch, k, n) : 0;
+        for (; !cols && n > 3; --n) {
+            cols = block_cols(p, out, scratch, k, n - 1);
+        }
+        if (!cols) {
+            break;
+        }
         for (int32_t c = 0; c < n; ++c) {
             widen_rows(&rows, p, in, oy, ox, c, n, cols);
             job.y[c] = out + (oy * out_row + ox) * cs;
@@ -548,12 +577,9 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
             store_block(&q, acc, job.y, n);
         }
     }
-}
-
-/* The wide path needs KB_WIDE_COLS columns of scratch and 3 output pixels. */
-static int wide(const kb_conv_params *p, const int8_t *scratch)
-{
-    return scratch && p->scratch_bytes >= KB_WIDE_COLS * 2 * p->k_h * p->k_w * p->in_c && p->out_h * p->out_w >= 3;
+    if (k < pixels) {
+        conv_cols(p, in, w, bias, mult, shift, out, scratch, k);
+    }
 }
 
 /* Widening two pixels costs about as much as the unpacking it saves on KB_COLS_MIN_OUT_C output channels; below
@@ -563,10 +589,8 @@ static int wide(const kb_conv_params *p, const int8_t *scratch)
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (p->out_c >= KB_COLS_MIN_OUT_C && wide(p, scratch)) {
+    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
         conv_wide(p, in, w, bias, mult, shift, out, scratch);
-    } else if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
-        conv_cols(p, in, w, bias, mult, shift, out, scratch);
     } else {
         conv_any(p, in, w, bias, mult, shift, out);
     }
@@ -583,12 +607,8 @@ void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                  const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (p->out_c >= KB_COLS_MIN_OUT_C && wide(p, scratch)) {
-        conv_wide(p, in, w, bias, mult, shift, out, scratch);
-        return;
-    }
     if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
-        conv_cols(p, in, w, bias, mult, shift, out, scratch);
+        conv_wide(p, in, w, bias, mult, shift, out, scratch);
         return;
     }
     const int32_t n = p->in_c, pixels = p->out_h * p->out_w;
