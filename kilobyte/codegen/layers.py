@@ -102,6 +102,7 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     w, b, m, s = _weights(graph, node, code)
     fn = conv_kernel(node, tuple(w_shape[1:3]))
     scratch, params["scratch_bytes"] = conv_scratch(graph, node, plan.scratch.get(node.name))
+    params["in_consumed"] = int(node.name in plan.consumed)
     code.body += [c_struct("kb_conv_params", params),
                   f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}, "
                   f"{scratch});"]

@@ -91,7 +91,7 @@ def _struct(name: str, fields: str) -> type[ctypes.Structure]:
 
 ConvParams = _struct("ConvParams", """in_h in_w in_c in_cstride out_h out_w out_c out_cstride k_h k_w
     stride_h stride_w dil_h dil_w pad_t pad_b pad_l pad_r in_offset out_offset act_min act_max in_row out_row
-    scratch_bytes""")
+    scratch_bytes in_consumed""")
 FcParams = _struct("FcParams", "in_n out_n in_offset out_offset act_min act_max")
 AddParams = _struct("AddParams", """pixels c in1_cstride in2_cstride out_cstride in1_offset in2_offset left_shift
     in1_mult in1_shift in2_mult in2_shift out_mult out_shift out_offset act_min act_max""")

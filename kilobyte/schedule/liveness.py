@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import Graph
+from ..ir import Graph, Op
 from .inplace import Aliases, find_aliases
 from .plan_types import PatchStage, PlanOptions
 from .scratch import kernel_scratch
@@ -37,6 +37,7 @@ class Liveness:
     live_bytes: tuple[int, ...]  # unit + scratch bytes live at each step
     aliases: Aliases
     fused: dict[str, str] = field(default_factory=dict)  # conv node -> the ADD it runs with (one kernel call)
+    consumed: dict[str, str] = field(default_factory=dict)  # CONV_2D node -> its input, whose unit dies at its step
 
     @property
     def peak(self) -> int:
@@ -127,7 +128,25 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
         running += diff[i]
         working = stage.working_peak if i < n_stage else 0
         live.append(running - overlap[i] + scratch[i] + working)
-    return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases, fused)
+    return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases, fused,
+                    consumed_inputs(graph, order, aliases, last, outs, n_stage, fused))
+
+
+def consumed_inputs(graph: Graph, order, aliases: Aliases, last: dict[str, int], outs: set[str], start: int,
+                    fused: dict[str, str]) -> dict[str, str]:
+    """CONV_2D node -> its activation input, for the unfused convs at or after step `start` whose input unit dies at
+    their step (no graph input or output): nothing reads those bytes after the conv, so its kernel may overwrite the
+    input rows it has finished reading (the DSP kernels keep im2col columns there)."""
+    nodes = {n.name: n for n in graph.nodes}
+    consumed: dict[str, str] = {}
+    for i, name in enumerate(order[start:], start=start):
+        node = nodes[name]
+        if node.op is not Op.CONV_2D or name in fused:
+            continue
+        r = aliases.root.get(node.inputs[0])
+        if r is not None and last[r] == i and r not in outs:
+            consumed[name] = node.inputs[0]
+    return consumed
 
 
 def _unstore_fused(aliases: Aliases, fused: dict[str, str], first: dict, last: dict) -> dict[str, str]:

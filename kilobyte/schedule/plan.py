@@ -197,7 +197,8 @@ def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
         arena_bytes=arena.arena_bytes, peak_bytes=live.peak, scratch_bytes=max([tile_scratch, *live.scratch]),
         input_bytes=sum(planned_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
         optimal=chosen.optimal, lower_bound=lower, live_bytes=live.live_bytes, patch=stage,
-        options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace), fused=dict(live.fused))
+        options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace), fused=dict(live.fused),
+        consumed=dict(live.consumed))
     verify_plan(graph, plan, aliases)
     return plan
 
@@ -218,7 +219,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "fragmentation": (plan.arena_bytes - plan.peak_bytes) / plan.arena_bytes if plan.arena_bytes else 0.0,
         "placements": {t: dataclasses.asdict(p) for t, p in plan.placements.items()},
         "scratch": {n: {"offset": o, "bytes": b} for n, (o, b) in plan.scratch.items()},
-        "inplace": dict(plan.inplace), "fused": dict(plan.fused),
+        "inplace": dict(plan.inplace), "fused": dict(plan.fused), "consumed": dict(plan.consumed),
     }
 
 
@@ -308,6 +309,7 @@ def verify_plan(graph: Graph, plan: Plan, aliases: Aliases) -> None:
     if plan.patch is not None:
         _check_tiles(graph, plan.patch)
     _check_fused(graph, plan)
+    _check_consumed(graph, plan, aliases)
     steps = _items_by_step(graph, plan)
     for i, items in enumerate(steps):
         for lo, hi, t in items:
@@ -331,6 +333,20 @@ def _check_fused(graph: Graph, plan: Plan) -> None:
         if not ok:
             raise PlanError(f"plan of '{graph.name}': fused pair {conv} + {add} is not adjacent, or its ADD output is "
                             f"not exactly over the residual '{residual}'")
+
+
+def _check_consumed(graph: Graph, plan: Plan, aliases: Aliases) -> None:
+    """Each consumed conv input: no graph input or output, and no tensor of its unit read at a later step (its
+    kernel may overwrite the input rows it has read)."""
+    pos = {name: i for i, name in enumerate(plan.order)}
+    for conv, t in plan.consumed.items():
+        root = aliases.root.get(t)
+        later = [n.name for n in graph.nodes if pos[n.name] > pos[conv]
+                 and any(aliases.root.get(u) == root for u in n.inputs)]
+        if root is None or graph.node(conv).inputs[0] != t or later or any(
+                aliases.root.get(u) == root for u in graph.outputs):
+            raise PlanError(f"plan of '{graph.name}': {conv} may overwrite its input '{t}', but "
+                            f"{later[0] if later else 'a graph input or output'} still needs it")
 
 
 def _check_tiles(graph: Graph, stage: PatchStage) -> None:

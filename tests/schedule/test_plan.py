@@ -312,6 +312,36 @@ def test_both_checkers_catch_a_corrupted_plan():
         check_no_overlap(g, bad)
 
 
+def test_consumed_conv_inputs_are_exactly_those_nothing_reads_later():
+    """Plan.consumed (convs whose kernel may overwrite the input rows it has read) against a hand-made graph: the
+    caller's input and a tensor two convs read are never consumed, except by the last reader; verify_plan rejects
+    a plan that claims more."""
+    import dataclasses
+
+    from kilobyte.schedule.inplace import find_aliases
+    from kilobyte.schedule.plan import PlanError, verify_plan
+
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 4))
+    w = {"weight": np.ones((4, 3, 3, 4))}
+    y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params=w)
+    u = b.node(Op.CONV_2D, [y], ConvAttrs(padding=(1, 1, 1, 1)), params=w)
+    v = b.node(Op.CONV_2D, [y], ConvAttrs(padding=(1, 1, 1, 1)), params=w)
+    z = b.node(Op.CONV_2D, [b.node(Op.ADD, [u, v])], ConvAttrs(), params={"weight": np.ones((2, 1, 1, 4))})
+    g = b.build([z])
+    plan = make_plan(g)
+    pos = {n: i for i, n in enumerate(plan.order)}
+    readers = [n.name for n in g.nodes if n.inputs[0] == y]
+    last = max(readers, key=pos.get)
+    add = next(n for n in g.nodes if n.op is Op.ADD)
+    assert plan.consumed == {last: y, g.nodes[-1].name: add.outputs[0]}
+    assert plan_to_dict(plan)["consumed"] == plan.consumed
+    aliases = find_aliases(g, plan.options)
+    for claim in ({min(readers, key=pos.get): y}, {g.nodes[0].name: x}):
+        with pytest.raises(PlanError, match="may overwrite its input"):
+            verify_plan(g, dataclasses.replace(plan, consumed=claim), aliases)
+
+
 # -- the paper figure (last: it builds MobileNetV2 through the torch frontend) ---------------------------------
 def test_mobilenetv2_peak_is_the_block2_expansion():
     pytest.importorskip("torch")

@@ -103,6 +103,7 @@ class Call:
     out_off: int
     scratch: tuple[int, int] | None = None  # (offset, bytes) of the depthwise plane / conv columns: not compared
     add: dict | None = None  # kb_add_params of kb_conv_1x1_add
+    consumed: int = 0  # bytes of input at offset 0 the kernel may overwrite (kb_conv_params.in_consumed): not compared
 
 
 def _layout(rng, values, c, cstride, row):
@@ -137,13 +138,15 @@ def _arrays(g):
 CONV_KERNELS = ("kb_conv", "kb_conv_3x3", "kb_conv_1x1")  # take im2col scratch (KB_CONV_SCRATCH bytes) or NULL
 
 
-def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None, dense=None) -> list[Call]:
+def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None, dense=None,
+                 consumed=False) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
     or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does. A conv
     call gets im2col scratch with probability scratch_odds, else NULL (the DSP direct path): `columns` int16 columns
     of kh*kw*in_c (scratch_bytes set to match), 2 (the two-column path) or 6 (the wide path), random when None.
     dense=True: disjoint buffers without strides, slice or row pitch (then the DSP conv may use the unwritten part
-    of its output for columns), False: always with them, None: either."""
+    of its output for columns), False: always with them, None: either. consumed: a conv call gets in_consumed = 1
+    (the input dies there: the kernel may overwrite it; not compared)."""
     p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
@@ -172,7 +175,7 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, column
             out_off = x_bytes.size + c0
         scratch = (before.size, plane) if "inplace" in kernel else None
         if kernel in CONV_KERNELS:
-            p["scratch_bytes"] = 0
+            p["scratch_bytes"], p["in_consumed"] = 0, int(consumed)
             if rng.random() < scratch_odds:
                 cols = columns or int(rng.choice([2, 6]))
                 size = 2 * cols * p["k_h"] * p["k_w"] * c
@@ -181,7 +184,8 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, column
         before = np.concatenate([before, np.full(pad, SENTINEL, np.int8)])
         after = np.concatenate([after, np.full(pad, SENTINEL, np.int8)])
         label = f"{kernel} {dict(p)}"
-        calls.append(Call(label, kernel, "kb_conv_params", dict(p), _arrays(g), before, after, out_off, scratch))
+        calls.append(Call(label, kernel, "kb_conv_params", dict(p), _arrays(g), before, after, out_off, scratch,
+                          consumed=x_bytes.size if consumed and not in_place else 0))
     return calls
 
 
@@ -220,10 +224,12 @@ def conv_calls(rng) -> list[Call]:
         calls += window_calls(rng, ["kb_conv_1x1"], g, x, scratch_odds=1.0, columns=6)
     for k, s, pad, cin, cout, hw in TAIL_CASES:  # two columns of scratch, a dense output: its unwritten tail
         attrs = ir.ConvAttrs((s, s), pad, (1, 1), ACTS[cout % len(ACTS)])
-        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cout == 17)
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cin == 30)
         names = ["kb_conv_1x1" if k == 1 else "kb_conv_3x3"]
         calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=True)
         calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=False)
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=True, consumed=True)
+        calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=False, consumed=True)
     return calls
 
 
@@ -393,6 +399,7 @@ def _check_calls(calls: list[Call], got: np.ndarray, what: str) -> None:
         if call.scratch:
             region[call.scratch[0]:call.scratch[0] + call.scratch[1]] = 0
             want[call.scratch[0]:call.scratch[0] + call.scratch[1]] = 0
+        region[:call.consumed] = want[:call.consumed] = 0
         if not np.array_equal(region, want):
             bad.append(f"{call.label}: {int((region != want).sum())} bytes differ")
         base += call.after.size

@@ -32,6 +32,7 @@ typedef struct {
     int32_t act_min, act_max;                 /* quantised activation clamp */
     int32_t in_row, out_row;                  /* row pitch in pixels (>= in_w / out_w: a tile of a wider buffer) */
     int32_t scratch_bytes;                    /* CONV_2D: bytes of its `scratch` argument (0 with NULL) */
+    int32_t in_consumed;                      /* CONV_2D: 1 = the input dies here (see kb_conv below) */
 } kb_conv_params;
 
 /* FULLY_CONNECTED: in (in_n,), weights (out_n, in_n), out (out_n,). */
@@ -69,7 +70,9 @@ typedef struct {
  * that are free anyway; the DSP kernels use them, the portable ones need none).
  * out: a dense output (out_cstride == out_c, out_row == out_w) spans out .. out + out_h * out_w * out_c, bytes that
  * hold nothing else while the conv runs (the planner never overlaps a conv's output with a live tensor, and a
- * concat slice or patch tile is not dense); the DSP kernels keep columns in its not yet written part. */
+ * concat slice or patch tile is not dense); the DSP kernels keep columns in its not yet written part.
+ * in: with p->in_consumed (the planner's Plan.consumed: nothing reads the input after this conv) the kernel may
+ * overwrite the input rows it has finished reading; the DSP kernels keep columns there when the input is dense. */
 #define KB_CONV_SCRATCH(p) (4 * (p)->k_h * (p)->k_w * (p)->in_c)
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);

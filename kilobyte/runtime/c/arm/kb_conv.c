@@ -444,12 +444,13 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j,
     }
 }
 
-/* Output pixels k0 .. (row-major) in pairs on two columns. */
+/* Output pixels [k0, pixels) (row-major) in pairs on two columns. */
 static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols, int32_t k0)
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols, int32_t k0,
+                      int32_t pixels)
 {
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
-    const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
+    const int32_t out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
     int32_t k = k0;
     for (; k + 1 < pixels; k += 2) {
         const int32_t ay = k / out_w, ax = k % out_w, by = (k + 1) / out_w, bx = (k + 1) % out_w;
@@ -500,16 +501,27 @@ static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int
     }
 }
 
-/* Column space for the block of n pixels from pixel k (2 * n * n_values bytes): the scratch when it holds that
- * much; otherwise, when the output is dense (out_cstride == out_c, out_row == out_w: its pixels' bytes are all this
- * conv's own, see kilobyte.h), the 4-byte aligned bytes after pixel k + n - 1's outputs, which only later blocks
- * write; NULL when neither fits. At the memory peak the planner's two columns are all the scratch there is, and
- * the unwritten part of the output holds six columns for most of the layer. */
-static int8_t *block_cols(const kb_conv_params *p, int8_t *out, int8_t *scratch, int32_t k, int32_t n)
+/* Column space for the block of n pixels from pixel k (2 * n * n_values bytes, 4-byte aligned), the first of:
+ *   - the scratch, when it holds that much;
+ *   - with p->in_consumed and a dense input (in_cstride == in_c, in_row == in_w), the input rows above the first row
+ *     that pixel k's window reads: no later pixel reads them again;
+ *   - with a dense output (out_cstride == out_c, out_row == out_w: its pixels' bytes are all this conv's own, see
+ *     kilobyte.h), the bytes after pixel k + n - 1's outputs, which only later blocks write;
+ * NULL when none fits. At the memory peak the planner's two columns are all the scratch there is: the output's
+ * unwritten part holds six columns early in the layer, the consumed input rows late in it. */
+static int8_t *block_cols(const kb_conv_params *p, const int8_t *in, int8_t *out, int8_t *scratch, int32_t k,
+                          int32_t n)
 {
     const int32_t bytes = 2 * n * p->k_h * p->k_w * p->in_c, cs = p->out_cstride;
     if (p->scratch_bytes >= bytes) {
         return scratch;
+    }
+    if (p->in_consumed && p->in_cstride == p->in_c && p->in_row == p->in_w) {
+        const int32_t rows = (k / p->out_w) * p->stride_h - p->pad_t;  /* input rows [0, rows) are done */
+        const uintptr_t start = ((uintptr_t)in + 3) & ~(uintptr_t)3;
+        if (rows > 0 && start + bytes <= (uintptr_t)(in + rows * p->in_w * p->in_c)) {
+            return (int8_t *)start;
+        }
     }
     if (cs != p->out_c || p->out_row != p->out_w) {
         return 0;
@@ -521,8 +533,8 @@ static int8_t *block_cols(const kb_conv_params *p, int8_t *out, int8_t *scratch,
 /* Every output pixel in blocks of wide_block pixels (fewer where block_cols has less room, down to 3) on N
  * columns: the block's windows widened, then every output channel in one kb_wide_1x<N> call (dot products,
  * requantisation, stores and the channel loop in assembly) when kb_wide_job_ok, as in most layers; otherwise per
- * channel kb_dot_1x<N>_cols, the n & 3 tail and store_block in C. The pixels left when no 3 columns fit run on
- * the scratch's two columns (conv_cols). */
+ * channel kb_dot_1x<N>_cols, the n & 3 tail and store_block in C. Where no 3 columns fit, two pixels run on the
+ * scratch's two columns (conv_cols). */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
@@ -536,15 +548,20 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     const int asm_ok = kb_wide_job_ok(bias, shift, j.out_c, j.n, j.out_offset, j.act_min, j.act_max);
     kb_wide_job job = {bias, mult, shift, 0, j.out_c, 1 + 2 * j.out_offset, {0}};
     const kb_rows rows = rows_of(p);
-    int32_t k = 0;
-    for (int32_t oy = 0, ox = 0; k < pixels;) {
+    for (int32_t k = 0, oy = 0, ox = 0; k < pixels;) {
         int32_t n = wide_block(pixels - k);
-        int8_t *cols = n >= 3 ? block_cols(p, out, scratch, k, n) : 0;
+        int8_t *cols = n >= 3 ? block_cols(p, in, out, scratch, k, n) : 0;
         for (; !cols && n > 3; --n) {
-            cols = block_cols(p, out, scratch, k, n - 1);
+            cols = block_cols(p, in, out, scratch, k, n - 1);
         }
-        if (!cols) {
-            break;
+        if (!cols) {  /* two pixels on the scratch's two columns; more room may come with later rows */
+            n = pixels - k < 2 ? pixels - k : 2;
+            conv_cols(p, in, w, bias, mult, shift, out, scratch, k, k + n);
+            k += n, ox += n;
+            for (; ox >= out_w; ox -= out_w) {
+                ++oy;
+            }
+            continue;
         }
         for (int32_t c = 0; c < n; ++c) {
             widen_rows(&rows, p, in, oy, ox, c, n, cols);
@@ -576,9 +593,6 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
             const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
             store_block(&q, acc, job.y, n);
         }
-    }
-    if (k < pixels) {
-        conv_cols(p, in, w, bias, mult, shift, out, scratch, k);
     }
 }
 
