@@ -361,9 +361,10 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
 #define KB_WIDE_COLS 6  /* the wide path's columns (pixels per block) */
 
 /* What widen_rows needs besides *p: the output pixels whose windows widen as k_h whole runs (a dense input,
- * dilation 1 along x, window rows of whole groups, every tap inside: [y_lo, y_hi) x [x_lo, x_hi), empty if not). */
+ * dilation 1 along x, window rows of whole groups, every tap inside: [y_lo, y_hi) x [x_lo, x_hi), empty if not);
+ * edge: the other windows of such an input widen as runs and zero groups too (in_c a multiple of 4). */
 typedef struct {
-    int32_t y_lo, y_hi, x_lo, x_hi, len, pitch, off2;
+    int32_t y_lo, y_hi, x_lo, x_hi, len, pitch, off2, edge;
 } kb_rows;
 
 static kb_rows rows_of(const kb_conv_params *p)
@@ -372,10 +373,45 @@ static kb_rows rows_of(const kb_conv_params *p)
     r.len = p->k_w * p->in_c, r.pitch = p->dil_h * p->in_row * p->in_c, r.off2 = kb_offset2(p->in_offset);
     interior(p->out_h, p->stride_h, p->pad_t, p->k_h, p->dil_h, p->in_h, &r.y_lo, &r.y_hi);
     interior(p->out_w, p->stride_w, p->pad_l, p->k_w, p->dil_w, p->in_w, &r.x_lo, &r.x_hi);
-    if (p->in_cstride != p->in_c || p->dil_w != 1 || (r.len & 3)) {
+    const int dense = p->in_cstride == p->in_c && p->dil_w == 1;
+    r.edge = dense && (p->in_c & 3) == 0;
+    if (!dense || (r.len & 3)) {
         r.y_hi = r.y_lo;
     }
     return r;
+}
+
+/* groups zero groups of a column from dst on (a padded tap: TFLite skips it); returns the next group's address. */
+static inline __attribute__((always_inline)) int8_t *zero_groups(int8_t *dst, int32_t groups, int32_t step)
+{
+    for (int32_t g = 0; g < groups; ++g) {
+        kb_st2_inc(&dst, 0, 0, step);
+    }
+    return dst;
+}
+
+/* A window with padded taps (kb_rows.edge): per window row, zero groups for the taps left of the image, one run
+ * for those inside, zero groups for those right of it; a row above or below the image is all zero groups. */
+static void widen_edge(const kb_rows *r, const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c,
+                       int32_t ncols, int8_t *cols)
+{
+    const int32_t cin = p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    const int32_t step = 8 * ncols;
+    int32_t kx0, kx1;
+    inside(ix0, p->k_w, 1, p->in_w, &kx0, &kx1);
+    kx1 = kx1 > kx0 ? kx1 : kx0;
+    const int32_t left = kx0 * cin >> 2, run = (kx1 - kx0) * cin, right = (p->k_w - kx1) * cin >> 2;
+    int8_t *dst = cols + 8 * c;
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        const int32_t iy = iy0 + ky * p->dil_h;
+        if (iy < 0 || iy >= p->in_h) {
+            dst = zero_groups(dst, r->len >> 2, step);
+            continue;
+        }
+        dst = zero_groups(dst, left, step);
+        dst = widen_run(in + (iy * p->in_row + ix0 + kx0) * cin, run, r->off2, dst, ncols);
+        dst = zero_groups(dst, right, step);
+    }
 }
 
 /* widen_window, with the common case (pixels of kb_rows) inline: k_h runs, the six-column step a constant. */
@@ -384,7 +420,11 @@ static inline __attribute__((always_inline)) void widen_rows(const kb_rows *r, c
                                                              int32_t ncols, int8_t *cols)
 {
     if (oy < r->y_lo || oy >= r->y_hi || ox < r->x_lo || ox >= r->x_hi) {
-        widen_window(p, in, oy, ox, c, ncols, cols);
+        if (r->edge) {
+            widen_edge(r, p, in, oy, ox, c, ncols, cols);
+        } else {
+            widen_window(p, in, oy, ox, c, ncols, cols);
+        }
         return;
     }
     const int8_t *row = in + ((oy * p->stride_h - p->pad_t) * p->in_row + ox * p->stride_w - p->pad_l) * p->in_c;
