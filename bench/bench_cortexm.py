@@ -6,12 +6,12 @@ kernels="dsp", and with the DSP kernels once more from a plan with conv_columns=
 conv, even where that raises the SRAM peak). One inference is emulated with unicorn (`count_instructions`:
 deterministic, a proxy for time, not a cycle count). Reported: instructions per inference and per MAC, overall and by
 layer kind (per-layer counts / that layer's MACs from `node_macs`): all CONV_2D layers together, the share of conv
-MACs in layers at <= 1.0 instr/MAC, the conv-heavy layer (each model's CONV_2D layer with the most MACs; its MACs per
-output value say how long its dot products are), the best CONV_2D layer, the depthwise and FC layers; the DSP
-speed-up; Flash / SRAM from `measure()` and the planned arena. Every build's output is checked against the numpy
-reference (`run_int8`) first. Target, recorded and not asserted: <= 1.0 instruction per MAC on the conv-heavy layers
-with the DSP kernels (default plan). Prints a markdown table and writes bench/results/cortexm.json (with every
-weighted layer's count).
+MACs in layers at <= 1.0 instr/MAC, the conv-heavy layer (each model's CONV_2D layer with the most MACs, the slowest
+of them on a tie; its MACs per output value say how long its dot products are), the best CONV_2D layer, the
+depthwise and FC layers; the DSP speed-up; Flash / SRAM from `measure()` and the planned arena. Every build's
+output is checked against the numpy reference (`run_int8`) first. Target, recorded and not asserted: <= 1.0
+instruction per MAC on the conv-heavy layers with the DSP kernels (default plan). Prints a markdown table and writes
+bench/results/cortexm.json (with every weighted layer's count).
 
     python bench/bench_cortexm.py            # all four models, about 5 minutes
     python bench/bench_cortexm.py --models mnist-cnn vgg-small
@@ -117,7 +117,8 @@ def bench_model(name: str, work: Path) -> dict:
             raise SystemExit(f"{name} {target} {kernels} {columns}: output differs from run_int8")
         rows = per_layer(count.per_layer, table)
         conv = [r for r in rows if r["op"] == "CONV_2D"]
-        heaviest = max(conv, key=lambda r: r["macs"]) if conv else None  # the conv-heavy layer
+        heaviest = max(conv, key=lambda r: (r["macs"], r["ipm"])) if conv else None  # the conv-heavy layer (the
+        # slowest of those tied for the most MACs: resnet-small has eight)
         sizes = measure(build)
         runs.append(dict(target=target, kernels=kernels, columns=columns, instructions=count.total,
                          ipm=round(count.total / macs, 3), conv_ipm=ratio(rows, "CONV_2D"),
