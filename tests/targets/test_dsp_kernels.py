@@ -503,6 +503,26 @@ def test_arm_requantize_equals_kb_requantize_on_target(tmp_path):
         np.testing.assert_array_equal(got[:, 2], want, err_msg=f"kb_arm_requantize1 on {target}")
 
 
+def test_smmlar_requantisation_equals_tflite_in_numpy():
+    """The one-SMMLAR form kb_wide_1x<N> uses, in int64 numpy, against TFLite's MultiplyByQuantizedMultiplier plus
+    the output offset, over kb_wide_job_ok's whole domain: every right shift 1-23, |acc| < 2^30, multipliers in
+    [2^30, 2^31) (with 2^30 and small accumulators for exact ties), every output offset."""
+    rng = np.random.default_rng(17)
+    n = 200_000
+    for r in range(1, 24):
+        acc = rng.integers(-2**30 + 1, 2**30, n)
+        acc[:n // 4] = rng.integers(-(1 << min(r + 8, 30)), 1 << min(r + 8, 30), n // 4)  # results near zero
+        acc[:64] = [2**30 - 1, -2**30 + 1, 0, 1, -1, *rng.integers(-2**r, 2**r, 59)]
+        mult = rng.integers(2**30, 2**31, n)
+        mult[n // 8:n // 4] = 2**30  # ties in both of TFLite's roundings
+        zp = rng.integers(-128, 128, n)
+        want = arith.multiply_by_quantized_multiplier(acc, mult, np.full(n, -r)).astype(np.int64) + zp
+        c = ((1 + 2 * zp) << (r - 1)) - (acc < 0)
+        high = (c * 2**32 + 2 * acc * mult + 2**31) >> 32  # SMMLAR; |each term| < 2^62: no int64 overflow
+        assert np.abs(high).max() < 2**31  # fits SMMLAR's 32-bit result
+        np.testing.assert_array_equal(high >> r, want, err_msg=f"right shift {r}")
+
+
 # -- the assembly blocks ----------------------------------------------------------------------------------------------
 DOT_C = """#include <string.h>
 #include "model.h"
