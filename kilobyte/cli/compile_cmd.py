@@ -33,8 +33,9 @@ def register(sub) -> None:
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
-                   help="im2col columns for the Cortex-M DSP conv kernels: 'free' (default) widens 6 pixels at a time "
-                   "only where the bytes are free anyway, 'wide' everywhere, which can raise the SRAM peak for speed")
+                   help="im2col columns the plan reserves for the Cortex-M DSP conv kernels: 'free' (default) six "
+                   "only where the bytes are free anyway (the kernels also use the unwritten output and consumed "
+                   "input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON")
     p.set_defaults(func=run)
 
