@@ -129,7 +129,8 @@ static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
     return (int8_t)v;
 }
 
-/* The same function again in one rounding step, for the wide conv path (~13 instructions instead of ~20): with
+/* The same function again in one rounding step, for the two-column conv path, the wide path's C fallback and the
+ * depthwise kernels (~13 instructions instead of ~20; kb_wide_1x<N> below goes one step further): with
  * x = acc << left and r = right >= 1, TFLite's floor((x * mult + 2^30) / 2^31) followed by rounding half away from
  * zero on division by 2^r equals (x * mult + 2^30 + 2^(30 + r) - 2^31 [x < 0]) >> (31 + r) in 64 bits, whose high word
  * is what remains after the first 32 bits of shift (so: two SMLALs and one ASR by r - 1). Rounding away from zero,
@@ -137,7 +138,7 @@ static inline int8_t kb_arm_rq_apply(const kb_arm_rq *q, int32_t acc)
  * it; [h < 0] may be replaced by [x < 0] because x < 0 with h >= 0 means h = 0, which rounds to 0 either way. With
  * r = 0 it is the first step alone, (x * mult + 2^30) >> 31. Checked against kb_requantize on target (see
  * tests/targets/test_dsp_kernels.py) and, over all r, against numpy. */
-typedef struct {  /* field order: kb_wide_job's assembly loads mult .. out_offset with two LDRDs and one LDR */
+typedef struct {
     int32_t mult;
     uint32_t round_lo;  /* 2^30 + 2^(30 + right), or 2^30 when right == 0, as a 64-bit value */
     int32_t round_hi;
@@ -159,23 +160,15 @@ static inline int kb_arm_rq1_is_fast(int32_t shift, int32_t act_min, int32_t act
     return shift < 0 && kb_arm_full_clamp(act_min, act_max);
 }
 
-/* mult, the rounding constant and right1 of a channel with shift < 0 (left == 0), the fields kb_wide_1x<N> reads;
- * kb_arm_rq1_of sets them the same way. */
-static inline void kb_arm_rq1_scale_of(kb_arm_rq1 *q, int32_t mult, int32_t shift)
-{
-    const int32_t right = -shift;  /* 1..31 */
-    const uint64_t round = (1ull << 30) + ((uint64_t)(1u << right) << 30);  /* no variable 64-bit shift */
-    q->mult = mult, q->right1 = right - 1;
-    q->round_lo = (uint32_t)round, q->round_hi = (int32_t)(round >> 32);
-}
-
 static inline kb_arm_rq1 kb_arm_rq1_of(int32_t mult, int32_t shift, int32_t out_offset, int32_t act_min,
                                        int32_t act_max)
 {
     kb_arm_rq1 q;
     if (shift < 0) {
-        kb_arm_rq1_scale_of(&q, mult, shift);
-        q.left = 0;
+        const int32_t right = -shift;  /* 1..31 */
+        const uint64_t round = (1ull << 30) + ((uint64_t)(1u << right) << 30);  /* no variable 64-bit shift */
+        q.mult = mult, q.left = 0, q.right1 = right - 1;
+        q.round_lo = (uint32_t)round, q.round_hi = (int32_t)(round >> 32);
     } else {  /* right == 0: the first rounding alone */
         q.mult = mult, q.left = shift, q.right1 = -1, q.round_lo = 1u << 30, q.round_hi = 0;
     }
@@ -471,8 +464,9 @@ KB_DOT_1XN(kb_dot_1x3_cols, int32_t *acc, KB_BROADCAST3, KB_STEP3, KB_STORE("r2-
  * shift doubled so that the low word's constant is exactly SMMLAR's 2^31, the out_offset moved inside the shift
  * (floor(v / 2^r) + o == floor((v + o * 2^r) / 2^r)): 5 instructions per output, 2 more for the store. The channel
  * loop, the bias and the requantisation constants live in the assembly too, about 30 instructions per channel
- * besides the outputs. The dot loop runs to the constant end of the columns (r0), so the weight pointer (r1) simply
- * carries on into the next channel. */
+ * besides the outputs. The dot loop is the same 4-value step unrolled 8 times and entered at step (-groups) & 7
+ * (the entry address computed once per call), so one 3-instruction loop test serves 32 values; it runs to the
+ * constant end of the columns (r0), so the weight pointer (r1) simply carries on into the next channel. */
 typedef struct {
     const int32_t *bias, *mult, *shift;
     int32_t co;      /* the next channel; advanced by the call to out_c */
