@@ -181,6 +181,7 @@ def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> L
     p = requant_params(graph, conv)
     params = window_params(graph, conv, bufs, (1, 1), (p.input_zp, p.output_zp), (p.act_min, p.act_max))
     params["out_cstride"] = bufs.cstride(residual)  # the conv's output never exists: pixels land on the residual
+    params["in_consumed"] = int(conv.name in plan.consumed)
     w, b, m, s = _weights(graph, conv, code)
     ap = add_node_params(graph, add)
     ops = [(ap.input1_offset, ap.input1_multiplier, ap.input1_shift),

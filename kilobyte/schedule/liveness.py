@@ -129,19 +129,19 @@ def analyze(graph: Graph, order, options: PlanOptions = DEFAULT_OPTIONS, *, alia
         working = stage.working_peak if i < n_stage else 0
         live.append(running - overlap[i] + scratch[i] + working)
     return Liveness(order, first, last, inplace, group, tuple(scratch), tuple(live), aliases, fused,
-                    consumed_inputs(graph, order, aliases, last, outs, n_stage, fused))
+                    consumed_inputs(graph, order, aliases, last, outs, n_stage))
 
 
-def consumed_inputs(graph: Graph, order, aliases: Aliases, last: dict[str, int], outs: set[str], start: int,
-                    fused: dict[str, str]) -> dict[str, str]:
-    """CONV_2D node -> its activation input, for the unfused convs at or after step `start` whose input unit dies at
-    their step (no graph input or output): nothing reads those bytes after the conv, so its kernel may overwrite the
-    input rows it has finished reading (the DSP kernels keep im2col columns there)."""
+def consumed_inputs(graph: Graph, order, aliases: Aliases, last: dict[str, int], outs: set[str],
+                    start: int) -> dict[str, str]:
+    """CONV_2D node -> its activation input, for the convs (fused with an ADD or not) at or after step `start` whose
+    input unit dies at their step (no graph input or output): nothing reads those bytes after the conv, so its kernel
+    may overwrite the input rows it has finished reading (the DSP kernels keep im2col columns there)."""
     nodes = {n.name: n for n in graph.nodes}
     consumed: dict[str, str] = {}
     for i, name in enumerate(order[start:], start=start):
         node = nodes[name]
-        if node.op is not Op.CONV_2D or name in fused:
+        if node.op is not Op.CONV_2D:
             continue
         r = aliases.root.get(node.inputs[0])
         if r is not None and last[r] == i and r not in outs:

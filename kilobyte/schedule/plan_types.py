@@ -103,6 +103,6 @@ class Plan:
     # The pair is adjacent in `order`; the ADD's step is part of the conv's.
     fused: dict[str, str] = field(default_factory=dict)
     # Added by plan.py: CONV_2D node -> its input tensor, when the input's unit dies at the conv's step (no graph
-    # input or output, not fused): the kernel may overwrite input rows it has finished reading
+    # input or output; a fused conv + ADD too): the kernel may overwrite input rows it has finished reading
     # (kb_conv_params.in_consumed; the DSP kernels keep im2col columns there). Per layer only, never in a patch stage.
     consumed: dict[str, str] = field(default_factory=dict)

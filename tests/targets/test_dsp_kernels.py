@@ -282,37 +282,51 @@ def depthwise_calls(rng) -> list[Call]:
     return calls
 
 
-def conv_add_calls(rng) -> list[Call]:
+def conv_add_call(rng, cin, cout, hw, act, add_act, big_bias, **layout) -> Call:
     """kb_conv_1x1_add: a 1x1 conv's int8 output added (TFLite ADD) to the residual it overwrites. The output region
-    holds random bytes (the residual in the slice, other tensors' data around it); only the slice may change."""
+    holds random bytes (the residual in the slice, other tensors' data around it); only the slice may change.
+    layout: window_calls's dense / consumed."""
+    attrs = ir.ConvAttrs((1, 1), (0, 0, 0, 0), (1, 1), act)
+    g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, 1, 1, cin), attrs, big_bias=big_bias)
+    conv = window_calls(rng, ["kb_conv_1x1"], g, x, scratch_odds=0, **layout)[0]  # a layout, the conv's values
+    q, (s_res, s_out), (z_res, z_out) = g.tensors[g.outputs[0]].qparams, 2.0 ** rng.uniform(-8, 0, 2), \
+        rng.integers(-128, 128, 2).tolist()
+    ap = arith.add_params(q.scale[0], q.zero_point[0], s_res, z_res, s_out, z_out, add_act)
+    p = conv.params
+    ho, wo, cs, row = p["out_h"], p["out_w"], p["out_cstride"], p["out_row"]
+    start = conv.before.size - GUARD - ho * row * cs  # the output region follows the input
+    c0 = conv.out_off - start
+    region = rng.integers(-128, 128, (ho, row, cs)).astype(np.int8)
+    result = region.copy()
+    conv_values = conv.after[start:start + region.size].reshape(ho, row, cs)[:, :wo, c0:c0 + cout]
+    result[:, :wo, c0:c0 + cout] = add_int8(conv_values, region[:, :wo, c0:c0 + cout], ap)
+    guard = np.full(GUARD, SENTINEL, np.int8)
+    before = np.concatenate([conv.before[:start], region.reshape(-1), guard])
+    after = np.concatenate([conv.after[:start], result.reshape(-1), guard])
+    add = dict(pixels=ho * wo, c=cout, in1_cstride=cs, in2_cstride=cs, out_cstride=cs,
+               in1_offset=ap.input1_offset, in2_offset=ap.input2_offset, left_shift=ap.left_shift,
+               in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift, in2_mult=ap.input2_multiplier,
+               in2_shift=ap.input2_shift, out_mult=ap.output_multiplier, out_shift=ap.output_shift,
+               out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
+    return Call(f"kb_conv_1x1_add {p} {add}", "kb_conv_1x1_add", "kb_conv_params", p, conv.arrays, before, after,
+                conv.out_off, None, add, conv.consumed)
+
+
+def conv_add_calls(rng) -> list[Call]:
     calls = []
     for i in range(12):
         cin, cout, hw = int(rng.integers(1, 40)), int(rng.integers(1, 14)), tuple(rng.integers(1, 7, 2).tolist())
-        attrs = ir.ConvAttrs((1, 1), (0, 0, 0, 0), (1, 1), ACTS[i % len(ACTS)])
-        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, 1, 1, cin), attrs, big_bias=i % 4 == 0)
-        conv = window_calls(rng, ["kb_conv_1x1"], g, x, scratch_odds=0)[0]  # a layout, the conv's int8 values
-        q, (s_res, s_out), (z_res, z_out) = g.tensors[g.outputs[0]].qparams, 2.0 ** rng.uniform(-8, 0, 2), \
-            rng.integers(-128, 128, 2).tolist()
-        ap = arith.add_params(q.scale[0], q.zero_point[0], s_res, z_res, s_out, z_out, ACTS[(i + 1) % len(ACTS)])
-        p = conv.params
-        ho, wo, cs, row = p["out_h"], p["out_w"], p["out_cstride"], p["out_row"]
-        start = conv.before.size - GUARD - ho * row * cs  # the output region follows the input
-        c0 = conv.out_off - start
-        region = rng.integers(-128, 128, (ho, row, cs)).astype(np.int8)
-        result = region.copy()
-        conv_values = conv.after[start:start + region.size].reshape(ho, row, cs)[:, :wo, c0:c0 + cout]
-        result[:, :wo, c0:c0 + cout] = add_int8(conv_values, region[:, :wo, c0:c0 + cout], ap)
-        guard = np.full(GUARD, SENTINEL, np.int8)
-        before = np.concatenate([conv.before[:start], region.reshape(-1), guard])
-        after = np.concatenate([conv.after[:start], result.reshape(-1), guard])
-        add = dict(pixels=ho * wo, c=cout, in1_cstride=cs, in2_cstride=cs, out_cstride=cs,
-                   in1_offset=ap.input1_offset, in2_offset=ap.input2_offset, left_shift=ap.left_shift,
-                   in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift, in2_mult=ap.input2_multiplier,
-                   in2_shift=ap.input2_shift, out_mult=ap.output_multiplier, out_shift=ap.output_shift,
-                   out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
-        calls.append(Call(f"kb_conv_1x1_add {p} {add}", "kb_conv_1x1_add", "kb_conv_params", p, conv.arrays,
-                          before, after, conv.out_off, None, add))
+        calls.append(conv_add_call(rng, cin, cout, hw, ACTS[i % len(ACTS)], ACTS[(i + 1) % len(ACTS)], i % 4 == 0))
+    for i, (cin, cout, hw) in enumerate(ADD_WIDE_CASES):  # the wide path in the consumed input (dense or not)
+        for dense in (True, False):
+            calls.append(conv_add_call(rng, cin, cout, hw, Activation.NONE, ACTS[i % len(ACTS)], False, dense=dense,
+                                       consumed=True))
     return calls
+
+
+# (in_c, out_c, (h, w)) of fused 1x1 conv + ADD on the DSP wide path (the input dies there): the first pixels on the
+# pair path until the consumed input holds six columns and six pixels' values, then blocks of 6, 4 + 3, 4 + 4, ...
+ADD_WIDE_CASES = ((16, 16, (6, 7)), (24, 17, (5, 8)), (96, 16, (4, 5)), (48, 24, (6, 6)), (8, 16, (3, 11)))
 
 
 def fc_calls(rng) -> list[Call]:

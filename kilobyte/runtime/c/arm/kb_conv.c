@@ -245,60 +245,6 @@ static int32_t col_index(int32_t k, int32_t n, int32_t c, int32_t ncols)
                     : ncols * body + c * (n & 3) + k - body;
 }
 
-/* Two words at *dst (one STRD), then *dst += step bytes (Thumb's STRD post-increments by constants only). */
-static inline __attribute__((always_inline)) void kb_st2_inc(int8_t **dst, int32_t a, int32_t b, int32_t step)
-{
-    __asm__("strd %1, %2, [%3]" : "=m"(*(kb_cols4 *)*dst) : "r"(a), "r"(b), "r"(*dst));
-    *dst += step;
-}
-
-/* len (a multiple of 4) values at src, plus the offset in both halves of off2, into whole groups of a column from
- * dst on (group after group 8 * ncols bytes apart); returns the next group's address. Per group one LDR, two
- * SXTAB16 and one STRD that post-increments by the step, a constant for each column count (KB_WIDEN_RUN). */
-#define KB_WIDEN_RUN(name, step)                                                                                \
-    static inline __attribute__((always_inline)) int8_t *name(const int8_t *src, int32_t len, int32_t off2,    \
-                                                              int8_t *dst)                                      \
-    {                                                                                                           \
-        const int8_t *end = src + len;                                                                          \
-        for (const int8_t *end16 = src + (len & ~15); src != end16;) { /* four groups per iteration */         \
-            const int32_t x0 = kb_ld4_inc(&src), x1 = kb_ld4_inc(&src), x2 = kb_ld4_inc(&src);                  \
-            const int32_t x3 = kb_ld4_inc(&src);                                                                \
-            KB_ST2_INC(dst, __sxtab16(off2, x0), kb_sxtab16_odd(off2, x0), step);                               \
-            KB_ST2_INC(dst, __sxtab16(off2, x1), kb_sxtab16_odd(off2, x1), step);                               \
-            KB_ST2_INC(dst, __sxtab16(off2, x2), kb_sxtab16_odd(off2, x2), step);                               \
-            KB_ST2_INC(dst, __sxtab16(off2, x3), kb_sxtab16_odd(off2, x3), step);                               \
-        }                                                                                                       \
-        while (src != end) {                                                                                    \
-            const int32_t x = kb_ld4_inc(&src);                                                                 \
-            KB_ST2_INC(dst, __sxtab16(off2, x), kb_sxtab16_odd(off2, x), step);                                 \
-        }                                                                                                       \
-        return dst;                                                                                             \
-    }
-#define KB_ST2_INC(dst, a, b, step) \
-    __asm__("strd %2, %3, [%0], #" #step : "+r"(dst), "=m"(*(kb_cols4 *)dst) : "r"(a), "r"(b))
-KB_WIDEN_RUN(widen_run2, 16)
-KB_WIDEN_RUN(widen_run3, 24)
-KB_WIDEN_RUN(widen_run4, 32)
-KB_WIDEN_RUN(widen_run5, 40)
-KB_WIDEN_RUN(widen_run6, 48)
-
-static inline __attribute__((always_inline)) int8_t *widen_run(const int8_t *src, int32_t len, int32_t off2,
-                                                               int8_t *dst, int32_t ncols)
-{
-    switch (ncols) {
-    case 2:
-        return widen_run2(src, len, off2, dst);
-    case 3:
-        return widen_run3(src, len, off2, dst);
-    case 4:
-        return widen_run4(src, len, off2, dst);
-    case 5:
-        return widen_run5(src, len, off2, dst);
-    default:
-        return widen_run6(src, len, off2, dst);
-    }
-}
-
 /* One tap's in_c values (src NULL: a padded tap, zeros) into column c of ncols at values [k0, k0 + in_c). */
 static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, int32_t in_c, int32_t offset,
                                                             int32_t k0, int32_t n, int32_t c, int32_t ncols,
@@ -357,8 +303,6 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
         }
     }
 }
-
-#define KB_WIDE_COLS 6  /* the wide path's columns (pixels per block) */
 
 /* What widen_rows needs besides *p: the output pixels whose windows widen as k_h whole runs (a dense input,
  * dilation 1 along x, window rows of whole groups, every tap inside: [y_lo, y_hi) x [x_lo, x_hi), empty if not);
@@ -517,12 +461,6 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
 /* -- with a wide scratch: 1 channel x 3..6 pixels ---------------------------------------------------------------- */
 typedef void kb_dot_1xn(const int8_t *cols, const int8_t *w, int32_t groups, int32_t *acc);
 
-/* Pixels in the next block when `left` >= 3 are still to do: 6, but a last 7 or 8 go as 4 + 3 or 4 + 4 (a block of
- * 1 or 2 would need the slower two-column kernels). */
-static int32_t wide_block(int32_t left)
-{
-    return left == 7 || left == 8 ? 4 : left < KB_WIDE_COLS ? left : KB_WIDE_COLS;
-}
 
 /* *y[c]++ = acc[c] requantised by q, c < n. A function of its own, so that its few values stay in registers; the
  * common case (q->fast: multiplier < 1, clamp [-128, 127], as after ReLU with zero point -128 or without activation)
@@ -570,7 +508,7 @@ static int8_t *block_cols(const kb_conv_params *p, const int8_t *in, int8_t *out
     return start + bytes <= (uintptr_t)(out + p->out_h * p->out_w * cs) ? (int8_t *)start : 0;
 }
 
-/* Every output pixel in blocks of wide_block pixels (fewer where block_cols has less room, down to 3) on N
+/* Every output pixel in blocks of kb_wide_block pixels (fewer where block_cols has less room, down to 3) on N
  * columns: the block's windows widened, then every output channel in one kb_wide_1x<N> call (dot products,
  * requantisation, stores and the channel loop in assembly) when kb_wide_job_ok, as in most layers; otherwise per
  * channel kb_dot_1x<N>_cols, the n & 3 tail and store_block in C. Where no 3 columns fit, two pixels run on the
@@ -589,7 +527,7 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     kb_wide_job job = {bias, mult, shift, 0, j.out_c, 1 + 2 * j.out_offset, {0}};
     const kb_rows rows = rows_of(p);
     for (int32_t k = 0, oy = 0, ox = 0; k < pixels;) {
-        int32_t n = wide_block(pixels - k);
+        int32_t n = kb_wide_block(pixels - k);
         int8_t *cols = n >= 3 ? block_cols(p, in, out, scratch, k, n) : 0;
         for (; !cols && n > 3; --n) {
             cols = block_cols(p, in, out, scratch, k, n - 1);

@@ -8,6 +8,10 @@
  * conv output's int8 (its fused activation included), then added to the residual value with TFLite's int8 ADD:
  * both operands shifted left by left_shift, rescaled, summed, rescaled, offset and clamped. All four rescales use
  * the shorter, equivalent requantisation of kb_arm_simd.h with their shifts split once per call.
+ *
+ * When the conv's input dies here (p->in_consumed, from the plan) the pixels after the first ~13 take arm/kb_conv.c's
+ * wide path instead, its columns in the input pixels already read (conv_add_wide below): the dot products at
+ * ~0.77 instructions per MAC, the ADD (~50 instructions per value, TFLite's three rescales) in C.
  */
 /* See arm/kb_conv.c: keeps the unrolled SIMD loops within the registers. Speed only. */
 #pragma GCC optimize("no-schedule-insns")
@@ -29,6 +33,34 @@ static inline int8_t add_value(const kb_arm_add *a, int32_t y, int32_t r)
     const int32_t s1 = kb_arm_scale(&a->s1, (y + a->off1) * (1 << a->left_shift));
     const int32_t s2 = kb_arm_scale(&a->s2, (r + a->off2) * (1 << a->left_shift));
     return kb_arm_rq_apply(&a->out, s1 + s2);
+}
+
+/* The same ADD with kb_arm_rq1's one-rounding rescales (the wide path: ~30 instructions per value). */
+typedef struct {
+    kb_arm_rq1 s1, s2, out;
+    int32_t off1, off2, left_shift;
+} kb_arm_add1;
+
+static kb_arm_add1 add1_of(const kb_add_params *a)
+{
+    kb_arm_add1 d;
+    d.s1 = kb_arm_rq1_of(a->in1_mult, a->in1_shift, 0, 0, 0);
+    d.s2 = kb_arm_rq1_of(a->in2_mult, a->in2_shift, 0, 0, 0);
+    d.out = kb_arm_rq1_of(a->out_mult, a->out_shift, a->out_offset, a->act_min, a->act_max);
+    d.off1 = a->in1_offset, d.off2 = a->in2_offset, d.left_shift = a->left_shift;
+    return d;
+}
+
+static inline __attribute__((always_inline)) int32_t rescale1(const kb_arm_rq1 *q, int32_t x)
+{
+    return q->right1 < 0 ? kb_arm_scale1(q, x, 1) : kb_arm_scale1(q, x, 0);
+}
+
+static inline __attribute__((always_inline)) int8_t add_value1(const kb_arm_add1 *a, int32_t y, int32_t r)
+{
+    const int32_t s1 = rescale1(&a->s1, (y + a->off1) * (1 << a->left_shift));
+    const int32_t s2 = rescale1(&a->s2, (r + a->off2) * (1 << a->left_shift));
+    return kb_arm_rq1_apply(&a->out, s1 + s2);
 }
 
 /* One output channel pair: weights, accumulator starts, the conv's requantisation and the ADD. */
@@ -78,14 +110,17 @@ static kb_pair_add pair_at(const kb_conv_params *p, const int8_t *w, const int32
     return c;
 }
 
-void kb_conv_1x1_add(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                     const int32_t *mult, const int32_t *shift, const kb_add_params *a, int8_t *residual_and_out)
+/* Pixels [k0, k1) (row-major), output channel pairs outside, pixel pairs inside. */
+static void conv_add_pairs(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                           const int32_t *mult, const int32_t *shift, const kb_add_params *a,
+                           int8_t *residual_and_out, int32_t k0, int32_t k1)
 {
-    const int32_t n = p->in_c, pixels = p->out_h * p->out_w;
+    const int32_t n = p->in_c;
     for (int32_t co = 0; co < p->out_c; co += 2) {
         const kb_pair_add c = pair_at(p, w, bias, mult, shift, a, co);
-        int32_t y = 0, x = 0;  /* the next pixel */
-        for (int32_t k = 0; k + 1 < pixels; k += 2) {
+        int32_t y = k0 / p->out_w, x = k0 % p->out_w;  /* the next pixel */
+        int32_t k = k0;
+        for (; k + 1 < k1; k += 2) {
             const int8_t *xa = in + (y * p->in_row + x) * p->in_cstride;
             int8_t *ra = residual_and_out + (y * p->out_row + x) * p->out_cstride;
             if (++x == p->out_w) {
@@ -100,10 +135,68 @@ void kb_conv_1x1_add(const kb_conv_params *p, const int8_t *in, const int8_t *w,
             kb_dot_2x2(xa, xb, c.w0, c.w1, n, 0, 0, acc);
             store(&c, acc[0], acc[1], acc[2], acc[3], ra, rb);
         }
-        if (pixels & 1) {  /* the last pixel, (out_h - 1, out_w - 1) */
+        if (k < k1) {  /* an odd last pixel */
             int32_t acc[4] = {c.bias0, c.bias1, 0, 0};
             kb_dot_1x2(in + (y * p->in_row + x) * p->in_cstride, c.w0, c.w1, n, p->in_offset, acc);
             store(&c, acc[0], acc[1], 0, 0, residual_and_out + (y * p->out_row + x) * p->out_cstride, 0);
         }
+    }
+}
+
+/* The wide path of arm/kb_conv.c, where the input dies here (p->in_consumed; a dense input): from the first pixel k0
+ * whose consumed input pixels [0, k0) hold six int16 columns and six pixels' conv values, blocks of up to six pixels
+ * are widened there, kb_wide_1x<N> computes every channel's int8 conv value into the values area, and the ADD
+ * then runs over the block's residual pixels. Returns k0 (pixels when the path does not apply). */
+static int32_t wide_start(const kb_conv_params *p, const int32_t *bias, const int32_t *shift)
+{
+    const int32_t n = p->in_c, pixels = p->out_h * p->out_w;
+    if (!p->in_consumed || p->out_c < 16 || p->in_cstride != n || p->in_row != p->in_w ||
+        !kb_wide_job_ok(bias, shift, p->out_c, n, p->out_offset, p->act_min, p->act_max)) {
+        return pixels;
+    }
+    const int32_t need = 3 + KB_WIDE_COLS * (2 * n + p->out_c);  /* 3: aligning the columns to a word */
+    const int32_t k0 = (need + n - 1) / n;
+    return k0 + 3 <= pixels ? k0 : pixels;
+}
+
+static void conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, const kb_add_params *a,
+                          int8_t *residual_and_out, int32_t k0)
+{
+    typedef void kb_wide_fn(const int8_t *cols, const int8_t *w, int32_t groups, kb_wide_job *job);
+    static kb_wide_fn *const wide[KB_WIDE_COLS + 1] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
+    const int32_t n = p->in_c, out_c = p->out_c, pixels = p->out_h * p->out_w, off2 = kb_offset2(p->in_offset);
+    int8_t *cols = (int8_t *)(((uintptr_t)in + 3) & ~(uintptr_t)3), *values = cols + KB_WIDE_COLS * 2 * n;
+    const kb_arm_add1 add = add1_of(a);
+    kb_wide_job job = {bias, mult, shift, 0, out_c, 1 + 2 * p->out_offset, {0}};
+    int32_t k = k0;
+    for (; pixels - k >= 3;) {
+        const int32_t m = kb_wide_block(pixels - k);
+        for (int32_t i = 0; i < m; ++i) {
+            widen_run(in + (k + i) * n, n, off2, cols + 8 * i, m);
+            job.y[i] = values + i * out_c;
+        }
+        job.co = 0;
+        wide[m](cols, w, n >> 2, &job);
+        for (int32_t i = 0; i < m; ++i, ++k) {
+            int8_t *r = residual_and_out + ((k / p->out_w) * p->out_row + k % p->out_w) * p->out_cstride;
+            const int8_t *v = values + i * out_c;
+            for (int32_t co = 0; co < out_c; ++co) {
+                r[co] = add_value1(&add, v[co], r[co]);
+            }
+        }
+    }
+    if (k < pixels) {
+        conv_add_pairs(p, in, w, bias, mult, shift, a, residual_and_out, k, pixels);
+    }
+}
+
+void kb_conv_1x1_add(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                     const int32_t *mult, const int32_t *shift, const kb_add_params *a, int8_t *residual_and_out)
+{
+    const int32_t k0 = wide_start(p, bias, shift);
+    conv_add_pairs(p, in, w, bias, mult, shift, a, residual_and_out, 0, k0);
+    if (k0 < p->out_h * p->out_w) {
+        conv_add_wide(p, in, w, bias, mult, shift, a, residual_and_out, k0);
     }
 }
