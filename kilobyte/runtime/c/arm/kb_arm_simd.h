@@ -470,7 +470,9 @@ static inline int32_t kb_wide_block(int32_t left)
  *
  * kb_dot_1x<N>_cols(cols, w, groups, acc): acc[0..N) = acc[0] + sum over 4 * groups values of column c times w
  * (the caller stores the bias in acc[0]; the n & 3 tail values are the caller's). AAPCS: r0 cols, r1 w, r2 groups,
- * r3 acc; r4-r11 and lr saved. SMLAD wraps like the portable kernels' int32 sums (see the top of this file). */
+ * r3 acc; r4-r11 and lr saved. SMLAD wraps like the portable kernels' int32 sums (see the top of this file).
+ * These blocks and kb_wide_1x<N> below are weak, not static: every file that includes this header and uses them
+ * (arm/kb_conv.c, arm/kb_conv_add.c) emits them, and the linker keeps one copy. */
 #define KB_W_STEP "ldr lr, [r1], #4\n\tsxtb16 r12, lr\n\tsxtb16 lr, lr, ror #8\n\t"
 #define KB_COLS_2(a, b)                                                                                         \
     "ldmia r0!, {r8-r11}\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"                       \
@@ -478,7 +480,7 @@ static inline int32_t kb_wide_block(int32_t left)
 #define KB_COLS_1(a) "ldrd r8, r9, [r0], #8\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"
 
 #define KB_DOT_1XN(name, arg, broadcast, step, finish)                                                          \
-    __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups, arg)  \
+    __attribute__((naked, weak)) void name(const int8_t *cols, const int8_t *w, int32_t groups, arg)            \
     {                                                                                                           \
         __asm__ volatile(                                                                                       \
             "push {r4-r11, lr}\n\t"                                                                             \
@@ -550,8 +552,8 @@ _Static_assert(offsetof(kb_wide_job, bias) == 0 && offsetof(kb_wide_job, mult) =
 #define KB_WIDE_MAX_ACC (1 << 30)
 
 /* Whether kb_wide_1x<N> computes every channel of a conv exactly: reduction n (no n & 3 tail), the full clamp, and
- * an int8 out_offset, per channel a right shift 1..KB_WIDE_MAX_RIGHT and a bias that keeps |acc| < KB_WIDE_MAX_ACC for any input:
- * |bias| + n * 255 * 128 (|x + in_offset| <= 255, |w| <= 128). */
+ * an int8 out_offset, per channel a right shift 1..KB_WIDE_MAX_RIGHT and a bias that keeps |acc| < KB_WIDE_MAX_ACC
+ * for any input: |bias| + n * 255 * 128 (|x + in_offset| <= 255, |w| <= 128). */
 static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int32_t out_c, int32_t n,
                                  int32_t out_offset, int32_t act_min, int32_t act_max)
 {
@@ -577,7 +579,7 @@ static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int3
 #define KB_WIDE_RQ6 KB_WIDE_RQ5 KB_WIDE_RQ("r7", "44")
 
 #define KB_WIDE(name, group_bytes, step_bytes, broadcast, step, requantise)                                    \
-    __attribute__((naked, unused)) static void name(const int8_t *cols, const int8_t *w, int32_t groups,        \
+    __attribute__((naked, weak)) void name(const int8_t *cols, const int8_t *w, int32_t groups,                 \
                                                     kb_wide_job *job)                                           \
     {                                                                                                           \
         __asm__ volatile(                                                                                       \
