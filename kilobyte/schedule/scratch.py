@@ -63,12 +63,6 @@ def conv_columns_bytes(graph: Graph, node: Node) -> int:
     return IM2COL_COLUMNS * column_bytes(graph, node)
 
 
-def im2col_columns(graph: Graph, node: Node, scratch_bytes: int) -> int:
-    """How many im2col columns a scratch buffer of `scratch_bytes` holds (what codegen tiles the conv by)."""
-    col = im2col_column_bytes(graph, node)
-    return scratch_bytes // col if col else 0
-
-
 def kernel_scratch(graph: Graph, node: Node, inplace: bool = False) -> int:
     """Per-layer scratch bytes of `node` (see the module docstring); `inplace` only matters for depthwise."""
     if node.op is Op.CONV_2D:
