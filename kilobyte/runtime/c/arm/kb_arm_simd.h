@@ -396,7 +396,8 @@ static inline __attribute__((always_inline)) void kb_dot_1x2_cols(const int8_t *
     }
 }
 
-/* -- widening int8 into int16 im2col columns (the column layout is arm/kb_conv.c's) ----------------------------
+/* -- widening int8 into int16 im2col columns (the column layout is arm/kb_conv.c's) ---------------------------- */
+
 /* Two words at *dst (one STRD), then *dst += step bytes (Thumb's STRD post-increments by constants only). */
 static inline __attribute__((always_inline)) void kb_st2_inc(int8_t **dst, int32_t a, int32_t b, int32_t step)
 {
@@ -453,6 +454,10 @@ static inline __attribute__((always_inline)) int8_t *widen_run(const int8_t *src
 
 #define KB_WIDE_COLS 6  /* the wide path's columns (pixels per block) */
 
+/* Widening a block costs about as much as the unpacking it saves on KB_COLS_MIN_OUT_C output channels; below that
+ * the direct paths are faster. */
+#define KB_COLS_MIN_OUT_C 16
+
 /* Pixels in the next block when `left` >= 3 are still to do: 6, but a last 7 or 8 go as 4 + 3 or 4 + 4 (a block of
  * 1 or 2 would need the slower two-column kernels). */
 static inline int32_t kb_wide_block(int32_t left)
@@ -473,6 +478,9 @@ static inline int32_t kb_wide_block(int32_t left)
  * r3 acc; r4-r11 and lr saved. SMLAD wraps like the portable kernels' int32 sums (see the top of this file).
  * These blocks and kb_wide_1x<N> below are weak, not static: every file that includes this header and uses them
  * (arm/kb_conv.c, arm/kb_conv_add.c) emits them, and the linker keeps one copy. */
+#define KB_NAKED_ARGS /* the assembly reads them from r0-r3 (GCC's -Wextra would call them unused) */        \
+    const int8_t *cols __attribute__((unused)), const int8_t *w __attribute__((unused)),                        \
+    int32_t groups __attribute__((unused))
 #define KB_W_STEP "ldr lr, [r1], #4\n\tsxtb16 r12, lr\n\tsxtb16 lr, lr, ror #8\n\t"
 #define KB_COLS_2(a, b)                                                                                         \
     "ldmia r0!, {r8-r11}\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"                       \
@@ -480,7 +488,7 @@ static inline int32_t kb_wide_block(int32_t left)
 #define KB_COLS_1(a) "ldrd r8, r9, [r0], #8\n\tsmlad " a ", r8, r12, " a "\n\tsmlad " a ", r9, lr, " a "\n\t"
 
 #define KB_DOT_1XN(name, arg, broadcast, step, finish)                                                          \
-    __attribute__((naked, weak)) void name(const int8_t *cols, const int8_t *w, int32_t groups, arg)            \
+    __attribute__((naked, weak)) void name(KB_NAKED_ARGS, arg __attribute__((unused)))                          \
     {                                                                                                           \
         __asm__ volatile(                                                                                       \
             "push {r4-r11, lr}\n\t"                                                                             \
@@ -553,7 +561,8 @@ _Static_assert(offsetof(kb_wide_job, bias) == 0 && offsetof(kb_wide_job, mult) =
 
 /* Whether kb_wide_1x<N> computes every channel of a conv exactly: reduction n (no n & 3 tail), the full clamp, and
  * an int8 out_offset, per channel a right shift 1..KB_WIDE_MAX_RIGHT and a bias that keeps |acc| < KB_WIDE_MAX_ACC
- * for any input: |bias| + n * 255 * 128 (|x + in_offset| <= 255, |w| <= 128). */
+ * for any input: |bias| + n * 255 * 128 (|x + in_offset| <= 255, |w| <= 128). Checked by the kernel at each call
+ * (~5 instructions per channel) rather than by the code generator, so that the kernel stays exact for any caller. */
 static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int32_t out_c, int32_t n,
                                  int32_t out_offset, int32_t act_min, int32_t act_max)
 {
@@ -579,8 +588,7 @@ static inline int kb_wide_job_ok(const int32_t *bias, const int32_t *shift, int3
 #define KB_WIDE_RQ6 KB_WIDE_RQ5 KB_WIDE_RQ("r7", "44")
 
 #define KB_WIDE(name, group_bytes, step_bytes, broadcast, step, requantise)                                    \
-    __attribute__((naked, weak)) void name(const int8_t *cols, const int8_t *w, int32_t groups,                 \
-                                                    kb_wide_job *job)                                           \
+    __attribute__((naked, weak)) void name(KB_NAKED_ARGS, kb_wide_job *job __attribute__((unused)))             \
     {                                                                                                           \
         __asm__ volatile(                                                                                       \
             "push {r4-r11, lr}\n\t"                                                                             \
