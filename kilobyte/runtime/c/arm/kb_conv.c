@@ -5,9 +5,9 @@
  *   - with scratch and out_c >= KB_COLS_MIN_OUT_C: conv_wide below, blocks of 3-6 output pixels widened once into
  *     int16 im2col columns for all output channels, then 1 channel x N pixels per weight load, the channel loop and
  *     the requantisation in assembly (kb_arm_simd.h), ~0.77 instructions per MAC in the dot loop. The columns live
- *     in the scratch when the planner granted six (from free bytes), else in the not yet written part of a dense
- *     output; the last pixels, where neither holds three columns, run on the scratch's two columns (conv_cols,
- *     2 channels x 2 pixels, ~1.0 in the loop);
+ *     in the scratch when the planner granted six (from free bytes), else in input rows already read (when the
+ *     input dies here) or in the not yet written part of a dense output (block_cols); pixels where none holds
+ *     three columns run on the scratch's two columns (conv_cols, 2 channels x 2 pixels, ~1.0 in the loop);
  *   - otherwise direct convolution, described here.
  * Direct: each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
  * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
@@ -231,7 +231,7 @@ static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w,
  * int16 x + in_offset (0 for a padded tap, which TFLite skips) and then serve every output channel, so the ~1.1
  * instructions per value of widening are shared by all out_c channels and the inner loops need no activation
  * unpacking. Two block shapes:
- *   - wide (conv_wide, 3-6 columns in the scratch or the output's unwritten part): 1 channel x 3..6 pixels,
+ *   - wide (conv_wide, 3-6 columns where block_cols finds room): 1 channel x 3..6 pixels,
  *     kb_wide_1x<N> of kb_arm_simd.h, 18 instructions per 24 MACs at N = 6;
  *   - two columns (conv_cols, the KB_CONV_SCRATCH bytes every planned conv scratch holds): 2 channels x 2 pixels,
  *     kb_dot_2x2_cols, 16 instructions per 16 MACs.
@@ -269,23 +269,14 @@ static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, i
     }
 }
 
-/* Output pixel (oy, ox)'s window into column c of ncols. A dense input (in_cstride == in_c, dilation 1 along x)
- * widens each window row's taps inside the image as one run, the padded ones as zeros. */
+/* Output pixel (oy, ox)'s window into column c of ncols, any layout (widen_rows below takes the common cases
+ * first). A dense input (in_cstride == in_c, dilation 1 along x) widens each window row's taps inside the image as
+ * one run, the padded ones as zeros. */
 static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int32_t ncols,
                          int8_t *cols)
 {
     const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-    const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1, len = p->k_w * cin;
-    if (run && (len & 3) == 0 && ix0 >= 0 && ix0 + p->k_w <= p->in_w && iy0 >= 0 &&
-        iy0 + (p->k_h - 1) * p->dil_h < p->in_h) {  /* all taps inside, rows of whole groups: one run per row */
-        const int32_t off2 = kb_offset2(p->in_offset), pitch = p->dil_h * p->in_row * cin;
-        const int8_t *row = in + (iy0 * p->in_row + ix0) * cin;
-        int8_t *dst = cols + 8 * c;
-        for (int32_t ky = 0; ky < p->k_h; ++ky, row += pitch) {
-            dst = widen_run(row, len, off2, dst, ncols);
-        }
-        return;
-    }
+    const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
     int32_t kx0, kx1;
     inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
     kx1 = kx1 > kx0 ? kx1 : kx0;
@@ -429,17 +420,17 @@ static inline __attribute__((always_inline)) void cols_pair(const kb_cols_job j,
 }
 
 /* Output pixels [k0, pixels) (row-major) in pairs on two columns. */
-static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols, int32_t k0,
-                      int32_t pixels)
+static void conv_cols(const kb_conv_params *p, const kb_rows *rows, const int8_t *in, const int8_t *w,
+                      const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *cols,
+                      int32_t k0, int32_t pixels)
 {
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
     int32_t k = k0;
     for (; k + 1 < pixels; k += 2) {
         const int32_t ay = k / out_w, ax = k % out_w, by = (k + 1) / out_w, bx = (k + 1) % out_w;
-        widen_window(p, in, ay, ax, 0, 2, cols);
-        widen_window(p, in, by, bx, 1, 2, cols);
+        widen_rows(rows, p, in, ay, ax, 0, 2, cols);
+        widen_rows(rows, p, in, by, bx, 1, 2, cols);
         int8_t *ya = out + (ay * out_row + ax) * cs, *yb = out + (by * out_row + bx) * cs;
         if (!yb) {
             __builtin_unreachable();  /* an output pixel's address: tells GCC to keep only the 2x2 path here */
@@ -450,7 +441,7 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
     }
     if (k < pixels) {  /* an odd last pixel: column a alone */
         const int32_t ay = k / out_w, ax = k % out_w;
-        widen_window(p, in, ay, ax, 0, 2, cols);
+        widen_rows(rows, p, in, ay, ax, 0, 2, cols);
         int8_t *ya = out + (ay * out_row + ax) * cs;
         for (int32_t co = 0; co < j.out_c; co += 2) {
             cols_pair(j, w, bias, mult, shift, co, cols, ya, 0);
@@ -458,9 +449,8 @@ static void conv_cols(const kb_conv_params *p, const int8_t *in, const int8_t *w
     }
 }
 
-/* -- with a wide scratch: 1 channel x 3..6 pixels ---------------------------------------------------------------- */
+/* -- 1 channel x 3..6 pixels ------------------------------------------------------------------------------------ */
 typedef void kb_dot_1xn(const int8_t *cols, const int8_t *w, int32_t groups, int32_t *acc);
-
 
 /* *y[c]++ = acc[c] requantised by q, c < n. A function of its own, so that its few values stay in registers; the
  * common case (q->fast: multiplier < 1, clamp [-128, 127], as after ReLU with zero point -128 or without activation)
@@ -534,11 +524,8 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
         }
         if (!cols) {  /* two pixels on the scratch's two columns; more room may come with later rows */
             n = pixels - k < 2 ? pixels - k : 2;
-            conv_cols(p, in, w, bias, mult, shift, out, scratch, k, k + n);
-            k += n, ox += n;
-            for (; ox >= out_w; ox -= out_w) {
-                ++oy;
-            }
+            conv_cols(p, &rows, in, w, bias, mult, shift, out, scratch, k, k + n);
+            k += n, oy = k / out_w, ox = k % out_w;
             continue;
         }
         for (int32_t c = 0; c < n; ++c) {
@@ -573,10 +560,6 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
         }
     }
 }
-
-/* Widening two pixels costs about as much as the unpacking it saves on KB_COLS_MIN_OUT_C output channels; below
- * that the direct path is faster. */
-#define KB_COLS_MIN_OUT_C 16
 
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
