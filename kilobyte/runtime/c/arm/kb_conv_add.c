@@ -6,8 +6,8 @@
  * row-major order, across rows), each pair a 2 x 2 block of SMLADs on raw int8 with bias + in_offset * sum(w) as
  * the accumulators' start; a last odd pixel adds the offset while unpacking. Each conv value is requantised to the
  * conv output's int8 (its fused activation included), then added to the residual value with TFLite's int8 ADD:
- * both operands shifted left by left_shift, rescaled, summed, rescaled, offset and clamped. All four rescales use
- * the shorter, equivalent requantisation of kb_arm_simd.h with their shifts split once per call.
+ * both operands shifted left by left_shift, rescaled, summed, rescaled, offset and clamped. The conv's requantisation
+ * uses kb_arm_simd.h's kb_arm_rq, the ADD's three rescales its one-rounding kb_arm_rq1, all split once per call.
  *
  * When the conv's input dies here (p->in_consumed, from the plan) the pixels after the first ~13 take arm/kb_conv.c's
  * wide path instead, its columns in the input pixels already read (conv_add_wide below): the dot products at
@@ -20,30 +20,16 @@
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
 
-/* TFLite's int8 ADD, prepared once per call: the rescales of the conv value (1), the residual (2) and the sum. */
-typedef struct {
-    kb_arm_rq s1, s2, out;
-    int32_t off1, off2, left_shift;
-} kb_arm_add;
-
-/* The ADD of conv value y and residual value r (as kb_add.c computes it). */
-static inline int8_t add_value(const kb_arm_add *a, int32_t y, int32_t r)
-{
-    /* (x + offset) is in [-255, 255], so shifting it by 20 stays far inside int32. */
-    const int32_t s1 = kb_arm_scale(&a->s1, (y + a->off1) * (1 << a->left_shift));
-    const int32_t s2 = kb_arm_scale(&a->s2, (r + a->off2) * (1 << a->left_shift));
-    return kb_arm_rq_apply(&a->out, s1 + s2);
-}
-
-/* The same ADD with kb_arm_rq1's one-rounding rescales (the wide path: ~30 instructions per value). */
+/* TFLite's int8 ADD, prepared once per call: the rescales of the conv value (1), the residual (2) and the sum, in
+ * kb_arm_rq1's one-rounding form. */
 typedef struct {
     kb_arm_rq1 s1, s2, out;
     int32_t off1, off2, left_shift;
-} kb_arm_add1;
+} kb_arm_add;
 
-static kb_arm_add1 add1_of(const kb_add_params *a)
+static kb_arm_add add_of(const kb_add_params *a)
 {
-    kb_arm_add1 d;
+    kb_arm_add d;
     d.s1 = kb_arm_rq1_of(a->in1_mult, a->in1_shift, 0, 0, 0);
     d.s2 = kb_arm_rq1_of(a->in2_mult, a->in2_shift, 0, 0, 0);
     d.out = kb_arm_rq1_of(a->out_mult, a->out_shift, a->out_offset, a->act_min, a->act_max);
@@ -51,15 +37,17 @@ static kb_arm_add1 add1_of(const kb_add_params *a)
     return d;
 }
 
-static inline __attribute__((always_inline)) int32_t rescale1(const kb_arm_rq1 *q, int32_t x)
+static inline __attribute__((always_inline)) int32_t rescale(const kb_arm_rq1 *q, int32_t x)
 {
     return q->right1 < 0 ? kb_arm_scale1(q, x, 1) : kb_arm_scale1(q, x, 0);
 }
 
-static inline __attribute__((always_inline)) int8_t add_value1(const kb_arm_add1 *a, int32_t y, int32_t r)
+/* The ADD of conv value y and residual value r (as kb_add.c computes it). */
+static inline __attribute__((always_inline)) int8_t add_value(const kb_arm_add *a, int32_t y, int32_t r)
 {
-    const int32_t s1 = rescale1(&a->s1, (y + a->off1) * (1 << a->left_shift));
-    const int32_t s2 = rescale1(&a->s2, (r + a->off2) * (1 << a->left_shift));
+    /* (x + offset) is in [-255, 255], so shifting it by 20 stays far inside int32. */
+    const int32_t s1 = rescale(&a->s1, (y + a->off1) * (1 << a->left_shift));
+    const int32_t s2 = rescale(&a->s2, (r + a->off2) * (1 << a->left_shift));
     return kb_arm_rq1_apply(&a->out, s1 + s2);
 }
 
@@ -103,10 +91,7 @@ static kb_pair_add pair_at(const kb_conv_params *p, const int8_t *w, const int32
     c.base1 = kb_arm_base(c.bias1, p->in_offset, c.w1, p->in_c);
     c.rq0 = kb_arm_rq_of(mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
     c.rq1 = kb_arm_rq_of(mult[c.co1], shift[c.co1], p->out_offset, p->act_min, p->act_max);
-    c.add.s1 = kb_arm_rq_of(a->in1_mult, a->in1_shift, 0, 0, 0);
-    c.add.s2 = kb_arm_rq_of(a->in2_mult, a->in2_shift, 0, 0, 0);
-    c.add.out = kb_arm_rq_of(a->out_mult, a->out_shift, a->out_offset, a->act_min, a->act_max);
-    c.add.off1 = a->in1_offset, c.add.off2 = a->in2_offset, c.add.left_shift = a->left_shift;
+    c.add = add_of(a);
     return c;
 }
 
@@ -150,7 +135,7 @@ static void conv_add_pairs(const kb_conv_params *p, const int8_t *in, const int8
 static int32_t wide_start(const kb_conv_params *p, const int32_t *bias, const int32_t *shift)
 {
     const int32_t n = p->in_c, pixels = p->out_h * p->out_w;
-    if (!p->in_consumed || p->out_c < 16 || p->in_cstride != n || p->in_row != p->in_w ||
+    if (!p->in_consumed || p->out_c < KB_COLS_MIN_OUT_C || p->in_cstride != n || p->in_row != p->in_w ||
         !kb_wide_job_ok(bias, shift, p->out_c, n, p->out_offset, p->act_min, p->act_max)) {
         return pixels;
     }
@@ -167,7 +152,7 @@ static void conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_
     static kb_wide_fn *const wide[KB_WIDE_COLS + 1] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
     const int32_t n = p->in_c, out_c = p->out_c, pixels = p->out_h * p->out_w, off2 = kb_offset2(p->in_offset);
     int8_t *cols = (int8_t *)(((uintptr_t)in + 3) & ~(uintptr_t)3), *values = cols + KB_WIDE_COLS * 2 * n;
-    const kb_arm_add1 add = add1_of(a);
+    const kb_arm_add add = add_of(a);
     kb_wide_job job = {bias, mult, shift, 0, out_c, 1 + 2 * p->out_offset, {0}};
     int32_t k = k0;
     for (; pixels - k >= 3;) {
@@ -182,7 +167,7 @@ static void conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_
             int8_t *r = residual_and_out + ((k / p->out_w) * p->out_row + k % p->out_w) * p->out_cstride;
             const int8_t *v = values + i * out_c;
             for (int32_t co = 0; co < out_c; ++co) {
-                r[co] = add_value1(&add, v[co], r[co]);
+                r[co] = add_value(&add, v[co], r[co]);
             }
         }
     }
