@@ -51,34 +51,33 @@ static inline __attribute__((always_inline)) int8_t add_value(const kb_arm_add *
     return kb_arm_rq1_apply(&a->out, s1 + s2);
 }
 
-/* One output channel pair: weights, accumulator starts, the conv's requantisation and the ADD. */
+/* One output channel pair: weights, accumulator starts and the conv's requantisation. */
 typedef struct {
     const int8_t *w0, *w1;
     int32_t bias0, bias1, base0, base1;  /* starts with the offset added while unpacking / folded in */
     int32_t co, co1;                     /* co1 == co + 1, or co for an odd last channel (stored once) */
     kb_arm_rq rq0, rq1;
-    kb_arm_add add;
 } kb_pair_add;
 
 /* Conv accumulators (a0, a1) of pixel a -> the ADD over pixel a's residual r (and b's likewise, when rb). */
-static inline __attribute__((always_inline)) void store(const kb_pair_add *c, int32_t a0, int32_t a1, int32_t b0,
-                                                        int32_t b1, int8_t *ra, int8_t *rb)
+static inline __attribute__((always_inline)) void store(const kb_pair_add *c, const kb_arm_add *add, int32_t a0,
+                                                        int32_t a1, int32_t b0, int32_t b1, int8_t *ra, int8_t *rb)
 {
     const int32_t co = c->co, co1 = c->co1;
-    ra[co] = add_value(&c->add, kb_arm_rq_apply(&c->rq0, a0), ra[co]);
+    ra[co] = add_value(add, kb_arm_rq_apply(&c->rq0, a0), ra[co]);
     if (rb) {
-        rb[co] = add_value(&c->add, kb_arm_rq_apply(&c->rq0, b0), rb[co]);
+        rb[co] = add_value(add, kb_arm_rq_apply(&c->rq0, b0), rb[co]);
     }
     if (co1 != co) {
-        ra[co1] = add_value(&c->add, kb_arm_rq_apply(&c->rq1, a1), ra[co1]);
+        ra[co1] = add_value(add, kb_arm_rq_apply(&c->rq1, a1), ra[co1]);
         if (rb) {
-            rb[co1] = add_value(&c->add, kb_arm_rq_apply(&c->rq1, b1), rb[co1]);
+            rb[co1] = add_value(add, kb_arm_rq_apply(&c->rq1, b1), rb[co1]);
         }
     }
 }
 
 static kb_pair_add pair_at(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
-                           const int32_t *shift, const kb_add_params *a, int32_t co)
+                           const int32_t *shift, int32_t co)
 {
     kb_pair_add c;
     c.co = co;
@@ -91,7 +90,6 @@ static kb_pair_add pair_at(const kb_conv_params *p, const int8_t *w, const int32
     c.base1 = kb_arm_base(c.bias1, p->in_offset, c.w1, p->in_c);
     c.rq0 = kb_arm_rq_of(mult[co], shift[co], p->out_offset, p->act_min, p->act_max);
     c.rq1 = kb_arm_rq_of(mult[c.co1], shift[c.co1], p->out_offset, p->act_min, p->act_max);
-    c.add = add_of(a);
     return c;
 }
 
@@ -101,8 +99,9 @@ static void conv_add_pairs(const kb_conv_params *p, const int8_t *in, const int8
                            int8_t *residual_and_out, int32_t k0, int32_t k1)
 {
     const int32_t n = p->in_c;
+    const kb_arm_add add = add_of(a);
     for (int32_t co = 0; co < p->out_c; co += 2) {
-        const kb_pair_add c = pair_at(p, w, bias, mult, shift, a, co);
+        const kb_pair_add c = pair_at(p, w, bias, mult, shift, co);
         int32_t y = k0 / p->out_w, x = k0 % p->out_w;  /* the next pixel */
         int32_t k = k0;
         for (; k + 1 < k1; k += 2) {
@@ -118,12 +117,12 @@ static void conv_add_pairs(const kb_conv_params *p, const int8_t *in, const int8
             }
             int32_t acc[4] = {c.base0, c.base1, c.base0, c.base1};
             kb_dot_2x2(xa, xb, c.w0, c.w1, n, 0, 0, acc);
-            store(&c, acc[0], acc[1], acc[2], acc[3], ra, rb);
+            store(&c, &add, acc[0], acc[1], acc[2], acc[3], ra, rb);
         }
         if (k < k1) {  /* an odd last pixel */
             int32_t acc[4] = {c.bias0, c.bias1, 0, 0};
             kb_dot_1x2(in + (y * p->in_row + x) * p->in_cstride, c.w0, c.w1, n, p->in_offset, acc);
-            store(&c, acc[0], acc[1], 0, 0, residual_and_out + (y * p->out_row + x) * p->out_cstride, 0);
+            store(&c, &add, acc[0], acc[1], 0, 0, residual_and_out + (y * p->out_row + x) * p->out_cstride, 0);
         }
     }
 }
@@ -144,9 +143,12 @@ static int32_t wide_start(const kb_conv_params *p, const int32_t *bias, const in
     return k0 + 3 <= pixels ? k0 : pixels;
 }
 
-static void conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                          const int32_t *mult, const int32_t *shift, const kb_add_params *a,
-                          int8_t *residual_and_out, int32_t k0)
+/* Pixels k0 .. in wide blocks; returns the first pixel left (fewer than 3) for the pair path. Not inlined, so that
+ * its frame and conv_add_pairs's are never on the stack together. */
+static __attribute__((noinline)) int32_t conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w,
+                                                       const int32_t *bias, const int32_t *mult,
+                                                       const int32_t *shift, const kb_add_params *a,
+                                                       int8_t *residual_and_out, int32_t k0)
 {
     typedef void kb_wide_fn(const int8_t *cols, const int8_t *w, int32_t groups, kb_wide_job *job);
     static kb_wide_fn *const wide[KB_WIDE_COLS + 1] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
@@ -155,7 +157,7 @@ static void conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_
     const kb_arm_add add = add_of(a);
     kb_wide_job job = {bias, mult, shift, 0, out_c, 1 + 2 * p->out_offset, {0}};
     int32_t k = k0;
-    for (; pixels - k >= 3;) {
+    while (pixels - k >= 3) {
         const int32_t m = kb_wide_block(pixels - k);
         for (int32_t i = 0; i < m; ++i) {
             widen_run(in + (k + i) * n, n, off2, cols + 8 * i, m);
@@ -171,17 +173,16 @@ static void conv_add_wide(const kb_conv_params *p, const int8_t *in, const int8_
             }
         }
     }
-    if (k < pixels) {
-        conv_add_pairs(p, in, w, bias, mult, shift, a, residual_and_out, k, pixels);
-    }
+    return k;
 }
 
 void kb_conv_1x1_add(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                      const int32_t *mult, const int32_t *shift, const kb_add_params *a, int8_t *residual_and_out)
 {
-    const int32_t k0 = wide_start(p, bias, shift);
+    const int32_t pixels = p->out_h * p->out_w, k0 = wide_start(p, bias, shift);
     conv_add_pairs(p, in, w, bias, mult, shift, a, residual_and_out, 0, k0);
-    if (k0 < p->out_h * p->out_w) {
-        conv_add_wide(p, in, w, bias, mult, shift, a, residual_and_out, k0);
+    if (k0 < pixels) {
+        const int32_t k1 = conv_add_wide(p, in, w, bias, mult, shift, a, residual_and_out, k0);
+        conv_add_pairs(p, in, w, bias, mult, shift, a, residual_and_out, k1, pixels);
     }
 }
