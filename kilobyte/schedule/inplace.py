@@ -8,17 +8,20 @@ A *storage unit* is a set of activation tensors that live in the same bytes for 
 Each unit has a *root* (the tensor that owns the bytes: neither an alias nor a slice) and occupies `size(root)` bytes
 from the first time any member is produced until every member is dead.
 
-The dynamic part — a depthwise conv or ADD overwriting an input whose unit dies at that very step — depends on the
-order and is decided by `inplace_input` (here, so the DP in reorder.py and the interval model in liveness.py apply the
-same rule). It never applies when the node's output is itself a slice: the concat slice wins because the slice has
-the output's channel stride, not the input's.
+Which op may overwrite which input, and the scratch it then reads, is its kernel contract's in-place rule
+(`kilobyte.kernels`); `find_aliases` turns the rules into per-node candidates. The dynamic part — a depthwise conv or
+ADD overwriting an input whose unit dies at that very step — depends on the order and is decided here too
+(`decide_inplace`, for one order; reorder.py's DP applies the same rule incrementally). It never applies when the
+node's output is itself a slice: the concat slice wins because the slice has the output's channel stride, not the
+input's.
 
 Fused conv + ADD (`fuse_add`; DESIGN.md: "a residual ADD ... may be fused into the projection conv"): a pointwise
 CONV_2D (1x1, stride 1, no padding) whose output's only reader is an ADD, whose other input (the residual) is no graph
 input, has the same shape and dtype, and is not what the conv reads, may run with the ADD as ONE step: the kernel
 adds each output pixel to the residual pixel and writes it over it, so the conv's output takes no bytes and the ADD's
 output takes the residual's. `find_aliases` lists these pairs (`Aliases.fusable`); whether a pair fuses depends on
-the order (the ADD right after the conv, the residual dying at the ADD) and is decided in liveness.py / reorder.py.
+the order (the ADD right after the conv, the residual dying at the ADD) and is decided by `decide_inplace` (and
+incrementally in reorder.py).
 
 Bytes: an int8 graph's tensors take their real itemsize (a float32 DEQUANTIZE -> SOFTMAX tail takes 4 B per element);
 a float graph is planned as if it were int8, 1 B per element (the papers' count), see `planned_bytes`.
@@ -32,8 +35,8 @@ import numpy as np
 
 from ..analysis.shapes import activation_inputs
 from ..ir import Graph, Node, Op
+from ..kernels import inplace_rule, padded_channel_bytes
 from .plan_types import PlanOptions
-from .scratch import padded_channel_bytes
 
 
 @dataclass(frozen=True)
@@ -116,25 +119,23 @@ def _reshapes(graph: Graph, options: PlanOptions, slices: dict) -> dict[str, str
 
 
 def _candidates(graph: Graph, options: PlanOptions, slices: dict) -> tuple[dict, dict]:
-    """Inputs each node may overwrite, and the scratch it then needs. Graph inputs are read-only."""
+    """Inputs each node may overwrite (its contract's in-place rule), and the scratch it then reads. Graph inputs are
+    read-only; an output written into a concat slice is never in place."""
     cands: dict[str, tuple[str, ...]] = {}
     scratch: dict[str, int] = {}
     for n in graph.nodes:
-        out = n.outputs[0]
-        if out in slices:
-            continue
+        rule = inplace_rule(graph, n, options)
         ins = [t for t in activation_inputs(graph, n) if t not in graph.inputs]
-        if n.op is Op.DEPTHWISE_CONV_2D and options.inplace_depthwise and ins:
-            # TinyEngine in-place DW: channel by channel through one padded channel buffer; needs C_out == C_in
-            # and an output no larger than the input. Used only when it saves bytes (padded channel < output).
-            pad = padded_channel_bytes(graph, n)
-            fits = n.attrs.depth_multiplier == 1 and planned_bytes(graph, out) <= planned_bytes(graph, ins[0])
-            if fits and pad < planned_bytes(graph, out):
-                cands[n.name] = (ins[0],)
-                scratch[n.name] = pad
-        elif n.op is Op.ADD and options.inplace_add and ins:
-            cands[n.name] = tuple(ins)
-            scratch[n.name] = 0
+        if rule is None or not ins or n.outputs[0] in slices:
+            continue
+        if rule.elementwise:  # ADD: element i over element i of any dying input
+            cands[n.name], scratch[n.name] = tuple(ins if rule.inputs == "any" else ins[:1]), 0
+            continue
+        # channel by channel through one padded channel (TinyEngine in-place DW): the output no larger than the
+        # input, and used only when it saves bytes (padded channel < output)
+        pad, out = padded_channel_bytes(graph, n), planned_bytes(graph, n.outputs[0])
+        if out <= planned_bytes(graph, ins[0]) and pad < out:
+            cands[n.name], scratch[n.name] = (ins[0],), pad
     return cands, scratch
 
 
@@ -222,3 +223,100 @@ def slice_placement(aliases: Aliases, graph: Graph, tensor: str) -> tuple[int, i
         t, channel = aliases.slice_of[t]
         offset += channel
     return offset, graph.tensors[t].shape[-1]
+
+
+# -- the dynamic part: in-place, fusion and consumed inputs under one order -------------------------------------
+@dataclass(frozen=True)
+class InPlaceChoice:
+    """What runs in place under one order: node -> the input it overwrites, unit root -> group, the fused pairs
+    (conv -> ADD), and the bytes counted twice at each step (input and output sharing them)."""
+
+    inplace: dict[str, str]
+    group: dict[str, str]
+    fused: dict[str, str]
+    overlap: tuple[int, ...]
+
+
+def unit_lifetimes(graph: Graph, order, aliases: Aliases) -> tuple[dict[str, int], dict[str, int]]:
+    """First and last step of every storage unit under `order`."""
+    pos = {name: i for i, name in enumerate(order)}
+    last_step = len(order) - 1
+    outs = set(graph.outputs)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for n in graph.nodes:
+        i = pos[n.name]
+        for t in n.outputs:
+            r = aliases.root[t]
+            first[r] = min(first.get(r, i), i)
+            last[r] = last_step if t in outs else max(last.get(r, i), i)
+        for t in n.inputs:
+            r = aliases.root.get(t)  # constants and graph inputs have no unit
+            if r is not None:
+                last[r] = max(last.get(r, i), i)
+    return first, last
+
+
+def output_units(graph: Graph, aliases: Aliases) -> set[str]:
+    return {aliases.root[t] for t in graph.outputs if t in aliases.root}
+
+
+def choose_inplace(node: str, step: int, aliases: Aliases, last: dict[str, int], outs: set[str]) -> str | None:
+    """The input `node` overwrites at `step`: the first candidate whose unit dies there (never a graph output)."""
+    for c in aliases.candidates.get(node, ()):
+        r = aliases.root[c]
+        if last[r] == step and r not in outs:
+            return c
+    return None
+
+
+def fused_pairs(order, aliases: Aliases, last: dict[str, int], outs: set[str], start: int = 0) -> dict[str, str]:
+    """conv -> ADD for the fusable pairs (`aliases.fusable`) that run as one step under `order`: the ADD right after
+    the conv, at or after step `start` (the end of a patch stage), the residual's unit dying at the ADD."""
+    pos = {name: i for i, name in enumerate(order)}
+    fused: dict[str, str] = {}
+    for conv, pair in aliases.fusable.items():
+        i, r = pos[conv], aliases.root[pair.residual]
+        if i >= start and pos[pair.add] == i + 1 and last.get(r) == i + 1 and r not in outs:
+            fused[conv] = pair.add
+    return fused
+
+
+def decide_inplace(graph: Graph, order, aliases: Aliases, first: dict, last: dict, outs: set[str],
+                   start: int = 0) -> InPlaceChoice:
+    """The in-place and fusion decisions for `order` after step `start` (a patch stage runs its own). Fused convs'
+    output units are removed from `first`/`last` (never stored)."""
+    fused = fused_pairs(order, aliases, last, outs, start)
+    for conv in fused:
+        y = aliases.root[aliases.fusable[conv].conv_out]
+        del first[y], last[y]
+    fused_adds = {add: aliases.fusable[conv].residual for conv, add in fused.items()}
+    nodes = {n.name: n for n in graph.nodes}
+    inplace: dict[str, str] = {}
+    group = {r: r for r in first}
+    overlap = [0] * len(order)
+    for i, name in enumerate(order[start:], start=start):
+        c = fused_adds.get(name) or choose_inplace(name, i, aliases, last, outs)
+        if c is not None:
+            inplace[name] = c
+            src, dst = aliases.root[c], aliases.root[nodes[name].outputs[0]]
+            group[dst] = group[src]
+            overlap[i] = min(aliases.size[src], aliases.size[dst])
+    return InPlaceChoice(inplace, group, fused, tuple(overlap))
+
+
+def consumed_inputs(graph: Graph, order, aliases: Aliases, last: dict[str, int], outs: set[str],
+                    start: int) -> dict[str, str]:
+    """CONV_2D node -> its activation input, for the convs (fused with an ADD or not) at or after step `start` whose
+    input unit dies at their step (no graph input or output): nothing reads those bytes after the conv, so its kernel
+    may overwrite the input rows it has finished reading (the DSP kernels keep im2col columns there)."""
+    nodes = {n.name: n for n in graph.nodes}
+    consumed: dict[str, str] = {}
+    for i, name in enumerate(order[start:], start=start):
+        node = nodes[name]
+        if node.op is not Op.CONV_2D:
+            continue
+        r = aliases.root.get(node.inputs[0])
+        if r is not None and last[r] == i and r not in outs:
+            consumed[name] = node.inputs[0]
+    return consumed

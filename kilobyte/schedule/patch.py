@@ -18,16 +18,14 @@ import numpy as np
 
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
-from .plan_types import PatchStage, PlanOptions, Tile
+from ..kernels import contract_for, inplace_rule
+from .plan_types import DEFAULT_OPTIONS, PatchStage, PlanOptions, Tile
+from .scratch import kernel_scratch
 
 Box = tuple[int, int, int, int]  # (y0, y1, x0, x1), half-open
 EMPTY: Box = (0, 0, 0, 0)
 
-WINDOW_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.PAD})
-POINTWISE_OPS = frozenset({Op.ADD, Op.CONCAT, Op.RELU, Op.RELU6, Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE,
-                           Op.BATCH_NORM})
 GRIDS = range(2, 9)  # p tried by `choose_patch`
-DEFAULT_OPTIONS = PlanOptions()
 
 
 class PatchStageError(KilobyteError):
@@ -60,20 +58,10 @@ def union(a: Box | None, b: Box) -> Box:
 
 
 def axis_window(graph: Graph, node: Node) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """(kernel, stride, dilation, pad_before, pad_after) along H and along W; None for pointwise ops."""
-    a = node.attrs
-    if node.op is Op.PAD:
-        (t, b), (left, r) = a.pads[1], a.pads[2]
-        return (1, 1, 1, t, b), (1, 1, 1, left, r)
-    if node.op not in WINDOW_OPS:
-        return None
-    if node.op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
-        (kh, kw), (dh, dw) = a.kernel, (1, 1)
-    else:
-        _, kh, kw, _ = graph.tensors[node.inputs[1]].shape
-        dh, dw = a.dilation
-    t, b, left, r = a.padding
-    return (kh, a.stride[0], dh, t, b), (kw, a.stride[1], dw, left, r)
+    """(kernel, stride, dilation, pad_before, pad_after) along H and along W (the kernel contract's window); None for
+    pointwise ops."""
+    window = contract_for(node).window
+    return None if window is None else window(graph, node)
 
 
 def _axis_in(o0: int, o1: int, window: tuple[int, ...], size: int) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -168,7 +156,7 @@ def _check_node(graph: Graph, node: Node, made: set[str]) -> None:
     concat_ok = node.op is not Op.CONCAT or node.attrs.axis % 4 == 3
     pad_ok = node.op is not Op.PAD or (node.attrs.pads[0] == (0, 0) and node.attrs.pads[3] == (0, 0))
     shape = graph.tensors[node.outputs[0]].shape
-    if node.op not in WINDOW_OPS | POINTWISE_OPS or not (concat_ok and pad_ok) or len(shape) != 4:
+    if not contract_for(node).local or not (concat_ok and pad_ok) or len(shape) != 4:
         raise PatchStageError(f"patch stage: node '{node.name}' ({node.op.value}) is not spatially local; end "
                               f"the stage before it")
 
@@ -214,31 +202,28 @@ def _padded_channel(tile: Tile) -> int:
 
 
 def _inplace_host(graph: Graph, stage: Sequence[Node], i: int, tiles, mem: _Memory, options: PlanOptions) -> int | None:
-    """The step whose tile buffer node i overwrites in place (that tile dies at i), or None. The rules of
-    inplace.py, per tile: DW needs multiplier 1, an output tile no larger than its input tile and a padded channel
-    smaller than the output tile; ADD needs the dying input's box to equal its own in every patch."""
+    """The step whose tile buffer node i overwrites in place (that tile dies at i), or None. The contract's in-place
+    rule, per tile: an elementwise op (ADD) needs the dying input's box to equal its own in every patch; a
+    channel-planar one (DW) an output tile no larger than its input tile and a padded channel smaller than it."""
     node, step_of = stage[i], mem.step_of
+    rule = inplace_rule(graph, node, options)
     hosts = [step_of[t] for t in dict.fromkeys(graph.activation_inputs(node))
              if t in step_of and step_of[t] in mem.home and mem.last[step_of[t]] == i]
-    if not hosts:
+    if rule is None or not hosts:
         return None
-    j = hosts[0]
-    if node.op is Op.DEPTHWISE_CONV_2D and options.inplace_depthwise and node.attrs.depth_multiplier == 1:
-        fits = all(_tile_bytes(graph, stage, p[i], i) <= _tile_bytes(graph, stage, p[j], j) for p in tiles)
-        saves = max(_padded_channel(p[i]) for p in tiles) < max(_tile_bytes(graph, stage, p[i], i) for p in tiles)
-        return j if fits and saves else None
-    if node.op is Op.ADD and options.inplace_add:
+    if rule.elementwise:
         same = [h for h in hosts if all(p[h].out_box == p[i].out_box for p in tiles)]
         return same[0] if same else None
-    return None
+    j = hosts[0]
+    fits = all(_tile_bytes(graph, stage, p[i], i) <= _tile_bytes(graph, stage, p[j], j) for p in tiles)
+    saves = max(_padded_channel(p[i]) for p in tiles) < max(_tile_bytes(graph, stage, p[i], i) for p in tiles)
+    return j if fits and saves else None
 
 
-def _step_scratch(graph: Graph, node: Node, tile: Tile, inplace: bool) -> int:
-    from .scratch import kernel_scratch
-
+def _step_scratch(graph: Graph, node: Node, tile: Tile, inplace: bool, kernels: str) -> int:
     if node.op is Op.DEPTHWISE_CONV_2D:
         return _padded_channel(tile) if inplace else 0
-    return kernel_scratch(graph, node)  # im2col columns do not depend on the tile size
+    return kernel_scratch(graph, node, kernels)  # im2col columns do not depend on the tile size
 
 
 def working_memory(graph: Graph, stage: Sequence[Node], tiles, options: PlanOptions) -> _Memory:
@@ -261,7 +246,8 @@ def working_memory(graph: Graph, stage: Sequence[Node], tiles, options: PlanOpti
     sizes = np.array([[_tile_bytes(graph, stage, t, i) for i, t in enumerate(p)] for p in tiles])  # (P, n)
     mem.size = {i: int(sizes[:, i].max()) for i in mem.home}
     inplace = {i for i in mem.home if mem.groups[mem.home[i]][0] != i}
-    scratch = np.array([[_step_scratch(graph, n, p[i], i in inplace) for i, n in enumerate(stage)] for p in tiles])
+    scratch = np.array([[_step_scratch(graph, n, p[i], i in inplace, options.kernels) for i, n in enumerate(stage)]
+                        for p in tiles])
     mem.scratch = [int(v) for v in scratch.max(axis=0)]
     mem.live = [int(v) for v in (_live_tiles(sizes, mem) + scratch).max(axis=0)]
     return mem
@@ -383,7 +369,8 @@ def _local_prefix_ends(graph: Graph, order: Sequence, n: int) -> bool:
     return False
 
 
-def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_OPTIONS) -> PatchStage | None:
+def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_OPTIONS,
+                 live: Sequence[int] | None = None) -> PatchStage | None:
     """The patch stage ("auto") with the smallest total peak, ties broken by fewer MACs; None if none beats the
     per-layer plan. Total peak = max(stage peak, planned live bytes of the per-layer steps after the stage).
 
@@ -391,13 +378,16 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     whose extra MACs exceed that fraction of the network's MACs is skipped. Exact pruning: a cut is skipped when
     its stage-output bytes or the rest's peak cannot beat the best so far, and a grid when its centre patch alone
     cannot (the peak is a max over patches). Grids run coarse to fine and stop once the stage is no longer the
-    bottleneck: finer grids only add MACs.
+    bottleneck: finer grids only add MACs. `live`: the per-layer plan's live bytes per step of `order`, when the
+    caller has them.
     """
     from ..analysis.macs import node_macs
-    from .liveness import analyze
 
     names = [x if isinstance(x, str) else x.name for x in order]
-    live = analyze(graph, names, dataclasses.replace(options, patch=None)).live_bytes
+    if live is None:
+        from .liveness import analyze
+
+        live = analyze(graph, names, dataclasses.replace(options, patch=None)).live_bytes
     rest = [max(live[n:], default=0) for n in range(len(live) + 1)]
     budget = None if options.max_mac_overhead is None else options.max_mac_overhead * sum(
         node_macs(graph, n) for n in graph.nodes)

@@ -1,30 +1,41 @@
-"""Schedule stage: `make_plan` — Graph -> Plan: order, in-place rules, patch stage, scratch, arena offsets, verified.
+"""Schedule stage: `make_plan` — Graph -> Plan, as a literal list of named steps, each computed once.
 
-The steps, in order: choose the patch stage (optional; it runs first, as one super-step), choose the order
-(reorder.py; the patch stage is a forced prefix), compute liveness with the in-place rules (liveness.py), size the
-scratch (scratch.py; model-adaptive im2col optionally), place every storage group, every step's scratch and the
-patch working region with the arena planner (arena.py), derive each tensor's placement (concat slices get the
-output's channel stride), and verify the result independently of how it was built: no two tensors alive at the same
-step share a byte unless they are declared aliases, scratch overlaps nothing live, the arena holds everything and
-is at least the peak. A violation is a bug and raises `PlanError`. Fused conv + ADD pairs (`Plan.fused`) are checked
-too: adjacent in the order, the conv's output unplaced, the ADD's output exactly at the residual's bytes.
+    draft   = draft_patch_stage(graph, options)   StageDraft: the patch stage (region-relative offsets) or None
+    storage = storage_units(graph, draft)          Aliases: RESHAPE aliases, CONCAT slices, in-place candidates
+    order   = execution_order(graph, draft, ...)   ReorderResult: the order with the smallest peak (stage first)
+    life    = lifetimes(graph, order, storage)     Lifetimes: live steps, in-place groups, fused pairs, held bytes
+    scratch = size_scratch(graph, life, options)   ScratchSizes: per-step scratch the kernel set reads, and tiers of
+                                                   extra im2col columns from free bytes
+    layout  = lay_out_arena(life, scratch, ...)    ArenaLayout: offsets of every group, the scratch tier kept
+    plan    = assemble_plan(graph, steps)          Plan: placements, scratch offsets, the placed patch stage
+    verify_plan(graph, plan, storage)              independent check; a violation is a bug (`PlanError`)
+
+`plan_steps` runs the first six (`estimate_resources` stops there: no verification, no C); `make_plan` all eight.
+A per-layer plan finds its storage units and order inside the draft step (it needs them to choose a stage with
+`patch="auto"`) and reuses them; a patch stage pins its tensors, so its plan finds them again with the stage first.
+
+Verification is independent of how the plan was built: no two tensors alive at the same step share a byte unless they
+are declared aliases, scratch overlaps nothing live, the arena holds everything and is at least the peak. Fused conv
++ ADD pairs (`Plan.fused`) are checked too: adjacent in the order, the conv's output unplaced, the ADD's output
+exactly at the residual's bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from ..analysis.macs import node_macs
 from ..errors import KilobyteError
 from ..ir import Graph
-from .arena import plan_groups
+from ..kernels import KERNEL_SETS
+from . import patch as patching
+from .arena import ArenaResult, plan_groups
 from .inplace import Aliases, element_bytes, find_aliases, planned_bytes, slice_placement
-from .liveness import Liveness, analyze
-from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement
+from .liveness import Lifetimes, lifetimes
+from .plan_types import DEFAULT_OPTIONS, PatchStage, Plan, PlanOptions, TensorPlacement
 from .reorder import ReorderResult, best_order
-from .scratch import adaptive_im2col, free_conv_columns
-
-DEFAULT_OPTIONS = PlanOptions()
+from .scratch import adaptive_im2col, base_scratch, free_conv_columns
 
 IM2COL_MODES = ("per-layer", "model-adaptive")
 CONV_COLUMN_MODES = ("free", "wide")  # PlanOptions.conv_columns
@@ -48,37 +59,97 @@ def _check_options(options: PlanOptions) -> None:
          f"arena_strategy must be one of {ARENA_STRATEGIES}, not {options.arena_strategy!r}"),
         (options.alignment >= 1, f"alignment must be >= 1, not {options.alignment}"),
         (options.exact_budget >= 0, f"exact_budget must be >= 0, not {options.exact_budget}"),
+        (options.kernels in KERNEL_SETS, f"kernels must be one of {KERNEL_SETS}, not {options.kernels!r}"),
     ]
     for ok, message in problems:
         if not ok:
             raise KilobyteError(f"plan options: {message}")
 
 
-def _patch_module():
-    try:
-        from . import patch
-    except ImportError:
-        raise NotImplementedError("patch-based plans need kilobyte/schedule/patch.py, which is not there yet") from None
-    return patch
+# -- the values passed between the steps ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StageDraft:
+    """The patch stage (tile offsets relative to its working region) or None; for a per-layer plan, the storage
+    units and order already found (reused by the next steps); notes."""
+
+    stage: PatchStage | None
+    storage: Aliases | None = None
+    order: ReorderResult | None = None
+    notes: tuple[str, ...] = ()
 
 
-def _choose_order(graph: Graph, options: PlanOptions) -> tuple[ReorderResult, PatchStage | None, list[str]]:
-    """The order and the patch stage (None when off, or when "auto" finds none that lowers the peak)."""
-    if options.patch in (None, "off"):
-        return best_order(graph, options), None, []
-    patch = _patch_module()
-    if options.patch == "auto":
-        first = best_order(graph, options)
-        stage = patch.choose_patch(graph, first.order, options)
-        if stage is None:
-            return first, None, ["patch auto: no patch stage lowers the peak of the per-layer plan"]
-    else:
+@dataclass(frozen=True)
+class ScratchSizes:
+    """Per-step scratch: `base` (what each kernel reads per layer) and the tiers of more im2col columns from free
+    bytes, best first: each (columns, model-adaptive sizes or None). `wide`: the first tier is taken whatever it
+    costs (conv_columns="wide")."""
+
+    base: tuple[int, ...]
+    tiers: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...]
+    wide: bool = False
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """The packed arena: one offset per storage group (`groups`), per scratch step (`scratch_steps`) and, last, the
+    patch working region; the scratch per step it was packed with, and the live bytes that gives."""
+
+    arena: ArenaResult
+    groups: tuple[str, ...]
+    scratch_steps: tuple[int, ...]
+    scratch: tuple[int, ...]
+    live_bytes: tuple[int, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def peak(self) -> int:
+        return max(self.live_bytes, default=0)
+
+
+@dataclass(frozen=True)
+class PlanSteps:
+    """Every step's value, in order (module docstring)."""
+
+    options: PlanOptions
+    draft: StageDraft
+    storage: Aliases
+    order: ReorderResult
+    life: Lifetimes
+    scratch: ScratchSizes
+    layout: ArenaLayout
+
+
+# -- the steps --------------------------------------------------------------------------------------------------------
+def plan_steps(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> PlanSteps:
+    """Run the planner's steps up to the arena layout (no verification)."""
+    _check_options(options)
+    draft = draft_patch_stage(graph, options)
+    storage = storage_units(graph, draft, options)
+    order = execution_order(graph, draft, storage, options)
+    life = lifetimes(graph, order.order, storage, draft.stage)
+    scratch = size_scratch(graph, life, options)
+    layout = lay_out_arena(life, scratch, draft.stage, options)
+    return PlanSteps(options, draft, storage, order, life, scratch, layout)
+
+
+def draft_patch_stage(graph: Graph, options: PlanOptions) -> StageDraft:
+    """The patch stage: none ("off"), the one asked for ((n_nodes, grid), on the graph's order), or the one with the
+    smallest total peak on the per-layer plan ("auto"; None when none lowers it)."""
+    if isinstance(options.patch, tuple):
         n_nodes, grid = options.patch
         if n_nodes > len(graph.nodes):
             raise KilobyteError(f"patch stage of {n_nodes} nodes: graph '{graph.name}' has {len(graph.nodes)}")
-        stage = patch.plan_patch_stage(graph, [n.name for n in graph.nodes], n_nodes, grid, options)
-    pinned = _stage_tensors(graph, stage)
-    return best_order(graph, options, prefix=stage.nodes, pinned=pinned), stage, []
+        return StageDraft(patching.plan_patch_stage(graph, [n.name for n in graph.nodes], n_nodes, grid, options))
+    storage = find_aliases(graph, options)
+    order = best_order(graph, options, aliases=storage)
+    if options.patch != "auto":
+        return StageDraft(None, storage, order)
+    life = lifetimes(graph, order.order, storage)
+    live = [u + s for u, s in zip(life.unit_bytes, base_scratch(graph, life, options.kernels))]
+    stage = patching.choose_patch(graph, order.order, options, live)
+    if stage is None:
+        return StageDraft(None, storage, order, ("patch auto: no patch stage lowers the peak of the per-layer plan",))
+    return StageDraft(stage)
 
 
 def _stage_tensors(graph: Graph, stage: PatchStage | None) -> frozenset:
@@ -87,72 +158,119 @@ def _stage_tensors(graph: Graph, stage: PatchStage | None) -> frozenset:
     return frozenset(graph.node(name).outputs[0] for name in stage.nodes)
 
 
-def _layout(live: Liveness, stage: PatchStage | None, options: PlanOptions):
-    """(arena result, group ids, scratch steps) for a liveness."""
-    groups, ids, steps = _arena_groups(live, stage)
-    return plan_groups(groups, options.arena_strategy, options.alignment), ids, steps
+def storage_units(graph: Graph, draft: StageDraft, options: PlanOptions) -> Aliases:
+    """The storage units (inplace.py): the draft's for a per-layer plan; with a stage, its tensors pinned."""
+    return draft.storage or find_aliases(graph, options, _stage_tensors(graph, draft.stage))
 
 
-def _sized(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage):
-    """Liveness and arena layout with per-layer scratch, or with model-adaptive im2col when asked. Adaptive sizes
-    never raise the peak by construction; if they would make the planner's arena larger (fragmentation), the
-    per-layer sizes are kept and a note says so. Returns (liveness, layout, notes)."""
-    live = analyze(graph, order, options, aliases=aliases, stage=stage)
-    layout = _layout(live, stage, options)
-    skip = len(stage.nodes) if stage else 0
+def execution_order(graph: Graph, draft: StageDraft, storage: Aliases, options: PlanOptions) -> ReorderResult:
+    """The order with the smallest peak (reorder.py): the draft's, or with the patch stage as a forced prefix."""
+    if draft.order is not None:
+        return draft.order
+    return best_order(graph, options, prefix=draft.stage.nodes, pinned=_stage_tensors(graph, draft.stage),
+                      aliases=storage)
+
+
+def size_scratch(graph: Graph, life: Lifetimes, options: PlanOptions) -> ScratchSizes:
+    """Per-layer scratch and the tiers of more columns (scratch.py): six columns where they fit under the peak, else
+    two for 1x1 convs; with model-adaptive im2col each tier also offers its adaptive sizes."""
+    base = base_scratch(graph, life, options.kernels)
+    k, order = life.n_stage, life.order
+    held = [u + s for u, s in zip(life.unit_bytes, base)]
+    peak = max(held, default=0)
+
+    def with_sizes(sizes: dict[str, int], start: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sizes.get(name, s) for name, s in zip(order, start))
+
+    def columns(room: int | None, wide: bool) -> tuple[int, ...]:
+        return with_sizes(free_conv_columns(graph, order[k:], held[k:], base[k:], room, life.fused, options.kernels,
+                                            wide), base)
+
     if options.conv_columns == "wide":  # six columns for every conv, paid for with SRAM where there is no room
-        wide = free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], None, live.fused)
-        live = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=wide)
-        return live, _layout(live, stage, options), []
-    def free_columns(wide: bool) -> dict[str, int]:
-        return free_conv_columns(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak,
-                                 live.fused, wide)
-
-    free = free_columns(True)  # six columns where they fit under the peak
-    grown = _grown(graph, order, options, aliases, stage, (live, layout), free)
-    if grown[0] is live:  # their layout would enlarge the arena (fragmentation): two columns for 1x1 convs only
-        free = free_columns(False)
-        grown = _grown(graph, order, options, aliases, stage, (live, layout), free)
-    live, layout = grown[:2]
-    if options.im2col != "model-adaptive":
-        return live, layout, []
-    sizes = adaptive_im2col(graph, order[skip:], live.live_bytes[skip:], live.scratch[skip:], live.peak)
-    return _grown(graph, order, options, aliases, stage, (live, layout), {**free, **sizes},
-                  "im2col: model-adaptive buffers would enlarge the arena; kept per-layer sizes")
+        return ScratchSizes(base, ((columns(None, True), None),), wide=True)
+    tiers = []
+    for cols in (columns(peak, True), columns(peak, False), base):
+        adaptive = None
+        if options.im2col == "model-adaptive":
+            live = [u + s for u, s in zip(life.unit_bytes, cols)]
+            adaptive = with_sizes(adaptive_im2col(graph, order[k:], live[k:], cols[k:], peak, options.kernels), cols)
+        tiers.append((cols, adaptive))
+    return ScratchSizes(base, tuple(tiers))
 
 
-def _grown(graph: Graph, order, options: PlanOptions, aliases: Aliases, stage, base, sizes: dict, note: str = ""):
-    """(liveness, layout, notes) with the scratch `sizes`, or `base` (with the note) if they would raise the peak
-    or enlarge the planner's arena (fragmentation)."""
-    live, layout = base
-    if not sizes:
-        return live, layout, []
-    grown = analyze(graph, order, options, aliases=aliases, stage=stage, scratch_override=sizes)
-    grown_layout = _layout(grown, stage, options)
-    if grown.peak > live.peak or grown_layout[0].arena_bytes > layout[0].arena_bytes:
-        return live, layout, [note] if note else []
-    return grown, grown_layout, []
+def lay_out_arena(life: Lifetimes, scratch: ScratchSizes, stage: PatchStage | None,
+                  options: PlanOptions) -> ArenaLayout:
+    """Pack the arena (arena.py): the first tier of scratch whose layout neither raises the peak nor enlarges the
+    arena of the per-layer scratch (fragmentation), its model-adaptive sizes when they do not either."""
+    if scratch.wide:
+        return _pack(life, scratch.tiers[0][0], stage, options)
+    base: list = []  # packed lazily: only needed when a tier's arena is above the peak
+
+    def fits(layout: ArenaLayout) -> bool:
+        if not base:
+            base.append(_pack(life, scratch.base, stage, options))
+        bound = base[0]
+        if layout.peak > bound.peak:
+            return False
+        return layout.arena.arena_bytes <= bound.peak or layout.arena.arena_bytes <= bound.arena.arena_bytes
+
+    for columns, adaptive in scratch.tiers:
+        layout = _pack(life, columns, stage, options) if columns != scratch.base or not base else base[0]
+        if not fits(layout):
+            continue
+        if adaptive is None or adaptive == columns:
+            return layout
+        grown = _pack(life, adaptive, stage, options)
+        if fits(grown):
+            return grown
+        return dataclasses.replace(layout, notes=("im2col: model-adaptive buffers would enlarge the arena; kept "
+                                                  "per-layer sizes",))
+    return base[0]
 
 
-def _arena_groups(live: Liveness, stage: PatchStage | None) -> tuple[list, list, list]:
+def _pack(life: Lifetimes, scratch: tuple[int, ...], stage: PatchStage | None, options: PlanOptions) -> ArenaLayout:
     """Arena requests: one group per storage group (its units' lifetimes), one per step's scratch, one for the
-    patch working region. Returns (groups, group ids, scratch steps)."""
+    patch working region; packed by the arena planner."""
     by_group: dict[str, list] = {}
-    for r in live.first:
-        by_group.setdefault(live.group[r], []).append((live.aliases.size[r], live.first[r], live.last[r]))
-    ids = list(by_group)
+    for r in life.first:
+        by_group.setdefault(life.group[r], []).append((life.aliases.size[r], life.first[r], life.last[r]))
+    ids = tuple(by_group)
     groups = [by_group[g] for g in ids]
-    steps = [i for i, s in enumerate(live.scratch) if s > 0]
-    groups += [[(live.scratch[i], i, i)] for i in steps]
+    steps = tuple(i for i, s in enumerate(scratch) if s > 0)
+    groups += [[(scratch[i], i, i)] for i in steps]
     if stage is not None:
         groups.append([(stage.working_bytes, 0, len(stage.nodes) - 1)])
-    return groups, ids, steps
+    arena = plan_groups(groups, options.arena_strategy, options.alignment)
+    live = tuple(u + s for u, s in zip(life.unit_bytes, scratch))
+    return ArenaLayout(arena, ids, steps, tuple(scratch), live)
 
 
-def _placements(graph: Graph, live: Liveness, root_offset: dict[str, int]) -> dict[str, TensorPlacement]:
+def assemble_plan(graph: Graph, steps: PlanSteps) -> Plan:
+    """The `Plan`: every tensor's placement, each step's scratch offset, the patch stage placed in the arena."""
+    life, layout, order, stage = steps.life, steps.layout, steps.order, steps.draft.stage
+    group_offset = dict(zip(layout.groups, layout.arena.offsets))
+    root_offset = {r: group_offset[life.group[r]] for r in life.first}
+    offsets = layout.arena.offsets[len(layout.groups):]
+    scratch = {order.order[i]: (o, layout.scratch[i]) for i, o in zip(layout.scratch_steps, offsets)}
+    if stage is not None:
+        stage = patching.place_stage(stage, layout.arena.offsets[-1])
+    macs, overhead = _macs(graph, stage)
+    tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
+    return Plan(
+        order=order.order, placements=_placements(graph, life, root_offset), scratch=scratch,
+        arena_bytes=layout.arena.arena_bytes, peak_bytes=layout.peak,
+        scratch_bytes=max([tile_scratch, *layout.scratch]), input_bytes=sum(planned_bytes(graph, t) for t in
+                                                                             graph.inputs),
+        macs=macs, mac_overhead=overhead, optimal=order.optimal,
+        lower_bound=max(order.lower_bound, layout.live_bytes[0] if stage else 0), live_bytes=layout.live_bytes,
+        patch=stage, options=steps.options, notes=(*order.notes, *steps.draft.notes, *layout.notes),
+        inplace=dict(life.inplace), fused=dict(life.fused), consumed=dict(life.consumed))
+
+
+def _placements(graph: Graph, life: Lifetimes, root_offset: dict[str, int]) -> dict[str, TensorPlacement]:
     """Every tensor that exists whole: its unit's offset plus its slice offset. (Patch-stage tensors read only
     inside the stage never exist whole: they live in `PatchStage.tile_offsets`.)"""
-    al = live.aliases
+    al = life.aliases
     out: dict[str, TensorPlacement] = {}
     for t, r in al.root.items():
         if r in root_offset:
@@ -175,31 +293,16 @@ def make_plan(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Plan:
     >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
     >>> b = GraphBuilder()
     >>> x = b.input((1, 8, 8, 4))
-    >>> y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((8, 3, 3, 4))})
+    >>> y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((16, 3, 3, 4))})
     >>> p = make_plan(b.build([b.node(Op.RELU, [y])]))
     >>> p.peak_bytes, p.arena_bytes, p.scratch, p.input_bytes
-    (1024, 1024, {'conv_2d_0': (512, 432)}, 256)
+    (2048, 2048, {}, 256)
+    >>> make_plan(b.build([b.node(Op.RELU, [y])]), PlanOptions(kernels="dsp")).scratch  # DSP: 6 columns, free bytes
+    {'conv_2d_0': (1024, 432)}
     """
-    _check_options(options)
-    chosen, stage, notes = _choose_order(graph, options)
-    aliases = find_aliases(graph, options, _stage_tensors(graph, stage))
-    live, (arena, ids, steps), more = _sized(graph, chosen.order, options, aliases, stage)
-    group_offset = dict(zip(ids, arena.offsets))
-    root_offset = {r: group_offset[live.group[r]] for r in live.first}
-    scratch = {chosen.order[i]: (o, live.scratch[i]) for i, o in zip(steps, arena.offsets[len(ids):])}
-    if stage is not None:
-        stage = _patch_module().place_stage(stage, arena.offsets[-1])
-    macs, overhead = _macs(graph, stage)
-    tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
-    lower = max(chosen.lower_bound, live.live_bytes[0] if stage else 0)
-    plan = Plan(
-        order=chosen.order, placements=_placements(graph, live, root_offset), scratch=scratch,
-        arena_bytes=arena.arena_bytes, peak_bytes=live.peak, scratch_bytes=max([tile_scratch, *live.scratch]),
-        input_bytes=sum(planned_bytes(graph, t) for t in graph.inputs), macs=macs, mac_overhead=overhead,
-        optimal=chosen.optimal, lower_bound=lower, live_bytes=live.live_bytes, patch=stage,
-        options=options, notes=(*chosen.notes, *notes, *more), inplace=dict(live.inplace), fused=dict(live.fused),
-        consumed=dict(live.consumed))
-    verify_plan(graph, plan, aliases)
+    steps = plan_steps(graph, options)
+    plan = assemble_plan(graph, steps)
+    verify_plan(graph, plan, steps.storage)
     return plan
 
 

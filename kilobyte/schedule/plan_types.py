@@ -25,6 +25,10 @@ class PlanOptions:
     arena_strategy: str = "auto"  # "greedy", "exact" or "auto" (exact when small)
     exact_budget: int = 200_000  # DP states before the reorder falls back to a heuristic
     alignment: int = 4  # byte alignment of every arena offset
+    kernels: str = "portable"  # the kernel set the plan is for ("portable" or "dsp"): scratch is what it reads
+
+
+DEFAULT_OPTIONS = PlanOptions()
 
 
 @dataclass(frozen=True)

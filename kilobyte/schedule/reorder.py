@@ -32,12 +32,9 @@ from dataclasses import dataclass
 
 from ..analysis.shapes import activation_inputs
 from ..ir import Graph
-from .inplace import find_aliases
-from .liveness import output_units
-from .plan_types import PlanOptions
+from .inplace import Aliases, find_aliases, output_units
+from .plan_types import DEFAULT_OPTIONS, PlanOptions
 from .scratch import kernel_scratch
-
-DEFAULT_OPTIONS = PlanOptions()
 
 
 @dataclass(frozen=True)
@@ -53,8 +50,8 @@ class ReorderResult:
 class _Model:
     """The graph as bitmasks: node i is bit i (graph order); storage units are indices into `size`."""
 
-    def __init__(self, graph: Graph, options: PlanOptions, pinned=frozenset()):
-        al = find_aliases(graph, options, pinned)
+    def __init__(self, graph: Graph, options: PlanOptions, pinned=frozenset(), aliases: Aliases | None = None):
+        al = aliases or find_aliases(graph, options, pinned)
         self.names = [n.name for n in graph.nodes]
         index = {name: i for i, name in enumerate(self.names)}
         roots = list(al.size)
@@ -87,7 +84,7 @@ class _Model:
             self.in_units.append(tuple(dict.fromkeys(uid[al.root[t]] for t in ins)))
             self.out_unit.append(uid[al.root[n.outputs[0]]])
             self.cand_units.append(tuple(uid[al.root[t]] for t in al.candidates.get(n.name, ())))
-            self.scratch_reg.append(kernel_scratch(graph, n))
+            self.scratch_reg.append(kernel_scratch(graph, n, options.kernels))
             self.scratch_inp.append(al.inplace_scratch.get(n.name, 0))
 
     def live(self, u: int, done: int) -> bool:
@@ -304,11 +301,13 @@ def _trace(info: dict, state: int) -> list[int]:
     return [v for nodes in reversed(moves) for v in nodes]
 
 
-def best_order(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, prefix=(), pinned=frozenset()) -> ReorderResult:
+def best_order(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, prefix=(), pinned=frozenset(),
+               aliases: Aliases | None = None) -> ReorderResult:
     """The topological order of `graph` with the smallest peak (exact within `options.exact_budget` states).
 
     `prefix`: node names that must run first, in that order (a patch stage); their steps are not counted in the
-    peak (the caller replaces them), only what they leave held; `pinned` as in `find_aliases`. With
+    peak (the caller replaces them), only what they leave held; `pinned` as in `find_aliases` (or pass the
+    `aliases` already found with them). With
     `options.reorder` False the order is the graph's own (after the prefix) and only its peak and bounds are
     computed.
 
@@ -320,7 +319,7 @@ def best_order(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, prefix=(), 
     >>> r.order, r.peak, r.optimal
     (('relu_0',), 32, True)
     """
-    model = _Model(graph, options, pinned)
+    model = _Model(graph, options, pinned, aliases)
     names = model.names
     index = {name: i for i, name in enumerate(names)}
     start = _start(model, tuple(index[p] for p in prefix))

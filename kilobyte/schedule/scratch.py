@@ -1,61 +1,31 @@
-"""Schedule stage: per-kernel scratch bytes, as the C kernels of the runtime need them.
+"""Schedule stage: scratch bytes per step, exactly as the chosen kernel set reads them (`kilobyte.kernels`).
 
-Rules (scratch counts in the peak at its step, and lives in the arena for that step only):
-- CONV_2D with a kernel larger than 1x1: an im2col buffer of 2 output columns, each column `kh*kw*Cin` int16
-  values (TinyEngine / CMSIS-NN `arm_convolve_s8` style, which widens int8 to int16 and runs two columns per
-  inner loop): `2 * 2*kh*kw*Cin = 4*kh*kw*Cin` bytes.
-- CONV_2D 1x1: 0. The pointwise kernel reads each input pixel's Cin contiguous bytes straight from the NHWC tensor,
-  so it needs no column buffer (a strided 1x1 conv likewise reads every s-th pixel).
-- Then, from bytes free anyway (`free_conv_columns`): every unfused CONV_2D whose step has room under the peak gets
-  6 columns (`12*kh*kw*Cin` bytes), else a 1x1 conv gets 2 where they fit; the Cortex-M DSP kernels pre-widen that
-  many pixels there once for all output channels (the portable kernels ignore the scratch).
-- DEPTHWISE_CONV_2D in place (TinyEngine, thesis 3.2.4): one padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, the
-  buffer a channel is copied into before its output overwrites the input. Not in place: 0.
-- Everything else (FC, pooling, ADD, MEAN, PAD, RESHAPE, CONCAT, SOFTMAX): 0; their kernels stream.
+Per layer (`base_scratch`): each step gets what its kernel reads when it runs: an in-place depthwise conv one padded
+input channel, a DSP conv with a window larger than 1x1 two im2col columns, the rest nothing (see
+`kilobyte/kernels/contracts.py` for the rules and the portable/DSP difference). Scratch counts in the peak at its
+step and lives in the arena for that step only.
+
+Then, from bytes free anyway (`free_conv_columns`): every unfused conv whose kernel reads columns and whose step has
+room under the peak gets `WIDE_COLUMNS` columns (`12*kh*kw*Cin` bytes), else a 1x1 conv gets two where they fit; the
+Cortex-M DSP kernels pre-widen that many pixels there once for all output channels.
 
 Model-adaptive im2col (thesis Eq. 3.1-3.2): TinyEngine sizes one im2col buffer M for the largest column of the model
 (Eq. 3.1, `M = max kh*kw*Cin`) and lets each layer tile `floor(M / (kh*kw*Cin))` columns (Eq. 3.2) — bytes that are
 free anyway because another layer needs them. We apply the same idea per step with the real free bytes: a conv's
-buffer grows to the most whole columns that fit under the model's planned peak at its step (`peak - live_j`),
-never fewer than the 2 columns above and never more than its output pixels. The peak does not rise.
+buffer grows to the most whole columns that fit under the model's planned peak at its step (`peak - live_j`), never
+fewer than the 2 columns above, never more than its output pixels nor than its kernel reads. The peak does not rise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..ir import Graph, Node, Op
+from ..kernels import WIDE_COLUMNS, column_bytes, extra_columns, layer_scratch, padded_channel_bytes
+from ..kernels.contracts import IM2COL_COLUMNS
 
-IM2COL_COLUMNS = 2  # columns of the per-layer im2col buffer
-IM2COL_ELEMENT_BYTES = 2  # int16 after widening (q7 -> q15)
-WIDE_COLUMNS = 6  # columns granted from free bytes (free_conv_columns)
-
-
-def padded_channel_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of one zero-padded input channel of a depthwise conv: (H+pt+pb)*(W+pl+pr).
-
-    >>> from kilobyte.ir import DepthwiseAttrs, GraphBuilder, Op
-    >>> import numpy as np
-    >>> b = GraphBuilder()
-    >>> y = b.node(Op.DEPTHWISE_CONV_2D, [b.input((1, 112, 112, 32))], DepthwiseAttrs(padding=(1, 1, 1, 1)),
-    ...            params={"weight": np.zeros((1, 3, 3, 32), np.float32)})
-    >>> padded_channel_bytes(b.build([y]), b.nodes[0])
-    12996
-    """
-    _, h, w, _ = graph.tensors[node.inputs[0]].shape
-    t, b, left, r = node.attrs.padding
-    return (h + t + b) * (w + left + r)
-
-
-def column_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of one int16 column of a CONV_2D's window, kh*kw*Cin values, whatever the kernel size."""
-    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-    return IM2COL_ELEMENT_BYTES * kh * kw * cin
-
-
-def im2col_column_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of one im2col column of a CONV_2D: kh*kw*Cin int16 values; 0 for 1x1 (no im2col)."""
-    if node.op is not Op.CONV_2D or graph.tensors[node.inputs[1]].shape[1:3] == (1, 1):
-        return 0
-    return column_bytes(graph, node)
+__all__ = ["WIDE_COLUMNS", "adaptive_im2col", "base_scratch", "column_bytes", "conv_columns_bytes",
+           "free_conv_columns", "kernel_scratch", "padded_channel_bytes"]
 
 
 def conv_columns_bytes(graph: Graph, node: Node) -> int:
@@ -63,17 +33,24 @@ def conv_columns_bytes(graph: Graph, node: Node) -> int:
     return IM2COL_COLUMNS * column_bytes(graph, node)
 
 
-def kernel_scratch(graph: Graph, node: Node, inplace: bool = False) -> int:
-    """Per-layer scratch bytes of `node` (see the module docstring); `inplace` only matters for depthwise."""
-    if node.op is Op.CONV_2D:
-        return IM2COL_COLUMNS * im2col_column_bytes(graph, node)
+def kernel_scratch(graph: Graph, node: Node, kernels: str = "portable", inplace: bool = False) -> int:
+    """Per-layer scratch bytes `node`'s kernel in `kernels` reads; `inplace` only matters for depthwise."""
     if node.op is Op.DEPTHWISE_CONV_2D and inplace:
         return padded_channel_bytes(graph, node)
-    return 0
+    return layer_scratch(graph, node, kernels)
 
 
-def adaptive_im2col(graph: Graph, order, live_bytes, scratch, peak: int) -> dict[str, int]:
-    """Model-adaptive im2col sizes: node -> scratch bytes, for every conv with an im2col buffer.
+def base_scratch(graph: Graph, life, kernels: str) -> tuple[int, ...]:
+    """Per-layer scratch bytes at each step of `life` (liveness.Lifetimes); patch-stage steps have none of their own
+    (their tiles' scratch is in the stage's working region)."""
+    nodes = {n.name: n for n in graph.nodes}
+    return tuple(0 if i < life.n_stage else kernel_scratch(graph, nodes[name], kernels, name in life.inplace)
+                 for i, name in enumerate(life.order))
+
+
+def adaptive_im2col(graph: Graph, order: Sequence[str], live_bytes, scratch, peak: int,
+                    kernels: str) -> dict[str, int]:
+    """Model-adaptive im2col sizes: node -> scratch bytes, for every conv with a per-layer im2col buffer.
 
     `live_bytes[i]` and `scratch[i]` are step i's planned live bytes (scratch included) and scratch bytes; `peak` is
     the plan's peak. Each buffer grows to the most whole columns that keep step i at or under `peak`.
@@ -82,19 +59,19 @@ def adaptive_im2col(graph: Graph, order, live_bytes, scratch, peak: int) -> dict
     nodes = {n.name: n for n in graph.nodes}
     for i, name in enumerate(order):
         node = nodes[name]
-        col = im2col_column_bytes(graph, node)
-        if not col:
+        if not layer_scratch(graph, node, kernels):
             continue
+        col, most = extra_columns(graph, node, kernels)
         _, ho, wo, _ = graph.tensors[node.outputs[0]].shape
         free = peak - (live_bytes[i] - scratch[i])
-        columns = max(IM2COL_COLUMNS, min(ho * wo, free // col))
-        sizes[name] = columns * col
+        sizes[name] = max(IM2COL_COLUMNS, min(ho * wo, most, free // col)) * col
     return sizes
 
 
-def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int | None, fused,
-                      wide: bool = True) -> dict[str, int]:
-    """More im2col columns from bytes that are free anyway: node -> scratch bytes, for unfused CONV_2D steps.
+def free_conv_columns(graph: Graph, order: Sequence[str], live_bytes, scratch, peak: int | None, fused,
+                      kernels: str, wide: bool = True) -> dict[str, int]:
+    """More im2col columns from bytes that are free anyway: node -> scratch bytes, for unfused convs whose kernel
+    reads columns.
 
     With `wide`, each gets WIDE_COLUMNS int16 columns of kh*kw*Cin (`12*kh*kw*Cin` bytes) where its step has that room
     under the planned `peak` and it has at least 3 output pixels (the Cortex-M DSP kernels then run 1 channel x 3-6
@@ -104,15 +81,16 @@ def free_conv_columns(graph: Graph, order, live_bytes, scratch, peak: int | None
     option conv_columns="wide", which trades SRAM for speed)."""
     sizes: dict[str, int] = {}
     nodes = {n.name: n for n in graph.nodes}
+    room = peak if peak is not None else float("inf")
     for i, name in enumerate(order):
         node = nodes[name]
-        if node.op is not Op.CONV_2D or name in fused:
+        col, most = extra_columns(graph, node, kernels)
+        if not col or name in fused:
             continue
-        two, columns = conv_columns_bytes(graph, node), WIDE_COLUMNS * column_bytes(graph, node)
         _, ho, wo, _ = graph.tensors[node.outputs[0]].shape
-        base, room = live_bytes[i] - scratch[i], peak if peak is not None else float("inf")
-        if wide and ho * wo >= 3 and base + columns <= room:
-            sizes[name] = columns
-        elif not scratch[i] and base + two <= room:
-            sizes[name] = two
+        base = live_bytes[i] - scratch[i]
+        if wide and ho * wo >= 3 and base + most * col <= room:
+            sizes[name] = most * col
+        elif not scratch[i] and base + IM2COL_COLUMNS * col <= room:
+            sizes[name] = IM2COL_COLUMNS * col
     return sizes

@@ -7,6 +7,7 @@ one simulated arena at the planned offsets and must match the numpy reference bi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -218,28 +219,42 @@ def test_patch_plan_runs_its_stage_first_and_executes():
     assert d["patch"]["stage_output_bytes"] == plan.patch.stage_output_bytes
 
 
+def _reads_columns(q, node) -> bool:
+    """The DSP conv widens im2col columns only with >= KB_COLS_MIN_OUT_C (16) output channels (runtime/c/arm)."""
+    return node.op is Op.CONV_2D and q.tensors[node.outputs[0]].shape[-1] >= 16
+
+
 def test_model_adaptive_im2col_grows_buffers_without_raising_the_peak():
     q, x = _int8(small_cnn())
-    base = make_plan(q)
-    wide = make_plan(q, PlanOptions(im2col="model-adaptive"))
-    assert wide.peak_bytes == base.peak_bytes
-    conv = q.nodes[0].name  # the 3x3 stem conv: per layer 2 columns of 3*3*3 int16, 6 from free bytes
-    assert base.scratch[conv][1] in (4 * 27, 12 * 27)
-    assert wide.scratch[conv][1] > base.scratch[conv][1] and wide.scratch[conv][1] % (2 * 27) == 0
-    assert_executes(q, wide, x)
+    dsp = PlanOptions(kernels="dsp")
+    base = make_plan(q, dsp)
+    adaptive = make_plan(q, dataclasses.replace(dsp, im2col="model-adaptive"))
+    assert adaptive.peak_bytes == base.peak_bytes
+    for n in q.nodes:
+        if not _reads_columns(q, n) or q.tensors[n.inputs[1]].shape[1:3] == (1, 1):
+            continue
+        col = 2 * int(np.prod(q.tensors[n.inputs[1]].shape[1:]))
+        got = adaptive.scratch[n.name][1]
+        assert got % col == 0 and base.scratch[n.name][1] <= got <= 6 * col  # the kernel reads at most 6 columns
+    assert_executes(q, adaptive, x)
 
 
 def test_convs_get_more_columns_only_from_free_bytes(monkeypatch):
-    """Unfused convs get six int16 columns of kh*kw*Cin (the DSP kernels' 1 channel x 6 pixel blocks), or 1x1 convs two,
-    where their step has room under the peak; peak and arena stay what they are without them."""
-    import kilobyte.schedule.plan as plan_module
+    """With the DSP kernels, unfused convs that read columns get six int16 columns of kh*kw*Cin (the DSP kernels' 1
+    channel x 6 pixel blocks), or 1x1 convs two, where their step has room under the peak; peak and arena stay what
+    they are without them. Convs with fewer than 16 output channels and every portable conv get none."""
+    import kilobyte.schedule.scratch as scratch_module
 
     q, x = _int8(small_cnn())
-    with_cols = make_plan(q)
+    dsp = PlanOptions(kernels="dsp")
+    with_cols = make_plan(q, dsp)
+    monkeypatch.setattr(scratch_module, "free_conv_columns", lambda *a: {})
+    import kilobyte.schedule.plan as plan_module
+
     monkeypatch.setattr(plan_module, "free_conv_columns", lambda *a: {})
-    without = make_plan(q)
+    without = make_plan(q, dsp)
     assert (with_cols.peak_bytes, with_cols.arena_bytes) == (without.peak_bytes, without.arena_bytes)
-    column = {n.name: int(np.prod(q.tensors[n.inputs[1]].shape[1:])) for n in q.nodes if n.op is Op.CONV_2D
+    column = {n.name: int(np.prod(q.tensors[n.inputs[1]].shape[1:])) for n in q.nodes if _reads_columns(q, n)
               and n.name not in with_cols.fused}  # kh*kw*Cin
     pointwise = {n.name for n in q.nodes if n.name in column and q.tensors[n.inputs[1]].shape[1:3] == (1, 1)}
     got = {name: with_cols.scratch[name][1] for name in column if name in with_cols.scratch}
@@ -248,21 +263,28 @@ def test_convs_get_more_columns_only_from_free_bytes(monkeypatch):
     assert any(name in pointwise for name in got)
     assert not any(name in without.scratch for name in pointwise)
     assert all(without.scratch[name][1] == 4 * column[name] for name in column if name not in pointwise)
+    narrow = [n.name for n in q.nodes if n.op is Op.CONV_2D and not _reads_columns(q, n)]
+    assert narrow and not any(name in with_cols.scratch for name in narrow)
+    portable = make_plan(q)
+    assert not any(portable.scratch.get(n.name) for n in q.nodes if n.op is Op.CONV_2D)
     assert_executes(q, with_cols, x)
 
 
 def test_wide_conv_columns_trade_sram_for_six_columns_everywhere():
-    """conv_columns="wide": every unfused conv with >= 3 output pixels gets six columns, where needed above the
-    default peak; the plan still executes exactly."""
+    """conv_columns="wide" (DSP kernels): every unfused conv that reads columns and has >= 3 output pixels gets six
+    columns, where needed above the default peak; the plan still executes exactly."""
     q, x = _int8(small_cnn())
-    free, wide = make_plan(q), make_plan(q, PlanOptions(conv_columns="wide"))
-    convs = {n.name: int(np.prod(q.tensors[n.inputs[1]].shape[1:])) for n in q.nodes if n.op is Op.CONV_2D
+    dsp = PlanOptions(kernels="dsp")
+    free, wide = make_plan(q, dsp), make_plan(q, dataclasses.replace(dsp, conv_columns="wide"))
+    convs = {n.name: int(np.prod(q.tensors[n.inputs[1]].shape[1:])) for n in q.nodes if _reads_columns(q, n)
              and n.name not in wide.fused and np.prod(q.tensors[n.outputs[0]].shape[1:3]) >= 3}
     assert convs and all(wide.scratch[name][1] == 12 * k for name, k in convs.items())
     assert wide.peak_bytes >= free.peak_bytes
     assert_executes(q, wide, x)
     with pytest.raises(KilobyteError, match="conv_columns must be one of"):
         make_plan(q, PlanOptions(conv_columns="fast"))
+    with pytest.raises(KilobyteError, match="kernels must be one of"):
+        make_plan(q, PlanOptions(kernels="helium"))
 
 
 def test_plan_to_dict_is_json_with_the_agreed_keys():

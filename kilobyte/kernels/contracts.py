@@ -1,0 +1,177 @@
+"""Kernels stage: the contracts, one per op (see the package docstring), and the questions the planner asks of them.
+
+Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at its step only):
+- CONV_2D, portable kernels: none (they read each window straight from the NHWC input).
+- CONV_2D, DSP kernels with at least `KB_COLS_MIN_OUT_C` output channels: im2col columns of `kh*kw*Cin` int16
+  values. A conv with a window larger than 1x1 is planned two columns per layer (`4*kh*kw*Cin` bytes; without them
+  it falls back to direct convolution); from bytes free anyway the planner grants up to `WIDE_COLUMNS` (the kernel
+  reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
+  (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
+- DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
+- Everything else streams: none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import KilobyteError
+from ..interp.int8_ref import add_node_params
+from ..ir import Graph, Node, Op
+
+KERNEL_SETS = ("portable", "dsp")
+KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
+IM2COL_COLUMNS = 2  # columns of a per-layer DSP im2col buffer (KB_CONV_SCRATCH in kilobyte.h)
+WIDE_COLUMNS = 6  # the most columns the DSP conv reads
+IM2COL_ELEMENT_BYTES = 2  # int16 after widening
+
+Window = tuple[int, int, int, int, int]  # one axis: (kernel, stride, dilation, pad_before, pad_after)
+
+
+@dataclass(frozen=True)
+class InPlaceRule:
+    """An op that may write its output over an activation input whose storage dies at its step.
+
+    `option`: the `PlanOptions` flag that allows it. `inputs`: "first" (only the first activation input) or "any".
+    `elementwise`: output element i overwrites input element i (same layout, ADD); otherwise the kernel goes channel
+    by channel through one padded input channel of scratch (`padded_channel`, DEPTHWISE_CONV_2D), which needs an
+    output no larger than the input and is used only when it saves bytes (scratch < output)."""
+
+    option: str
+    inputs: str
+    elementwise: bool
+
+
+@dataclass(frozen=True)
+class KernelContract:
+    """What the planner and codegen know of one op's kernel (package docstring)."""
+
+    op: Op
+    family: str | None  # runtime kernel family = one C file (`runtime.KERNEL_FILES`); None: no kernel of its own
+    struct: str | None = None  # the C parameter struct it takes (`kilobyte.h`)
+    inplace: InPlaceRule | None = None
+    local: bool = False  # spatially local: may run inside a patch stage
+    window: Callable[[Graph, Node], tuple[Window, Window]] | None = None  # None with `local`: pointwise
+    columns: bool = False  # reads im2col columns with the DSP kernel set (CONV_2D)
+
+
+def _conv_window(graph: Graph, node: Node) -> tuple[Window, Window]:
+    _, kh, kw, _ = graph.tensors[node.inputs[1]].shape
+    t, b, left, r = node.attrs.padding
+    (sh, sw), (dh, dw) = node.attrs.stride, node.attrs.dilation
+    return (kh, sh, dh, t, b), (kw, sw, dw, left, r)
+
+
+def _pool_window(graph: Graph, node: Node) -> tuple[Window, Window]:
+    (kh, kw), (sh, sw) = node.attrs.kernel, node.attrs.stride
+    t, b, left, r = node.attrs.padding
+    return (kh, sh, 1, t, b), (kw, sw, 1, left, r)
+
+
+def _pad_window(graph: Graph, node: Node) -> tuple[Window, Window]:
+    (t, b), (left, r) = node.attrs.pads[1], node.attrs.pads[2]
+    return (1, 1, 1, t, b), (1, 1, 1, left, r)
+
+
+def _pointwise(op: Op, family: str | None = None) -> KernelContract:
+    return KernelContract(op, family, local=True)
+
+
+CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
+    KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=_conv_window, columns=True),
+    KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=_conv_window,
+                   inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False)),
+    KernelContract(Op.FULLY_CONNECTED, "fc", "kb_fc_params"),
+    KernelContract(Op.ADD, "add", "kb_add_params", local=True,
+                   inplace=InPlaceRule("inplace_add", "any", elementwise=True)),
+    KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window),
+    KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window),
+    KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=_pad_window),
+    KernelContract(Op.RESHAPE, None),  # an alias, or one memmove
+    _pointwise(Op.CONCAT, "concat"),  # producers write into their slice; kb_copy_channels otherwise
+    KernelContract(Op.MEAN, None),
+    KernelContract(Op.SOFTMAX, None),
+    *(_pointwise(op) for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
+    _pointwise(Op.QUANTIZE, "quantize"), _pointwise(Op.DEQUANTIZE, "quantize"),
+)}
+
+
+def contract_for(node: Node) -> KernelContract:
+    """The contract of `node`'s op (every `Op` has one)."""
+    return CONTRACTS[node.op]
+
+
+def check_kernel_set(kernels: str) -> str:
+    if kernels not in KERNEL_SETS:
+        raise KilobyteError(f"unknown kernel set {kernels!r}: choose 'portable' or 'dsp'")
+    return kernels
+
+
+# -- scratch ------------------------------------------------------------------------------------------------------
+def padded_channel_bytes(graph: Graph, node: Node) -> int:
+    """Bytes of one zero-padded input channel of a depthwise conv: (H+pt+pb)*(W+pl+pr).
+
+    >>> from kilobyte.ir import DepthwiseAttrs, GraphBuilder, Op
+    >>> import numpy as np
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.DEPTHWISE_CONV_2D, [b.input((1, 112, 112, 32))], DepthwiseAttrs(padding=(1, 1, 1, 1)),
+    ...            params={"weight": np.zeros((1, 3, 3, 32), np.float32)})
+    >>> padded_channel_bytes(b.build([y]), b.nodes[0])
+    12996
+    """
+    _, h, w, _ = graph.tensors[node.inputs[0]].shape
+    t, b, left, r = node.attrs.padding
+    return (h + t + b) * (w + left + r)
+
+
+def column_bytes(graph: Graph, node: Node) -> int:
+    """Bytes of one int16 im2col column of a CONV_2D's window: kh*kw*Cin values, whatever the kernel size."""
+    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return IM2COL_ELEMENT_BYTES * kh * kw * cin
+
+
+def reads_columns(graph: Graph, node: Node, kernels: str) -> bool:
+    """Whether `node`'s kernel in `kernels` reads im2col columns at all (DSP conv, >= KB_COLS_MIN_OUT_C outputs)."""
+    return (kernels == "dsp" and contract_for(node).columns
+            and graph.tensors[node.outputs[0]].shape[-1] >= KB_COLS_MIN_OUT_C)
+
+
+def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:
+    """Scratch bytes `node` reads per layer when it does not run in place (module docstring)."""
+    if not reads_columns(graph, node, kernels) or graph.tensors[node.inputs[1]].shape[1:3] == (1, 1):
+        return 0
+    return IM2COL_COLUMNS * column_bytes(graph, node)
+
+
+def extra_columns(graph: Graph, node: Node, kernels: str) -> tuple[int, int]:
+    """(bytes of one column, the most columns the kernel reads) for scratch granted from free bytes; (0, 0) when
+    `node`'s kernel reads no columns."""
+    if not reads_columns(graph, node, kernels):
+        return 0, 0
+    return column_bytes(graph, node), WIDE_COLUMNS
+
+
+def inplace_rule(graph: Graph, node: Node, options) -> InPlaceRule | None:
+    """`node`'s in-place rule when `options` allow it (depthwise also needs depth multiplier 1)."""
+    rule = contract_for(node).inplace
+    if rule is None or not getattr(options, rule.option):
+        return None
+    if node.op is Op.DEPTHWISE_CONV_2D and node.attrs.depth_multiplier != 1:
+        return None
+    return rule
+
+
+# -- C parameters ---------------------------------------------------------------------------------------------------
+def add_fields(graph: Graph, node: Node, cstrides: tuple[int, int, int], pixels: int, swap: bool = False) -> dict:
+    """`kb_add_params` of an int8 ADD over `pixels` pixels with channel strides (in1, in2, out); `swap` exchanges the
+    two operands' offsets and rescales (exact: each keeps its own rescaling and the int32 sum commutes)."""
+    ap = add_node_params(graph, node)
+    ops = [(ap.input1_offset, ap.input1_multiplier, ap.input1_shift),
+           (ap.input2_offset, ap.input2_multiplier, ap.input2_shift)]
+    (o1, m1, s1), (o2, m2, s2) = ops[::-1] if swap else ops
+    return dict(pixels=pixels, c=graph.tensors[node.outputs[0]].shape[-1], in1_cstride=cstrides[0],
+                in2_cstride=cstrides[1], out_cstride=cstrides[2], in1_offset=o1, in2_offset=o2,
+                left_shift=ap.left_shift, in1_mult=m1, in1_shift=s1, in2_mult=m2, in2_shift=s2,
+                out_mult=ap.output_multiplier, out_shift=ap.output_shift, out_offset=ap.output_offset,
+                act_min=ap.act_min, act_max=ap.act_max)
