@@ -52,21 +52,26 @@ MODELS = {  # name -> load() arguments
 }
 TARGETS = ("cortex-m4", "cortex-m7")
 KERNEL_SETS = ("portable", "dsp")
-COLUMNS = ("free", "wide")  # PlanOptions.conv_columns; "wide" is run with the DSP kernels only
 RUNS = [(t, k, "free") for t in TARGETS for k in KERNEL_SETS] + [(t, "dsp", "wide") for t in TARGETS]
 TARGET_IPM = 1.0  # instructions per MAC on conv-heavy layers, DSP kernels
 
 
+PLANS = [("portable", "free"), ("dsp", "free"), ("dsp", "wide")]  # (PlanOptions.kernels, conv_columns)
+
+
 def compiled(name: str, out_dir: Path, seed: int = 0):
-    """(CompileResult per conv_columns mode, int8 input): the zoo model quantised on 8 random images and compiled
-    with the default plan ("free": im2col columns only from free bytes) and with conv_columns="wide"."""
+    """(CompileResult per (kernel set, conv_columns), int8 input): the zoo model quantised on 8 random images and
+    compiled for each kernel set with the default plan ("free": im2col columns only from free bytes), and for the DSP
+    kernels with conv_columns="wide"."""
     graph = load(name, **MODELS[name]).graph
     shape = graph.tensors[graph.inputs[0]].shape
     rng = np.random.default_rng(seed)
     qgraph = quantize(graph, [rng.normal(0, 1, shape).astype(np.float32) for _ in range(8)])
-    results = {cols: compile_graph(qgraph, out_dir / f"{name}-{cols}", PlanOptions(conv_columns=cols),
-                                   model_name=name) for cols in COLUMNS}
-    x = rng.integers(-128, 128, results["free"].graph.tensors[results["free"].graph.inputs[0]].shape).astype(np.int8)
+    results = {(k, cols): compile_graph(qgraph, out_dir / f"{name}-{k}-{cols}",
+                                        PlanOptions(conv_columns=cols, kernels=k), model_name=name)
+               for k, cols in PLANS}
+    first = results[PLANS[0]].graph
+    x = rng.integers(-128, 128, first.tensors[first.inputs[0]].shape).astype(np.int8)
     return results, x
 
 
@@ -106,12 +111,12 @@ def ratio(rows: list[dict], op: str) -> float | None:
 def bench_model(name: str, work: Path) -> dict:
     start = time.perf_counter()
     results, x = compiled(name, work)
-    result = results["free"]
+    result = results[PLANS[0]]
     want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
     table, macs = layer_table(result.graph), int(result.manifest["macs"])
     runs = []
     for target, kernels, columns in RUNS:
-        build = build_firmware(results[columns].out_dir, target, kernels=kernels)
+        build = build_firmware(results[kernels, columns].out_dir, target, kernels=kernels)
         count = count_instructions(build, x, timeout=600)
         if not np.array_equal(count.output, want):
             raise SystemExit(f"{name} {target} {kernels} {columns}: output differs from run_int8")
@@ -126,7 +131,8 @@ def bench_model(name: str, work: Path) -> dict:
                          conv_best_ipm=min(r["ipm"] for r in conv) if conv else None,
                          depthwise_ipm=ratio(rows, "DEPTHWISE_CONV_2D"), fc_ipm=ratio(rows, "FULLY_CONNECTED"),
                          flash_bytes=sizes["flash_bytes"], sram_bytes=sizes["sram_bytes"],
-                         kernel_flash_bytes=sizes["flash_kernel_bytes"], arena_bytes=results[columns].plan.arena_bytes,
+                         kernel_flash_bytes=sizes["flash_kernel_bytes"],
+                         arena_bytes=results[kernels, columns].plan.arena_bytes,
                          conv_macs_at_target=at_target(conv), layers=rows))
     shape = result.graph.tensors[result.graph.inputs[0]].shape
     return dict(model=name, **MODELS[name], input=list(shape), macs=macs, seconds=round(time.perf_counter() - start, 1),

@@ -130,10 +130,11 @@ def quantize(model: LoadedModel, dataset_spec: str, *, samples: int = 64, method
 
 
 def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, samples: int = 64, patch=None,
-                  inplace: bool = True, conv_columns: str = "free"):
+                  inplace: bool = True, conv_columns: str = "free", kernels: str = "portable"):
     """Quantise (float models need `data`), plan and generate the C project; returns a `CompileResult`.
-    conv_columns="wide" gives every conv six im2col columns even where that raises the SRAM peak (faster DSP
-    kernels); "free" (default) only from bytes free anyway."""
+    `kernels`: the kernel set the plan is for ("portable", or "dsp" for the Cortex-M DSP kernels): its scratch is
+    what that set reads, and firmware builds of the project default to it. conv_columns="wide" gives every DSP conv
+    six im2col columns even where that raises the SRAM peak (faster); "free" (default) only from bytes free anyway."""
     from .codegen import compile_graph
     from .schedule.plan_types import PlanOptions
 
@@ -142,6 +143,7 @@ def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, sampl
                             "(mnist, digits, a .npz or an image folder)")
     graph = quantize(model, data, samples=samples) if not model.is_int8 else model.graph
     opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
-                       concat_in_place=inplace, fuse_add=inplace, patch=patch, conv_columns=conv_columns)
+                       concat_in_place=inplace, fuse_add=inplace, patch=patch, conv_columns=conv_columns,
+                       kernels=kernels)
     name = Path(model.source).stem if model.source.endswith((".onnx", ".tflite")) else model.source
     return compile_graph(graph, out_dir, opts, model_name=name)

@@ -18,8 +18,9 @@ def add_target_args(p, required: bool = False) -> None:
     p.add_argument("--target", "-t", default=None, metavar="CORE",
                    help=TARGET_HELP + ("" if required else "; default: run on the host")
                    + " (with --device, the device's core when omitted)")
-    p.add_argument("--kernels", default="portable", metavar="portable|dsp",
-                   help="runtime kernels: portable C, or the Cortex-M optimised ones (default portable)")
+    p.add_argument("--kernels", default=None, choices=("portable", "dsp"),
+                   help="runtime kernels: portable C, or the Cortex-M DSP ones (default: the set the model was "
+                   "compiled for, `kilobyte compile --kernels`)")
     p.add_argument("--device", "-d", default=None,
                    help="hold the firmware to this device's Flash and SRAM (see `kilobyte devices`)")
     p.add_argument("--devices-file", default=None, help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")

@@ -32,8 +32,13 @@ def register(sub) -> None:
     p.add_argument("--patch", default="off", metavar="auto|off|N,P", help="patch-based stage (see `kilobyte plan`)")
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
+    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
+                   help="the kernel set to plan for: portable C (default; every target) or the Cortex-M DSP kernels "
+                   "(M4/M7/M55); the plan reserves exactly the scratch that set reads, and firmware builds, `verify` "
+                   "and `bench` of the result use it by default")
     p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
-                   help="im2col columns the plan reserves for the Cortex-M DSP conv kernels: 'free' (default) six "
+                   help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
+                   "(default) six "
                    "only where the bytes are free anyway (the kernels also use the unwritten output and consumed "
                    "input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON")
@@ -47,7 +52,7 @@ def run(args) -> int:
     device = get_device(args)
     result = compile_model(model, args.out, data=args.data, samples=args.samples,
                            patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace,
-                           conv_columns=args.conv_columns)
+                           conv_columns=args.conv_columns, kernels=args.kernels)
     report, overflow = measured_fit(fit_report(result, device), result, device)
     if args.json:
         print_json(report)

@@ -25,8 +25,13 @@ def register(sub) -> None:
                    help="for --patch auto: largest extra MACs allowed, e.g. 0.15")
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
+    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
+                   help="the kernel set to plan for: portable C (default; every target) or the Cortex-M DSP kernels "
+                   "(M4/M7/M55); the plan reserves exactly the scratch that set reads, and firmware builds, `verify` "
+                   "and `bench` of the result use it by default")
     p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
-                   help="im2col columns the plan reserves for the Cortex-M DSP conv kernels: 'free' (default) six "
+                   help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
+                   "(default) six "
                    "only where the bytes are free anyway (the kernels also use the unwritten output and consumed "
                    "input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
     p.add_argument("--no-reorder", action="store_true", help="keep the graph's own operator order")
@@ -71,7 +76,7 @@ def run(args) -> int:
     opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
                        concat_in_place=inplace, fuse_add=inplace, reorder=not args.no_reorder,
                        patch=parse_patch(args.patch, model.graph), max_mac_overhead=args.max_mac_overhead,
-                       conv_columns=args.conv_columns)
+                       conv_columns=args.conv_columns, kernels=args.kernels)
     plan = make_plan(model.graph, opts)
     device = get_device(args)
     flash = _flash_bytes(model.graph)

@@ -70,7 +70,7 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
         "model": model_name, "input": _io(core, core.inputs[0]), "output": _io(core, core.outputs[0]),
         "float_tail": list(tail), "arena_bytes": plan.arena_bytes, "peak_bytes": plan.peak_bytes,
         "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
-        "patch": summary.get("patch"), "order": list(plan.order),
+        "patch": summary.get("patch"), "order": list(plan.order), "kernel_set": plan.options.kernels,
     }
     path = write_project(out_dir, core, plan, manifest, to_tflite(graph))
     return CompileResult(path, core, plan, tail, json.loads((path / "kilobyte.json").read_text()))

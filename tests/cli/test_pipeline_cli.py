@@ -76,7 +76,7 @@ def test_plan_wide_conv_columns_trades_sram_for_columns(capsys):
     the two columns it had, 4*3*3*16)."""
     plans = {}
     for mode in ("free", "wide"):
-        code, out, _ = cli(capsys, "plan", "mnist-cnn", "--json", "--conv-columns", mode)
+        code, out, _ = cli(capsys, "plan", "mnist-cnn", "--json", "--kernels", "dsp", "--conv-columns", mode)
         assert code == 0
         plans[mode] = json.loads(out)
     assert plans["wide"]["peak_bytes"] - plans["free"]["peak_bytes"] == (12 - 4) * 3 * 3 * 16

@@ -38,6 +38,7 @@ from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import add_int8, eval_node_int8, requant_params
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.quant import arith
+from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.targets.cortexm import build_firmware, have_tools, measure, run_qemu
 
 _HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
@@ -680,7 +681,7 @@ def test_compiled_models_dsp_equals_portable_equals_reference(tmp_path):
     graphs = [zoo_graph(*spec) for spec in ZOO] + single_node_graphs()
     rng = np.random.default_rng(3)
     for i, graph in enumerate(graphs):
-        result = compile_graph(graph, tmp_path / f"model{i}")
+        result = compile_graph(graph, tmp_path / f"model{i}", PlanOptions(kernels="dsp"))  # portable ignores it
         shape = result.graph.tensors[result.graph.inputs[0]].shape
         x = rng.integers(-128, 128, shape).astype(np.int8)
         want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
@@ -694,7 +695,7 @@ def test_flash_split_counts_kernel_helpers_as_kernel_code(tmp_path):
     set one model is built with; weights are the same too, and the DSP kernel code is the larger."""
     from kilobyte.codegen import compile_graph
 
-    result = compile_graph(zoo_graph("mnist-cnn", 0.35, 28), tmp_path / "m")
+    result = compile_graph(zoo_graph("mnist-cnn", 0.35, 28), tmp_path / "m", PlanOptions(kernels="dsp"))
     sizes = {k: measure(build_firmware(result.out_dir, "cortex-m4", kernels=k, out_dir=tmp_path / f"fw-{k}"))
              for k in KERNEL_SETS}
     portable, dsp = sizes["portable"], sizes["dsp"]

@@ -83,6 +83,17 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
     return chosen
 
 
+def planned_kernel_set(model_dir: Path) -> str:
+    """The kernel set a compiled model was planned for ("portable" for projects that do not say)."""
+    import json
+
+    manifest = Path(model_dir) / "kilobyte.json"
+    try:
+        return json.loads(manifest.read_text()).get("kernel_set", "portable")
+    except (OSError, ValueError):
+        return "portable"
+
+
 def _resolve_device(device: str | Device | None, board: Board) -> Device | None:
     if device is None or isinstance(device, Device):
         dev = device
@@ -147,14 +158,16 @@ def _link_error(log: str, model_dir: Path, board: Board, device: Device | None, 
 
 
 def build_firmware(model_dir: str | Path, target: str, device: str | Device | None = None,
-                   kernels: str = "portable", out_dir: str | Path | None = None,
+                   kernels: str | None = None, out_dir: str | Path | None = None,
                    stack_bytes: int = DEFAULT_STACK_BYTES) -> FirmwareBuild:
     """Generate the firmware project for a compiled model and link it for `target` (optionally `device`'s budget).
 
-    `out_dir` defaults to `model_dir/firmware/<target>-<kernels>[-<device>]`. Raises `DoesNotFitError` when the
-    model (plus firmware and `stack_bytes` of stack) overflows the device's Flash or SRAM.
+    `kernels` defaults to the kernel set the model was planned for (`kilobyte.json`'s "kernel_set"). `out_dir`
+    defaults to `model_dir/firmware/<target>-<kernels>[-<device>]`. Raises `DoesNotFitError` when the model (plus
+    firmware and `stack_bytes` of stack) overflows the device's Flash or SRAM.
     """
     model_dir = Path(model_dir)
+    kernels = kernels or planned_kernel_set(model_dir)
     board = get_board(target)
     dev = _resolve_device(device, board)
     sources = select_sources(_check_model_dir(model_dir), kernels)

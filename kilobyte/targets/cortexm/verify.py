@@ -53,7 +53,7 @@ def _check_input(project: Path, x: np.ndarray, shape: tuple[int, ...]) -> None:
 
 
 def run_on_target(project, x: np.ndarray, target: str | None, *, device: str | Device | None = None,
-                  kernels: str = "portable", timeout: float = 60):
+                  kernels: str | None = None, timeout: float = 60):
     """Build the firmware and run one input under QEMU: (output in the manifest's shape, QemuResult)."""
     from kilobyte.codegen.host import manifest
 
@@ -65,7 +65,7 @@ def run_on_target(project, x: np.ndarray, target: str | None, *, device: str | D
     return result.output.reshape(tuple(m["output"]["shape"])), result
 
 
-def verify_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str = "portable",
+def verify_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str | None = None,
                      n_random: int = 8, data: str | None = None, progress: bool = False, timeout: float = 60):
     """Run every verification input under QEMU; compare with the numpy reference and the host C build, bit for bit.
 
@@ -94,7 +94,7 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
     return report
 
 
-def bench_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str = "portable",
+def bench_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str | None = None,
                     seed: int = 0, timeout: float = 120) -> dict[str, Any]:
     """Measured Flash / SRAM (from the ELF), stack high-water mark (QEMU) and instructions (unicorn) of one run.
 
