@@ -6,6 +6,8 @@ that Cortex-M core runs every input under QEMU and must equal the numpy referenc
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import DoesNotFitError
 from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import print_json
@@ -48,7 +50,10 @@ def run(args) -> int:
         out = {"ok": rep.ok, "inputs": rep.inputs, "engines": list(rep.engines),
                "sanitizer_runs": rep.sanitizer_runs, "mismatches": rep.mismatches}
         if target is not None:
-            out.update(target=rep.target, kernels=args.kernels, device=device.name if device else None,
+            from ..targets.cortexm.firmware import planned_kernel_set
+
+            kernels = args.kernels or planned_kernel_set(Path(args.dir))
+            out.update(target=rep.target, kernels=kernels, device=device.name if device else None,
                        stack_bytes=rep.stack_bytes)
         print_json(out)
     else:
