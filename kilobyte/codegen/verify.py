@@ -60,12 +60,14 @@ def project_tflite(project: str | Path) -> bytes:
 
 def reference_graph(project: str | Path):
     """The int8 graph the project's C code implements (read back from its model.tflite) and its output name."""
+    project = Path(project)
+    out_name = manifest(project)["output"]["name"]
+    data = project_tflite(project)  # before importing the reader, which needs the [tflite] extra too
+
     from ..frontends.tflite import from_tflite
     from . import split_float_tail
 
-    project = Path(project)
-    out_name = manifest(project)["output"]["name"]
-    core, _ = split_float_tail(from_tflite(project_tflite(project)))
+    core, _ = split_float_tail(from_tflite(data))
     if core.outputs[0] != out_name:
         raise KilobyteError(f"{project}: model.tflite output '{core.outputs[0]}' differs from the manifest's")
     return core, out_name
