@@ -105,12 +105,11 @@ def _int8_accuracy(host, graph, test) -> tuple[float, float]:
 
 
 def _tflm_numbers(out_dir, graph, test) -> dict:
-    from pathlib import Path
-
+    from ..codegen.verify import project_tflite
     from ..quant.quantize import quantize_input
     from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
 
-    tfl = (Path(out_dir) / "model.tflite").read_bytes()
+    tfl = project_tflite(out_dir)
     xs = [quantize_input(graph, test.x[i][None]) for i in range(20)]
     return {"tflm_arena_bytes": tflm_arena_bytes(tfl),
             "tflm_latency_us": tflm_invoke_latency(tfl, xs[0], repeats=50) * 1e6}

@@ -55,9 +55,21 @@ def _io(graph: Graph, name: str) -> dict:
             "zero_point": int(t.qparams.zero_point[0])}
 
 
+def _tflite_copy(graph: Graph) -> bytes | None:
+    """`graph` as `.tflite` bytes for the project, or None when the `[tflite]` extra (flatbuffers, tflite) is not
+    installed: compiling needs only the core install; `kilobyte verify` needs the copy and says so."""
+    try:
+        from ..export.tflite import to_tflite
+    except ImportError as e:
+        if e.name in ("flatbuffers", "tflite"):
+            return None
+        raise
+    return to_tflite(graph)
+
+
 def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "model") -> CompileResult:
-    """Plan and generate the C project for an int8 graph into `out_dir` (atomically)."""
-    from ..export.tflite import to_tflite
+    """Plan and generate the C project for an int8 graph into `out_dir` (atomically). The project's `model.tflite`
+    is written only when the `[tflite]` extra is installed (the manifest's "tflite" is null otherwise)."""
     from ..schedule.plan import make_plan, plan_to_dict
     from ..schedule.plan_types import PlanOptions
 
@@ -72,5 +84,5 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
         "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
         "patch": summary.get("patch"), "order": list(plan.order), "kernel_set": plan.options.kernels,
     }
-    path = write_project(out_dir, core, plan, manifest, to_tflite(graph))
+    path = write_project(out_dir, core, plan, manifest, _tflite_copy(graph))
     return CompileResult(path, core, plan, tail, json.loads((path / "kilobyte.json").read_text()))

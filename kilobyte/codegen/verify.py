@@ -46,14 +46,28 @@ def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0)
     return xs
 
 
+def project_tflite(project: str | Path) -> bytes:
+    """The project's `model.tflite` bytes; a one-line `KilobyteError` when it was compiled without them."""
+    from .project import TFLITE_FILE
+
+    path = Path(project) / TFLITE_FILE
+    if not path.is_file():
+        manifest(project)  # not a project at all: say that instead
+        raise KilobyteError(f"{project}: no {TFLITE_FILE} (compiled without the [tflite] extra); "
+                            "pip install 'kilobyte[tflite]' and compile again")
+    return path.read_bytes()
+
+
 def reference_graph(project: str | Path):
     """The int8 graph the project's C code implements (read back from its model.tflite) and its output name."""
+    project = Path(project)
+    out_name = manifest(project)["output"]["name"]
+    data = project_tflite(project)  # before importing the reader, which needs the [tflite] extra too
+
     from ..frontends.tflite import from_tflite
     from . import split_float_tail
 
-    project = Path(project)
-    out_name = manifest(project)["output"]["name"]
-    core, _ = split_float_tail(from_tflite((project / "model.tflite").read_bytes()))
+    core, _ = split_float_tail(from_tflite(data))
     if core.outputs[0] != out_name:
         raise KilobyteError(f"{project}: model.tflite output '{core.outputs[0]}' differs from the manifest's")
     return core, out_name
@@ -65,7 +79,7 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
 
     project = Path(project)
     m = manifest(project)
-    tfl = (project / "model.tflite").read_bytes()
+    tfl = project_tflite(project)
     core, out_name = reference_graph(project)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)

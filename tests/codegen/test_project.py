@@ -5,15 +5,23 @@
 - The generated Makefile builds with the strict flags (`make`, gcc -Wall -Wextra -Werror) and `make asan`, and
   both executables give the reference's output (oracle: `run_int8`).
 - Writing over a directory that is not a Kilobyte project is refused and leaves it untouched.
+- The core install (no flatbuffers/tflite, torch or onnx) compiles: the project is byte-identical minus
+  `model.tflite`, whose absence the manifest records; `kilobyte verify`'s reader then fails in one line.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import kilobyte
 from kilobyte.codegen import compile_graph, run_executable
 from kilobyte.errors import KilobyteError
 from kilobyte.interp import run_int8
@@ -71,3 +79,40 @@ def test_refuses_to_overwrite_a_foreign_directory(tmp_path):
         compile_graph(_conv_pool_graph(), foreign)
     assert _files(foreign) == {"cat.jpg": b"meow"}
     assert [p.name for p in tmp_path.iterdir()] == ["photos"]  # no temporary directory left behind
+
+
+CORE_ONLY = """
+import json, sys
+for name in ("flatbuffers", "tflite", "torch", "onnx", "onnxruntime"):
+    sys.modules[name] = None  # importing them now fails, as on a core install (numpy, tqdm)
+sys.path.insert(0, sys.argv[1])
+from test_project import _conv_pool_graph
+from kilobyte.api import LoadedModel, compile_model
+from kilobyte.codegen.verify import reference_graph
+from kilobyte.errors import KilobyteError
+manifest = compile_model(LoadedModel("convpool", _conv_pool_graph()), sys.argv[2]).manifest
+try:
+    reference_graph(sys.argv[2])  # what kilobyte verify reads first
+    error = None
+except KilobyteError as e:
+    error = str(e)
+print(json.dumps({"manifest": manifest, "verify_error": error}))
+"""
+
+
+def test_the_core_install_compiles_without_the_tflite_copy(tmp_path):
+    root = str(Path(kilobyte.__file__).parents[1])  # this checkout, not whatever else is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    res = subprocess.run([sys.executable, "-c", CORE_ONLY, str(Path(__file__).parent), str(tmp_path / "core")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["manifest"]["tflite"] is None
+    assert re.fullmatch(r".*/core: no model\.tflite \(compiled without the \[tflite\] extra\); pip install .*",
+                        out["verify_error"])
+    core = _files(tmp_path / "core")
+    full = _files(compile_graph(_conv_pool_graph(), tmp_path / "full", model_name="convpool").out_dir)
+    assert full.pop("model.tflite")[4:8] == b"TFL3" and "model.tflite" not in core
+    manifest_core, manifest_full = (json.loads(files.pop("kilobyte.json")) for files in (core, full))
+    assert manifest_core.pop("tflite") is None and manifest_full.pop("tflite") == "model.tflite"
+    assert manifest_core == manifest_full and core == full

@@ -1,26 +1,18 @@
-"""prepare_for_inference (transforms/__init__.py): the pass list, golden IR of conv-BN-ReLU6 blocks, outputs."""
+"""prepare_for_inference (transforms/__init__.py): golden IR of conv-BN-ReLU6 blocks, outputs, idempotence.
+
+The pass list is pinned by what it does, not by restating it: the golden block needs every pass and the order
+identity -> BN -> activation, and idempotence on random graphs fails if a pass runs before one that exposes work
+for it (fold_pad and fuse_activation commute, as INFERENCE_PASSES' comment says)."""
 
 import numpy as np
 import pytest
 
 from kilobyte.ir import ConvAttrs, GraphBuilder, Op, PadAttrs
-from kilobyte.transforms import (
-    INFERENCE_PASSES,
-    drop_identity,
-    drop_unused_tensors,
-    fold_batchnorm,
-    fold_pad,
-    fuse_activation,
-    prepare_for_inference,
-)
+from kilobyte.transforms import drop_unused_tensors, prepare_for_inference
 
 from .random_graphs import assert_same_outputs, bn_params, random_graph
 
 RNG = np.random.default_rng(3)
-
-
-def test_pass_list():
-    assert INFERENCE_PASSES == [drop_identity, fold_batchnorm, fold_pad, fuse_activation]
 
 
 def test_golden_mobilenet_like_block():
