@@ -14,8 +14,6 @@ from .common import add_device_arg, add_model_args, get_device, kb, load_model, 
 from .plan_cmd import parse_patch
 from .profile_cmd import fit_verdict
 
-CODE_BYTES_PER_KERNEL = 2048  # estimate of one kernel family's Flash (host builds cannot measure Cortex-M code)
-
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -80,20 +78,11 @@ def print_fit(report: dict, result) -> None:
         print(report["verdict"])
 
 
-def weight_bytes(graph) -> int:
-    """Flash of the constant data the C model holds: weights, biases and per-channel multipliers/shifts."""
-    total = 0
-    for node in graph.nodes:
-        consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
-        total += sum(t.nbytes for t in consts)
-        if len(consts) >= 1:
-            total += 8 * graph.tensors[node.outputs[0]].shape[-1]  # int32 multiplier + shift per channel
-    return total
-
-
 def fit_report(result, device) -> dict:
+    from ..schedule.estimate import CODE_BYTES_PER_KERNEL, constant_bytes
+
     m = result.manifest
-    wbytes = weight_bytes(result.graph)
+    wbytes = constant_bytes(result.graph)  # the constant arrays of model.c (the Flash model search uses too)
     code = CODE_BYTES_PER_KERNEL * len(m["kernels"])
     verdict = fit_verdict(m["arena_bytes"], wbytes + code, device)
     return {"out_dir": str(result.out_dir), "arena_bytes": m["arena_bytes"], "scratch_bytes": m["scratch_bytes"],

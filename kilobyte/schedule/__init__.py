@@ -1,19 +1,22 @@
 """Schedule stage: Graph -> Plan — execution order, in-place rules, patch stage, scratch and arena offsets.
 
-Modules in processing order: `inplace` (which tensors share storage whatever the order), `scratch` (per-kernel
-scratch bytes), `liveness` (live bytes of one order), `reorder` (the order with the smallest peak), `patch` (the
-patch-based first stage), `arena` (offsets for lifetimes), `plan` (`make_plan`, tying them together and verifying
-the result) and `execute` (runs an int8 graph inside one simulated arena exactly as planned).
+Modules in processing order: `inplace` (storage units, and the in-place / fusion decisions for an order), `scratch`
+(the scratch each kernel set reads, from `kilobyte.kernels`), `liveness` (lifetimes and live bytes of one order),
+`reorder` (the order with the smallest peak), `patch` (the patch-based first stage), `arena` (offsets for
+lifetimes), `plan` (`make_plan`: the planner's named steps, then verification), `estimate` (`estimate_resources`:
+the same steps without verification or C, for search) and `execute` (runs an int8 graph inside one simulated arena
+exactly as planned).
 """
 
 from .arena import ArenaResult, plan_arena, plan_groups, plan_offsets
+from .estimate import Resources, estimate_resources
 from .liveness import Liveness, analyze
 from .plan import PlanError, make_plan, plan_to_dict, verify_plan
 from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement, Tile
 from .reorder import ReorderResult, best_order
 
 __all__ = [
-    "ArenaResult", "Liveness", "PatchStage", "Plan", "PlanError", "PlanOptions", "ReorderResult", "TensorPlacement",
-    "Tile", "analyze", "best_order", "make_plan", "plan_arena", "plan_groups", "plan_offsets", "plan_to_dict",
+    "ArenaResult", "Liveness", "Resources", "PatchStage", "Plan", "PlanError", "PlanOptions", "ReorderResult", "TensorPlacement",
+    "Tile", "analyze", "best_order", "estimate_resources", "make_plan", "plan_arena", "plan_groups", "plan_offsets", "plan_to_dict",
     "verify_plan",
 ]

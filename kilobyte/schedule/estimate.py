@@ -1,0 +1,96 @@
+"""Schedule stage: `estimate_resources` — what a graph costs (SRAM, Flash, MACs) without verifying or building C.
+
+Architecture search asks this of hundreds of thousands of candidates, and must get exactly the compiler's numbers:
+so it runs the planner's own steps (`plan.plan_steps`: storage, order, lifetimes, scratch, arena layout) and stops
+before `assemble_plan` / `verify_plan` and code generation. Flash is the constant data the generated `model.c` holds
+(int8 weights, int32 biases — zeros when the graph has none —, per-channel int32 multipliers and shifts) plus an
+estimate of the runtime kernel code (`CODE_BYTES_PER_KERNEL` per kernel family the model calls).
+`tests/schedule/test_estimate.py` holds every figure equal to `make_plan` and the compiled project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Graph, Op
+from ..kernels import contract_for
+from .inplace import planned_bytes
+from .plan import _macs, plan_steps
+from .plan_types import DEFAULT_OPTIONS, PlanOptions
+
+CODE_BYTES_PER_KERNEL = 2048  # Flash estimate of one kernel family's code (host builds cannot measure Cortex-M code)
+WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
+
+
+@dataclass(frozen=True)
+class Resources:
+    peak_bytes: int  # most tensor + scratch bytes live at one step (the plan's peak)
+    arena_bytes: int  # the one static arena
+    scratch_bytes: int  # largest scratch of any step (or patch tile)
+    input_bytes: int  # caller-owned input
+    weight_bytes: int  # constant arrays of model.c
+    code_bytes: int  # runtime kernel code (estimate)
+    macs: int  # incl. a patch stage's repeated MACs
+    families: tuple[str, ...]  # runtime kernel families the generated C calls (sorted)
+
+    @property
+    def flash_bytes(self) -> int:
+        return self.weight_bytes + self.code_bytes
+
+
+def constant_bytes(graph: Graph) -> int:
+    """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
+    weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift."""
+    total = 0
+    for node in graph.nodes:
+        if node.op in WEIGHTED_OPS:
+            out_c = graph.tensors[node.outputs[0]].shape[-1]
+            total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_c
+    return total
+
+
+def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
+    """The runtime families the generated C calls for this plan (contract families; a fused conv + ADD calls
+    `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing)."""
+    stage = steps.draft.stage
+    in_stage = set(stage.nodes) if stage else set()
+    fused_adds = set(steps.life.fused.values())
+    families = set()
+    for node in graph.nodes:
+        name = node.name
+        if name in steps.life.fused:
+            families.add("conv_add")
+        elif name in fused_adds or node.op is Op.RESHAPE:
+            continue
+        elif node.op is Op.CONCAT and name not in in_stage:
+            if any(t not in steps.storage.slice_of for t in node.inputs):
+                families.add("concat")
+        elif contract_for(node).family:
+            families.add(contract_for(node).family)
+        if name in in_stage and node.outputs[0] in stage.outputs and name in stage.tile_offsets:
+            families.add("concat")  # a stage output also read inside the stage: copied out of its tile
+    return tuple(sorted(families))
+
+
+def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Resources:
+    """SRAM, Flash and MACs of `graph` planned with `options`: `make_plan`'s and the compiled project's figures.
+
+    >>> import numpy as np
+    >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.CONV_2D, [b.input((1, 8, 8, 4))], ConvAttrs(padding=(1, 1, 1, 1)),
+    ...            params={"weight": np.zeros((16, 3, 3, 4))})
+    >>> r = estimate_resources(b.build([b.node(Op.RELU, [y])]))
+    >>> r.peak_bytes, r.arena_bytes, r.macs, r.families
+    (2048, 2048, 36864, ('conv',))
+    """
+    steps = plan_steps(graph, options)
+    layout, stage = steps.layout, steps.draft.stage
+    tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
+    families = kernel_families(graph, steps)
+    return Resources(
+        peak_bytes=layout.peak, arena_bytes=layout.arena.arena_bytes,
+        scratch_bytes=max([tile_scratch, *layout.scratch]),
+        input_bytes=sum(planned_bytes(graph, t) for t in graph.inputs),
+        weight_bytes=constant_bytes(graph), code_bytes=CODE_BYTES_PER_KERNEL * len(families),
+        macs=_macs(graph, stage)[0], families=families)
