@@ -16,7 +16,7 @@ from .plan_types import PatchStage, Plan, PlanOptions, TensorPlacement, Tile
 from .reorder import ReorderResult, best_order
 
 __all__ = [
-    "ArenaResult", "Liveness", "Resources", "PatchStage", "Plan", "PlanError", "PlanOptions", "ReorderResult", "TensorPlacement",
-    "Tile", "analyze", "best_order", "estimate_resources", "make_plan", "plan_arena", "plan_groups", "plan_offsets", "plan_to_dict",
-    "verify_plan",
+    "ArenaResult", "Liveness", "PatchStage", "Plan", "PlanError", "PlanOptions", "ReorderResult", "Resources",
+    "TensorPlacement", "Tile", "analyze", "best_order", "estimate_resources", "make_plan", "plan_arena", "plan_groups",
+    "plan_offsets", "plan_to_dict", "verify_plan",
 ]
