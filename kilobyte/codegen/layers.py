@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..interp.int8_ref import activation_range_of, add_node_params, requant_params
+from ..interp.int8_ref import activation_range_of, requant_params
 from ..ir import Graph, Node, Op
+from ..kernels.contracts import add_fields
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
 
@@ -154,15 +155,9 @@ def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 
 def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    ap = add_node_params(graph, node)
     shape = graph.tensors[node.outputs[0]].shape
-    c = shape[-1]
-    params = dict(pixels=int(np.prod(shape)) // c, c=c, in1_cstride=bufs.cstride(node.inputs[0]),
-                  in2_cstride=bufs.cstride(node.inputs[1]), out_cstride=bufs.cstride(node.outputs[0]),
-                  in1_offset=ap.input1_offset, in2_offset=ap.input2_offset, left_shift=ap.left_shift,
-                  in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift, in2_mult=ap.input2_multiplier,
-                  in2_shift=ap.input2_shift, out_mult=ap.output_multiplier, out_shift=ap.output_shift,
-                  out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
+    strides = tuple(bufs.cstride(t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    params = add_fields(graph, node, strides, pixels=int(np.prod(shape[:-1])))
     return LayerCode(body=[c_struct("kb_add_params", params),
                            f"kb_add(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.inputs[1])}, "
                            f"{bufs.ptr(node.outputs[0])});"], families={"add"})
@@ -183,16 +178,9 @@ def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> L
     params["out_cstride"] = bufs.cstride(residual)  # the conv's output never exists: pixels land on the residual
     params["in_consumed"] = int(conv.name in plan.consumed)
     w, b, m, s = _weights(graph, conv, code)
-    ap = add_node_params(graph, add)
-    ops = [(ap.input1_offset, ap.input1_multiplier, ap.input1_shift),
-           (ap.input2_offset, ap.input2_multiplier, ap.input2_shift)]
-    (o1, m1, s1), (o2, m2, s2) = ops if add.inputs[0] == y else ops[::-1]
     shape = graph.tensors[out].shape
-    fields = dict(pixels=int(np.prod(shape[:-1])), c=shape[-1], in1_cstride=shape[-1],
-                  in2_cstride=bufs.cstride(residual), out_cstride=bufs.cstride(out), in1_offset=o1, in2_offset=o2,
-                  left_shift=ap.left_shift, in1_mult=m1, in1_shift=s1, in2_mult=m2, in2_shift=s2,
-                  out_mult=ap.output_multiplier, out_shift=ap.output_shift, out_offset=ap.output_offset,
-                  act_min=ap.act_min, act_max=ap.act_max)
+    fields = add_fields(graph, add, (shape[-1], bufs.cstride(residual), bufs.cstride(out)),
+                        pixels=int(np.prod(shape[:-1])), swap=add.inputs[0] != y)
     add_struct = c_struct("kb_add_params", fields).replace(" p = ", " a = ", 1)  # the second struct: `a`
     code.body += [c_struct("kb_conv_params", params), add_struct,
                   f"kb_conv_1x1_add(&p, {bufs.ptr(conv.inputs[0])}, {w}, {b}, {m}, {s}, &a, {bufs.ptr(residual)});"]

@@ -57,7 +57,7 @@ def model_c(graph: Graph, plan) -> tuple[str, set[str]]:
         code = emit_patch_stage(graph, plan, bufs)
         _add(code, "kb_patch_stage", decls, funcs, families)
         calls.append("    kb_patch_stage(input);")
-    fused = getattr(plan, "fused", {})  # conv -> ADD run as one layer: the ADD emits nothing
+    fused = plan.fused  # conv -> ADD run as one layer: the ADD emits nothing
     skip = (set(stage.nodes) if stage is not None else set()) | set(fused.values())
     for k, name in enumerate(plan.order):
         if name in skip:

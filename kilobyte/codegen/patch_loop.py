@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import activation_range_of, add_node_params, requant_params
+from ..interp.int8_ref import activation_range_of, requant_params
 from ..ir import Graph, Op
+from ..kernels.contracts import add_fields
 from ..schedule.patch import box_area, split
 from .c_text import c_ident
 from .layers import (
@@ -270,19 +271,13 @@ def emit_add(g: StageGeometry, k: int, code: LayerCode) -> str:
     output tile in an input's buffer (same box, so row r overwrites only itself)."""
     node, ident = g.nodes[k], c_ident(g.nodes[k].name)
     code.families.add("add")
-    ap = add_node_params(g.graph, node)
     io, rows = Columns(f"kb_po_{ident}"), []
     for p in range(len(g.boxes)):
         tile = g.tile(p, k)
         a, b = (g.source(t, p, tile.in_box) for t in node.inputs)
         dst = g.target(p, k)
         h, w = hw(tile.out_box)
-        rows.append(dict(pixels=w, c=g.channels(node.outputs[0]), in1_cstride=a.cstride, in2_cstride=b.cstride,
-                         out_cstride=dst.cstride, in1_offset=ap.input1_offset, in2_offset=ap.input2_offset,
-                         left_shift=ap.left_shift, in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift,
-                         in2_mult=ap.input2_multiplier, in2_shift=ap.input2_shift, out_mult=ap.output_multiplier,
-                         out_shift=ap.output_shift, out_offset=ap.output_offset, act_min=ap.act_min,
-                         act_max=ap.act_max))
+        rows.append(add_fields(g.graph, node, (a.cstride, b.cstride, dst.cstride), pixels=w))
         io.add(p, src1=a.offset, src1_pitch=a.pitch, src2=b.offset, src2_pitch=b.pitch, dst=dst.offset,
                dst_pitch=dst.pitch, rows=h)
         copy_columns(g, p, k, io)

@@ -1,19 +1,22 @@
 """Schedule stage: arena offsets for buffers with known lifetimes (TFLite Micro's memory-planner interface).
 
 A request is `(size, first_use, last_use)` in steps, inclusive; two requests whose step ranges intersect must not
-share bytes. `plan_arena` returns one offset per request, the arena size, the peak live bytes and the fragmentation
-`(arena - peak) / arena`. Strategies:
+share bytes. `plan_arena` returns one offset per request, the arena size, the peak live bytes, the fragmentation
+`(arena - peak) / arena`, the strategy that ran and whether the arena is proven minimal. Strategies:
 - `greedy`: greedy by size (TFLM's GreedyMemoryPlanner): largest first, each at the lowest aligned offset that
   does not overlap any already-placed buffer alive at an intersecting step;
-- `exact`: the smallest arena, by branch and bound over placement orders. Any optimal packing is reproduced by
+- `exact`: the smallest arena, by branch and bound over placement orders (up to `EXACT_NODE_BUDGET` placements,
+  then the best found, `optimal=False`). Any optimal packing is reproduced by
   placing its buffers in increasing-offset order, each at its lowest feasible offset (every buffer can only move
-  down), so searching orders with lowest-offset placement is exact. Seeded with greedy, pruned by the best arena
-  found and stopped early when it reaches the peak-live lower bound;
+  down), so searching orders with lowest-offset placement is exact. Seeded with the best greedy order, pruned by
+  the best arena found and stopped early when it reaches the lower bound (the peak of the aligned sizes);
 - `auto`: exact for at most `EXACT_MAX` buffers, else the best of three greedy placement orders (by size as TFLM,
-  by first use, by area; see `GREEDY_ORDERS`).
+  by first use, by area; see `GREEDY_ORDERS`; tried in that order until one reaches the lower bound), improved by
+  a local search over perturbed placement orders when it is above the bound (`strategy` then ends in "+search").
 
-The scheduler also needs *groups*: several lifetimes that must share one offset (an in-place op's input and
-output). `plan_groups` takes, per group, a list of `(size, first, last)` all placed at the group's offset.
+The planner packs *groups*: several lifetimes that must share one offset (a storage unit chain whose in-place ops
+write over their inputs; a step's scratch; the patch working region). `plan_groups` takes, per group, a list of
+`(size, first, last)` all placed at the group's offset.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def plan_arena(requests: Sequence[Interval], strategy: str = "auto", alignment: 
 
 def plan_offsets(sizes: Sequence[int], first: Sequence[int], last: Sequence[int], alignment: int = 4,
                  strategy: str = "auto") -> tuple[int, ...]:
-    """`plan_arena` in column form (sizes, first uses, last uses) -> offsets; what patch.py places tiles with.
+    """`plan_arena` in column form (sizes, first uses, last uses) -> offsets.
 
     >>> plan_offsets([10, 6, 6], [0, 0, 1], [0, 1, 1])
     (0, 12, 0)
@@ -67,7 +70,12 @@ def plan_groups(groups: Sequence[Sequence[Interval]], strategy: str = "auto", al
     peak = _peak(groups)
     floor = _peak(aligned)
     orders = ["size"] if strategy == "greedy" else list(GREEDY_ORDERS)
-    tried = [(_extent(aligned, offs), k, offs) for k, offs in ((k, _greedy(aligned, alignment, k)) for k in orders)]
+    tried = []
+    for k in orders:  # stop at the first order that reaches the lower bound: no other can beat it
+        offs = _greedy(aligned, alignment, k)
+        tried.append((_extent(aligned, offs), k, offs))
+        if tried[-1][0] <= floor:
+            break
     arena, ran, offsets = min(tried, key=lambda x: x[0])
     if strategy == "auto" and len(groups) > EXACT_MAX and arena > floor:
         offsets, better = _local_search(aligned, alignment, offsets, arena, floor)

@@ -12,6 +12,7 @@ output tensors are kept whole. The model input is caller-owned and read patch by
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,6 +65,7 @@ def axis_window(graph: Graph, node: Node) -> tuple[tuple[int, ...], tuple[int, .
     return None if window is None else window(graph, node)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pure; the rows of a grid repeat its columns' ranges, cuts repeat layers
 def _axis_in(o0: int, o1: int, window: tuple[int, ...], size: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """Input range read by outputs [o0, o1) along one axis, clipped to [0, size), and the padding outside it."""
     k, s, d, before, _ = window
