@@ -4,7 +4,8 @@ Layout of the output directory:
     kilobyte.json   manifest: shapes, quantisation of input/output, plan summary, kernels, float tail, "tflite"
     model.tflite    the int8 model (what `kilobyte verify` checks the C build against, with TFLM too); only with
                     the `[tflite]` extra installed, else the manifest's "tflite" is null
-    src/            model.h, model.c and ONLY the runtime files the model uses (kilobyte.h, kb_requant.h, kb_*.c)
+    src/            model.h, model.c, the runtime headers (kilobyte.h, kb_requant.h, kb_dot.h) and ONLY the
+                    runtime kernel files the model uses (kb_*.c)
     host/main.c     host test harness: input.bin -> output.bin, arena guard bytes checked after kb_invoke
     Makefile        `make` builds host/model (strict warnings); `make asan` builds host/model_asan
 """

@@ -1,8 +1,9 @@
 """Codegen stage, C runtime: the hand-written portable C99 int8 kernels in `runtime/c/`, and host helpers.
 
 The kernels (one family per file: `kb_conv.c`, `kb_depthwise.c`, ...; structs and prototypes in `kilobyte.h`; the
-fixed-point requantisation in `kb_requant.h`) compute TFLite's int8 reference arithmetic bit for bit. The code
-generator copies in the files a model uses (`sources_for`); this module also builds them into a shared library with
+fixed-point requantisation in `kb_requant.h`; the int8 dot product of conv and FC in `kb_dot.h`) compute TFLite's int8
+reference arithmetic bit for bit. The code generator copies in the headers (`HEADERS`) and the files a model uses
+(`sources_for`); this module also builds them into a shared library with
 gcc (`build_shared`, strict warnings, optionally under AddressSanitizer/UBSan) and loads it with ctypes (`load`),
 with `ctypes.Structure` mirrors of the parameter structs, so tests and the verifier can call kernels from Python.
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from ..errors import KilobyteError
 
 C_DIR = Path(__file__).resolve().parent / "c"
-HEADERS = ("kilobyte.h", "kb_requant.h")
+HEADERS = ("kilobyte.h", "kb_requant.h", "kb_dot.h")
 # Kernel family -> the one source file implementing it.
 KERNEL_FILES = {
     "conv": "kb_conv.c",

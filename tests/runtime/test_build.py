@@ -42,7 +42,7 @@ def test_each_kernel_file_compiles_alone(cc, tmp_path):
     for src in rt.sources_for():
         text = src.read_text()
         assert set(re.findall(r'#include [<"]([\w.]+)[>"]', text)) <= {
-            "string.h", "stdint.h", "stddef.h", "kilobyte.h", "kb_requant.h"}, src.name
+            "string.h", "stdint.h", "stddef.h", "kilobyte.h", "kb_requant.h", "kb_dot.h"}, src.name
         assert "malloc" not in text, src.name
         cmd = [cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-Wshadow",
                *(M4 if cc.startswith("arm") else []), f"-I{rt.C_DIR}", "-c", str(src), "-o", str(tmp_path / "k.o")]

@@ -283,13 +283,21 @@ def test_icount_reports_a_fault(tmp_path, layers, x):
 def test_dsp_kernels_swap_same_named_files(tmp_path, model_dir, layers, x, monkeypatch):
     arm = tmp_path / "arm"
     arm.mkdir()
-    # An "optimised" kernel: same contract, a different body (and a helper header only the arm kernels have).
-    (arm / "kb_arm_helpers.h").write_text("#define KB_ARM_VARIANT 1\n")
+    # An "optimised" kernel: same contract, a different body (and a helper header only the arm kernels have, which
+    # includes the header of an assembly function: its .S comes along; an assembly file no header leads to stays out).
+    (arm / "kb_arm_helpers.h").write_text('#include "kb_arm_one.h"\n#define KB_ARM_VARIANT kb_arm_one()\n')
+    (arm / "kb_arm_one.h").write_text("int kb_arm_one(void);\n")
+    (arm / "kb_arm_one.S").write_text(".syntax unified\n.thumb\n.section .text.kb_arm_one, \"ax\", %progbits\n"
+                                      ".global kb_arm_one\n.thumb_func\n.type kb_arm_one, %function\n"
+                                      "kb_arm_one:\n    movs r0, #1\n    bx lr\n.size kb_arm_one, . - kb_arm_one\n")
+    (arm / "kb_arm_unused.h").write_text("int kb_arm_unused(void);\n")
+    (arm / "kb_arm_unused.S").write_text('.error "not used by this model"\n')
     (arm / "kb_conv1x1.c").write_text('#include "kb_arm_helpers.h"\n' + KERNEL_C.replace("i++", "i += KB_ARM_VARIANT"))
     (arm / "kb_unused.c").write_text("#error not used by this model\n")
     chosen = select_sources(model_dir / "src", "dsp", arm_dir=arm)
-    assert arm / "kb_conv1x1.c" in chosen and arm / "kb_arm_helpers.h" in chosen
+    assert arm / "kb_conv1x1.c" in chosen and arm / "kb_arm_helpers.h" in chosen and arm / "kb_arm_one.S" in chosen
     assert model_dir / "src" / "model.c" in chosen and arm / "kb_unused.c" not in chosen
+    assert arm / "kb_arm_unused.S" not in chosen
     assert select_sources(model_dir / "src", "portable", arm_dir=arm) == sorted(
         p for p in (model_dir / "src").iterdir())
     monkeypatch.setattr(firmware_module, "ARM_KERNEL_DIR", arm)

@@ -437,7 +437,10 @@ def _build_and_run(model_dir: Path, x: np.ndarray) -> dict[tuple[str, str], np.n
     def one(job):
         target, kernels = job
         build = build_firmware(model_dir, target, kernels=kernels, out_dir=model_dir / f"fw-{target}-{kernels}")
-        assert (build.out_dir / "src" / "kb_arm_simd.h").is_file() == (kernels == "dsp")  # the swap happened
+        src = build.out_dir / "src"
+        assert (src / "kb_arm_simd.h").is_file() == (kernels == "dsp")  # the swap happened
+        wide = kernels == "dsp" and any((src / name).is_file() for name in ("kb_conv.c", "kb_conv_add.c"))
+        assert (src / "kb_arm_wide.S").is_file() == wide  # the assembly, with the kernels that call it only
         return run_qemu(build, x, timeout=120).output
 
     with ThreadPoolExecutor(2) as pool:
@@ -469,7 +472,8 @@ def test_kernel_calls_bit_exact_on_qemu(kernel_calls):
 # -- requantisation -----------------------------------------------------------------------------------------------
 REQUANT_C = """#include <string.h>
 #include "model.h"
-#include "kb_arm_simd.h"
+#include "kb_requant.h"
+#include "kb_arm_requant.h"
 int8_t kb_arena[KB_ARENA_BYTES];
 void kb_invoke(const int8_t *input, int8_t *output)
 {
@@ -541,7 +545,7 @@ def test_smmlar_requantisation_equals_tflite_in_numpy():
 # -- the assembly blocks ----------------------------------------------------------------------------------------------
 DOT_C = """#include <string.h>
 #include "model.h"
-#include "kb_arm_simd.h"
+#include "kb_arm_wide.h"
 int8_t kb_arena[KB_ARENA_BYTES];
 typedef void kb_dot_fn(const int8_t *, const int8_t *, int32_t, int32_t *);
 typedef void kb_wide_fn(const int8_t *, const int8_t *, int32_t, kb_wide_job *);
@@ -634,8 +638,8 @@ def test_dot_1xn_cols_equal_numpy_on_target(tmp_path):
     data = np.concatenate(parts)
     src = tmp_path / "src"
     src.mkdir()
-    for name in (*rt.HEADERS, "arm/kb_arm_simd.h"):
-        (src / Path(name).name).write_text((rt.C_DIR / name).read_text())
+    for name in rt.HEADERS:  # the arm/ headers and kb_arm_wide.S come with kernels="dsp" (model.c includes its header)
+        (src / name).write_text((rt.C_DIR / name).read_text())
     write_model_h(src, 8, data.size, 48 * len(want_acc))
     (src / "model.c").write_text(DOT_C % {"cases": len(want_acc)})
     for target in TARGETS:

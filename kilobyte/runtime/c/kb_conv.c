@@ -14,7 +14,8 @@
  * inner loops, both written so that gcc -O3 vectorises them into int16 multiply-adds (pmaddwd):
  *   - windows of more than KB_SMALL_K weights: with a dense input (in_cstride == in_c) and dilation 1 in x, a
  *     clipped window row is ONE contiguous run of (kx1 - kx0) * in_c bytes in both the input and the OHWI weights,
- *     so the inner loop is a long dot product of int8 weights with int16 (x + in_offset), 4 channels at a time;
+ *     so the inner loop is a long dot product of int8 weights with int16 (x + in_offset), 4 channels at a time
+ *     (kb_dot4 of kb_dot.h, shared with kb_fc.c);
  *   - smaller windows (1x1 with few channels, first layers) would leave such a loop mostly in its scalar tail, so
  *     the block's 8 weight rows are widened once to int16 and each window is gathered as int16 (x + in_offset, 0
  *     for a padded tap, which adds nothing), both zero-padded to a multiple of 8: whole vectors only.
@@ -25,12 +26,12 @@
  */
 #include "kilobyte.h"
 #include "kb_requant.h"
+#include "kb_dot.h"
 
-#define KB_CO_BLOCK 4   /* output channels per pass, large windows */
+#define KB_CO_BLOCK 4   /* output channels per pass, large windows: kb_dot4's four rows */
 #define KB_SMALL_K 64   /* widest window (k_h * k_w * in_c) of the small-window path */
 #define KB_SMALL_CO 8   /* output channels per pass, small windows (2 x 4) */
 #define KB_TILE 16      /* output pixels requantised together */
-#define KB_DOT_CHUNK (1 << 15)  /* terms per int32 partial sum: 2^15 * 128 * 255 < 2^31 */
 
 /* The in-image taps [*k0, *k1) of a window of k taps, dil apart, starting at image coordinate i0 (empty when the
  * window misses the image, as a patch tile's can). */
@@ -92,32 +93,8 @@ static void tile_store(const conv_tile *tile, int32_t nb, const kb_rq_channel *r
 
 /* -- large windows: int8 weights, contiguous runs ----------------------------------------------------------------- */
 
-/* acc[j] += sum_i w[j][wo + i] * (x[i] + off), i < n, for the block's 4 weight rows w[j]; the int32 sums take
- * KB_DOT_CHUNK terms at a time (no signed overflow) and join acc with wrapping adds. */
-static inline void dot4(const int8_t *x, const int8_t *const w[KB_CO_BLOCK], int32_t wo, int32_t n, int32_t off,
-                        int32_t acc[KB_CO_BLOCK])
-{
-    const int16_t o = (int16_t)off;  /* -zero point, in [-127, 128] */
-    for (int32_t i0 = 0; i0 < n; i0 += KB_DOT_CHUNK) {
-        const int32_t m = n - i0 < KB_DOT_CHUNK ? n - i0 : KB_DOT_CHUNK;
-        const int8_t *xs = x + i0, *w0 = w[0] + wo + i0, *w1 = w[1] + wo + i0, *w2 = w[2] + wo + i0;
-        const int8_t *w3 = w[3] + wo + i0;
-        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (int32_t i = 0; i < m; ++i) {
-            const int16_t xi = (int16_t)(xs[i] + o);  /* in [-255, 255] */
-            a0 += w0[i] * xi;
-            a1 += w1[i] * xi;
-            a2 += w2[i] * xi;
-            a3 += w3[i] * xi;
-        }
-        acc[0] = kb_wrapping_add(acc[0], a0);
-        acc[1] = kb_wrapping_add(acc[1], a1);
-        acc[2] = kb_wrapping_add(acc[2], a2);
-        acc[3] = kb_wrapping_add(acc[3], a3);
-    }
-}
-
-/* acc[j] = the block's window sums for the window with top-left tap (iy0, ix0), padded taps skipped. */
+/* acc[j] = the block's window sums for the window with top-left tap (iy0, ix0), padded taps skipped: kb_dot4 per
+ * window row, or per tap where a row is not one run. */
 static inline void window_dot4(const kb_conv_params *p, const int8_t *in, const int8_t *const w[KB_CO_BLOCK],
                                int32_t iy0, int32_t ix0, int32_t acc[KB_CO_BLOCK])
 {
@@ -131,11 +108,11 @@ static inline void window_dot4(const kb_conv_params *p, const int8_t *in, const 
         const int8_t *x = in + ((iy0 + ky * p->dil_h) * p->in_row + ix0 + kx0 * p->dil_w) * cs;  /* tap kx0 */
         const int32_t wk = (ky * p->k_w + kx0) * n;                                             /* its weights */
         if (run) {
-            dot4(x, w, wk, (kx1 - kx0) * n, off, acc);
+            kb_dot4(x, w, wk, (kx1 - kx0) * n, off, acc);
             continue;
         }
         for (int32_t kx = 0; kx < kx1 - kx0; ++kx) {
-            dot4(x + kx * p->dil_w * cs, w, wk + kx * n, n, off, acc);
+            kb_dot4(x + kx * p->dil_w * cs, w, wk + kx * n, n, off, acc);
         }
     }
 }

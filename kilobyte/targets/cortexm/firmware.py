@@ -4,9 +4,11 @@ A compiled model directory has `src/` (model.h, model.c and the runtime kb_*.c/.
 written to `out_dir` is self-contained and rebuildable by hand (`sh build.sh`):
 
     out_dir/src/       the model sources; with kernels="dsp", every kb_*.c that has a same-named file in
-                       kilobyte/runtime/c/arm/ is replaced by that one (a file swap, never an #ifdef)
+                       kilobyte/runtime/c/arm/ is replaced by that one (a file swap, never an #ifdef); the arm/
+                       headers are added, and each arm/ assembly file X.S whose header X.h the sources include
     out_dir/fw/        startup.c, semihosting.c, main.c, fw.h and the board's linker script (from fw/)
-    out_dir/build.sh   the exact arm-none-eabi-gcc command; build.log its output
+    out_dir/build.sh   the exact arm-none-eabi-gcc command (.c and .S files, the .S through the C preprocessor);
+                       build.log its output
     out_dir/firmware.elf, firmware.map, *.su (-fstack-usage)
 
 With a `device`, the FLASH and RAM regions are shrunk to that part's Flash and SRAM, so a model over budget fails
@@ -34,6 +36,7 @@ DEFAULT_STACK_BYTES = 4096
 COMMON_FLAGS = ("-O2", "-g", "-Wall", "-ffunction-sections", "-fdata-sections", "-fstack-usage", "-nostartfiles",
                 "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections", "-Wl,--print-memory-usage")
 _OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class FirmwareBuild:
 def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | None = None) -> list[Path]:
     """The .c and .h files of `src_dir` to build, with kb_*.c swapped for arm_dir's same-named file under "dsp".
 
+    Under "dsp" also arm_dir's headers (unless src_dir has a same-named one) and each assembly file X.S of arm_dir
+    whose header X.h a chosen .c file includes, directly or through other chosen headers (`_assembly_for`).
+
     >>> select_sources(Path("/nonexistent"), kernels="fast")
     Traceback (most recent call last):
     ...
@@ -80,6 +86,7 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
     if kernels == "dsp" and arm_dir.is_dir():  # headers the arm kernels include, unless the model has its own
         have = {p.name for p in chosen}
         chosen += [h for h in sorted(arm_dir.glob("*.h")) if h.name not in have]
+        chosen += _assembly_for(chosen, arm_dir)
     return chosen
 
 
@@ -92,6 +99,19 @@ def planned_kernel_set(model_dir: Path) -> str:
         return json.loads(manifest.read_text()).get("kernel_set", "portable")
     except (OSError, ValueError):
         return "portable"
+
+
+def _assembly_for(chosen: list[Path], arm_dir: Path) -> list[Path]:
+    """arm_dir's X.S files whose header X.h is included by a chosen .c file, directly or through chosen headers
+    (e.g. kb_arm_wide.S, declared by kb_arm_wide.h, which arm/kb_conv.c includes and arm/kb_fc.c does not)."""
+    by_name = {p.name: p for p in chosen}
+    todo, seen = [p for p in chosen if p.suffix == ".c"], set()
+    while todo:
+        for name in _INCLUDE.findall(todo.pop().read_text()):
+            if name in by_name and name not in seen:
+                seen.add(name)
+                todo.append(by_name[name])
+    return [s for s in sorted(arm_dir.glob("*.S")) if s.with_suffix(".h").name in seen]
 
 
 def _resolve_device(device: str | Device | None, board: Board) -> Device | None:
@@ -125,7 +145,7 @@ def _linker_script(board: Board, flash_bytes: int, ram_bytes: int) -> str:
 
 
 def _write_project(out_dir: Path, sources: list[Path], script: str, board: Board) -> list[str]:
-    """Copy model and firmware sources into out_dir; returns the .c files to compile, relative to out_dir."""
+    """Copy model and firmware sources into out_dir; returns the .c and .S files to compile, relative to out_dir."""
     for sub in ("src", "fw"):
         shutil.rmtree(out_dir / sub, ignore_errors=True)
         (out_dir / sub).mkdir(parents=True)
@@ -135,7 +155,7 @@ def _write_project(out_dir: Path, sources: list[Path], script: str, board: Board
         if path.suffix in (".c", ".h") or path.name == "kb_sections.ld":
             shutil.copy2(path, out_dir / "fw" / path.name)
     (out_dir / "fw" / board.linker_script).write_text(script)
-    return [f"src/{p.name}" for p in sources if p.suffix == ".c"] + \
+    return [f"src/{p.name}" for p in sources if p.suffix in (".c", ".S")] + \
         sorted(f"fw/{p.name}" for p in FW_DIR.glob("*.c"))
 
 

@@ -4,7 +4,7 @@
  * and row pitch in_row; w OHWI; out with out_cstride and out_row). Two paths:
  *   - with scratch and out_c >= KB_COLS_MIN_OUT_C: conv_wide below, blocks of 3-6 output pixels widened once into
  *     int16 im2col columns for all output channels, then 1 channel x N pixels per weight load, the channel loop and
- *     the requantisation in assembly (kb_arm_simd.h), ~0.77 instructions per MAC in the dot loop. The columns live
+ *     the requantisation in assembly (kb_arm_wide.S), ~0.77 instructions per MAC in the dot loop. The columns live
  *     in the scratch when the planner granted six (from free bytes), else in input rows already read (when the
  *     input dies here) or in the not yet written part of a dense output (block_cols); pixels where none holds
  *     three columns run on the scratch's two columns (conv_cols, 2 channels x 2 pixels, ~1.0 in the loop);
@@ -28,6 +28,10 @@
 #include "kilobyte.h"
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
+#include "kb_arm_requant.h"
+#include "kb_arm_dot.h"
+#include "kb_arm_widen.h"
+#include "kb_arm_wide.h"
 
 /* One output channel pair: weights, accumulator starts and requantisation, computed once per pair. */
 typedef struct {
@@ -232,7 +236,7 @@ static void conv_any(const kb_conv_params *p, const int8_t *in, const int8_t *w,
  * instructions per value of widening are shared by all out_c channels and the inner loops need no activation
  * unpacking. Two block shapes:
  *   - wide (conv_wide, 3-6 columns where block_cols finds room): 1 channel x 3..6 pixels,
- *     kb_wide_1x<N> of kb_arm_simd.h, 18 instructions per 24 MACs at N = 6;
+ *     kb_wide_1x<N> of kb_arm_wide.S, 18 instructions per 24 MACs at N = 6;
  *   - two columns (conv_cols, the KB_CONV_SCRATCH bytes every planned conv scratch holds): 2 channels x 2 pixels,
  *     kb_dot_2x2_cols, 16 instructions per 16 MACs.
  * Column layout with N columns: value k < n & ~3 of column c at int16 index 4N * (k >> 2) + 4 * c +

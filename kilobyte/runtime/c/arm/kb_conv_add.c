@@ -7,7 +7,7 @@
  * the accumulators' start; a last odd pixel adds the offset while unpacking. Each conv value is requantised to the
  * conv output's int8 (its fused activation included), then added to the residual value with TFLite's int8 ADD:
  * both operands shifted left by left_shift, rescaled, summed, rescaled, offset and clamped. The conv's requantisation
- * uses kb_arm_simd.h's kb_arm_rq, the ADD's three rescales its one-rounding kb_arm_rq1, all split once per call.
+ * uses kb_arm_rq (kb_arm_requant.h), the ADD's three rescales its one-rounding kb_arm_rq1, all split once per call.
  *
  * When the conv's input dies here (p->in_consumed, from the plan) the pixels after the first ~13 take arm/kb_conv.c's
  * wide path instead, its columns in the input pixels already read (conv_add_wide below): the dot products at
@@ -19,6 +19,10 @@
 #include "kilobyte.h"
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
+#include "kb_arm_requant.h"
+#include "kb_arm_dot.h"
+#include "kb_arm_widen.h"
+#include "kb_arm_wide.h"
 
 /* TFLite's int8 ADD, prepared once per call: the rescales of the conv value (1), the residual (2) and the sum, in
  * kb_arm_rq1's one-rounding form. */

@@ -13,7 +13,7 @@
  *                            stride 2: out(x + 1) = w0 * r2 + w1 * r3 (SMLABT twice) + w2 * r4 (one more byte)
  *                          6 MACs for 1 load, 2 unpacks and 4 (5) multiply-accumulates; no byte outside the two
  *                          windows is read. Other windows use the portable loops; every output uses the shorter
- *                          requantisation of kb_arm_simd.h.
+ *                          requantisation of kb_arm_requant.h.
  */
 /* See arm/kb_conv.c: keeps the unrolled SIMD loops within the registers. Speed only. */
 #pragma GCC optimize("no-schedule-insns")
@@ -23,6 +23,7 @@
 #include "kilobyte.h"
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
+#include "kb_arm_requant.h"
 
 /* Kernel indices i < k with 0 <= start + i * dil < size: [*lo, *hi). */
 static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t *lo, int32_t *hi)

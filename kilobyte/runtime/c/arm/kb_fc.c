@@ -9,7 +9,8 @@
 
 #include "kilobyte.h"
 #include "kb_requant.h"
-#include "kb_arm_simd.h"
+#include "kb_arm_requant.h"
+#include "kb_arm_dot.h"
 
 void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                         const int32_t *mult, const int32_t *shift, int8_t *out)
