@@ -384,6 +384,7 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     caller has them.
     """
     from ..analysis.macs import node_macs
+    from .patch_eval import StageEvaluator
 
     names = [x if isinstance(x, str) else x.name for x in order]
     if live is None:
@@ -393,21 +394,37 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     rest = [max(live[n:], default=0) for n in range(len(live) + 1)]
     budget = None if options.max_mac_overhead is None else options.max_mac_overhead * sum(
         node_macs(graph, n) for n in graph.nodes)
-    best: list = [None, (max(live, default=0), 0)]  # stage, (total peak, extra MACs); per-layer to start
+    evaluator = StageEvaluator(graph, names, options)
+    best: list = [None, (max(live, default=0), 0)]  # (n, p), (total peak, extra MACs); per-layer to start
     for n in candidate_cuts(graph, names):
         stage, outputs = stage_nodes(graph, names, n)
+        _, h, w, _ = graph.tensors[outputs[0]].shape
+        out_bytes = sum(graph.tensors[t].numel for t in outputs)
         for p in _grids(graph, names, n):
-            bound = max(rest[n], _centre_patch_peak(graph, stage, outputs, p, options))
+            rows, cols = split(h, p), split(w, p)
+            centre = evaluator.evaluate(n, outputs, [rows[p // 2]], [cols[p // 2]])
+            centre_peak = centre[0] + out_bytes if centre else _centre_patch_peak(graph, stage, outputs, p, options)
+            bound = max(rest[n], centre_peak)
             if bound > best[1][0] or (bound == best[1][0] and best[0] is None):
                 continue
-            plan = _stage_plan(graph, names, n, p, options, place=False)
-            extra = plan.macs - plan.base_macs
-            key = (max(stage_peak(plan), rest[n]), extra)
+            peak, extra = _stage_figures(graph, names, evaluator, n, outputs, p, options)
+            key = (max(peak, rest[n]), extra)
             if (budget is None or extra <= budget) and key < best[1]:
-                best = [plan, key]
-            if stage_peak(plan) <= rest[n]:
+                best = [(n, p), key]
+            if peak <= rest[n]:
                 break
-    return None if best[0] is None else plan_patch_stage(graph, names, best[0].n_nodes, best[0].grid, options)
+    return None if best[0] is None else plan_patch_stage(graph, names, *best[0], options)
+
+
+def _stage_figures(graph: Graph, names, evaluator, n: int, outputs, p: int, options: PlanOptions) -> tuple[int, int]:
+    """(stage peak, extra MACs) of the first `n` nodes on a p x p grid: by the separable evaluator, or by the box walk
+    where that does not apply."""
+    _, h, w, _ = graph.tensors[outputs[0]].shape
+    fast = evaluator.evaluate(n, outputs, split(h, p), split(w, p))
+    if fast is not None:
+        return fast[0] + sum(graph.tensors[t].numel for t in outputs), fast[1] - evaluator.base_macs(n)
+    plan = _stage_plan(graph, names, n, p, options, place=False)
+    return stage_peak(plan), plan.macs - plan.base_macs
 
 
 def _centre_patch_peak(graph: Graph, stage: Sequence[Node], outputs, grid: int, options: PlanOptions) -> int:

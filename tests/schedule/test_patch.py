@@ -176,6 +176,66 @@ def test_random_stage_tiles_are_exact(g, grid, data):
             assert stage.macs <= stage.base_macs
 
 
+def _box_walk_figures(g, n: int, grid: int, options: PlanOptions) -> tuple[int, int]:
+    """(working peak, MACs) of a stage by the box walk (`plan_patch_stage`: p^2 tiles, `working_memory`)."""
+    stage = plan_patch_stage(g, _names(g), n, grid, options)
+    return stage.working_peak, stage.macs
+
+
+def _check_evaluator(g, options: PlanOptions, cuts) -> int:
+    """The separable evaluator equals the box walk on every cut and grid where it answers; returns how often it
+    answered."""
+    from kilobyte.schedule.patch_eval import StageEvaluator
+
+    ev, answered = StageEvaluator(g, _names(g), options), 0
+    for n in cuts:
+        _, outputs = stage_nodes(g, _names(g), n)
+        _, h, w, _ = g.tensors[outputs[0]].shape
+        for grid in range(1, min(h, w, 5) + 1):
+            fast = ev.evaluate(n, outputs, split(h, grid), split(w, grid))
+            if fast is not None:
+                answered += 1
+                assert fast == _box_walk_figures(g, n, grid, options), (n, grid)
+                assert ev.base_macs(n) == sum(node_macs(g, x) for x in g.nodes[:n])
+    return answered
+
+
+@settings(max_examples=60, deadline=None)
+@given(local_graphs())
+def test_separable_evaluator_equals_the_box_walk(g):
+    for options in (PlanOptions(), NO_INPLACE, PlanOptions(kernels="dsp")):
+        _check_evaluator(g, options, _valid_cuts(g))
+
+
+def test_separable_evaluator_equals_the_box_walk_on_random_nets_and_mbv2(mbv2):
+    from random_nets import random_graph, valid_cuts
+
+    answered = 0
+    for seed in range(40):
+        g = random_graph(seed)
+        answered += _check_evaluator(g, PlanOptions(kernels=("portable", "dsp")[seed % 2]),
+                                     [n for n, _ in valid_cuts(g)])
+    assert answered > 100
+    assert _check_evaluator(mbv2, PlanOptions(), candidate_cuts(mbv2, _names(mbv2))[:6]) > 0
+
+
+def test_evaluator_declines_a_tile_that_reads_only_padding():
+    """A strided 1x1 conv after a PAD: a patch of its output can read only padding, a zero-length range. The box
+    walk drops such a box on both axes, so the evaluator must say None (choose_patch then walks the boxes)."""
+    from kilobyte.ir import PadAttrs
+    from kilobyte.schedule.patch_eval import StageEvaluator
+
+    b = GraphBuilder()
+    x = b.node(Op.PAD, [b.input((1, 4, 4, 2))], PadAttrs(((0, 0), (4, 0), (4, 0), (0, 0))))  # 8x8, top-left pad
+    y = _conv(b, x, 4, k=1, stride=2, pad=(0, 0, 0, 0))  # 4x4: its top-left 2x2 reads only the padding
+    g = b.build([_conv(b, y, 4, k=3, stride=2)])
+    n = 2
+    _, outputs = stage_nodes(g, _names(g), n)
+    assert StageEvaluator(g, _names(g), PlanOptions()).evaluate(n, outputs, split(4, 2), split(4, 2)) is None
+    stage = plan_patch_stage(g, _names(g), n, 2, PlanOptions())
+    assert any(t.out_box[0] == t.out_box[1] or t.in_box[0] == t.in_box[1] for p in stage.tiles for t in p)
+
+
 def _valid_cuts(g) -> list[int]:
     cuts = []
     for n in range(1, len(g.nodes)):
