@@ -347,6 +347,11 @@ def candidate_cuts(graph: Graph, order: Sequence) -> list[int]:
     one tensor (nothing else is held across it), with that tensor smaller in H x W than the graph input — a stage
     that does not down-sample cannot lower the peak below the input map's own size. Cuts inside a residual block
     (two tensors cross) are skipped: their outputs would differ in size or double the stage-output bytes."""
+    return [n for n, _ in _cuts(graph, order)]
+
+
+def _cuts(graph: Graph, order: Sequence) -> list[tuple[int, tuple[str, ...]]]:
+    """`candidate_cuts` with each cut's stage outputs."""
     cuts = []
     for n in range(1, len(order) + 1):
         try:
@@ -358,7 +363,7 @@ def candidate_cuts(graph: Graph, order: Sequence) -> list[int]:
         _, h, w, _ = graph.tensors[outputs[0]].shape
         image = max(graph.tensors[t].shape[1] * graph.tensors[t].shape[2] for t in graph.inputs)
         if len(outputs) == 1 and h * w < image:
-            cuts.append(n)
+            cuts.append((n, outputs))
     return cuts
 
 
@@ -396,11 +401,11 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
         node_macs(graph, n) for n in graph.nodes)
     evaluator = StageEvaluator(graph, names, options)
     best: list = [None, (max(live, default=0), 0)]  # (n, p), (total peak, extra MACs); per-layer to start
-    for n in candidate_cuts(graph, names):
-        stage, outputs = stage_nodes(graph, names, n)
+    for n, outputs in _cuts(graph, names):
+        stage = [graph.node(name) for name in names[:n]]
         _, h, w, _ = graph.tensors[outputs[0]].shape
         out_bytes = sum(graph.tensors[t].numel for t in outputs)
-        for p in _grids(graph, names, n):
+        for p in (p for p in GRIDS if p <= min(h, w)):
             rows, cols = split(h, p), split(w, p)
             centre = evaluator.evaluate(n, outputs, [rows[p // 2]], [cols[p // 2]])
             centre_peak = centre[0] + out_bytes if centre else _centre_patch_peak(graph, stage, outputs, p, options)
@@ -433,9 +438,3 @@ def _centre_patch_peak(graph: Graph, stage: Sequence[Node], outputs, grid: int, 
     boxes = _grid_boxes(graph, outputs, grid)
     tiles = [patch_tiles(graph, stage, outputs, boxes[(grid // 2) * grid + grid // 2])]
     return max(working_memory(graph, stage, tiles, options).live) + sum(graph.tensors[t].numel for t in outputs)
-
-
-def _grids(graph: Graph, names: Sequence[str], n: int) -> list[int]:
-    _, outputs = stage_nodes(graph, names, n)
-    _, h, w, _ = graph.tensors[outputs[0]].shape
-    return [p for p in GRIDS if p <= min(h, w)]

@@ -142,7 +142,11 @@ class StageEvaluator:
                 if self.nodes[i].op is Op.DEPTHWISE_CONV_2D:
                     scratch[:, i] = padded[:, i]
         total = scratch
-        for group in groups:
+        for group in groups:  # a group holds its largest live member at each step
+            if len(group) == 1:
+                s = group[0]
+                total[:, s:last[s] + 1] += sizes[:, s:s + 1]
+                continue
             held = np.zeros_like(sizes)
             for s in group:
                 span = slice(s, last[s] + 1)
