@@ -63,6 +63,9 @@ def compiled(name: str, out_dir: Path, seed: int = 0):
     """(CompileResult per (kernel set, conv_columns), int8 input): the zoo model quantised on 8 random images and
     compiled for each kernel set with the default plan ("free": im2col columns only from free bytes), and for the DSP
     kernels with conv_columns="wide"."""
+    import torch
+
+    torch.manual_seed(seed)  # the zoo's initial weights: the same models, so the same counts, on every run
     graph = load(name, **MODELS[name]).graph
     shape = graph.tensors[graph.inputs[0]].shape
     rng = np.random.default_rng(seed)
