@@ -11,7 +11,7 @@ import sys
 
 from ..errors import DoesNotFitError, KilobyteError
 from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
-from .plan_cmd import parse_patch
+from .plan_cmd import add_mac_overhead_arg, parse_patch
 from .profile_cmd import fit_verdict
 
 
@@ -28,6 +28,7 @@ def register(sub) -> None:
     p.add_argument("--data", metavar="NAME|PATH", help="calibration data for float models: mnist, digits, .npz, folder")
     p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
     p.add_argument("--patch", default="off", metavar="auto|off|N,P", help="patch-based stage (see `kilobyte plan`)")
+    add_mac_overhead_arg(p)
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
@@ -50,7 +51,8 @@ def run(args) -> int:
     device = get_device(args)
     result = compile_model(model, args.out, data=args.data, samples=args.samples,
                            patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace,
-                           conv_columns=args.conv_columns, kernels=args.kernels)
+                           conv_columns=args.conv_columns, kernels=args.kernels,
+                           max_mac_overhead=args.max_mac_overhead)
     report, overflow = measured_fit(fit_report(result, device), result, device)
     if args.json:
         print_json(report)

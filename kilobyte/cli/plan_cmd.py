@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 
 from ..errors import KilobyteError
@@ -21,8 +22,7 @@ def register(sub) -> None:
     p.add_argument("--patch", default="off", metavar="auto|off|N,P",
                    help="patch-based stage: off (default), auto (minimise peak), or N,P = first N nodes "
                    "(or 'K-blocks') with a PxP grid, e.g. '5-blocks,4x4' or '12,4'")
-    p.add_argument("--max-mac-overhead", type=float, default=None, metavar="FRAC",
-                   help="for --patch auto: largest extra MACs allowed, e.g. 0.15")
+    add_mac_overhead_arg(p)
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
@@ -38,6 +38,26 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot live memory per step: per-layer vs planned")
     p.set_defaults(func=run)
+
+
+def mac_overhead(text: str) -> float | None:
+    """--max-mac-overhead: a fraction >= 0, or 'none' for no limit."""
+    if text.strip().lower() in ("none", "inf", "unlimited"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a fraction (e.g. 0.2) or 'none'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def add_mac_overhead_arg(p) -> None:
+    p.add_argument("--max-mac-overhead", type=mac_overhead, default=0.2, metavar="FRAC|none",
+                   help="for --patch auto: the most extra MACs the patch stage may cost, as a fraction of the "
+                   "model's MACs (default 0.2 = +20 %%; 'none' = no limit). The plan's notes say when a larger "
+                   "overhead would lower the peak further")
 
 
 def parse_patch(text: str, graph):

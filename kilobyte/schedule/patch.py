@@ -377,7 +377,7 @@ def _local_prefix_ends(graph: Graph, order: Sequence, n: int) -> bool:
 
 
 def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_OPTIONS,
-                 live: Sequence[int] | None = None) -> PatchStage | None:
+                 live: Sequence[int] | None = None, notes: list[str] | None = None) -> PatchStage | None:
     """The patch stage ("auto") with the smallest total peak, ties broken by fewer MACs; None if none beats the
     per-layer plan. Total peak = max(stage peak, planned live bytes of the per-layer steps after the stage).
 
@@ -386,7 +386,7 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     its stage-output bytes or the rest's peak cannot beat the best so far, and a grid when its centre patch alone
     cannot (the peak is a max over patches). Grids run coarse to fine and stop once the stage is no longer the
     bottleneck: finer grids only add MACs. `live`: the per-layer plan's live bytes per step of `order`, when the
-    caller has them.
+    caller has them. `notes` (a list) receives a line when a stage over the MAC limit would lower the peak further.
     """
     from ..analysis.macs import node_macs
     from .patch_eval import StageEvaluator
@@ -401,6 +401,7 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
         node_macs(graph, n) for n in graph.nodes)
     evaluator = StageEvaluator(graph, names, options)
     best: list = [None, (max(live, default=0), 0)]  # (n, p), (total peak, extra MACs); per-layer to start
+    over: tuple | None = None  # the best (total peak, extra MACs) the MAC limit ruled out
     for n, outputs in _cuts(graph, names):
         stage = [graph.node(name) for name in names[:n]]
         _, h, w, _ = graph.tensors[outputs[0]].shape
@@ -414,10 +415,17 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
                 continue
             peak, extra = _stage_figures(graph, names, evaluator, n, outputs, p, options)
             key = (max(peak, rest[n]), extra)
-            if (budget is None or extra <= budget) and key < best[1]:
+            if budget is not None and extra > budget:
+                over = key if over is None or key < over else over
+            elif key < best[1]:
                 best = [(n, p), key]
             if peak <= rest[n]:
                 break
+    if notes is not None and over is not None and over[0] < best[1][0]:
+        base = sum(node_macs(graph, x) for x in graph.nodes)
+        notes.append(f"patch auto: a stage costing +{100 * over[1] / base:.0f} % MACs would lower the peak from "
+                     f"{best[1][0]} B to {over[0]} B; max_mac_overhead={options.max_mac_overhead:g} "
+                     f"(--max-mac-overhead) rules it out")
     return None if best[0] is None else plan_patch_stage(graph, names, *best[0], options)
 
 

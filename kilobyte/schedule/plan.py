@@ -146,10 +146,13 @@ def draft_patch_stage(graph: Graph, options: PlanOptions) -> StageDraft:
         return StageDraft(None, storage, order)
     life = lifetimes(graph, order.order, storage)
     live = [u + s for u, s in zip(life.unit_bytes, base_scratch(graph, life, options.kernels))]
-    stage = patching.choose_patch(graph, order.order, options, live)
+    notes: list[str] = []
+    stage = patching.choose_patch(graph, order.order, options, live, notes)
     if stage is None:
-        return StageDraft(None, storage, order, ("patch auto: no patch stage lowers the peak of the per-layer plan",))
-    return StageDraft(stage)
+        notes.insert(0, "patch auto: no patch stage lowers the peak of the per-layer plan"
+                     + (" within the MAC limit" if notes else ""))
+        return StageDraft(None, storage, order, tuple(notes))
+    return StageDraft(stage, notes=tuple(notes))
 
 
 def _stage_tensors(graph: Graph, stage: PatchStage | None) -> frozenset:

@@ -19,7 +19,7 @@ class PlanOptions:
     concat_in_place: bool = True  # CONCAT producers write straight into their slice of the output
     reorder: bool = True  # search the topological order with the smallest peak
     patch: str | tuple[int, int] | None = None  # None/"off", "auto", or (n_nodes, grid)
-    max_mac_overhead: float | None = None  # for patch "auto": e.g. 0.15 = at most +15 % MACs
+    max_mac_overhead: float | None = 0.2  # patch "auto": at most this many extra MACs (0.2 = +20 %); None: no limit
     im2col: str = "per-layer"  # or "model-adaptive" (thesis Eq. 3.1-3.2)
     conv_columns: str = "free"  # "wide": 6 im2col columns for every conv, even where that raises the peak (speed)
     arena_strategy: str = "auto"  # "greedy", "exact" or "auto" (exact when small)

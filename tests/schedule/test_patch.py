@@ -458,13 +458,21 @@ def test_mbv2_auto(mbv2):
     budget = choose_patch(mbv2, _names(mbv2), PlanOptions(max_mac_overhead=0.15))
     assert (budget.n_nodes, budget.grid, budget.input_patch) == (13, 4, 75)
     assert budget.tile_offsets  # the returned stage is laid out
-    unfused = choose_patch(mbv2, _names(mbv2), UNFUSED)
+    unlimited = dataclasses.replace(UNFUSED, max_mac_overhead=None)
+    unfused = choose_patch(mbv2, _names(mbv2), unlimited)
     assert (unfused.n_nodes, unfused.grid) == (21, 7)
     assert max(stage_peak(unfused), _rest_peak(mbv2, 21, UNFUSED)) == 195_440
+    notes = []  # the default +20 % limit rules that stage out, and says what it would have saved
+    limited = choose_patch(mbv2, _names(mbv2), UNFUSED, notes=notes)
+    assert limited is None or limited.macs - limited.base_macs <= 0.2 * sum(node_macs(mbv2, x) for x in mbv2.nodes)
+    assert len(notes) == 1 and "195440 B" in notes[0] and "+117 % MACs" in notes[0]
     make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
     plan = make_plan(mbv2, PlanOptions(patch="auto"))
     assert plan.peak_bytes == total and 0.08 <= plan.mac_overhead <= 0.14
     assert make_plan(mbv2, PlanOptions(patch="auto", max_mac_overhead=0.15)).peak_bytes == total
+    tight = make_plan(mbv2, PlanOptions(patch="auto", max_mac_overhead=0.05))
+    assert tight.mac_overhead <= 0.05 and tight.peak_bytes > total
+    assert any(f"to {total} B" in note for note in tight.notes)
 
 
 def test_mbv2_auto_reaches_172kB(mbv2):
