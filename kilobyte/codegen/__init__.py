@@ -37,15 +37,16 @@ def split_float_tail(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
 
     if len(graph.outputs) != 1:
         raise KilobyteError(f"graph '{graph.name}': code generation supports one output, got {len(graph.outputs)}")
-    out, tail = graph.outputs[0], []
+    out, tail, cut = graph.outputs[0], [], set()
     while graph.tensors[out].dtype != "int8":
         node = graph.producer(out)
         if node is None or node.op not in FLOAT_TAIL_OPS:
             raise KilobyteError(f"graph '{graph.name}': output '{out}' is float and not a DEQUANTIZE/SOFTMAX tail; "
                                 "quantise the model first (kilobyte quantize)")
         tail.insert(0, node.op.value)
+        cut.add(node.name)
         out = node.inputs[0]
-    kept = tuple(n for n in graph.nodes if n.op not in FLOAT_TAIL_OPS)
+    kept = tuple(n for n in graph.nodes if n.name not in cut)  # only the tail walked, not every such op
     return drop_unused_tensors(graph.replace(nodes=kept, outputs=(out,))).verify(), tuple(tail)
 
 
@@ -70,12 +71,14 @@ def _tflite_copy(graph: Graph) -> bytes | None:
 def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "model") -> CompileResult:
     """Plan and generate the C project for an int8 graph into `out_dir` (atomically). The project's `model.tflite`
     is written only when the `[tflite]` extra is installed (the manifest's "tflite" is null otherwise)."""
+    from ..quant.check import check_int8
     from ..schedule.plan import make_plan, plan_to_dict
     from ..schedule.plan_types import PlanOptions
 
     core, tail = split_float_tail(graph)
-    if core.tensors[core.inputs[0]].dtype != "int8":
-        raise KilobyteError(f"graph '{graph.name}': input is not int8; quantise the model first")
+    if len(core.inputs) != 1 or core.tensors[core.inputs[0]].dtype != "int8":
+        raise KilobyteError(f"graph '{graph.name}': code generation needs one int8 input; quantise the model first")
+    check_int8(core)
     plan = make_plan(core, options or PlanOptions())
     summary = plan_to_dict(plan)
     manifest = {

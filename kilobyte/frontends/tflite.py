@@ -200,6 +200,9 @@ def _node_names(src: str, m, buffers: list[bytes]) -> list[str] | None:
 
 # -- building the graph -----------------------------------------------------------------------------------------
 def _build(fm: FileModel) -> Graph:
+    if not fm.inputs or not fm.outputs or not fm.ops:
+        raise ModelFileError(f"{fm.src}: the model has {len(fm.inputs)} inputs, {len(fm.outputs)} outputs and "
+                             f"{len(fm.ops)} operators; it needs at least one of each")
     folds = find_folds(fm)
     nodes: list[Node] = []
     extra: dict[str, Tensor] = {}

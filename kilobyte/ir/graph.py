@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import KilobyteError
 from .ops import ATTRS_TYPE, PARAM_OPS, Op
 from .shapes import ShapeError, infer_shape
 
 DTYPES = ("float32", "int8", "int32")
 
 
-class GraphError(ValueError):
+class GraphError(KilobyteError):
     """The graph is malformed; the message names the node or tensor and the reason."""
 
 
@@ -208,8 +209,8 @@ def _verify_tensor(t: Tensor) -> None:
     want = 1 if q.axis is None else t.shape[q.axis]
     if len(q.scale) != want:
         raise GraphError(f"tensor '{t.name}': {len(q.scale)} scales for {want} channels (axis {q.axis})")
-    if not np.all(q.scale > 0):
-        raise GraphError(f"tensor '{t.name}': quantisation scales must be positive")
+    if not np.all((q.scale > 0) & np.isfinite(q.scale)):
+        raise GraphError(f"tensor '{t.name}': quantisation scales must be positive and finite")
 
 
 def _fmt(t: Tensor) -> str:

@@ -81,8 +81,8 @@ def test_mbv2_fused_arena_is_smaller(int8_model, tmp_path):
     output never sits beside the held residual); the host build and an ASan/UBSan build with guard bytes agree
     with the reference."""
     q = int8_model("mobilenetv2", 64)
-    fused = compile_graph(q, tmp_path / "fused", PlanOptions(patch="auto"))
-    unfused = compile_graph(q, tmp_path / "unfused", PlanOptions(patch="auto", fuse_add=False))
+    fused = compile_graph(q, tmp_path / "fused", PlanOptions(patch="auto", max_mac_overhead=None))
+    unfused = compile_graph(q, tmp_path / "unfused", PlanOptions(patch="auto", fuse_add=False, max_mac_overhead=None))
     assert fused.plan.fused and not unfused.plan.fused
     assert fused.plan.arena_bytes < unfused.plan.arena_bytes
     _check(fused, n_inputs=1)
