@@ -29,13 +29,31 @@ from kilobyte.ir import (
 )
 
 
-def quantized(graph, seed: int, n: int = 3, spread: float = 1.0):
-    """(int8 graph calibrated on n random images, one more random float image of the input shape)."""
+def quantized(graph, seed: int, n: int = 3, spread: float = 1.0, tflite_mean: bool = False):
+    """(int8 graph calibrated on n random images, one more random float image of the input shape); with
+    `tflite_mean`, global average pools as MEAN nodes (`as_tflite_means`)."""
     from kilobyte.quant import quantize
 
     shape = graph.tensors[graph.inputs[0]].shape
     samples = np.random.default_rng(seed).normal(0.2, spread, (n + 1,) + shape[1:]).astype(np.float32)
-    return quantize(graph, samples[:n]), samples[n:]
+    qgraph = quantize(graph, samples[:n])
+    return (as_tflite_means(qgraph) if tflite_mean else qgraph), samples[n:]
+
+
+def as_tflite_means(qgraph):
+    """`qgraph` with every global average pool (AVG_POOL_2D over the whole image, stride 1, no padding or
+    activation: what quantize() makes of a MEAN) replaced by the MEAN over (1, 2) with keepdims that a .tflite file
+    has in its place, sharing its input's qparams as the pool did (TFLite's MEAN arithmetic then applies)."""
+    from kilobyte.ir import Node
+
+    def is_global(n) -> bool:
+        a = n.attrs
+        return (n.op is Op.AVG_POOL_2D and tuple(a.kernel) == qgraph.tensors[n.inputs[0]].shape[1:3]
+                and tuple(a.stride) == (1, 1) and not any(a.padding) and a.activation is Activation.NONE)
+
+    nodes = tuple(Node(n.name, Op.MEAN, n.inputs, n.outputs, MeanAttrs((1, 2), True), n.origin) if is_global(n)
+                  else n for n in qgraph.nodes)
+    return qgraph.replace(nodes=nodes).verify()
 
 
 def inputs_for(qgraph, unseen: np.ndarray, seed: int) -> list[np.ndarray]:
