@@ -24,17 +24,36 @@ from kilobyte.ir import (
     Op,
     PadAttrs,
     PoolAttrs,
+    QParams,
     ReshapeAttrs,
 )
 
 
-def quantized(graph, seed: int, n: int = 3, spread: float = 1.0):
-    """(int8 graph calibrated on n random images, one more random float image of the input shape)."""
+def quantized(graph, seed: int, n: int = 3, spread: float = 1.0, tflite_mean: bool = False):
+    """(int8 graph calibrated on n random images, one more random float image of the input shape); with
+    `tflite_mean`, global average pools as MEAN nodes (`as_tflite_means`)."""
     from kilobyte.quant import quantize
 
     shape = graph.tensors[graph.inputs[0]].shape
     samples = np.random.default_rng(seed).normal(0.2, spread, (n + 1,) + shape[1:]).astype(np.float32)
-    return quantize(graph, samples[:n]), samples[n:]
+    qgraph = quantize(graph, samples[:n])
+    return (as_tflite_means(qgraph) if tflite_mean else qgraph), samples[n:]
+
+
+def as_tflite_means(qgraph):
+    """`qgraph` with every global average pool (AVG_POOL_2D over the whole image, stride 1, no padding or
+    activation: what quantize() makes of a MEAN) replaced by the MEAN over (1, 2) with keepdims that a .tflite file
+    has in its place, sharing its input's qparams as the pool did (TFLite's MEAN arithmetic then applies)."""
+    from kilobyte.ir import Node
+
+    def is_global(n) -> bool:
+        a = n.attrs
+        return (n.op is Op.AVG_POOL_2D and tuple(a.kernel) == qgraph.tensors[n.inputs[0]].shape[1:3]
+                and tuple(a.stride) == (1, 1) and not any(a.padding) and a.activation is Activation.NONE)
+
+    nodes = tuple(Node(n.name, Op.MEAN, n.inputs, n.outputs, MeanAttrs((1, 2), True), n.origin) if is_global(n)
+                  else n for n in qgraph.nodes)
+    return qgraph.replace(nodes=nodes).verify()
 
 
 def inputs_for(qgraph, unseen: np.ndarray, seed: int) -> list[np.ndarray]:
@@ -138,6 +157,57 @@ def random_graph(seed: int):
         else:
             x = getattr(net, block)(x)
     return net.b.build([net.head(x)])
+
+
+# -- MEAN as .tflite files have it ------------------------------------------------------------------------------------
+def _int8_weighted(b: GraphBuilder, rng, op: Op, x: str, w_shape, attrs, gain: float) -> str:
+    """An int8 CONV_2D / FULLY_CONNECTED node on `x` with random int8 weights, per-channel scales and an int32 bias;
+    the output scale puts the accumulator's spread (about 5000 sqrt(fan-in) steps of s_in * s_w) at `gain` times
+    the int8 range, with a random zero point."""
+    s_in = float(b.tensors[x].qparams.scale[0])
+    n_out, fan_in = w_shape[0], int(np.prod(w_shape[1:]))
+    s_w = (2.0 ** rng.uniform(-9, -5, n_out)).astype(np.float32)
+    bias_scale = (np.float32(s_in) * s_w).astype(np.float32)
+    zeros = np.zeros(n_out, np.int64)
+    k = len(b.nodes)
+    w = b.const(f"w{k}", rng.integers(-127, 128, w_shape).astype(np.int8), QParams(s_w, zeros, 0))
+    bias = b.const(f"b{k}", np.round(rng.normal(0, 3000 * np.sqrt(fan_in), n_out)).astype(np.int32),
+                   QParams(bias_scale, zeros, 0))
+    s_out = s_in * float(s_w.mean()) * 5000 * np.sqrt(fan_in) / (127 * gain)
+    return b.node(op, [x, w, bias], attrs, dtype="int8",
+                  qparams=QParams.per_tensor(s_out, int(rng.integers(-100, 100))))
+
+
+def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), keepdims: bool = False,
+               head: bool = True, branches: int = 1):
+    """An int8 graph with MEAN nodes as .tflite files have them (quantize() itself emits AVG_POOL_2D): per branch a
+    3x3 CONV_2D (ReLU6) and a MEAN with its own output scale and zero point; two branches are concatenated on the
+    last axis, so the MEANs write straight into their slices; with `head`, a RESHAPE to (1, n) when needed and a
+    FULLY_CONNECTED. Returns (graph, two int8 inputs)."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(f"mean_{seed}")
+    x = b.input((1, *hw, cin), "int8", qparams=QParams.per_tensor(2.0 ** rng.uniform(-6, -2),
+                                                                   int(rng.integers(-128, 128))))
+    q_mean = None
+    means = []
+    for _ in range(branches):
+        y = _int8_weighted(b, rng, Op.CONV_2D, x, (cout, 3, 3, cin), ConvAttrs(padding=(1, 1, 1, 1),
+                                                                                   activation=Activation.RELU6), 4.0)
+        s_y = float(b.tensors[y].qparams.scale[0])
+        # a mean of ReLU6 outputs is >= 0 and spreads less than they do: a finer scale, a zero point near -128
+        q_mean = q_mean or QParams.per_tensor(s_y * 2.0 ** rng.uniform(-1.5, 0.5), int(rng.integers(-128, -40)))
+        means.append(b.node(Op.MEAN, [y], MeanAttrs(tuple(axes), keepdims), dtype="int8", qparams=q_mean))
+    if branches > 1:
+        y = b.node(Op.CONCAT, means, ConcatAttrs(len(b.shape(means[0])) - 1), dtype="int8", qparams=q_mean)
+    else:
+        y = means[0]
+    if head:
+        if len(b.shape(y)) != 2:
+            y = b.node(Op.RESHAPE, [y], ReshapeAttrs((1, int(np.prod(b.shape(y))))), dtype="int8", qparams=q_mean)
+        y = _int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, b.shape(y)[1]), FullyConnectedAttrs(), 0.25)
+    graph = b.build([y])
+    shape = (1, *hw, cin)
+    return graph, [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)]
 
 
 def valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:

@@ -5,7 +5,8 @@ executor calls it node by node); the per-op kernels below (`conv2d_int8`, `depth
 `fully_connected_int8`, `add_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain integer parameters so the
 C runtime can be tested against them directly, and `requant_params` / `add_node_params` / `activation_range_of`
 derive those parameters from a graph exactly as TFLite Micro's Prepare functions do. `mean_int8` (TFLM's integer
-MEAN) serves int8 graphs imported from `.tflite` files; `quantize()` itself never emits MEAN or an int8 SOFTMAX.
+MEAN, its requantisation in `mean_multiplier`, shared with the C kernel's code generator) serves int8 graphs imported
+from `.tflite` files; `quantize()` itself never emits MEAN or an int8 SOFTMAX.
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -295,10 +296,23 @@ def mean_int8(x, axes, keepdims: bool, input_scale, input_zp: int, output_scale,
     axes = tuple(sorted({a % x.ndim for a in axes}))
     n = int(np.prod([x.shape[a] for a in axes]))
     acc = (np.asarray(x, np.int64) - input_zp).sum(axis=axes, keepdims=keepdims)
+    m, s = mean_multiplier(input_scale, output_scale, n)
+    return np.clip(multiply_by_quantized_multiplier(acc, m, s) + output_zp, -128, 127).astype(np.int8)
+
+
+def mean_multiplier(input_scale, output_scale, n: int) -> tuple[int, int]:
+    """(multiplier, shift) of an int8 MEAN over `n` values: `QuantizeMultiplier(s_in / s_out)` with 1/n folded in as
+    TFLite Micro's `QuantizedMeanOrSum` does it (`mean_int8`); the C kernel `kb_mean` gets the same two numbers.
+
+    The shift k taken out of the multiplier is at most floor(log2 n) (so `(m << k) / n` stays below 2^31), at most 32,
+    and at most 31 + shift (so the final right shift stays within 31 bits).
+
+    >>> mean_multiplier(0.5, 0.5, 49)  # 2^30 * 2^5 / 49, shift 1 - 5
+    (701219150, -4)
+    """
     m, s = (int(v) for v in quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale))))
     k = min(n.bit_length() - 1, 32, 31 + s)
-    m, s = (m << k) // n, s - k
-    return np.clip(multiply_by_quantized_multiplier(acc, m, s) + output_zp, -128, 127).astype(np.int8)
+    return (m << k) // n, s - k
 
 
 def pad_int8(x, pads, zero_point: int) -> np.ndarray:

@@ -90,7 +90,7 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=_pad_window),
     KernelContract(Op.RESHAPE, None),  # an alias, or one memmove
     _pointwise(Op.CONCAT, "concat"),  # producers write into their slice; kb_copy_channels otherwise
-    KernelContract(Op.MEAN, None),
+    KernelContract(Op.MEAN, "mean", "kb_mean_params"),
     KernelContract(Op.SOFTMAX, None),
     *(_pointwise(op) for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
     _pointwise(Op.QUANTIZE, "quantize"), _pointwise(Op.DEQUANTIZE, "quantize"),

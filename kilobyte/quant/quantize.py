@@ -11,9 +11,9 @@ into the int8 graph every later stage relies on:
   AVG_POOL_2D, RESHAPE, PAD, IDENTITY, and CONCAT (all inputs and the output: TFLite Micro's int8 concat copies
   bytes), each group taking the union of its members' calibrated ranges; ADD, convolutions and FC get their own;
 - MEAN over (H, W) becomes AVG_POOL_2D with a full-size kernel (plus a RESHAPE when `keepdims` is False), keeping the
-  input's params: the rounded integer average every executor already has, so the C runtime needs no MEAN kernel
-  (TFLite Micro's own int8 MEAN, with 1/n folded into its multiplier, is reproduced by `interp.int8_ref.mean_int8`
-  for graphs imported from `.tflite` files);
+  input's params: the rounded integer average of `kb_avg_pool` (TFLite Micro's own int8 MEAN, with 1/n folded into
+  its multiplier, is reproduced by `interp.int8_ref.mean_int8` and the C kernel `kb_mean` for graphs imported from
+  `.tflite` files);
 - a final SOFTMAX stays float at the graph edge: int8 logits -> DEQUANTIZE -> SOFTMAX (float32 output).
 """
 

@@ -31,6 +31,7 @@ KERNEL_FILES = {
     "fc": "kb_fc.c",
     "add": "kb_add.c",
     "pool": "kb_pool.c",
+    "mean": "kb_mean.c",
     "concat": "kb_concat.c",
     "pad": "kb_pad.c",
     "quantize": "kb_quantize.c",
@@ -98,8 +99,9 @@ AddParams = _struct("AddParams", """pixels c in1_cstride in2_cstride out_cstride
     in1_mult in1_shift in2_mult in2_shift out_mult out_shift out_offset act_min act_max""")
 PadParams = _struct("PadParams", """in_h in_w in_c in_cstride pad_t pad_b pad_l pad_r pad_c0 pad_c1 out_cstride
     value in_row out_row""")
+MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride sum_offset mult shift out_offset")
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
-           "kb_pad_params": PadParams}
+           "kb_pad_params": PadParams, "kb_mean_params": MeanParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _conv = ctypes.POINTER(ConvParams)
@@ -117,6 +119,7 @@ SIGNATURES = {
     "kb_add": [ctypes.POINTER(AddParams), _I8, _I8, _I8],
     "kb_avg_pool": [_conv, _I8, _I8],
     "kb_max_pool": [_conv, _I8, _I8],
+    "kb_mean": [ctypes.POINTER(MeanParams), _I8, _I8],
     "kb_copy_channels": [ctypes.c_int32, ctypes.c_int32, _I8, ctypes.c_int32, _I8, ctypes.c_int32],
     "kb_pad": [ctypes.POINTER(PadParams), _I8, _I8],
     "kb_quantize": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, _I8],
@@ -135,6 +138,6 @@ def load(path: str | Path) -> ctypes.CDLL:
     return lib
 
 
-__all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "PadParams",
-           "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "build_cached", "build_shared", "load", "sanitizer_env",
-           "sources_for"]
+__all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
+           "PadParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "build_cached", "build_shared", "load",
+           "sanitizer_env", "sources_for"]

@@ -51,7 +51,8 @@ def constant_bytes(graph: Graph) -> int:
 
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     """The runtime families the generated C calls for this plan (contract families; a fused conv + ADD calls
-    `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing)."""
+    `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing). In a float
+    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls."""
     stage = steps.draft.stage
     in_stage = set(stage.nodes) if stage else set()
     fused_adds = set(steps.life.fused.values())
@@ -65,6 +66,8 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
         elif node.op is Op.CONCAT and name not in in_stage:
             if any(t not in steps.storage.slice_of for t in node.inputs):
                 families.add("concat")
+        elif node.op is Op.MEAN and graph.tensors[node.inputs[0]].dtype != "int8":
+            families.add("pool")
         elif contract_for(node).family:
             families.add(contract_for(node).family)
         if name in in_stage and node.outputs[0] in stage.outputs and name in stage.tile_offsets:

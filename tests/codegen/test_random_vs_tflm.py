@@ -1,7 +1,8 @@
 """Acceptance (code generator): generated C == numpy reference == TFLite Micro, bit for bit, on 200 random graphs.
 
 200 random int8 graphs (tests/random_nets.py: conv k 1/3/5/7, stride 1/2, dilation, asymmetric padding; depthwise
-k 3/5/7; residual ADD; CONCAT; avg/max pooling; PAD; MEAN or flatten + FC; some ending in a float softmax left to
+k 3/5/7; residual ADD; CONCAT; avg/max pooling; PAD; MEAN or flatten + FC, the MEAN quantised to a global
+AVG_POOL_2D or, in odd seeds, kept as the MEAN a .tflite file has (kb_mean); some ending in a float softmax left to
 the host) in four groups of 50, one group per planner configuration: per layer, and with a patch stage (a random valid
 prefix of the graph, a random patch grid), each with the in-place rules on (depthwise over its input, ADD into a
 dead input, fused 1x1 conv + ADD, reshape aliasing, concat producers writing their slice) and off. A group is
@@ -28,6 +29,7 @@ from random_nets import inputs_for, quantized, random_graph, stage_side, valid_c
 from kilobyte.codegen import HostModel, build_executable, compile_graph, run_executable, split_float_tail
 from kilobyte.codegen.host import manifest
 from kilobyte.interp import run_int8
+from kilobyte.ir import Op
 from kilobyte.schedule.plan_types import PlanOptions
 
 N_PER_GROUP = 50
@@ -70,7 +72,8 @@ def groups(tmp_path_factory):
             root = tmp_path_factory.mktemp(name)
             results, inputs = [], []
             for seed in range(first, first + N_PER_GROUP):
-                qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3])
+                qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3],
+                                           tflite_mean=seed % 2 == 1)
                 options = base
                 if patched:
                     patch = _patch_option(split_float_tail(qgraph)[0], seed)
@@ -99,6 +102,7 @@ def test_c_equals_reference_equals_tflm(groups, group):
         assert patched >= N_PER_GROUP * 0.9, f"only {patched} of {N_PER_GROUP} graphs got a patch stage"
     else:
         assert patched == 0
+    assert any(n.op is Op.MEAN for r in results for n in r.graph.nodes)  # kb_mean runs in every group
     host = HostModel(bundle)
     symbols = host.symbol_sizes()
     rng = np.random.default_rng(0)

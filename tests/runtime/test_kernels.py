@@ -12,11 +12,14 @@ import math
 import os
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kilobyte.runtime as rt
 from kilobyte import ir
+from kilobyte.codegen.layers import mean_fields
+from kilobyte.errors import UnsupportedOpError
 from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.quant import arith
@@ -440,3 +443,98 @@ def test_requant_helpers(kb_lib, vals):
     assert np.array_equal(outs[1], arith.rounding_divide_by_pot(x, e))
     want = arith.multiply_by_quantized_multiplier(x, b, s)
     assert np.array_equal(outs[2], want)
+
+
+# -- MEAN --------------------------------------------------------------------------------------------------------------
+def mean_graph(shape, axes, keepdims, rng, ratio=None):
+    """A one-node int8 MEAN (as .tflite files have it) with random zero points; s_in / s_out is `ratio` or random
+    in [1/16, 16] (large ratios saturate)."""
+    s_in = 2.0 ** rng.uniform(-8, 0)
+    ratio = 2.0 ** rng.uniform(-4, 4) if ratio is None else ratio
+    q_in, q_out = per_tensor(s_in, rng.integers(-128, 128)), per_tensor(s_in / ratio, rng.integers(-128, 128))
+    b = GraphBuilder()
+    x = b.input(shape, "int8", qparams=q_in)
+    g = b.build([b.node(Op.MEAN, [x], ir.MeanAttrs(tuple(axes), keepdims), dtype="int8", qparams=q_out)])
+    return g, rng.integers(-128, 128, shape).astype(np.int8)
+
+
+def run_mean(lib, g, x, layout, rng):
+    """kb_mean with the code generator's parameters (`mean_fields`) for pixel strides / output slice `layout`."""
+    in_cs, out_cs, c0 = layout
+    node = g.nodes[0]
+    y_shape = g.tensors[node.outputs[0]].shape
+    y_last = y_shape[-1] if y_shape else 1
+    p = rt.MeanParams(**mean_fields(g, node, (in_cs, out_cs)))
+    xin = Buf(x.size // x.shape[-1] * in_cs, pixels_with_stride(x, in_cs, rng))
+    pixels = int(np.prod(y_shape)) // y_last
+    out = Buf(pixels * out_cs)
+    lib.kb_mean(ctypes.byref(p), xin.ptr(), out.ptr(c0))
+    xin.check()
+    return read_slice(out, pixels, out_cs, c0, y_last).reshape(y_shape)
+
+
+def mean_layout(draw, g):
+    """A strided input and a slice output where kb_mean takes them (no channel reduced), else dense ones (an output
+    whose last axis is 1 may still be a slice)."""
+    node = g.nodes[0]
+    x_shape, y_shape = (g.tensors[t].shape for t in (node.inputs[0], node.outputs[0]))
+    c = x_shape[-1]
+    if (len(x_shape) - 1) not in {a % len(x_shape) for a in node.attrs.axes}:
+        return slice_layout(draw, c, c)
+    y_last = y_shape[-1] if y_shape else 1
+    return (c, *slice_layout(draw, 1, 1)[1:]) if y_last == 1 else (c, y_last, 0)
+
+
+def contiguous_run(shape, axes) -> bool:
+    """Whether the reduced axes of size > 1 have no kept axis of size > 1 between them (what kb_mean can do)."""
+    axes = {a % len(shape) for a in axes}
+    red = [a for a in axes if shape[a] > 1]
+    return not red or all(a in axes or shape[a] == 1 for a in range(red[0], red[-1] + 1))
+
+
+@st.composite
+def mean_cases(draw):
+    """NHWC (mostly), (1, T, C) or (1, N) inputs, any non-empty axis set (some negative), channels across the
+    kernel's 64-channel passes and kb_rq_row's 16-value groups."""
+    rank = draw(st.sampled_from([4, 4, 4, 3, 2]))
+    shape = (1, *(draw(st.integers(1, 9)) for _ in range(rank - 2)), draw(st.integers(1, 80)))
+    axes = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
+    return shape, tuple(a - rank if draw(st.booleans()) else a for a in axes)
+
+
+@EXAMPLES
+@given(case=mean_cases(), keepdims=st.booleans(), seed=st.integers(0, 2**32), data=st.data())
+def test_mean_any_axes(kb_lib, case, keepdims, seed, data):
+    """kb_mean == mean_int8 (TFLM's QuantizedMeanOrSum) for every axis set that is one contiguous run; codegen
+    refuses exactly the others."""
+    rng = np.random.default_rng(seed)
+    shape, axes = case
+    g, x = mean_graph(shape, axes, keepdims, rng)
+    if not contiguous_run(shape, axes):
+        with pytest.raises(UnsupportedOpError, match="MEAN over axes .* contiguous run"):
+            mean_fields(g, g.nodes[0], (shape[-1], g.tensors[g.outputs[0]].shape[-1]))
+        return
+    got = run_mean(kb_lib, g, x, mean_layout(data.draw, g), rng)
+    assert np.array_equal(got, expected(g, [x]))
+
+
+MEAN_SHAPES = [(1, 1, 1, 7), (1, 7, 7, 1280), (1, 7, 7, 1), (1, 5, 5, 33), (1, 1, 3, 16), (1, 3, 1, 65),
+               (1, 112, 112, 3)]
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape", MEAN_SHAPES, ids=lambda s: "x".join(map(str, s[1:])))
+def test_mean_spatial(kb_lib, shape, keepdims):
+    """Global average pooling as Keras exports it (MEAN over H, W): 1x1, MobileNet's 7x7x1280, odd pixel counts (49,
+    25, 3), 112x112 (n = 12544: 13 bits folded out of the multiplier), with strided input and a slice output; plus
+    the tiny s_in / s_out for which the fold is capped at 31 + shift, and inputs at both int8 ends."""
+    rng = np.random.default_rng(sum(shape) + keepdims)
+    c = shape[-1]
+    for ratio in (None, None, 2.0 ** -22):
+        g, x = mean_graph(shape, (1, 2), keepdims, rng, ratio)
+        if ratio is not None and shape[1] * shape[2] >= 2**10:
+            assert mean_fields(g, g.nodes[0], (c, c))["shift"] == -31  # k = 31 + shift, not floor(log2 n)
+        for data in (x, np.full(shape, 127, np.int8), np.full(shape, -128, np.int8)):
+            for layout in ((c, c, 0), (c + 3, c + 5, 2)):
+                got = run_mean(kb_lib, g, data, layout, rng)
+                assert np.array_equal(got, expected(g, [data])), (ratio, layout)

@@ -7,10 +7,14 @@ What runs, exactly:
   holds MbV2 w0.35 but not MbV2-RD, MnasNet or Proxyless at w0.35 (over by 52-87 KB; asserted for MbV2-RD, the
   smallest overflow: the link fails with DoesNotFitError), so those three run on the M55 at width 0.25.
 - 50 random float graphs (conv k 1/3/5/7, stride 1/2, dilation, asymmetric padding; depthwise k 3/5/7; residual ADD;
-  CONCAT; avg/max pooling; PAD; MEAN or flatten + FC; odd channel counts; a float softmax tail), quantised with random
-  calibration, compiled one by one, then BUNDLED: one firmware per (core, kernel set) holds all 50 generated model.c
-  files (each with its kb_invoke / kb_arena renamed, nothing else touched) and one QEMU run executes all of them, so
-  every graph runs on every core on two inputs (M4, M7, M55 with portable kernels; M7 and M55 with dsp ones).
+  CONCAT; avg/max pooling; PAD; MEAN (in odd seeds kept as TFLite's MEAN) or flatten + FC; odd channel counts; a
+  float softmax tail), quantised with random calibration, compiled one by one, then BUNDLED: one firmware per (core,
+  kernel set) holds all 50 generated model.c files (each with its kb_invoke / kb_arena renamed, nothing else
+  touched) and one QEMU run executes all of them, so every graph runs on every core on two inputs (M4, M7, M55 with
+  portable kernels; M7 and M55 with dsp ones).
+- 10 int8 graphs with MEAN as .tflite files have it (tests/random_nets.mean_model: over H and W from 1x1 to
+  112x112, keepdims, concat slices, over H, C, or W and C), bundled the same way, on every core with portable kernels
+  and on the M7 with dsp ones (kb_mean has one portable version).
 - MbV2 w0.35 r144 (patch-based plan) built for STM32F746: measured SRAM against the plan, stack high-water mark.
 - An over-budget model (MbV2 w1.0 r224 for STM32F410) fails the link with the readable message (`kilobyte compile`:
   exit 2).
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from random_nets import inputs_for, quantized, random_graph, write_bundle
+from random_nets import inputs_for, mean_model, quantized, random_graph, write_bundle
 
 from kilobyte.errors import DoesNotFitError
 from kilobyte.interp import run_int8
@@ -120,17 +124,10 @@ def test_instruction_counts_repeat_exactly(tmp_path):
 # --- random graphs ---------------------------------------------------------------------------------------------------
 
 class Bundle:
-    """The compiled random graphs, their two test inputs each, and the bundle directory holding all of them."""
+    """Compiled models, their two test inputs each, and the bundle directory holding all of them."""
 
-    def __init__(self, root: Path, n: int):
-        from kilobyte.codegen import compile_graph
-
-        self.results, self.inputs = [], []
-        for seed in range(n):
-            qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3])
-            self.results.append(compile_graph(qgraph, root / f"random-{seed}", PlanOptions(kernels="dsp"),
-                                              model_name=f"random_{seed}"))
-            self.inputs.append(inputs_for(qgraph, unseen, seed))
+    def __init__(self, root: Path, results: list, inputs: list[list[np.ndarray]]):
+        self.results, self.inputs = results, inputs
         self.expected = [[reference(r, x) for x in xs] for r, xs in zip(self.results, self.inputs)]
         self.dir = root / "bundle"
         self.slices = write_bundle(self.dir, [r.out_dir for r in self.results])
@@ -141,17 +138,38 @@ class Bundle:
             x[off:off + n] = xs[i].reshape(-1)
         return x
 
+    def failures(self, build) -> list[str]:
+        """Every (model, input) whose output under QEMU differs from run_int8."""
+        failures = []
+        for i in range(2):
+            run = run_qemu(build, self.packed_input(i, build.input_bytes))
+            for k, (_, _, off, n) in enumerate(self.slices):
+                want = self.expected[k][i]
+                if not np.array_equal(run.output[off:off + n], want):
+                    failures.append(f"model {k} input {i}: {int(np.sum(run.output[off:off + n] != want))} values")
+        return failures
+
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Bundle:
-    return Bundle(tmp_path_factory.mktemp("random"), N_RANDOM_GRAPHS)
+    from kilobyte.codegen import compile_graph
+
+    root = tmp_path_factory.mktemp("random")
+    results, inputs = [], []
+    for seed in range(N_RANDOM_GRAPHS):
+        qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3],
+                                   tflite_mean=seed % 2 == 1)
+        results.append(compile_graph(qgraph, root / f"random-{seed}", PlanOptions(kernels="dsp"),
+                                     model_name=f"random_{seed}"))
+        inputs.append(inputs_for(qgraph, unseen, seed))
+    return Bundle(root, results, inputs)
 
 
 def test_random_graphs_cover_the_spec(bundle):
     nodes = [(r.graph, n) for r in bundle.results for n in r.graph.nodes]
     ops = {n.op for _, n in nodes}
     assert {Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.ADD, Op.CONCAT, Op.AVG_POOL_2D, Op.MAX_POOL_2D,
-            Op.FULLY_CONNECTED, Op.PAD} <= ops
+            Op.FULLY_CONNECTED, Op.PAD, Op.MEAN} <= ops
     convs = [n for _, n in nodes if n.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D)]
     kernels = {g.tensors[n.inputs[1]].shape[1] for g, n in nodes if n in convs}
     assert {1, 3, 5, 7} <= kernels and {1, 2} <= {n.attrs.stride[0] for n in convs}
@@ -164,13 +182,38 @@ def test_random_graphs_cover_the_spec(bundle):
                          + [("cortex-m7", "dsp"), ("cortex-m55", "dsp")])  # M4 runs the same DSP code as M7
 def test_random_graphs_bit_exact_on_qemu(bundle, tmp_path, target, kernels):
     build = build_firmware(bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
-    failures = []
-    for i in range(2):
-        run = run_qemu(build, bundle.packed_input(i, build.input_bytes))
-        for seed, (_, _, off, n) in enumerate(bundle.slices):
-            want = bundle.expected[seed][i]
-            if not np.array_equal(run.output[off:off + n], want):
-                failures.append(f"graph {seed} input {i}: {int(np.sum(run.output[off:off + n] != want))} values")
+    failures = bundle.failures(build)
+    assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
+
+
+# --- MEAN as .tflite files have it (kb_mean) -------------------------------------------------------------------------
+
+MEAN_CASES = (dict(), dict(keepdims=True), dict(hw=(5, 5), cout=70), dict(hw=(1, 3), cin=2, cout=16),
+              dict(hw=(1, 1)), dict(hw=(112, 112), cin=1, cout=8), dict(branches=2),
+              dict(head=False, axes=(1,)), dict(head=False, axes=(-1,), keepdims=True),
+              dict(head=False, axes=(2, 3)))
+
+
+@pytest.fixture(scope="module")
+def mean_bundle(tmp_path_factory) -> Bundle:
+    """tests/random_nets.mean_model graphs (conv -> MEAN -> FC and variants, see tests/codegen/test_mean_codegen.py)
+    in one bundle."""
+    from kilobyte.codegen import compile_graph
+
+    root = tmp_path_factory.mktemp("mean")
+    results, inputs = [], []
+    for k, case in enumerate(MEAN_CASES):
+        graph, xs = mean_model(100 + k, **case)
+        results.append(compile_graph(graph, root / f"mean-{k}", PlanOptions(kernels="dsp"), model_name=f"mean_{k}"))
+        assert "mean" in results[-1].manifest["kernels"]
+        inputs.append(xs)
+    return Bundle(root, results, inputs)
+
+
+@pytest.mark.parametrize("target,kernels", [(t, "portable") for t in TARGETS] + [("cortex-m7", "dsp")])
+def test_mean_models_bit_exact_on_qemu(mean_bundle, tmp_path, target, kernels):
+    build = build_firmware(mean_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    failures = mean_bundle.failures(build)
     assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
 
 

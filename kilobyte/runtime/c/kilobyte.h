@@ -10,8 +10,9 @@
  *   - act_min/act_max are the fused activation's clamp in the quantised domain ([-128, 127] for none);
  *   - per-channel multipliers/shifts are int32 arrays (shift > 0 = left shift), one entry per output channel.
  * Nothing here allocates or checks arguments: the code generator checks everything before it emits a call.
- * MEAN has no kernel: the quantiser rewrites it to AVG_POOL_2D (global average pooling = kb_avg_pool with the whole
- * image as the window); RESHAPE has none either (it aliases its input).
+ * MEAN as TFLite files have it (1/n folded into the requantisation) is kb_mean; the quantiser itself rewrites a
+ * float MEAN to AVG_POOL_2D (global average pooling = kb_avg_pool with the whole image as the window). RESHAPE has
+ * no kernel (it aliases its input, or is one memmove).
  */
 #ifndef KILOBYTE_H
 #define KILOBYTE_H
@@ -64,6 +65,17 @@ typedef struct {
     int32_t in_row, out_row;                  /* row pitch in pixels (>= in_w / padded width) */
 } kb_pad_params;
 
+/* MEAN (TFLite int8) over a contiguous run of axes: the input read as (outer, reduce, inner) pixels of c channels,
+ * the output as (outer, inner) pixels; out = clamp(MBQM(sum of the reduce values + sum_offset, mult, shift)
+ * + out_offset) per channel (see kb_mean.c). */
+typedef struct {
+    int32_t outer, reduce, inner, c;
+    int32_t in_cstride, out_cstride;          /* pixel strides (bytes) */
+    int32_t sum_offset;                       /* -input zero point * reduce */
+    int32_t mult, shift;                      /* QuantizeMultiplier(s_in / s_out) with 1/reduce folded in */
+    int32_t out_offset;                       /* output zero point */
+} kb_mean_params;
+
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
 /* scratch: NULL, or p->scratch_bytes >= KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite
  * (int16 im2col columns of kh*kw*in_c values, two or more; the planner reserves two and grants up to six from bytes
@@ -103,6 +115,9 @@ void kb_add(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t
 /* kb_pool.c ------------------------------------------------------------------------------------------------------ */
 void kb_avg_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);
 void kb_max_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);
+
+/* kb_mean.c ------------------------------------------------------------------------------------------------------ */
+void kb_mean(const kb_mean_params *p, const int8_t *in, int8_t *out);
 
 /* kb_concat.c ---------------------------------------------------------------------------------------------------- */
 void kb_copy_channels(int32_t pixels, int32_t c, const int8_t *in, int32_t in_cstride, int8_t *out,
