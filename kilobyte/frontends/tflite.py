@@ -211,13 +211,46 @@ def _build(fm: FileModel) -> Graph:
             nodes += convert_op(fm, op, folds, extra)
     if fm.node_names is not None and len(fm.node_names) == len(nodes):
         nodes = [Node(name, n.op, n.inputs, n.outputs, n.attrs, n.origin) for name, n in zip(fm.node_names, nodes)]
-    tensors = _ir_tensors(fm, nodes, extra)
+    tensors = _positive_weight_scales(fm.src, _ir_tensors(fm, nodes, extra), nodes)
     graph = Graph(tensors, tuple(nodes), tuple(fm.tensors[i].name for i in fm.inputs),
                   tuple(fm.tensors[i].name for i in fm.outputs), fm.name)
     try:
         return graph.verify()
     except GraphError as e:
         raise ModelFileError(f"{fm.src}: {e}") from None
+
+
+def _positive_weight_scales(src: str, tensors: dict[str, Tensor], nodes: list[Node]) -> dict[str, Tensor]:
+    """Weight channels with a negative scale (MCUNet's published files have them; TFLite Micro accepts them) become
+    negated weights and bias with the positive scale: w * s = (-w) * (-s), and TFLite's requantisation of
+    (acc, -m) equals that of (-acc, m) bit for bit, so every output is unchanged."""
+    for n in nodes:
+        if n.op not in PARAM_OPS or len(n.inputs) < 2:
+            continue
+        w = tensors[n.inputs[1]]
+        if w.qparams is None or w.data is None or not np.any(w.qparams.scale < 0):
+            continue
+        flip = w.qparams.scale < 0  # per channel (or the one scale)
+        axis = w.qparams.axis if w.qparams.axis is not None else 0
+        sign = np.where(flip, -1, 1).reshape([-1 if a == axis else 1 for a in range(w.data.ndim)])
+        if w.data.dtype != np.int8 or np.any((w.data == -128) & (sign < 0)):
+            raise UnsupportedOpError(f"{src}: node '{n.name}': weights '{w.name}' with a negative scale hold -128, "
+                                     "which cannot be negated in int8")
+        tensors[w.name] = _with(w, (w.data * sign).astype(np.int8), np.abs(w.qparams.scale))
+        if len(n.inputs) > 2 and tensors[n.inputs[2]].data is not None:
+            b = tensors[n.inputs[2]]
+            data = b.data.astype(np.int64) * np.where(flip, -1, 1)
+            if b.data.dtype != np.int32 or np.any(np.abs(data) > 2**31 - 1):
+                raise UnsupportedOpError(f"{src}: node '{n.name}': bias '{b.name}' cannot be negated with its "
+                                         "weights' negative scale")
+            scale = None if b.qparams is None else np.abs(b.qparams.scale)
+            tensors[b.name] = _with(b, data.astype(np.int32), scale)
+    return tensors
+
+
+def _with(t: Tensor, data: np.ndarray, scale: np.ndarray | None) -> Tensor:
+    q = t.qparams if scale is None else QParams(scale.astype(np.float32), t.qparams.zero_point, t.qparams.axis)
+    return Tensor(t.name, t.shape, t.dtype, data, q)
 
 
 def _ir_tensors(fm: FileModel, nodes: list[Node], extra: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -248,5 +281,7 @@ def _qparams(t: FileTensor, is_param: bool) -> QParams | None:
     if t.quant is None:
         return None
     scale, zero_point, dim = t.quant
+    if len(t.shape) == 1 and not 0 <= dim < 1 and len(scale) == t.shape[0]:
+        dim = 0  # older converters give 1-D biases the weights' axis (3 for depthwise); TFLite Micro ignores it
     per_channel = len(scale) > 1 or (is_param and 0 <= dim < len(t.shape) and t.shape[dim] == 1)
     return QParams(scale, zero_point, dim if per_channel else None)

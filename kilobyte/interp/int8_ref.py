@@ -103,8 +103,11 @@ _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_C
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """PAD / RESHAPE / IDENTITY / CONCAT: values move unchanged, so input and output params must agree."""
-    _require_same_qparams(graph, node)
+    """PAD / RESHAPE / IDENTITY / CONCAT: values move unchanged, so input and output params must agree — except for
+    RESHAPE, which TFLite Micro runs as a byte copy whatever the output's params say (some converters write them
+    different): so do we."""
+    if node.op is not Op.RESHAPE:
+        _require_same_qparams(graph, node)
     if node.op is Op.PAD:
         return pad_int8(args[0], node.attrs.pads, _qp(graph, node.inputs[0])[1])
     if node.op is Op.CONCAT:
