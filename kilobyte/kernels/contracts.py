@@ -54,6 +54,7 @@ class KernelContract:
     local: bool = False  # spatially local: may run inside a patch stage
     window: Callable[[Graph, Node], tuple[Window, Window]] | None = None  # None with `local`: pointwise
     columns: bool = False  # reads im2col columns with the DSP kernel set (CONV_2D)
+    constraints: str = ""  # what the int8 kernel accepts, for people (docs/ops.md is generated from it)
 
 
 def _conv_window(graph: Graph, node: Node) -> tuple[Window, Window]:
@@ -74,26 +75,34 @@ def _pad_window(graph: Graph, node: Node) -> tuple[Window, Window]:
     return (1, 1, 1, t, b), (1, 1, 1, left, r)
 
 
-def _pointwise(op: Op, family: str | None = None) -> KernelContract:
-    return KernelContract(op, family, local=True)
-
-
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
-    KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=_conv_window, columns=True),
+    KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=_conv_window, columns=True,
+                   constraints="any kernel, stride, dilation and explicit padding; fused ReLU/ReLU6; a 1x1 conv "
+                   "feeding only a residual ADD runs fused with it"),
     KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=_conv_window,
-                   inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False)),
-    KernelContract(Op.FULLY_CONNECTED, "fc", "kb_fc_params"),
+                   inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
+                   constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
+    KernelContract(Op.FULLY_CONNECTED, "fc", "kb_fc_params", constraints="2-D input (1, in); fused ReLU/ReLU6"),
     KernelContract(Op.ADD, "add", "kb_add_params", local=True,
-                   inplace=InPlaceRule("inplace_add", "any", elementwise=True)),
-    KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window),
-    KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window),
-    KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=_pad_window),
-    KernelContract(Op.RESHAPE, None),  # an alias, or one memmove
-    _pointwise(Op.CONCAT, "concat"),  # producers write into their slice; kb_copy_channels otherwise
-    KernelContract(Op.MEAN, "mean", "kb_mean_params"),
-    KernelContract(Op.SOFTMAX, None),
-    *(_pointwise(op) for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
-    _pointwise(Op.QUANTIZE, "quantize"), _pointwise(Op.DEQUANTIZE, "quantize"),
+                   inplace=InPlaceRule("inplace_add", "any", elementwise=True),
+                   constraints="two inputs of the same shape (no broadcast); TFLite's left shift 20"),
+    KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
+                   constraints="input and output share quantisation params"),
+    KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
+                   constraints="input and output share quantisation params"),
+    KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=_pad_window,
+                   constraints="H, W and C; padded with the zero point; folded into a following conv at import"),
+    KernelContract(Op.RESHAPE, None, constraints="an alias of its input's bytes, or one copy"),
+    KernelContract(Op.CONCAT, "concat", local=True,
+                   constraints="channel axis; producers write straight into their slice, else a channel copy"),
+    KernelContract(Op.MEAN, "mean", "kb_mean_params", constraints="the reduced axes are one contiguous run"),
+    KernelContract(Op.SOFTMAX, None, constraints="after a DEQUANTIZE at the graph's output: float, left to the "
+                   "caller"),
+    *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
+      for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
+    KernelContract(Op.QUANTIZE, "quantize", local=True, constraints="float -> int8 in quantisation; not in C yet"),
+    KernelContract(Op.DEQUANTIZE, "quantize", local=True,
+                   constraints="int8 -> float at the graph's output: left to the caller"),
 )}
 
 

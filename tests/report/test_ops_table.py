@@ -1,0 +1,20 @@
+"""docs/ops.md is exactly what `kilobyte.report.ops_table` generates from the code."""
+
+from pathlib import Path
+
+from kilobyte.codegen import layers
+from kilobyte.ir import Op
+from kilobyte.report.ops_table import ops_table
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
+
+
+def test_ops_page_matches_the_code():
+    assert DOC.read_text() == ops_table(), "regenerate: python -m kilobyte.report.ops_table > docs/ops.md"
+
+
+def test_every_op_has_a_row_and_c_ops_say_so():
+    text = ops_table()
+    for op in Op:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {op.value} |"))
+        assert row.split(" | ")[1] == ("yes" if op in layers.EMITTERS else "–")
