@@ -4,8 +4,11 @@ Every model uses only the ops the PyTorch frontend supports and traces with torc
 data; a family's module (and torch) is imported only when `create` builds one of its models, so `names()` and
 `describe()` stay cheap for the CLI.
 
->>> names()
-['mbv2-rd', 'mnasnet', 'mnist-cnn', 'mobilenetv2', 'proxyless-mobile', 'resnet-small', 'vgg-small']
+>>> names()  # doctest: +NORMALIZE_WHITESPACE
+['ad-autoencoder', 'ic-resnet8', 'kws-dscnn', 'mbv2-rd', 'mnasnet', 'mnist-cnn', 'mobilenetv2',
+ 'proxyless-mobile', 'resnet-small', 'vgg-small', 'vww-mbv1']
+>>> names("mlperf-tiny")
+['ad-autoencoder', 'ic-resnet8', 'kws-dscnn', 'vww-mbv1']
 >>> describe("vgg-small")
 'VGG-11-style CNN, 8 conv3x3 in 1-1-2-2-2 groups, widths 16-64 (DTMM-like, MCU-sized); 32 px, 10 classes'
 """
@@ -32,6 +35,8 @@ class ZooEntry:
     num_classes: int
     min_resolution: int  # smallest square input the down-sampling plan accepts
     in_channels: int = 3
+    kind: str = "image"  # "image": any square resolution >= min_resolution; "mlperf-tiny": its own fixed input
+    input_hw: tuple[int, int] | None = None  # a fixed (H, W) input (the MLPerf Tiny models)
 
 
 _REGISTRY: dict[str, ZooEntry] = {
@@ -73,6 +78,15 @@ _REGISTRY: dict[str, ZooEntry] = {
         10,
         16,
     ),
+    # MLPerf Tiny reference model shapes (kilobyte/zoo/mlperf_tiny.py)
+    "kws-dscnn": ZooEntry("kilobyte.zoo.mlperf_tiny:build_kws", "MLPerf Tiny keyword spotting DS-CNN (small), "
+                          "49x10 MFCC", 49, 12, 49, 1, "mlperf-tiny", (49, 10)),
+    "vww-mbv1": ZooEntry("kilobyte.zoo.mlperf_tiny:build_vww", "MLPerf Tiny visual wake words MobileNetV1 0.25",
+                         96, 2, 96, 3, "mlperf-tiny", (96, 96)),
+    "ic-resnet8": ZooEntry("kilobyte.zoo.mlperf_tiny:build_resnet8", "MLPerf Tiny image classification ResNet-8 "
+                           "(CIFAR-10)", 32, 10, 32, 3, "mlperf-tiny", (32, 32)),
+    "ad-autoencoder": ZooEntry("kilobyte.zoo.mlperf_tiny:build_autoencoder", "MLPerf Tiny anomaly detection FC "
+                               "autoencoder, 640 -> 8 -> 640", 1, 640, 1, 640, "mlperf-tiny", (1, 1)),
 }
 
 
@@ -83,9 +97,9 @@ class UnknownModelError(KilobyteError, KeyError):
         return str(self.args[0])
 
 
-def names() -> list[str]:
-    """Names of all zoo models, sorted."""
-    return sorted(_REGISTRY)
+def names(kind: str | None = None) -> list[str]:
+    """Names of the zoo models, sorted: all of them, or those of one `kind` ("image" or "mlperf-tiny")."""
+    return sorted(name for name, e in _REGISTRY.items() if kind is None or e.kind == kind)
 
 
 def _entry(name: str) -> ZooEntry:
@@ -98,6 +112,9 @@ def _entry(name: str) -> ZooEntry:
 def describe(name: str) -> str:
     """One-line description of a model, with its default input size and class count."""
     entry = _entry(name)
+    if entry.input_hw is not None:
+        (h, w), c = entry.input_hw, entry.in_channels
+        return f"{entry.description}; {h}x{w}x{c} input, {entry.num_classes} outputs"
     return f"{entry.description}; {entry.resolution} px, {entry.num_classes} classes"
 
 
@@ -117,6 +134,9 @@ def create(
     (1, 1, 28, 28)
     """
     entry = _entry(name)
+    if entry.input_hw is not None and resolution not in (None, entry.resolution):
+        raise KilobyteError(f"zoo model {name}: its input is fixed at {entry.input_hw[0]}x{entry.input_hw[1]}; "
+                            f"drop --resolution")
     resolution = entry.resolution if resolution is None else resolution
     num_classes = entry.num_classes if num_classes is None else num_classes
     in_channels = entry.in_channels if in_channels is None else in_channels
@@ -129,7 +149,7 @@ def create(
     module_name, function_name = entry.builder.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
     model = build(width=width, num_classes=num_classes, in_channels=in_channels)
-    shape = (1, in_channels, resolution, resolution)
+    shape = (1, in_channels, *(entry.input_hw or (resolution, resolution)))
     _settle_batchnorm(model, shape)
     return model.eval(), shape
 
@@ -143,7 +163,7 @@ def _settle_batchnorm(model: nn.Module, shape: tuple[int, int, int, int], seed: 
     """
     import torch
 
-    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    bns = [m for m in model.modules() if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d))]
     if not bns:
         return
     gen = torch.Generator().manual_seed(seed)

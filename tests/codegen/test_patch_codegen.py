@@ -63,7 +63,7 @@ def _compile_and_check(q, out_dir, options, n_inputs=2):
 def _zoo_names():
     from kilobyte import zoo
 
-    return zoo.names()
+    return zoo.names("image")
 
 
 @pytest.fixture(scope="module")

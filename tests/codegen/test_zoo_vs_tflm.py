@@ -22,7 +22,7 @@ SMALL_CNNS = {"mnist-cnn": 28, "resnet-small": 32, "vgg-small": 32}
 def _zoo_names() -> list[str]:
     from kilobyte import zoo
 
-    return zoo.names()
+    return zoo.names("image")
 
 
 @pytest.mark.parametrize("patch", ["off", "auto"])

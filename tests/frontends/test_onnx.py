@@ -53,7 +53,7 @@ def test_random_net_export_is_equivalent(seed, random_net, export_onnx):
     check_export_equivalence(*random_net(seed), export_onnx)
 
 
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize("name", zoo.names("image"))
 def test_zoo_model_export_is_equivalent(name, export_onnx, randomize_bn):
     module, shape = zoo.create(name, width=0.35, resolution=ZOO_SIZES.get(name, 48))
     check_export_equivalence(randomize_bn(module, seed=1), shape, export_onnx)

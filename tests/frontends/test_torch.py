@@ -47,7 +47,7 @@ def test_random_net_matches_pytorch(seed, random_net):
     check_against_torch(module, shape)
 
 
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize("name", zoo.names("image"))
 def test_zoo_model_matches_pytorch(name, randomize_bn):
     module, shape = zoo.create(name, width=0.35, resolution=ZOO_SIZES.get(name, 64))
     randomize_bn(module, seed=1)

@@ -75,7 +75,7 @@ def _zoo_cases():
     from kilobyte import zoo
 
     cases = []
-    for k, name in enumerate(zoo.names()):
+    for k, name in enumerate(zoo.names("image")):
         default_px = int(re.search(r"(\d+) px", zoo.describe(name)).group(1))
         cases.append((name, default_px if default_px <= 32 else (64, 80, 96)[k % 3]))  # MCU-sized CNNs as they are
     return cases

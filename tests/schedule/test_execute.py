@@ -63,7 +63,7 @@ def _assert_bit_exact(q, plan, x):
 def _zoo_names():
     from kilobyte import zoo
 
-    return zoo.names()  # cheap: torch is imported only to build a model
+    return zoo.names("image")  # cheap: torch is imported only to build a model
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,7 @@ def zoo_cache(tmp_path_factory) -> ZooCache:
 def _zoo_names() -> list[str]:
     from kilobyte import zoo
 
-    return zoo.names()
+    return zoo.names("image")
 
 
 @pytest.mark.parametrize("name", _zoo_names())
