@@ -92,6 +92,7 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     _pointwise(Op.CONCAT, "concat"),  # producers write into their slice; kb_copy_channels otherwise
     KernelContract(Op.MEAN, None),
     KernelContract(Op.SOFTMAX, None),
+    KernelContract(Op.LOG_SOFTMAX, None),
     *(_pointwise(op) for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
     _pointwise(Op.QUANTIZE, "quantize"), _pointwise(Op.DEQUANTIZE, "quantize"),
 )}
