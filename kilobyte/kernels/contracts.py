@@ -91,8 +91,8 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.RESHAPE, None),  # an alias, or one memmove
     _pointwise(Op.CONCAT, "concat"),  # producers write into their slice; kb_copy_channels otherwise
     KernelContract(Op.MEAN, None),
-    KernelContract(Op.SOFTMAX, None),
-    KernelContract(Op.LOG_SOFTMAX, None),
+    KernelContract(Op.SOFTMAX, "softmax", "kb_softmax_params"),  # int8; a float SOFTMAX tail stays on the host
+    KernelContract(Op.LOG_SOFTMAX, "softmax", "kb_softmax_params"),
     *(_pointwise(op) for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
     _pointwise(Op.QUANTIZE, "quantize"), _pointwise(Op.DEQUANTIZE, "quantize"),
 )}

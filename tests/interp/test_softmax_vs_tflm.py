@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from softmax_cases import BETAS, DEPTHS, LOG_SOFTMAX_OUT, SCALES, SHAPES, case_rows, softmax_graph
 
 from kilobyte.errors import KilobyteError, UnsupportedOpError
 from kilobyte.export.tflite import to_tflite
@@ -25,37 +26,9 @@ from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import softmax_params
 from kilobyte.interp.softmax import log_softmax_int8, log_softmax_params_for, softmax_int8, softmax_params_for
-from kilobyte.ir import GraphBuilder, Op, QParams, SoftmaxAttrs
+from kilobyte.ir import Op, QParams
 
 tflm = pytest.importorskip("kilobyte.targets.tflm")
-
-SOFTMAX_OUT = QParams.per_tensor(1 / 256, -128)
-LOG_SOFTMAX_OUT = QParams.per_tensor(16 / 256, 127)
-SCALES = [1e-3, 0.01, 0.1, 0.3, 1.0, 40.0]
-DEPTHS = [1, 2, 10, 1000]
-
-
-def softmax_graph(op: Op, shape, scale: float, beta: float = 1.0, zero_point: int = 0, out: QParams | None = None):
-    b = GraphBuilder("softmax")
-    x = b.input(tuple(shape), "int8", qparams=QParams.per_tensor(scale, zero_point))
-    attrs = SoftmaxAttrs(beta) if op is Op.SOFTMAX else None
-    default = SOFTMAX_OUT if op is Op.SOFTMAX else LOG_SOFTMAX_OUT
-    return b.build([b.node(op, [x], attrs, qparams=out or default)])
-
-
-def edge_rows(depth: int, rng) -> np.ndarray:
-    """Rows that probe the kernels' corners, (k, depth) int8."""
-    rows = [np.full(depth, v) for v in (-128, 0, 127)]  # all equal
-    one_large = np.full(depth, -128)
-    one_large[rng.integers(depth)] = 127
-    rows.append(one_large)
-    rows.append(np.resize(np.arange(-128, 128), depth))  # the full int8 range (repeating)
-    near = np.full(depth, 100)
-    near[::2] = 99  # one step below the maximum
-    rows.append(near)
-    rows.append(np.where(np.arange(depth) % 3 == 0, 127, -128))  # the two extremes
-    rows.append(rng.integers(120, 128, depth))  # a crowd near the top
-    return np.stack(rows).astype(np.int8)
 
 
 def tflm_runnable(x: np.ndarray, graph) -> np.ndarray:
@@ -88,8 +61,7 @@ def assert_bit_exact(graph, x: np.ndarray) -> int:
 def run_case(op: Op, scale: float, beta: float, depth: int, seed: int, n_random: int = 100) -> int:
     rng = np.random.default_rng(seed)
     zero_point = int(rng.integers(-128, 128))  # the zero point cancels in x - max: any value must give the same
-    x = np.concatenate([edge_rows(depth, rng), rng.integers(-128, 128, (n_random, depth)).astype(np.int8),
-                        np.clip(rng.normal(60, 20, (n_random // 2, depth)), -128, 127).astype(np.int8)])
+    x = case_rows(depth, rng, n_random)
     probe = softmax_graph(op, (len(x), depth), scale, beta, zero_point)
     x = tflm_runnable(x, probe)
     if len(x) == 0:
@@ -106,7 +78,7 @@ def beyond_tflm(depth: int, scale: float, beta: float) -> bool:
 
 # -- grids -----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("depth", DEPTHS)
-@pytest.mark.parametrize("beta", [1.0, 0.5, 2.0, 0.1])
+@pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("scale", SCALES)
 def test_softmax_grid(scale, beta, depth):
     compared = run_case(Op.SOFTMAX, scale, beta, depth, seed=depth)
@@ -119,7 +91,7 @@ def test_log_softmax_grid(scale, depth):
     assert run_case(Op.LOG_SOFTMAX, scale, 1.0, depth, seed=depth + 1) > 0
 
 
-@pytest.mark.parametrize("shape", [(1, 10), (1, 4, 4, 10), (2, 3, 7)])
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("op", [Op.SOFTMAX, Op.LOG_SOFTMAX])
 def test_leading_shapes(op, shape):
     """Any leading shape: the op works along the last axis, and softmax_params counts its rows."""
