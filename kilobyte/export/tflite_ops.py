@@ -162,7 +162,7 @@ def _softmax(graph: Graph, node: Node):
 
 
 def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE, RELU, RELU6: no attributes."""
+    """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOG_SOFTMAX: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
 
 
@@ -178,6 +178,7 @@ _LOWER = {
     Op.RESHAPE: _reshape,
     Op.CONCAT: _concat,
     Op.SOFTMAX: _softmax,
+    Op.LOG_SOFTMAX: _plain,
     Op.QUANTIZE: _plain,
     Op.DEQUANTIZE: _plain,
     Op.RELU: _plain,

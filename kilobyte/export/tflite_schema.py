@@ -37,6 +37,7 @@ OP_TO_BUILTIN: dict[Op, int] = {
     Op.RESHAPE: B.RESHAPE,
     Op.CONCAT: B.CONCATENATION,
     Op.SOFTMAX: B.SOFTMAX,
+    Op.LOG_SOFTMAX: B.LOG_SOFTMAX,
     Op.QUANTIZE: B.QUANTIZE,
     Op.DEQUANTIZE: B.DEQUANTIZE,
     Op.RELU: B.RELU,
@@ -59,6 +60,7 @@ BUILTIN_OPTIONS: dict[int, str] = {
     B.RESHAPE: "ReshapeOptions",
     B.CONCATENATION: "ConcatenationOptions",
     B.SOFTMAX: "SoftmaxOptions",
+    B.LOG_SOFTMAX: "LogSoftmaxOptions",
     B.QUANTIZE: "QuantizeOptions",
     B.DEQUANTIZE: "DequantizeOptions",
 }

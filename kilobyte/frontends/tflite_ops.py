@@ -15,6 +15,7 @@ import tflite
 
 from ..errors import ModelFileError, UnsupportedOpError
 from ..export import tflite_schema as S
+from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
 from ..ir import (
     Activation,
     AddAttrs,
@@ -256,8 +257,28 @@ def _concat(fm, op, folds, extra):
 
 
 def _softmax(fm, op, folds, extra):
+    _check_softmax_output(fm, op, SOFTMAX_OUTPUT_QPARAMS)
     beta = _options(fm, op, "SoftmaxOptions").Beta() if op.options is not None else 1.0
     return [_node(fm, op, Op.SOFTMAX, op.inputs[:1], SoftmaxAttrs(float(beta)))]
+
+
+def _log_softmax(fm, op, folds, extra):
+    _check_softmax_output(fm, op, LOG_SOFTMAX_OUTPUT_QPARAMS)
+    return [_node(fm, op, Op.LOG_SOFTMAX, op.inputs[:1], None)]
+
+
+def _check_softmax_output(fm, op, want) -> None:
+    """An int8 (LOG_)SOFTMAX must write int8 with the one scale and zero point TFLite prescribes: TFLite Micro's
+    Prepare refuses anything else, so such a file has no reference result to be bit-exact with."""
+    x, y = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
+    if S.T.INT8 not in (x.type, y.type):
+        return
+    scale, zero_point = want
+    got = None if y.quant is None else (y.quant[0].tolist(), y.quant[1].tolist())
+    if x.type != y.type or got != ([scale], [zero_point]):
+        raise _unsupported(fm, op, f"an int8 {_op_name(op)} must output int8 with scale {float(scale)} and zero "
+                                   f"point {zero_point} (TFLite Micro refuses others), got "
+                                   f"{S.TFL_TYPE_NAMES.get(y.type, y.type)} with (scales, zero points) {got}")
 
 
 def _plain(ir_op: Op):
@@ -279,6 +300,7 @@ _CONVERT = {
     B.RESHAPE: _reshape,
     B.CONCATENATION: _concat,
     B.SOFTMAX: _softmax,
+    B.LOG_SOFTMAX: _log_softmax,
     B.QUANTIZE: _plain(Op.QUANTIZE),
     B.DEQUANTIZE: _plain(Op.DEQUANTIZE),
     B.RELU: _plain(Op.RELU),

@@ -91,6 +91,11 @@ def _softmax(x, beta):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _log_softmax(x):
+    z = x - x.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
 def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
     op, a = node.op, node.attrs
     if op is Op.CONV_2D:
@@ -114,6 +119,8 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _act(np.concatenate(args, axis=a.axis), a.activation)
     if op is Op.SOFTMAX:
         return _softmax(args[0], a.beta)
+    if op is Op.LOG_SOFTMAX:
+        return _log_softmax(args[0])
     if op is Op.BATCH_NORM:
         x, gamma, beta, mean, var = args
         return (x - mean) / np.sqrt(var + a.eps) * gamma + beta

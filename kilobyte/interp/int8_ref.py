@@ -7,6 +7,7 @@ C runtime can be tested against them directly, and `requant_params` / `add_node_
 derive those parameters from a graph exactly as TFLite Micro's Prepare functions do. `mean_int8` (TFLM's integer
 MEAN, its requantisation in `mean_multiplier`, shared with the C kernel's code generator) serves int8 graphs imported
 from `.tflite` files; `quantize()` itself never emits MEAN or an int8 SOFTMAX.
+So do the int8 SOFTMAX and LOG_SOFTMAX of `kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields.
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -34,6 +35,15 @@ from ..quant.arith import (
     quantize_multiplier,
     quantize_values,
     requantize,
+)
+from .softmax import (
+    LOG_SOFTMAX_OUTPUT_QPARAMS,
+    SOFTMAX_OUTPUT_QPARAMS,
+    SoftmaxParams,
+    log_softmax_int8,
+    log_softmax_params_for,
+    softmax_int8,
+    softmax_params_for,
 )
 
 
@@ -92,10 +102,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return quantize_values(args[0], *_qp(graph, node.outputs[0]))
     if op is Op.DEQUANTIZE:
         return dequantize_values(args[0], *_qp(graph, node.inputs[0]))
-    if op is Op.SOFTMAX and args[0].dtype == np.float32:
-        return softmax_float(args[0], node.attrs.beta)
-    raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value} "
-                             f"(quantize() keeps SOFTMAX in float after a DEQUANTIZE)")
+    if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
+        return _eval_softmax(graph, node, args[0])
+    raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.AVG_POOL_2D,
@@ -117,6 +126,18 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
     if node.op is Op.RESHAPE:
         return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
+
+
+def _eval_softmax(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
+    """SOFTMAX / LOG_SOFTMAX: float32 (a float tail, as quantize() leaves a final softmax) or int8 (TFLite's)."""
+    log = node.op is Op.LOG_SOFTMAX
+    if x.dtype == np.float32:
+        return log_softmax_float(x) if log else softmax_float(x, node.attrs.beta)
+    p = _softmax_node_params(graph, node)
+    try:
+        return log_softmax_int8(x, p) if log else softmax_int8(x, p)
+    except KilobyteError as e:
+        raise KilobyteError(f"node '{node.name}' ({node.op.value}): {e}") from None
 
 
 def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -178,6 +199,34 @@ def add_node_params(graph: Graph, node: Node) -> AddParams:
     """TFLite's ADD parameters of an ADD node."""
     (s1, z1), (s2, z2) = _qp(graph, node.inputs[0]), _qp(graph, node.inputs[1])
     return add_params(s1, z1, s2, z2, *_qp(graph, node.outputs[0]), node.attrs.activation)
+
+
+def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
+    """TFLite Micro's Prepare of an int8 SOFTMAX / LOG_SOFTMAX, refusing what it refuses."""
+    log = node.op is Op.LOG_SOFTMAX
+    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
+    want = LOG_SOFTMAX_OUTPUT_QPARAMS if log else SOFTMAX_OUTPUT_QPARAMS
+    if x.dtype != "int8" or y.dtype != "int8" or _qp(graph, node.outputs[0]) != want:
+        raise KilobyteError(f"node '{node.name}' ({node.op.value}): int8 in and out with output scale "
+                            f"{float(want[0])} and zero point {want[1]} (TFLite Micro refuses others), got "
+                            f"{x.dtype} -> {y.dtype} {y.qparams}")
+    s_in = _qp(graph, node.inputs[0])[0]
+    try:
+        return log_softmax_params_for(s_in) if log else softmax_params_for(s_in, node.attrs.beta)
+    except KilobyteError as e:
+        raise KilobyteError(f"node '{node.name}' ({node.op.value}): {e}") from None
+
+
+def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
+    """The fields of `kb_softmax_params` (kilobyte.h) for an int8 SOFTMAX or LOG_SOFTMAX node: `rows` x `depth`
+    values (the last axis), and TFLite Micro's Prepare results (the reverse scaling is 0 for SOFTMAX)."""
+    p = _softmax_node_params(graph, node)
+    shape = graph.tensors[node.outputs[0]].shape
+    depth = int(shape[-1])
+    return dict(rows=int(np.prod(shape[:-1], dtype=np.int64)), depth=depth, input_multiplier=p.input_multiplier,
+                input_left_shift=p.input_left_shift, diff_min=p.diff_min,
+                reverse_scaling_divisor=p.reverse_scaling_divisor,
+                reverse_scaling_right_shift=p.reverse_scaling_right_shift)
 
 
 def _require_same_qparams(graph: Graph, node: Node) -> None:
@@ -328,3 +377,10 @@ def softmax_float(x, beta: float = 1.0) -> np.ndarray:
     x = np.asarray(x, np.float32)
     e = np.exp((x - x.max(axis=-1, keepdims=True)) * np.float32(beta))
     return (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)
+
+
+def log_softmax_float(x) -> np.ndarray:
+    """TFLite's float32 LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32."""
+    x = np.asarray(x, np.float32)
+    d = x - x.max(axis=-1, keepdims=True)
+    return (d - np.log(np.exp(d).sum(axis=-1, keepdims=True, dtype=np.float32))).astype(np.float32)

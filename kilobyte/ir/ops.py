@@ -25,6 +25,7 @@ class Op(enum.Enum):
     RESHAPE = "RESHAPE"
     CONCAT = "CONCAT"
     SOFTMAX = "SOFTMAX"
+    LOG_SOFTMAX = "LOG_SOFTMAX"
     # Training-graph ops: frontends emit them, the inference transforms remove them.
     BATCH_NORM = "BATCH_NORM"
     RELU = "RELU"
@@ -129,7 +130,7 @@ class BatchNormAttrs:
 
 @dataclass(frozen=True)
 class NoAttrs:
-    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE."""
+    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX (TFLite's has no options: beta is 1)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -144,6 +145,7 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.RESHAPE: ReshapeAttrs,
     Op.CONCAT: ConcatAttrs,
     Op.SOFTMAX: SoftmaxAttrs,
+    Op.LOG_SOFTMAX: NoAttrs,
     Op.BATCH_NORM: BatchNormAttrs,
     Op.RELU: NoAttrs,
     Op.RELU6: NoAttrs,

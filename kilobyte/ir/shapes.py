@@ -73,7 +73,11 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         return tuple(attrs.shape)
     if op is Op.CONCAT:
         return _concat_shape(shapes, attrs.axis)
-    # Elementwise: SOFTMAX, BATCH_NORM, RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE.
+    if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
+        if len(x) < 1 or x[-1] < 1:
+            raise ShapeError(f"{op.value} works along the last axis; input shape {x} has none")
+        return x
+    # Elementwise: BATCH_NORM, RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
 
 

@@ -96,8 +96,11 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONCAT, "concat", local=True,
                    constraints="channel axis; producers write straight into their slice, else a channel copy"),
     KernelContract(Op.MEAN, "mean", "kb_mean_params", constraints="the reduced axes are one contiguous run"),
-    KernelContract(Op.SOFTMAX, None, constraints="after a DEQUANTIZE at the graph's output: float, left to the "
-                   "caller"),
+    KernelContract(Op.SOFTMAX, "softmax", "kb_softmax_params",
+                   constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); a float SOFTMAX "
+                   "after a DEQUANTIZE at the output is left to the caller"),
+    KernelContract(Op.LOG_SOFTMAX, "softmax", "kb_softmax_params",
+                   constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
       for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
     KernelContract(Op.QUANTIZE, "quantize", local=True, constraints="float -> int8 in quantisation; not in C yet"),

@@ -36,6 +36,7 @@ KERNEL_FILES = {
     "pad": "kb_pad.c",
     "quantize": "kb_quantize.c",
     "conv_add": "kb_conv_add.c",
+    "softmax": "kb_softmax.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -100,8 +101,10 @@ AddParams = _struct("AddParams", """pixels c in1_cstride in2_cstride out_cstride
 PadParams = _struct("PadParams", """in_h in_w in_c in_cstride pad_t pad_b pad_l pad_r pad_c0 pad_c1 out_cstride
     value in_row out_row""")
 MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride sum_offset mult shift out_offset")
+SoftmaxParams = _struct("SoftmaxParams", """rows depth input_multiplier input_left_shift diff_min
+    reverse_scaling_divisor reverse_scaling_right_shift""")
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
-           "kb_pad_params": PadParams, "kb_mean_params": MeanParams}
+           "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _conv = ctypes.POINTER(ConvParams)
@@ -125,6 +128,8 @@ SIGNATURES = {
     "kb_quantize": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, _I8],
     "kb_dequantize": [ctypes.c_int32, _I8, ctypes.c_float, ctypes.c_int32, _F32],
     "kb_conv_1x1_add": [_conv, _I8, _I8, _I32, _I32, _I32, ctypes.POINTER(AddParams), _I8],
+    "kb_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
+    "kb_log_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
 }
 
 
@@ -139,5 +144,5 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 
 __all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "PadParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "build_cached", "build_shared", "load",
-           "sanitizer_env", "sources_for"]
+           "PadParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams", "build_cached", "build_shared",
+           "load", "sanitizer_env", "sources_for"]

@@ -76,6 +76,16 @@ typedef struct {
     int32_t out_offset;                       /* output zero point */
 } kb_mean_params;
 
+/* SOFTMAX and LOG_SOFTMAX (TFLite int8): `rows` rows of `depth` contiguous values, normalised along each row.
+ * The fields are TFLite Micro's Prepare results for the input scale (and beta): see kb_softmax.c. */
+typedef struct {
+    int32_t rows, depth;
+    int32_t input_multiplier, input_left_shift; /* beta * input scale * 2^26 = multiplier * 2^(left_shift - 31) */
+    int32_t diff_min;                           /* differences x - max(row) below this are left out (<= 0) */
+    int32_t reverse_scaling_divisor;            /* LOG_SOFTMAX: the inverse scaling, as a multiplier and */
+    int32_t reverse_scaling_right_shift;        /* right shift (0 and 0 for SOFTMAX) */
+} kb_softmax_params;
+
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
 /* scratch: NULL, or p->scratch_bytes >= KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite
  * (int16 im2col columns of kh*kw*in_c values, two or more; the planner reserves two and grants up to six from bytes
@@ -129,6 +139,12 @@ void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
 /* kb_quantize.c -------------------------------------------------------------------------------------------------- */
 void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);
 void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);
+
+/* kb_softmax.c ---------------------------------------------------------------------------------------------------- */
+/* Output quantisation as TFLite requires: SOFTMAX scale 1/256, zero point -128; LOG_SOFTMAX 16/256, 127. out may be
+ * in (each value is read before it is written). */
+void kb_softmax(const kb_softmax_params *p, const int8_t *in, int8_t *out);
+void kb_log_softmax(const kb_softmax_params *p, const int8_t *in, int8_t *out);
 
 /* kb_conv_add.c -------------------------------------------------------------------------------------------------- */
 /* A 1x1 stride-1 conv (p, w, bias, mult, shift as kb_conv_1x1) fused with the residual ADD reading its output
