@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..interp.int8_ref import activation_range_of, mean_multiplier, requant_params
+from ..interp.int8_ref import activation_range_of, mean_multiplier, requant_params, softmax_params
 from ..ir import Graph, Node, Op
 from ..kernels.contracts import add_fields
 from ..schedule.scratch import conv_columns_bytes
@@ -285,10 +285,22 @@ def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
+def emit_softmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """int8 SOFTMAX / LOG_SOFTMAX over the last axis: TFLite Micro's Prepare results as `kb_softmax_params`. The
+    kernel reads rows of `depth` contiguous values, so neither side may be a concat slice."""
+    params = softmax_params(graph, node)
+    x, y = node.inputs[0], node.outputs[0]
+    if bufs.cstride(x) != params["depth"] or bufs.cstride(y) != params["depth"]:
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): kb_softmax needs dense rows, not a slice")
+    fn = "kb_softmax" if node.op is Op.SOFTMAX else "kb_log_softmax"
+    return LayerCode(body=[c_struct("kb_softmax_params", params), f"{fn}(&p, {bufs.ptr(x)}, {bufs.ptr(y)});"],
+                     families={"softmax"})
+
+
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
-    Op.CONCAT: emit_concat, Op.MEAN: emit_mean,
+    Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
 }
 
 
