@@ -25,7 +25,8 @@ class LoadedModel:
 
     @property
     def is_int8(self) -> bool:
-        return self.graph.tensors[self.graph.inputs[0]].dtype == "int8"
+        """Quantised already: int8 tensors inside (an int8 model may still take and give float at its edges)."""
+        return any(t.dtype == "int8" for t in self.graph.tensors.values())
 
 
 def load(spec: str, *, resolution: int | None = None, width: float | None = None, channels: int | None = None,

@@ -14,10 +14,11 @@ from pathlib import Path
 from ..errors import KilobyteError
 from ..ir import Graph, Op
 from .host import HostModel, build_executable, run_compiled, run_executable
+from .io_edges import Edges, split_float_head
 from .project import write_project
 
 __all__ = ["CompileResult", "HostModel", "build_executable", "compile_graph", "run_compiled", "run_executable",
-           "split_float_tail"]
+           "split_float_head", "split_float_tail"]
 
 FLOAT_TAIL_OPS = (Op.DEQUANTIZE, Op.SOFTMAX)
 
@@ -75,7 +76,9 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     from ..schedule.plan import make_plan, plan_to_dict
     from ..schedule.plan_types import PlanOptions
 
-    core, tail = split_float_tail(graph)
+    headless, head = split_float_head(graph)
+    core, tail = split_float_tail(headless)
+    edges = Edges(float_input=bool(head), float_output=tail == ("DEQUANTIZE",))
     if len(core.inputs) != 1 or core.tensors[core.inputs[0]].dtype != "int8":
         raise KilobyteError(f"graph '{graph.name}': code generation needs one int8 input; quantise the model first")
     check_int8(core)
@@ -86,6 +89,7 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
         "float_tail": list(tail), "arena_bytes": plan.arena_bytes, "peak_bytes": plan.peak_bytes,
         "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
         "patch": summary.get("patch"), "order": list(plan.order), "kernel_set": plan.options.kernels,
+        "float_head": list(head), "float_entry": edges.has_float_entry,
     }
-    path = write_project(out_dir, core, plan, manifest, _tflite_copy(graph))
+    path = write_project(out_dir, core, plan, manifest, _tflite_copy(graph), edges)
     return CompileResult(path, core, plan, tail, json.loads((path / "kilobyte.json").read_text()))

@@ -75,6 +75,17 @@ class HostModel:
             raise KilobyteError(f"{self.project}: no kb_arena symbol in the host build")
         return sizes["kb_arena"]
 
+    def invoke_float(self, x: np.ndarray) -> np.ndarray:
+        """`kb_invoke_float`: the model as its file defines it, float where the file has float (io_edges.py)."""
+        if not self.manifest.get("float_entry"):
+            raise KilobyteError(f"{self.project}: the model's input and output are int8; call it with int8")
+        in_t = np.float32 if self.manifest.get("float_head") else np.int8
+        out_t = np.float32 if self.manifest.get("float_tail") == ["DEQUANTIZE"] else np.int8
+        x = np.ascontiguousarray(x, dtype=in_t).reshape(self.in_shape)
+        y = np.empty(self.out_shape, out_t)
+        self.lib.kb_invoke_float(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data))
+        return y
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.int8)
         if x.shape != self.in_shape:

@@ -65,12 +65,21 @@ def reference_graph(project: str | Path):
     data = project_tflite(project)  # before importing the reader, which needs the [tflite] extra too
 
     from ..frontends.tflite import from_tflite
-    from . import split_float_tail
+    from . import split_float_head, split_float_tail
 
-    core, _ = split_float_tail(from_tflite(data))
+    core, _ = split_float_tail(split_float_head(from_tflite(data))[0])
     if core.outputs[0] != out_name:
         raise KilobyteError(f"{project}: model.tflite output '{core.outputs[0]}' differs from the manifest's")
     return core, out_name
+
+
+def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
+    """What the model file takes for the int8 core input `x`: `x` itself, or for a float input (a QUANTIZE head) the
+    floats scale * (x - zero_point), which TFLite's QUANTIZE maps back to exactly `x`."""
+    if not m.get("float_head"):
+        return x
+    scale, zp = np.float32(m["input"]["scale"]), m["input"]["zero_point"]
+    return (scale * (x.astype(np.float32) - np.float32(zp))).astype(np.float32)
 
 
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
@@ -89,7 +98,8 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
         if tflm:
             from ..targets.tflm import run_tflm
 
-            got["tflm"] = run_tflm(tfl, x, preserve_all=True).tensors[out_name].reshape(got["reference"].shape)
+            feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
+            got["tflm"] = run_tflm(tfl, feed, preserve_all=True).tensors[out_name].reshape(got["reference"].shape)
         for name, y in got.items():
             if name != "reference" and not np.array_equal(y, got["reference"]):
                 n = int(np.sum(y != got["reference"]))
