@@ -39,7 +39,7 @@ def split_float_tail(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
     if len(graph.outputs) != 1:
         raise KilobyteError(f"graph '{graph.name}': code generation supports one output, got {len(graph.outputs)}")
     out, tail, cut = graph.outputs[0], [], set()
-    while graph.tensors[out].dtype != "int8":
+    while graph.tensors[out].dtype not in ("int8", "uint8"):
         node = graph.producer(out)
         if node is None or node.op not in FLOAT_TAIL_OPS:
             raise KilobyteError(f"graph '{graph.name}': output '{out}' is float and not a DEQUANTIZE/SOFTMAX tail; "
@@ -79,8 +79,9 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     headless, head = split_float_head(graph)
     core, tail = split_float_tail(headless)
     edges = Edges(float_input=bool(head), float_output=tail == ("DEQUANTIZE",))
-    if len(core.inputs) != 1 or core.tensors[core.inputs[0]].dtype != "int8":
-        raise KilobyteError(f"graph '{graph.name}': code generation needs one int8 input; quantise the model first")
+    if len(core.inputs) != 1 or core.tensors[core.inputs[0]].dtype not in ("int8", "uint8"):
+        raise KilobyteError(f"graph '{graph.name}': code generation needs one int8 (or uint8) input; quantise the "
+                            "model first")
     check_int8(core)
     plan = make_plan(core, options or PlanOptions())
     summary = plan_to_dict(plan)

@@ -87,23 +87,23 @@ class HostModel:
         return y
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=np.int8)
+        x = np.ascontiguousarray(x, dtype=self.manifest["input"]["dtype"])
         if x.shape != self.in_shape:
             raise KilobyteError(f"{self.project}: input shape {x.shape}, the model wants {self.in_shape}")
-        y = np.empty(self.out_shape, np.int8)
+        y = np.empty(self.out_shape, self.manifest["output"]["dtype"])
         self.lib.kb_invoke(x.ctypes.data, y.ctypes.data)
         return y
 
 
-def run_executable(exe: str | Path, x: np.ndarray, out_shape) -> np.ndarray:
+def run_executable(exe: str | Path, x: np.ndarray, out_shape, out_dtype=np.int8) -> np.ndarray:
     """Run a host executable on one input via files; a sanitizer report or guard failure raises."""
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-        src.write_bytes(np.ascontiguousarray(x, np.int8).tobytes())
+        src.write_bytes(np.ascontiguousarray(x).tobytes())  # one byte per value: int8 or uint8
         res = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=600)
         if res.returncode != 0:
             raise KilobyteError(f"{exe}: exit {res.returncode}: {res.stderr.strip()[:400]}")
-        return np.frombuffer(dst.read_bytes(), np.int8).reshape(out_shape)
+        return np.frombuffer(dst.read_bytes(), out_dtype).reshape(out_shape)
 
 
 def run_compiled(project: str | Path, x: np.ndarray) -> np.ndarray:

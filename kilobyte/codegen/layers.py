@@ -16,6 +16,7 @@ from ..errors import UnsupportedOpError
 from ..interp.int8_ref import activation_range_of, mean_multiplier, requant_params, softmax_params
 from ..ir import Graph, Node, Op
 from ..kernels.contracts import add_fields
+from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
 
@@ -297,10 +298,31 @@ def emit_softmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                      families={"softmax"})
 
 
+def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """QUANTIZE between uint8 and int8 (a model's uint8 input or output): TFLite Micro's Requantize."""
+    x, y = node.inputs[0], node.outputs[0]
+    kinds = (graph.tensors[x].dtype, graph.tensors[y].dtype)
+    if kinds not in (("uint8", "int8"), ("int8", "uint8")):
+        raise UnsupportedOpError(f"node '{node.name}' (QUANTIZE {kinds[0]} -> {kinds[1]}): only uint8 <-> int8 runs "
+                                 "in C (a float QUANTIZE belongs at the input: kb_invoke_float)")
+    (si, zi), (so, zo) = (activation_qparams_of(graph, t) for t in (x, y))
+    mult, shift = requant_multiplier(si, so)
+    fields = dict(n=graph.tensors[y].numel, in_offset=zi, out_offset=zo, mult=mult, shift=shift)
+    fn = "kb_requantize_u8_i8" if kinds[0] == "uint8" else "kb_requantize_i8_u8"
+    return LayerCode(body=[c_struct("kb_requantize_params", fields),
+                           f"{fn}(&p, (const void *){bufs.ptr(x)}, (void *){bufs.ptr(y)});"], families={"quantize"})
+
+
+def activation_qparams_of(graph: Graph, tensor: str) -> tuple[float, int]:
+    q = graph.tensors[tensor].qparams
+    return float(q.scale[0]), int(q.zero_point[0])
+
+
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
+    Op.QUANTIZE: emit_quantize,
 }
 
 

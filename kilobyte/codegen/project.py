@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 #if KB_ARENA_GUARD
     memset(kb_arena_guarded, GUARD_BYTE, sizeof kb_arena_guarded);
 #endif
-    kb_invoke(input, output);
+    kb_invoke((const void *)input, (void *)output);  /* int8 or uint8, as model.h says: the bytes are the same */
 #if KB_ARENA_GUARD
     for (long i = 0; i < KB_ARENA_GUARD; i++) {
         if (kb_arena_guarded[i] != GUARD_BYTE || kb_arena_guarded[KB_ARENA_GUARD + KB_ARENA_BYTES + i] != GUARD_BYTE) {

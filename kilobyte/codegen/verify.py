@@ -36,13 +36,15 @@ def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0)
     """Random int8 inputs plus (optionally) dataset images quantised with the model's input qparams."""
     m = manifest(project)
     shape, scale, zp = tuple(m["input"]["shape"]), m["input"]["scale"], m["input"]["zero_point"]
+    dtype = np.dtype(m["input"].get("dtype", "int8"))  # int8, or uint8 before a QUANTIZE
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
     rng = np.random.default_rng(seed)
-    xs = [rng.integers(-128, 128, shape, dtype=np.int64).astype(np.int8) for _ in range(n_random)]
+    xs = [rng.integers(lo, hi + 1, shape, dtype=np.int64).astype(dtype) for _ in range(n_random)]
     if data:
         from ..api import calibration_inputs
 
         for img in calibration_inputs(data, shape, n=max(n_random, 4), seed=seed + 1):
-            xs.append(np.clip(np.round(img / scale) + zp, -128, 127).astype(np.int8))
+            xs.append(np.clip(np.round(img / scale) + zp, lo, hi).astype(dtype))
     return xs
 
 
@@ -107,7 +109,7 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     if sanitize:
         exe = build_executable(project, sanitize=True)
         for i, x in enumerate(xs[:2]):
-            y = run_executable(exe, x, tuple(m["output"]["shape"]))
+            y = run_executable(exe, x, tuple(m["output"]["shape"]), np.dtype(m["output"].get("dtype", "int8")))
             report.sanitizer_runs += 1
             if not np.array_equal(y, run_int8(core, x)[out_name]):
                 report.mismatches.append(f"input {i}: sanitizer build differs from the reference")

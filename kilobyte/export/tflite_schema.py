@@ -66,7 +66,7 @@ BUILTIN_OPTIONS: dict[int, str] = {
 }
 
 T = tflite.TensorType
-DTYPE_TO_TFL: dict[str, int] = {"float32": T.FLOAT32, "int8": T.INT8, "int32": T.INT32}
+DTYPE_TO_TFL: dict[str, int] = {"float32": T.FLOAT32, "int8": T.INT8, "int32": T.INT32, "uint8": T.UINT8}
 TFL_TO_DTYPE: dict[int, str] = {v: k for k, v in DTYPE_TO_TFL.items()}
 TFL_TYPE_NAMES: dict[int, str] = {v: k for k, v in vars(T).items() if not k.startswith("_") and isinstance(v, int)}
 # Types that may appear on attribute tensors only (paddings, axes), which the reader consumes into attrs.

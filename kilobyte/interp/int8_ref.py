@@ -35,6 +35,7 @@ from ..quant.arith import (
     quantize_multiplier,
     quantize_values,
     requantize,
+    requantize_values,
 )
 from .softmax import (
     LOG_SOFTMAX_OUTPUT_QPARAMS,
@@ -98,6 +99,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op is Op.MEAN:  # quantize() never emits MEAN; graphs imported from .tflite files may have it
         return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *_qp(graph, node.inputs[0]),
                          *_qp(graph, node.outputs[0]))
+    if op is Op.QUANTIZE and args[0].dtype in (np.int8, np.uint8):  # uint8 <-> int8 at a model's edges
+        out = graph.tensors[node.outputs[0]].dtype
+        return requantize_values(args[0], *_qp(graph, node.inputs[0]), *_qp(graph, node.outputs[0]), np.dtype(out))
     if op is Op.QUANTIZE:
         return quantize_values(args[0], *_qp(graph, node.outputs[0]))
     if op is Op.DEQUANTIZE:

@@ -17,7 +17,7 @@ from ..errors import KilobyteError
 from .ops import ATTRS_TYPE, PARAM_OPS, Op
 from .shapes import ShapeError, infer_shape
 
-DTYPES = ("float32", "int8", "int32")
+DTYPES = ("float32", "int8", "int32", "uint8")  # uint8: only at a model's edges, around a QUANTIZE
 
 
 class GraphError(KilobyteError):

@@ -103,9 +103,11 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
       for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
-    KernelContract(Op.QUANTIZE, "quantize", local=True, constraints="float -> int8 in quantisation; not in C yet"),
-    KernelContract(Op.DEQUANTIZE, "quantize", local=True,
-                   constraints="int8 -> float at the graph's output: left to the caller"),
+    KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
+                   constraints="uint8 <-> int8 at the model's input or output; float -> int8 at the input through "
+                   "kb_invoke_float"),
+    KernelContract(Op.DEQUANTIZE, "quantize", constraints="int8 -> float at the model's output, through "
+                   "kb_invoke_float"),
 )}
 
 

@@ -215,6 +215,25 @@ def quantize_values(x, scale, zero_point) -> np.ndarray:
     return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
+def requantize_values(q, in_scale, in_zero_point, out_scale, out_zero_point, out_dtype) -> np.ndarray:
+    """TFLite QUANTIZE between integer types (uint8 <-> int8 at a model's edges; TFLM's `Requantize`):
+    `MultiplyByQuantizedMultiplier(q - zp_in, QuantizeMultiplier(s_in / s_out)) + zp_out`, clamped to `out_dtype`.
+
+    >>> requantize_values(np.array([0, 128, 255], np.uint8), 0.5, 128, 0.5, 0, np.int8).tolist()
+    [-128, 0, 127]
+    """
+    m, shift = requant_multiplier(in_scale, out_scale)
+    v = multiply_by_quantized_multiplier(np.asarray(q, np.int64) - int(in_zero_point), m, shift) + int(out_zero_point)
+    info = np.iinfo(out_dtype)
+    return np.clip(v, info.min, info.max).astype(out_dtype)
+
+
+def requant_multiplier(in_scale, out_scale) -> tuple[int, int]:
+    """QuantizeMultiplier of `double(s_in) / double(s_out)`, as TFLite Micro's QUANTIZE prepares it."""
+    m, shift = quantize_multiplier(float(np.float32(in_scale)) / float(np.float32(out_scale)))
+    return int(m), int(shift)
+
+
 def dequantize_values(q, scale, zero_point) -> np.ndarray:
     """TFLite DEQUANTIZE (int8 -> float32): `float(double(scale) * (q - zero_point))`."""
     d = np.float64(np.float32(scale)) * (np.asarray(q, np.int64) - int(zero_point))

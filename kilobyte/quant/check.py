@@ -15,13 +15,14 @@ EDGE_OPS = (Op.QUANTIZE, Op.DEQUANTIZE)  # float <-> int8 at the model's edges
 
 def check_int8(graph: Graph) -> Graph:
     """Raise `UnsupportedOpError` unless every activation a node reads or writes is int8 (QUANTIZE / DEQUANTIZE may
-    have a float side), weights are int8 and biases int32; return `graph`."""
+    have a float side, QUANTIZE a uint8 one), weights are int8 and biases int32; return `graph`."""
     for node in graph.nodes:
         tensors = [(t, "input") for t in graph.activation_inputs(node)] + [(node.outputs[0], "output")]
         for t, role in tensors:
             dtype = graph.tensors[t].dtype
             edge = node.op in EDGE_OPS and (role == "input") == (node.op is Op.QUANTIZE)
-            if dtype != "int8" and not (edge and dtype == "float32"):
+            uint8_edge = node.op is Op.QUANTIZE and dtype == "uint8"  # uint8 <-> int8 at the model's input/output
+            if dtype != "int8" and not (edge and dtype == "float32") and not uint8_edge:
                 raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): {role} '{t}' is {dtype} inside "
                                          f"the int8 model; only int8 activations are compiled")
         if node.op in PARAM_OPS:

@@ -103,8 +103,10 @@ PadParams = _struct("PadParams", """in_h in_w in_c in_cstride pad_t pad_b pad_l 
 MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride sum_offset mult shift out_offset")
 SoftmaxParams = _struct("SoftmaxParams", """rows depth input_multiplier input_left_shift diff_min
     reverse_scaling_divisor reverse_scaling_right_shift""")
+RequantizeParams = _struct("RequantizeParams", "n in_offset out_offset mult shift")
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
-           "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams}
+           "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
+           "kb_requantize_params": RequantizeParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _conv = ctypes.POINTER(ConvParams)
@@ -127,6 +129,8 @@ SIGNATURES = {
     "kb_pad": [ctypes.POINTER(PadParams), _I8, _I8],
     "kb_quantize": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, _I8],
     "kb_dequantize": [ctypes.c_int32, _I8, ctypes.c_float, ctypes.c_int32, _F32],
+    "kb_requantize_u8_i8": [ctypes.POINTER(RequantizeParams), ctypes.c_void_p, _I8],
+    "kb_requantize_i8_u8": [ctypes.POINTER(RequantizeParams), _I8, ctypes.c_void_p],
     "kb_conv_1x1_add": [_conv, _I8, _I8, _I32, _I32, _I32, ctypes.POINTER(AddParams), _I8],
     "kb_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
     "kb_log_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
@@ -144,5 +148,5 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 
 __all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "PadParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams", "build_cached", "build_shared",
-           "load", "sanitizer_env", "sources_for"]
+           "PadParams", "RequantizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams",
+           "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]

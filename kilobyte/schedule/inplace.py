@@ -78,9 +78,14 @@ def planned_bytes(graph: Graph, tensor: str) -> int:
 
 def element_bytes(graph: Graph, tensor: str) -> int:
     """Bytes per element of `tensor` in the plan (see `planned_bytes`)."""
-    if not any(graph.tensors[t].dtype == "int8" for t in graph.inputs):
+    if not _is_quantised(graph):
         return 1  # a float graph is planned as int8
     return np.dtype(graph.tensors[tensor].dtype).itemsize
+
+
+def _is_quantised(graph: Graph) -> bool:
+    """An int8 graph (its input int8, or uint8 before a QUANTIZE), as opposed to a float graph planned as int8."""
+    return any(graph.tensors[t].dtype in ("int8", "uint8") for t in graph.inputs)
 
 
 def is_last_axis_concat(graph: Graph, node: Node) -> bool:

@@ -4,8 +4,11 @@
  * can differ in the last bit) and std::round's ties away from zero, written without libm.
  * DEQUANTIZE: x = scale * (q - zero_point). TFLite multiplies in double; the float32 product is the same value,
  * because scale (24-bit significand) times a 9-bit integer is exact in double and then rounded once to float.
+ * QUANTIZE between uint8 and int8 (TFLite Micro's Requantize): MBQM(q - zp_in, mult, shift) + zp_out, clamped to the
+ * output type; its multiplier and shift are computed at generation time.
  */
 #include "kilobyte.h"
+#include "kb_requant.h"
 
 /* std::round for |v| < 2^31: v - trunc(v) is exact in binary floating point, so the tie test is too. */
 static int32_t round_half_away(float v)
@@ -42,5 +45,26 @@ void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point,
 {
     for (int32_t i = 0; i < n; ++i) {
         out[i] = scale * (float)(in[i] - zero_point);
+    }
+}
+
+static int32_t requantize_one(int32_t v, const kb_requantize_params *p)
+{
+    return kb_multiply_by_quantized_multiplier(v - p->in_offset, p->mult, (int)p->shift) + p->out_offset;
+}
+
+void kb_requantize_u8_i8(const kb_requantize_params *p, const uint8_t *in, int8_t *out)
+{
+    for (int32_t i = 0; i < p->n; ++i) {
+        const int32_t v = requantize_one(in[i], p);
+        out[i] = (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));
+    }
+}
+
+void kb_requantize_i8_u8(const kb_requantize_params *p, const int8_t *in, uint8_t *out)
+{
+    for (int32_t i = 0; i < p->n; ++i) {
+        const int32_t v = requantize_one(in[i], p);
+        out[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
     }
 }

@@ -139,6 +139,14 @@ void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
 /* kb_quantize.c -------------------------------------------------------------------------------------------------- */
 void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);
 void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);
+/* QUANTIZE between uint8 and int8 at a model's edges (TFLite Micro's Requantize). */
+typedef struct {
+    int32_t n;
+    int32_t in_offset, out_offset;            /* input and output zero points */
+    int32_t mult, shift;                      /* QuantizeMultiplier(s_in / s_out) */
+} kb_requantize_params;
+void kb_requantize_u8_i8(const kb_requantize_params *p, const uint8_t *in, int8_t *out);
+void kb_requantize_i8_u8(const kb_requantize_params *p, const int8_t *in, uint8_t *out);
 
 /* kb_softmax.c ---------------------------------------------------------------------------------------------------- */
 /* Output quantisation as TFLite requires: SOFTMAX scale 1/256, zero point -128; LOG_SOFTMAX 16/256, 127. out may be

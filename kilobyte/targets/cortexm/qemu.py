@@ -47,8 +47,8 @@ def qemu_command(build, kernel: Path) -> list[str]:
 
 def _as_input(build, input: np.ndarray) -> bytes:
     data = np.asarray(input)
-    if data.dtype != np.int8:
-        raise KilobyteError(f"{build.model_dir}: input must be int8, got {data.dtype}")
+    if data.dtype not in (np.int8, np.uint8):
+        raise KilobyteError(f"{build.model_dir}: input must be int8 (or uint8 for a uint8 model), got {data.dtype}")
     if data.size != build.input_bytes:
         raise KilobyteError(f"{build.model_dir}: input has {data.size} bytes, the model takes "
                             f"KB_INPUT_BYTES = {build.input_bytes}")

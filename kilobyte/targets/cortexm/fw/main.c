@@ -52,7 +52,7 @@ int main(void)
         sh_write0("kilobyte-fw: cannot read KB_INPUT_BYTES bytes from input.bin\n");
         return FW_EXIT_IO;
     }
-    kb_invoke(fw_input, fw_output);
+    kb_invoke((const void *)fw_input, (void *)fw_output);  /* int8 or uint8 (model.h): bytes either way */
     if (fw_stack_overflowed()) {
         sh_write0("kilobyte-fw: stack overflow: the run used all of the stack reserve\n");
         return FW_EXIT_STACK;
