@@ -107,8 +107,8 @@ def test_verify_target_mismatch_exits_1(capsys, tampered):
 
 
 def test_verify_target_fault_is_one_line(capsys, tampered):
-    project = tampered("void kb_invoke(const int8_t *input, int8_t *output)\n{\n",
-                       "void kb_invoke(const int8_t *input, int8_t *output)\n{\n"
+    project = tampered("void kb_invoke(const int8_t *raw_input, int8_t *output)\n{\n",
+                       "void kb_invoke(const int8_t *raw_input, int8_t *output)\n{\n"
                        "    output[0] = *(volatile int8_t *)0xF0000000u;\n")
     code, _, err = cli(capsys, "verify", project, "--target", "cortex-m7", "--samples", "1", "--json")
     assert code == 1 and err.count("\n") == 1
