@@ -73,13 +73,14 @@ def _from_onnx(path: Path) -> LoadedModel:
 def _from_tflite(path: Path) -> LoadedModel:
     """An int8 (or float) `.tflite` as the file has it, with explicit PADs before convolutions folded into their
     padding (converters write SAME-padded convs of some models as PAD + VALID conv; the padded copy is a wasted
-    buffer, e.g. 226 -> 129 KB planned arena on a face detector). The folded graph computes the same values."""
+    buffer, e.g. 226 -> 129 KB planned arena on a face detector), and depthwise convs with a depth multiplier > 1
+    as the equivalent CONV_2D. Both compute the same values."""
     from .frontends.tflite import from_tflite
-    from .transforms import fold_pad
+    from .transforms import fold_pad, lower_depthwise_multiplier
 
     if not path.is_file():
         raise ModelFileError(f"{path}: no such file")
-    return LoadedModel(str(path), fold_pad(from_tflite(path)).verify())
+    return LoadedModel(str(path), lower_depthwise_multiplier(fold_pad(from_tflite(path))))
 
 
 def _from_python(spec: str, resolution: int | None, channels: int | None) -> LoadedModel:

@@ -100,3 +100,22 @@ def test_negative_scale_over_minus_128_is_one_line(tmp_path):
     with pytest.raises(UnsupportedOpError, match="cannot be negated") as e:
         load(str(path))
     assert "\n" not in str(e.value)
+
+
+def test_depthwise_with_a_depth_multiplier(tmp_path):
+    """micro_speech / person_detect: DEPTHWISE_CONV_2D with multiplier > 1 (lowered to an equivalent CONV_2D)."""
+    for cin, m in ((1, 8), (3, 2)):
+        c = cin * m
+        w = RNG.integers(-127, 128, (1, 3, 3, c)).astype(np.int8)
+        sw = np.linspace(0.01, 0.03, c).astype(np.float32)
+        tensors = [t("x", (1, 7, 6, cin), "int8", q=qp(0.05, 3)),
+                   t("w", (1, 3, 3, c), "int8", w, QParams(sw, np.zeros(c, np.int64), 3)),
+                   t("b", (c,), "int32", RNG.integers(-300, 300, c).astype(np.int32),
+                     QParams((0.05 * sw).astype(np.float32), np.zeros(c, np.int64), 0)),
+                   t("y", (1, 5, 4, c), "int8", q=qp(0.08, -4))]
+        op = TflOp(B.DEPTHWISE_CONV_2D, ("x", "w", "b"), ("y",),
+                   {"Padding": tflite.Padding.VALID, "StrideW": 1, "StrideH": 1, "DepthMultiplier": m,
+                    "DilationWFactor": 1, "DilationHFactor": 1})
+        (tmp_path / f"{cin}").mkdir()
+        _check(tmp_path / f"{cin}", craft(tensors, [op], ["x"], ["y"]), (1, 7, 6, cin))
+        assert load(str(tmp_path / f"{cin}" / "quirk.tflite")).graph.nodes[0].op.value == "CONV_2D"
