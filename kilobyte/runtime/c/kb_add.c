@@ -17,10 +17,10 @@ typedef struct {
     kb_rq_channel s1, s2, so;
     kb_rq_bounds bd;
     int32_t off1, off2, left_shift;
-    int32_t sign;  /* +1 ADD, -1 SUB: multiplying the rescaled second input is exact (|value| < 2^30) */
+    int32_t neg;   /* 0 ADD, -1 SUB: (x ^ neg) - neg is x or -x, branch-free and without a multiply (SSE2, M0) */
 } add_consts;
 
-/* y[i] = in1[i] + sign * in2[i] in the output's quantisation, i < n. */
+/* y[i] = in1[i] + in2[i] (ADD) or in1[i] - in2[i] (SUB) in the output's quantisation, i < n. */
 static void add_row(const add_consts *k, const int8_t *a, const int8_t *b, int32_t n, int8_t *y)
 {
     const add_consts q = *k;  /* locals: the int8 stores may not alias them */
@@ -28,7 +28,8 @@ static void add_row(const add_consts *k, const int8_t *a, const int8_t *b, int32
         /* (x + offset) is in [-255, 255], so shifting it by 20 stays far inside int32; so do the rescaled sums. */
         const int32_t sa = kb_rq_scale_v((a[i] + q.off1) * (1 << q.left_shift), &q.s1);
         const int32_t sb = kb_rq_scale_v((b[i] + q.off2) * (1 << q.left_shift), &q.s2);
-        int32_t v = kb_rq_scale_v(sa + q.sign * sb, &q.so);
+        /* |sb| < 2^28, so negating it cannot overflow */
+        int32_t v = kb_rq_scale_v(sa + ((sb ^ q.neg) - q.neg), &q.so);
         v = v < q.bd.lo ? q.bd.lo : v;
         v = v > q.bd.hi ? q.bd.hi : v;
         y[i] = (int8_t)(v + q.bd.out_offset);
@@ -36,12 +37,12 @@ static void add_row(const add_consts *k, const int8_t *a, const int8_t *b, int32
 }
 
 /* Both kernels: the rescales prepared once, then one row or one row per pixel. */
-static void add_or_sub(const kb_add_params *p, int32_t sign, const int8_t *in1, const int8_t *in2, int8_t *out)
+static void add_or_sub(const kb_add_params *p, int32_t neg, const int8_t *in1, const int8_t *in2, int8_t *out)
 {
     const add_consts k = {kb_rq_channel_of(0, p->in1_mult, p->in1_shift), kb_rq_channel_of(0, p->in2_mult, p->in2_shift),
                           kb_rq_channel_of(0, p->out_mult, p->out_shift),
                           kb_rq_bounds_of(p->out_offset, p->act_min, p->act_max), p->in1_offset, p->in2_offset,
-                          p->left_shift, sign};
+                          p->left_shift, neg};
     if (p->in1_cstride == p->c && p->in2_cstride == p->c && p->out_cstride == p->c) {
         add_row(&k, in1, in2, p->pixels * p->c, out);
         return;
@@ -53,7 +54,7 @@ static void add_or_sub(const kb_add_params *p, int32_t sign, const int8_t *in1, 
 
 void kb_add(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out)
 {
-    add_or_sub(p, 1, in1, in2, out);
+    add_or_sub(p, 0, in1, in2, out);
 }
 
 void kb_sub(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out)
