@@ -83,3 +83,17 @@ def test_other_broadcasts_are_one_line_errors(tmp_path):
         compile_graph(graph, tmp_path / "m")
     msg = str(err.value)
     assert "\n" not in msg and "'mul_0'" in msg and "(1, 4, 1, 6)" in msg
+
+
+def test_constant_operand_is_a_one_line_error(tmp_path):
+    """A MUL by a constant tensor runs in the reference but has no C kernel yet: refused, naming node and tensor."""
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("const_mul")
+    x = b.input((1, 4, 5, 3), "int8", qparams=QParams.per_tensor(0.02, 0))
+    a = conv(b, rng, x, 6, QParams.per_tensor(0.05, 0))
+    k = b.const("scale", rng.integers(-128, 128, (1, 1, 1, 6)).astype(np.int8), QParams.per_tensor(0.01, 0))
+    graph = b.build([b.node(Op.MUL, [a, k], dtype="int8", qparams=QParams.per_tensor(0.05, 0))])
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_graph(graph, tmp_path / "m")
+    msg = str(err.value)
+    assert "\n" not in msg and "'mul_0'" in msg and "'scale'" in msg and "constant" in msg
