@@ -16,6 +16,8 @@ from kilobyte.codegen import compile_graph
 from kilobyte.codegen.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.ir import Activation, AddAttrs, ConvAttrs, GraphBuilder, MeanAttrs, Op, QParams
+from kilobyte.schedule.estimate import estimate_resources
+from kilobyte.schedule.plan_types import PlanOptions
 
 KERNEL = {Op.SUB: "kb_sub", Op.MUL: "kb_mul", Op.MAXIMUM: "kb_maximum", Op.MINIMUM: "kb_minimum"}
 FAMILY = {Op.SUB: "add", Op.MUL: "elementwise", Op.MAXIMUM: "elementwise", Op.MINIMUM: "elementwise"}
@@ -63,6 +65,7 @@ def test_c_equals_reference_equals_tflm(tmp_path, op, layout):
     result = compile_graph(graph, tmp_path / "m")
     text = (result.out_dir / "src" / "model.c").read_text()
     assert text.count(f"{KERNEL[op]}(&p, ") == 1 and FAMILY[op] in result.manifest["kernels"]
+    assert estimate_resources(result.graph, PlanOptions()).families == tuple(result.manifest["kernels"])
     if layout != "equal":  # the per-channel operand is read with pixel stride 0
         stride = "in1_cstride = 0" if layout == "per-channel-first" else "in2_cstride = 0"
         assert stride in text
