@@ -4,7 +4,8 @@ MACs count multiply-accumulates of the linear ops only, the papers' convention:
 CONV_2D `kh*kw*Cin*Cout*Ho*Wo`, DEPTHWISE_CONV_2D `kh*kw*C*Ho*Wo` (C output channels), FULLY_CONNECTED `in*out`;
 i.e. weight elements times output pixels. Everything else is counted separately in `ops`: pooling taps
 (`kh*kw*Ho*Wo*C`), ADD element additions, MEAN summed elements, and one op per output element for the elementwise
-ops (activations, BN, softmax, log-softmax). Data movement (PAD, RESHAPE, CONCAT, IDENTITY, (DE)QUANTIZE) costs 0.
+ops (activations, BN, softmax, log-softmax) and the binary ops SUB, MUL, MAXIMUM, MINIMUM. Data movement (PAD,
+RESHAPE, CONCAT, IDENTITY, (DE)QUANTIZE) costs 0.
 
 Flash is counted at int8 as deployed: weights 1 B per element, biases int32 at 4 B per element, any other constant
 operand 1 B per element. Per-channel quantisation scales / multipliers are metadata and are not included.
@@ -16,7 +17,8 @@ from ..ir import Graph, Node, Op
 from .shapes import output_shape, spatial_extent
 
 LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED})
-ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.BATCH_NORM, Op.SOFTMAX, Op.LOG_SOFTMAX})
+ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.BATCH_NORM, Op.SOFTMAX, Op.LOG_SOFTMAX, Op.SUB, Op.MUL,
+                             Op.MAXIMUM, Op.MINIMUM})
 WEIGHT_BYTES = 1  # int8 weights
 BIAS_BYTES = 4  # int32 biases
 

@@ -2,8 +2,9 @@
 
 Every number a kernel needs (shapes, strides, zero points, clamps, per-channel multipliers and shifts, arena
 offsets) is computed here, at generation time, with the same functions the numpy reference interpreter uses
-(`kilobyte.interp.int8_ref.requant_params`, `add_node_params`, `mean_multiplier`) — one source of truth for the
-arithmetic.
+(`kilobyte.interp.int8_ref.requant_params`, `add_node_params`, `mul_node_params`, `mean_multiplier`) — one source of
+truth for the arithmetic. Binary ops (ADD, SUB, MUL, MAXIMUM, MINIMUM) run on operands of the output's shape; SUB, MUL,
+MAXIMUM and MINIMUM also take a per-channel (1,1,1,C) operand, broadcast by a pixel stride of 0.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..interp.int8_ref import activation_range_of, mean_multiplier, requant_params, softmax_params
 from ..ir import Graph, Node, Op
-from ..kernels.contracts import add_fields
+from ..kernels.contracts import add_fields, mul_fields
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
@@ -163,6 +164,59 @@ def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return LayerCode(body=[c_struct("kb_add_params", params),
                            f"kb_add(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.inputs[1])}, "
                            f"{bufs.ptr(node.outputs[0])});"], families={"add"})
+
+
+def broadcast_strides(graph: Graph, node: Node, bufs: Buffers) -> tuple[int, int, int]:
+    """Pixel strides (in1, in2, out) of a binary op's kernel: an operand shaped like the output keeps its planned
+    stride, a per-channel operand (one pixel of the output's C channels, e.g. (1,1,1,C)) gets 0 (the kernel repeats
+    that pixel). Any other broadcast, and constant operands, raise a one-line `UnsupportedOpError`."""
+    out = graph.tensors[node.outputs[0]].shape
+    strides = []
+    for t in node.inputs:
+        shape = graph.tensors[t].shape
+        if graph.tensors[t].is_const:
+            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): constant operand '{t}' has no C kernel "
+                                     f"(both operands must be activations)")
+        if tuple(shape) == tuple(out):
+            strides.append(bufs.cstride(t))
+        elif int(np.prod(shape[:-1], dtype=np.int64)) == 1 and shape[-1:] == out[-1:]:
+            strides.append(0)
+        else:
+            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): broadcast of {shape} to {out} has no C "
+                                     f"kernel (same shape or a (1,1,1,C) operand only)")
+    return strides[0], strides[1], bufs.cstride(node.outputs[0])
+
+
+def _binary_call(node: Node, bufs: Buffers, struct: str, params: dict, fn: str, family: str) -> LayerCode:
+    a, b = node.inputs
+    return LayerCode(body=[c_struct(struct, params),
+                           f"{fn}(&p, {bufs.ptr(a)}, {bufs.ptr(b)}, {bufs.ptr(node.outputs[0])});"], families={family})
+
+
+def emit_sub(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """int8 SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_sub`."""
+    pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
+    params = add_fields(graph, node, broadcast_strides(graph, node, bufs), pixels)
+    return _binary_call(node, bufs, "kb_add_params", params, "kb_sub", "add")
+
+
+def emit_mul(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
+    params = mul_fields(graph, node, broadcast_strides(graph, node, bufs), pixels)
+    return _binary_call(node, bufs, "kb_mul_params", params, "kb_mul", "elementwise")
+
+
+def emit_minmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """int8 MAXIMUM / MINIMUM compare raw values: inputs and output must share quantisation params."""
+    want = graph.tensors[node.outputs[0]].qparams
+    if any(graph.tensors[t].qparams != want for t in node.inputs):
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): inputs and output must share quantisation "
+                                 f"params (the kernel compares raw int8 values)")
+    shape = graph.tensors[node.outputs[0]].shape
+    s1, s2, so = broadcast_strides(graph, node, bufs)
+    params = dict(pixels=int(np.prod(shape[:-1])), c=shape[-1], in1_cstride=s1, in2_cstride=s2, out_cstride=so)
+    fn = "kb_maximum" if node.op is Op.MAXIMUM else "kb_minimum"
+    return _binary_call(node, bufs, "kb_minmax_params", params, fn, "elementwise")
 
 
 def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> LayerCode:
@@ -323,6 +377,7 @@ EMITTERS = {
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
     Op.QUANTIZE: emit_quantize,
+    Op.SUB: emit_sub, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
 }
 
 

@@ -206,9 +206,19 @@ def _fully_connected(fm, op, folds, extra):
     return nodes
 
 
-def _add(fm, op, folds, extra):
-    opts = _options(fm, op, "AddOptions")
-    return [_node(fm, op, Op.ADD, op.inputs[:2], AddAttrs(_act(fm, op, opts.FusedActivationFunction())))]
+_BINARY = {B.ADD: (Op.ADD, "AddOptions"), B.SUB: (Op.SUB, "SubOptions"), B.MUL: (Op.MUL, "MulOptions"),
+           B.MAXIMUM: (Op.MAXIMUM, None), B.MINIMUM: (Op.MINIMUM, None)}
+
+
+def _binary(fm, op, folds, extra):
+    """ADD, SUB, MUL with their fused activation; MAXIMUM, MINIMUM have none."""
+    ir_op, kind = _BINARY[op.code]
+    if len(op.inputs) != 2 or min(op.inputs) < 0:
+        raise ModelFileError(f"{_where(fm, op)}: {_op_name(op)} needs two operands, got inputs {list(op.inputs)}")
+    if kind is None:
+        return [_node(fm, op, ir_op, op.inputs, None)]
+    act = _act(fm, op, _options(fm, op, kind).FusedActivationFunction())
+    return [_node(fm, op, ir_op, op.inputs, AddAttrs(act))]
 
 
 def _mean(fm, op, folds, extra):
@@ -293,7 +303,11 @@ _CONVERT = {
     B.FULLY_CONNECTED: _fully_connected,
     B.AVERAGE_POOL_2D: _pool,
     B.MAX_POOL_2D: _pool,
-    B.ADD: _add,
+    B.ADD: _binary,
+    B.SUB: _binary,
+    B.MUL: _binary,
+    B.MAXIMUM: _binary,
+    B.MINIMUM: _binary,
     B.MEAN: _mean,
     B.PAD: _pad,
     B.PADV2: _pad,

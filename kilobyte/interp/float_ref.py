@@ -109,6 +109,12 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _pool(node, args[0])
     if op is Op.ADD:
         return _act(args[0] + args[1], a.activation)
+    if op is Op.SUB:
+        return _act(args[0] - args[1], a.activation)
+    if op is Op.MUL:
+        return _act(args[0] * args[1], a.activation)
+    if op in (Op.MAXIMUM, Op.MINIMUM):
+        return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
     if op is Op.MEAN:
         return args[0].mean(axis=tuple(a.axes), keepdims=a.keepdims)
     if op is Op.PAD:

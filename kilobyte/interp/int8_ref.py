@@ -2,12 +2,15 @@
 
 `run_int8` runs a whole quantised graph; `eval_node_int8` runs one node from its argument arrays (a memory-plan
 executor calls it node by node); the per-op kernels below (`conv2d_int8`, `depthwise_conv2d_int8`,
-`fully_connected_int8`, `add_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain integer parameters so the
-C runtime can be tested against them directly, and `requant_params` / `add_node_params` / `activation_range_of`
-derive those parameters from a graph exactly as TFLite Micro's Prepare functions do. `mean_int8` (TFLM's integer
-MEAN, its requantisation in `mean_multiplier`, shared with the C kernel's code generator) serves int8 graphs imported
-from `.tflite` files; `quantize()` itself never emits MEAN or an int8 SOFTMAX.
-So do the int8 SOFTMAX and LOG_SOFTMAX of `kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields.
+`fully_connected_int8`, `add_int8`, `sub_int8`, `mul_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain
+integer parameters so the C runtime can be tested against them directly, and `requant_params` / `add_node_params` /
+`mul_node_params` / `activation_range_of` derive those parameters from a graph exactly as TFLite Micro's Prepare
+functions do. `mean_int8` (TFLM's integer MEAN, its requantisation in `mean_multiplier`, shared with the C kernel's
+code generator) serves int8 graphs imported from `.tflite` files; `quantize()` itself never emits MEAN or an int8
+SOFTMAX. So do the int8 SOFTMAX and LOG_SOFTMAX of `kilobyte.interp.softmax`; `softmax_params` gives their C
+kernel's fields. So do SUB, MUL, MAXIMUM and MINIMUM; the binary ops broadcast as numpy does (TFLite's broadcast
+kernels compute the same formula per element), and MAXIMUM / MINIMUM compare raw int8 values, so their inputs and
+output must share params.
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -26,11 +29,13 @@ from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Activation, Graph, Node, Op, conv_out_size
 from ..quant.arith import (
     AddParams,
+    MulParams,
     activation_range,
     add_params,
     channel_multipliers,
     dequantize_values,
     fc_multipliers,
+    mul_params,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     quantize_values,
@@ -88,6 +93,13 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return _eval_weighted(graph, node, args)
     if op is Op.ADD:
         return add_int8(args[0], args[1], add_node_params(graph, node))
+    if op is Op.SUB:
+        return sub_int8(args[0], args[1], add_node_params(graph, node))
+    if op is Op.MUL:
+        return mul_int8(args[0], args[1], mul_node_params(graph, node))
+    if op in (Op.MAXIMUM, Op.MINIMUM):
+        _require_same_qparams(graph, node)
+        return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         _require_same_qparams(graph, node)
         a = node.attrs
@@ -111,8 +123,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
-_ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.AVG_POOL_2D,
-                                    Op.MAX_POOL_2D, Op.MEAN, Op.PAD, Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
+_ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
+                                    Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
+                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -200,9 +213,15 @@ def requant_params(graph: Graph, node: Node) -> RequantParams:
 
 
 def add_node_params(graph: Graph, node: Node) -> AddParams:
-    """TFLite's ADD parameters of an ADD node."""
+    """TFLite's ADD parameters of an ADD node; a SUB node's are the same (TFLite Micro's `CalculateOpDataSub`)."""
     (s1, z1), (s2, z2) = _qp(graph, node.inputs[0]), _qp(graph, node.inputs[1])
     return add_params(s1, z1, s2, z2, *_qp(graph, node.outputs[0]), node.attrs.activation)
+
+
+def mul_node_params(graph: Graph, node: Node) -> MulParams:
+    """TFLite's int8 MUL parameters of a MUL node."""
+    (s1, z1), (s2, z2) = _qp(graph, node.inputs[0]), _qp(graph, node.inputs[1])
+    return mul_params(s1, z1, s2, z2, *_qp(graph, node.outputs[0]), node.attrs.activation)
 
 
 def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
@@ -310,6 +329,25 @@ def add_int8(a, b, p: AddParams) -> np.ndarray:
     x = multiply_by_quantized_multiplier(x, p.input1_multiplier, p.input1_shift)
     y = multiply_by_quantized_multiplier(y, p.input2_multiplier, p.input2_shift)
     raw = multiply_by_quantized_multiplier(x + y, p.output_multiplier, p.output_shift) + p.output_offset
+    return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
+
+
+def sub_int8(a, b, p: AddParams) -> np.ndarray:
+    """TFLite's int8 SUB (`SubElementwise`, and its broadcast form element by element): ADD's arithmetic with the
+    rescaled second input subtracted. Shapes broadcast as in numpy."""
+    x = (np.asarray(a, np.int64) + p.input1_offset) << p.left_shift
+    y = (np.asarray(b, np.int64) + p.input2_offset) << p.left_shift
+    x = multiply_by_quantized_multiplier(x, p.input1_multiplier, p.input1_shift)
+    y = multiply_by_quantized_multiplier(y, p.input2_multiplier, p.input2_shift)
+    raw = multiply_by_quantized_multiplier(x - y, p.output_multiplier, p.output_shift) + p.output_offset
+    return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
+
+
+def mul_int8(a, b, p: MulParams) -> np.ndarray:
+    """TFLite's int8 MUL (`reference_integer_ops::MulElementwise`, and its broadcast form element by element): the
+    product of the offset inputs, rescaled once, plus the output zero point, clamped. Shapes broadcast as in numpy."""
+    prod = (np.asarray(a, np.int64) + p.input1_offset) * (np.asarray(b, np.int64) + p.input2_offset)
+    raw = multiply_by_quantized_multiplier(prod, p.output_multiplier, p.output_shift) + p.output_offset
     return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
 
 

@@ -18,6 +18,10 @@ class Op(enum.Enum):
     DEPTHWISE_CONV_2D = "DEPTHWISE_CONV_2D"
     FULLY_CONNECTED = "FULLY_CONNECTED"
     ADD = "ADD"
+    SUB = "SUB"
+    MUL = "MUL"
+    MAXIMUM = "MAXIMUM"
+    MINIMUM = "MINIMUM"
     AVG_POOL_2D = "AVG_POOL_2D"
     MAX_POOL_2D = "MAX_POOL_2D"
     MEAN = "MEAN"
@@ -87,6 +91,8 @@ class PoolAttrs:
 
 @dataclass(frozen=True)
 class AddAttrs:
+    """ADD, SUB, MUL: two operands (numpy broadcasting) and a fused activation."""
+
     activation: Activation = Activation.NONE
 
 
@@ -130,7 +136,8 @@ class BatchNormAttrs:
 
 @dataclass(frozen=True)
 class NoAttrs:
-    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX (TFLite's has no options: beta is 1)."""
+    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM,
+    MINIMUM (two operands, no fused activation in TFLite)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -138,6 +145,10 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.DEPTHWISE_CONV_2D: DepthwiseAttrs,
     Op.FULLY_CONNECTED: FullyConnectedAttrs,
     Op.ADD: AddAttrs,
+    Op.SUB: AddAttrs,
+    Op.MUL: AddAttrs,
+    Op.MAXIMUM: NoAttrs,
+    Op.MINIMUM: NoAttrs,
     Op.AVG_POOL_2D: PoolAttrs,
     Op.MAX_POOL_2D: PoolAttrs,
     Op.MEAN: MeanAttrs,

@@ -58,6 +58,10 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if any(s != x for s in shapes[1:]):
             raise ShapeError(f"add operands differ in shape: {shapes}")
         return x
+    if op in BINARY_OPS:
+        if len(shapes) != 2:
+            raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
+        return broadcast_shape(shapes[0], shapes[1])
     if op is Op.MEAN:
         axes = {a % len(x) for a in attrs.axes}
         if attrs.keepdims:
@@ -79,6 +83,22 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         return x
     # Elementwise: BATCH_NORM, RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
+
+
+BINARY_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy / TFLite broadcasting of two shapes, aligned at the last axis.
+
+    >>> broadcast_shape((1, 4, 4, 8), (1, 1, 1, 8))
+    (1, 4, 4, 8)
+    """
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ShapeError(f"operands {a} and {b} do not broadcast")
+    return tuple(x if y == 1 else y for x, y in zip(a, b))
 
 
 def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:

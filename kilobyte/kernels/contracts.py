@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import KilobyteError
-from ..interp.int8_ref import add_node_params
+from ..interp.int8_ref import add_node_params, mul_node_params
 from ..ir import Graph, Node, Op
 
 KERNEL_SETS = ("portable", "dsp")
@@ -86,6 +86,15 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.ADD, "add", "kb_add_params", local=True,
                    inplace=InPlaceRule("inplace_add", "any", elementwise=True),
                    constraints="two inputs of the same shape (no broadcast); TFLite's left shift 20"),
+    KernelContract(Op.SUB, "add", "kb_add_params",
+                   constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of the "
+                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); fused ReLU/ReLU6"),
+    KernelContract(Op.MUL, "elementwise", "kb_mul_params",
+                   constraints="two activations of the same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C) "
+                   "(squeeze-excite); one output rescale; fused ReLU/ReLU6"),
+    *(KernelContract(op, "elementwise", "kb_minmax_params",
+                     constraints="inputs and output share quantisation params; same shape or a (1,1,1,C) operand "
+                     "broadcast over (1,H,W,C)") for op in (Op.MAXIMUM, Op.MINIMUM)),
     KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
                    constraints="input and output share quantisation params"),
     KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
@@ -189,3 +198,13 @@ def add_fields(graph: Graph, node: Node, cstrides: tuple[int, int, int], pixels:
                 left_shift=ap.left_shift, in1_mult=m1, in1_shift=s1, in2_mult=m2, in2_shift=s2,
                 out_mult=ap.output_multiplier, out_shift=ap.output_shift, out_offset=ap.output_offset,
                 act_min=ap.act_min, act_max=ap.act_max)
+
+
+def mul_fields(graph: Graph, node: Node, cstrides: tuple[int, int, int], pixels: int) -> dict:
+    """`kb_mul_params` of an int8 MUL over `pixels` pixels with channel strides (in1, in2, out); a stride of 0
+    repeats one pixel of that operand (per-channel broadcast)."""
+    mp = mul_node_params(graph, node)
+    return dict(pixels=pixels, c=graph.tensors[node.outputs[0]].shape[-1], in1_cstride=cstrides[0],
+                in2_cstride=cstrides[1], out_cstride=cstrides[2], in1_offset=mp.input1_offset,
+                in2_offset=mp.input2_offset, out_mult=mp.output_multiplier, out_shift=mp.output_shift,
+                out_offset=mp.output_offset, act_min=mp.act_min, act_max=mp.act_max)

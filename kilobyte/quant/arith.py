@@ -5,8 +5,8 @@ approximations): `quantize_multiplier` (`QuantizeMultiplier`: frexp, round half 
 gemmlowp's `SaturatingRoundingDoublingHighMul` and `RoundingDivideByPOT`, TFLite's double-rounding
 `MultiplyByQuantizedMultiplier` (TFLite Micro's default build; `TFLITE_SINGLE_ROUNDING` is off), the fused-activation
 clamp `CalculateActivationRangeQuantized`, the per-kernel multiplier preparation (conv / depthwise / fully connected /
-ADD) and the QUANTIZE / DEQUANTIZE element maps. Integer results are int64 arrays whose values fit the C type the
-kernel uses; C's int32 wrap-around is emulated where the C code can overflow.
+ADD and SUB / MUL) and the QUANTIZE / DEQUANTIZE element maps. Integer results are int64 arrays whose values fit the C
+type the kernel uses; C's int32 wrap-around is emulated where the C code can overflow.
 
 >>> m, s = quantize_multiplier(0.5)
 >>> int(m), int(s)
@@ -201,6 +201,28 @@ def add_params(s1, z1, s2, z2, s_out, z_out, activation: Activation = Activation
     mo, sho = _smaller_than_one(twice_max / ((1 << ADD_LEFT_SHIFT) * float(np.float32(s_out))))
     lo, hi = activation_range(activation, s_out, z_out)
     return AddParams(-int(z1), -int(z2), int(z_out), m1, sh1, m2, sh2, mo, sho, lo, hi)
+
+
+@dataclass(frozen=True)
+class MulParams:
+    """TFLite's int8 MUL parameters: offsets, one output rescale of the product, the activation clamp."""
+
+    input1_offset: int
+    input2_offset: int
+    output_offset: int
+    output_multiplier: int
+    output_shift: int
+    act_min: int
+    act_max: int
+
+
+def mul_params(s1, z1, s2, z2, s_out, z_out, activation: Activation = Activation.NONE) -> MulParams:
+    """TFLite Micro's `CalculateOpDataMul` for int8: `QuantizeMultiplier(double(s1) * double(s2) / double(s_out))`
+    from the float32 scales (any size: the product may need a left shift)."""
+    real = float(np.float32(s1)) * float(np.float32(s2)) / float(np.float32(s_out))
+    m, s = quantize_multiplier(real)
+    lo, hi = activation_range(activation, s_out, z_out)
+    return MulParams(-int(z1), -int(z2), int(z_out), int(m), int(s), lo, hi)
 
 
 # -- graph-edge conversions ------------------------------------------------------------------------------------------

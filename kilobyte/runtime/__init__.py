@@ -37,6 +37,7 @@ KERNEL_FILES = {
     "quantize": "kb_quantize.c",
     "conv_add": "kb_conv_add.c",
     "softmax": "kb_softmax.c",
+    "elementwise": "kb_elementwise.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -98,6 +99,9 @@ ConvParams = _struct("ConvParams", """in_h in_w in_c in_cstride out_h out_w out_
 FcParams = _struct("FcParams", "in_n out_n in_offset out_offset act_min act_max")
 AddParams = _struct("AddParams", """pixels c in1_cstride in2_cstride out_cstride in1_offset in2_offset left_shift
     in1_mult in1_shift in2_mult in2_shift out_mult out_shift out_offset act_min act_max""")
+MulParams = _struct("MulParams", """pixels c in1_cstride in2_cstride out_cstride in1_offset in2_offset out_mult
+    out_shift out_offset act_min act_max""")
+MinMaxParams = _struct("MinMaxParams", "pixels c in1_cstride in2_cstride out_cstride")
 PadParams = _struct("PadParams", """in_h in_w in_c in_cstride pad_t pad_b pad_l pad_r pad_c0 pad_c1 out_cstride
     value in_row out_row""")
 MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride sum_offset mult shift out_offset")
@@ -106,7 +110,7 @@ SoftmaxParams = _struct("SoftmaxParams", """rows depth input_multiplier input_le
 RequantizeParams = _struct("RequantizeParams", "n in_offset out_offset mult shift")
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
            "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
-           "kb_requantize_params": RequantizeParams}
+           "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _conv = ctypes.POINTER(ConvParams)
@@ -122,6 +126,10 @@ SIGNATURES = {
     "kb_depthwise_inplace_7x7": [_conv, *_WEIGHTED, _I8],
     "kb_fully_connected": [ctypes.POINTER(FcParams), *_WEIGHTED],
     "kb_add": [ctypes.POINTER(AddParams), _I8, _I8, _I8],
+    "kb_sub": [ctypes.POINTER(AddParams), _I8, _I8, _I8],
+    "kb_mul": [ctypes.POINTER(MulParams), _I8, _I8, _I8],
+    "kb_maximum": [ctypes.POINTER(MinMaxParams), _I8, _I8, _I8],
+    "kb_minimum": [ctypes.POINTER(MinMaxParams), _I8, _I8, _I8],
     "kb_avg_pool": [_conv, _I8, _I8],
     "kb_max_pool": [_conv, _I8, _I8],
     "kb_mean": [ctypes.POINTER(MeanParams), _I8, _I8],
@@ -148,5 +156,5 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 
 __all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "PadParams", "RequantizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams",
-           "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]
+           "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS",
+           "SoftmaxParams", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]

@@ -65,3 +65,12 @@ def test_depth_multiplier_counts_output_channels():
                params={"weight": np.zeros((1, 3, 3, 6))})  # -> 3x3x6
     g = b.build([y])
     assert node_macs(g, g.nodes[0]) == 3 * 3 * 6 * 3 * 3
+
+
+def test_binary_ops_count_one_op_per_output_element_and_no_macs():
+    b = GraphBuilder()
+    x, s = b.input((1, 4, 5, 6)), b.input((1, 1, 1, 6), name="s")
+    y = b.node(Op.MINIMUM, [b.node(Op.MAXIMUM, [b.node(Op.SUB, [s, b.node(Op.MUL, [x, s])]), x]), x])
+    g = b.build([y])
+    assert {n.name: (node_macs(g, n), node_ops(g, n)) for n in g.nodes} == {
+        name: (0, 4 * 5 * 6) for name in ("mul_0", "sub_0", "maximum_0", "minimum_0")}

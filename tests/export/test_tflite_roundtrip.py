@@ -107,8 +107,22 @@ def float_graph() -> Graph:
     return b.build([b.node(Op.SOFTMAX, [f])])
 
 
+def binary_graph() -> Graph:
+    """SUB and MUL (fused activations, a per-channel (1,1,1,C) operand), MAXIMUM, MINIMUM: two int8 inputs."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("binary")
+    x = b.input((1, 6, 5, 4), "int8", qparams=qp(0.05, -3))
+    se = b.input((1, 1, 1, 4), "int8", "se", qparams=qp(1 / 256, -128))
+    a = weighted(b, rng, Op.CONV_2D, x, (4, 3, 3, 4), ConvAttrs(padding=(1, 1, 1, 1)), qp(0.04, 2))
+    m = b.node(Op.MUL, [a, se], AddAttrs(Activation.RELU), qparams=qp(0.03, -128))
+    s = b.node(Op.SUB, [se, m], AddAttrs(Activation.RELU6), qparams=qp(0.02, -128))
+    hi = b.node(Op.MAXIMUM, [s, s], qparams=qp(0.02, -128))
+    lo = b.node(Op.MINIMUM, [hi, s], qparams=qp(0.02, -128))
+    return b.build([lo])
+
+
 GRAPHS = {"all_ops": all_ops_graph, "all_ops_int8_input": lambda: all_ops_graph(3, float_input=False),
-          "mean": mean_graph, "float": float_graph}
+          "mean": mean_graph, "float": float_graph, "binary": binary_graph}
 
 
 def model_of(data: bytes):

@@ -20,7 +20,18 @@ from kilobyte.export.tflite import _Writer
 from kilobyte.export.tflite_ops import TflOp
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_float
-from kilobyte.ir import Activation, ConvAttrs, DepthwiseAttrs, GraphBuilder, Op, PoolAttrs, QParams, Tensor
+from kilobyte.ir import (
+    Activation,
+    AddAttrs,
+    ConvAttrs,
+    DepthwiseAttrs,
+    GraphBuilder,
+    NoAttrs,
+    Op,
+    PoolAttrs,
+    QParams,
+    Tensor,
+)
 
 B = tflite.BuiltinOperator
 
@@ -150,6 +161,23 @@ def test_unsupported_fused_activation():
     ops = [TflOp(B.ADD, ("a", "b"), ("y",), {"FusedActivationFunction": tflite.ActivationFunctionType.TANH})]
     with pytest.raises(UnsupportedOpError, match="TANH"):
         from_tflite(craft(tensors, ops, ["a", "b"], ["y"]))
+
+
+def test_binary_ops_need_two_operands():
+    tensors = [t("a", (1, 4)), t("y", (1, 4))]
+    ops = [TflOp(B.MAXIMUM, ("a",), ("y",), {})]
+    with pytest.raises(ModelFileError, match=r"operator 0 \(MAXIMUM, output 'y'\): MAXIMUM needs two operands"):
+        from_tflite(craft(tensors, ops, ["a"], ["y"]))
+
+
+def test_foreign_mul_and_minimum_are_read():
+    """Hand-made MUL (a per-channel operand, fused ReLU) and MINIMUM operators read into the IR ops and attrs."""
+    tensors = [t("a", (1, 2, 2, 3)), t("s", (1, 1, 1, 3)), t("m", (1, 2, 2, 3)), t("y", (1, 2, 2, 3))]
+    ops = [TflOp(B.MUL, ("a", "s"), ("m",), {"FusedActivationFunction": tflite.ActivationFunctionType.RELU}),
+           TflOp(B.MINIMUM, ("m", "a"), ("y",), {})]
+    g = from_tflite(craft(tensors, ops, ["a", "s"], ["y"]))
+    assert [(n.op, n.inputs, n.attrs) for n in g.nodes] == [
+        (Op.MUL, ("a", "s"), AddAttrs(Activation.RELU)), (Op.MINIMUM, ("m", "a"), NoAttrs())]
 
 
 # -- malformed files ------------------------------------------------------------------------------------------------

@@ -34,3 +34,17 @@ def test_errors():
         infer_shape(Op.RESHAPE, ReshapeAttrs((1, 5)), [(1, 2, 2, 1)])
     with pytest.raises(ShapeError, match="does not fit"):
         infer_shape(Op.CONV_2D, ConvAttrs(), [(1, 2, 2, 3), (8, 3, 3, 3)])
+
+
+def test_binary_ops_broadcast_like_numpy():
+    for op in (Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM):
+        assert infer_shape(op, None, [(1, 4, 5, 6), (1, 4, 5, 6)]) == (1, 4, 5, 6)
+        assert infer_shape(op, None, [(1, 1, 1, 6), (1, 4, 5, 6)]) == (1, 4, 5, 6)
+        assert infer_shape(op, None, [(1, 4, 5, 6), (6,)]) == (1, 4, 5, 6)
+        assert infer_shape(op, None, [(1, 4, 1, 6), (1, 1, 5, 1)]) == (1, 4, 5, 6)
+        with pytest.raises(ShapeError, match="do not broadcast"):
+            infer_shape(op, None, [(1, 4, 5, 6), (1, 4, 5, 3)])
+        with pytest.raises(ShapeError, match="two operands"):
+            infer_shape(op, None, [(1, 4, 5, 6)])
+    with pytest.raises(ShapeError, match="add operands differ"):  # ADD keeps its equal-shapes rule
+        infer_shape(Op.ADD, None, [(1, 4, 5, 6), (1, 1, 1, 6)])

@@ -316,6 +316,92 @@ def test_add(kb_lib, hw, c, mode, act, seed, data):
     assert np.array_equal(got, want)
 
 
+# -- SUB, MUL, MAXIMUM, MINIMUM ------------------------------------------------------------------------------------
+BINARY_KERNELS = {Op.SUB: ("kb_sub", rt.AddParams), Op.MUL: ("kb_mul", rt.MulParams),
+                  Op.MAXIMUM: ("kb_maximum", rt.MinMaxParams), Op.MINIMUM: ("kb_minimum", rt.MinMaxParams)}
+
+
+def binary_graph(op, hw, c, broadcast, act, rng):
+    """A one-node int8 binary graph; `broadcast` names the operand ("a" / "b") shaped (1,1,1,c), or None.
+    MAXIMUM / MINIMUM share one quantisation (TFLite compares raw values); SUB / MUL get three random ones, MUL's
+    output scale near s1 * s2 * 2^[-2, 9] (so its multiplier is above and below one)."""
+    s1, s2 = 2.0 ** rng.uniform(-8, 0, 2)
+    z1, z2, zo = (int(v) for v in rng.integers(-128, 128, 3))
+    if op in (Op.MAXIMUM, Op.MINIMUM):
+        q1 = q2 = qo = per_tensor(s1, z1)
+    else:
+        s_out = s1 * s2 * 2.0 ** rng.uniform(-2, 9) if op is Op.MUL else max(s1, s2) * 2.0 ** rng.uniform(-1, 2)
+        q1, q2, qo = per_tensor(s1, z1), per_tensor(s2, z2), per_tensor(s_out, zo)
+    shapes = {k: (1, 1, 1, c) if broadcast == k else (1, *hw, c) for k in "ab"}
+    b = GraphBuilder()
+    a_in, b_in = b.input(shapes["a"], "int8", "a", q1), b.input(shapes["b"], "int8", "b", q2)
+    attrs = None if op in (Op.MAXIMUM, Op.MINIMUM) else ir.AddAttrs(act)
+    g = b.build([b.node(op, [a_in, b_in], attrs, dtype="int8", qparams=qo)])
+    return g, [rng.integers(-128, 128, shapes[k]).astype(np.int8) for k in "ab"]
+
+
+def binary_params(g, strides, pixels):
+    from kilobyte.kernels.contracts import add_fields, mul_fields
+
+    node = g.nodes[0]
+    fn, struct = BINARY_KERNELS[node.op]
+    if node.op is Op.SUB:
+        fields = add_fields(g, node, strides, pixels)
+    elif node.op is Op.MUL:
+        fields = mul_fields(g, node, strides, pixels)
+    else:
+        fields = dict(pixels=pixels, c=g.tensors[node.outputs[0]].shape[-1], in1_cstride=strides[0],
+                      in2_cstride=strides[1], out_cstride=strides[2])
+    return fn, struct(**fields)
+
+
+@EXAMPLES
+@given(op=st.sampled_from(list(BINARY_KERNELS)), hw=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+       c=st.integers(1, 11), broadcast=st.sampled_from([None, "a", "b"]), act=st.sampled_from(list(Activation)),
+       seed=st.integers(0, 2**32), data=st.data())
+def test_binary(kb_lib, op, hw, c, broadcast, act, seed, data):
+    """kb_sub / kb_mul / kb_maximum / kb_minimum == the reference: strided operands, an output in a channel slice,
+    and a (1,1,1,c) operand read with pixel stride 0."""
+    rng = np.random.default_rng(seed)
+    g, (xa, xb) = binary_graph(op, hw, c, broadcast, act, rng)
+    want = expected(g, [xa, xb]).reshape(-1, c)
+    pixels = hw[0] * hw[1]
+    strides, bufs = [], {}
+    for k, x in (("a", xa), ("b", xb)):
+        if broadcast == k:
+            strides.append(0)
+            bufs[k] = Buf(c, x)
+        else:
+            strides.append(c + data.draw(st.integers(0, 2)))
+            bufs[k] = Buf(pixels * strides[-1], pixels_with_stride(x, strides[-1], rng))
+    cs_out, c0 = slice_layout(data.draw, c, c)[1:]
+    out = Buf(pixels * cs_out)
+    fn, p = binary_params(g, (*strides, cs_out), pixels)
+    getattr(kb_lib, fn)(ctypes.byref(p), bufs["a"].ptr(), bufs["b"].ptr(), out.ptr(c0))
+    for buf in bufs.values():
+        buf.check()
+    assert np.array_equal(read_slice(out, pixels, cs_out, c0, c), want)
+
+
+@pytest.mark.parametrize("op", [Op.SUB, Op.MUL])
+def test_binary_extremes(kb_lib, op):
+    """Every pair of int8 values, at scales that drive the output to both clamps, dense and in one row."""
+    rng = np.random.default_rng(7)
+    grid = np.arange(-128, 128, dtype=np.int8)
+    seen = set()
+    for _ in range(6):
+        g, _ = binary_graph(op, (256, 256), 1, None, Activation.NONE, rng)
+        xa, xb = (v.reshape(1, 256, 256, 1) for v in np.meshgrid(grid, grid, indexing="ij"))
+        want = expected(g, [xa, xb]).reshape(-1)
+        a, b, out = Buf(xa.size, xa), Buf(xb.size, xb), Buf(want.size)  # kept alive across the call
+        fn, p = binary_params(g, (1, 1, 1), want.size)
+        getattr(kb_lib, fn)(ctypes.byref(p), a.ptr(), b.ptr(), out.ptr())
+        out.check()
+        assert np.array_equal(out.body, want)
+        seen |= set(want.tolist())
+    assert {-128, 127} <= seen, "no case reached both clamps"
+
+
 # -- pooling -----------------------------------------------------------------------------------------------------------
 def pool_graph(op, hw, c, kernel, stride, pad, act, rng):
     q = per_tensor(2.0 ** rng.uniform(-8, 0), int(rng.integers(-128, 128)))

@@ -43,7 +43,8 @@ typedef struct {
     int32_t act_min, act_max;
 } kb_fc_params;
 
-/* ADD (TFLite int8): operands and output are (pixels, c) with their own pixel strides. */
+/* ADD and SUB (TFLite int8): operands and output are (pixels, c) with their own pixel strides; an operand's stride
+ * of 0 repeats its one pixel (a (1,1,1,c) operand broadcast over the other's pixels). */
 typedef struct {
     int32_t pixels, c;
     int32_t in1_cstride, in2_cstride, out_cstride;
@@ -55,6 +56,24 @@ typedef struct {
     int32_t out_offset;                       /* output zero point */
     int32_t act_min, act_max;
 } kb_add_params;
+
+/* MUL (TFLite int8): shapes and strides as kb_add_params (stride 0: broadcast one pixel);
+ * out = clamp(MBQM((in1 + in1_offset) * (in2 + in2_offset), out_mult, out_shift) + out_offset). */
+typedef struct {
+    int32_t pixels, c;
+    int32_t in1_cstride, in2_cstride, out_cstride;
+    int32_t in1_offset, in2_offset;           /* -zero points */
+    int32_t out_mult, out_shift;              /* QuantizeMultiplier(s1 * s2 / s_out); the shift may be > 0 */
+    int32_t out_offset;                       /* output zero point */
+    int32_t act_min, act_max;
+} kb_mul_params;
+
+/* MAXIMUM / MINIMUM (TFLite int8): raw int8 values compared (inputs and output share quantisation params); shapes and
+ * strides as kb_add_params. */
+typedef struct {
+    int32_t pixels, c;
+    int32_t in1_cstride, in2_cstride, out_cstride;
+} kb_minmax_params;
 
 /* PAD with a constant (the input zero point) in H, W and C. */
 typedef struct {
@@ -120,7 +139,14 @@ void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w
                         const int32_t *mult, const int32_t *shift, int8_t *out);
 
 /* kb_add.c ------------------------------------------------------------------------------------------------------- */
+/* out may be in1 or in2 when it has the same stride (every element is read before it is written). */
 void kb_add(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void kb_sub(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+
+/* kb_elementwise.c ----------------------------------------------------------------------------------------------- */
+void kb_mul(const kb_mul_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void kb_maximum(const kb_minmax_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void kb_minimum(const kb_minmax_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 
 /* kb_pool.c ------------------------------------------------------------------------------------------------------ */
 void kb_avg_pool(const kb_conv_params *p, const int8_t *in, int8_t *out);

@@ -1,0 +1,102 @@
+"""int8 SUB, MUL, MAXIMUM and MINIMUM in generated C: conv -> op -> conv models, C == reference == TFLite Micro.
+
+Each model is an int8 3x3 conv on the input, a second operand — another conv of the input (equal shapes) or the
+MEAN (keepdims) of the first conv, a (1,1,1,C) per-channel operand as squeeze-excite multiplies by — the op, and a
+3x3 conv after it. MAXIMUM / MINIMUM operands share the op's quantisation (TFLite compares raw values). Each is
+compiled with the default plan and checked by `verify_project` (host build, run_int8, TFLM on the project's
+model.tflite, one ASan/UBSan run). Other broadcasts are refused with a one-line error naming the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kilobyte.codegen import compile_graph
+from kilobyte.codegen.verify import verify_project
+from kilobyte.errors import UnsupportedOpError
+from kilobyte.ir import Activation, AddAttrs, ConvAttrs, GraphBuilder, MeanAttrs, Op, QParams
+from kilobyte.schedule.estimate import estimate_resources
+from kilobyte.schedule.plan_types import PlanOptions
+
+KERNEL = {Op.SUB: "kb_sub", Op.MUL: "kb_mul", Op.MAXIMUM: "kb_maximum", Op.MINIMUM: "kb_minimum"}
+FAMILY = {Op.SUB: "add", Op.MUL: "elementwise", Op.MAXIMUM: "elementwise", Op.MINIMUM: "elementwise"}
+
+
+def conv(b: GraphBuilder, rng, x: str, cout: int, q_out: QParams, act=Activation.NONE) -> str:
+    """A 3x3 SAME int8 conv with random per-channel weights and bias."""
+    cin = b.shape(x)[-1]
+    s_w = (2.0 ** rng.uniform(-8, -6, cout)).astype(np.float32)
+    zeros = np.zeros(cout, np.int64)
+    k = len(b.nodes)
+    w = b.const(f"w{k}", rng.integers(-127, 128, (cout, 3, 3, cin)).astype(np.int8), QParams(s_w, zeros, 0))
+    bias_scale = (np.float32(b.tensors[x].qparams.scale[0]) * s_w).astype(np.float32)
+    bias = b.const(f"b{k}", rng.integers(-3000, 3000, cout).astype(np.int32), QParams(bias_scale, zeros, 0))
+    return b.node(Op.CONV_2D, [x, w, bias], ConvAttrs(padding=(1, 1, 1, 1), activation=act), dtype="int8",
+                  qparams=q_out)
+
+
+def binary_model(op: Op, layout: str, seed: int = 0, hw=(8, 7), c: int = 12):
+    """conv -> op (with its second operand per `layout`: "equal", "per-channel", "per-channel-first") -> conv."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(f"{op.value.lower()}_{layout}")
+    x = b.input((1, *hw, 3), "int8", qparams=QParams.per_tensor(0.02, int(rng.integers(-20, 20))))
+    shared = op in (Op.MAXIMUM, Op.MINIMUM)
+    q_a = QParams.per_tensor(0.05, int(rng.integers(-40, 40)))
+    q_b = q_a if shared else QParams.per_tensor(0.03, int(rng.integers(-40, 40)))
+    a = conv(b, rng, x, c, q_a, Activation.RELU if op is Op.MUL else Activation.NONE)
+    if layout == "equal":
+        other = conv(b, rng, x, c, q_b)
+    else:
+        other = b.node(Op.MEAN, [a], MeanAttrs((1, 2), keepdims=True), dtype="int8", qparams=q_b)
+    operands = [other, a] if layout == "per-channel-first" else [a, other]
+    q_y = q_a if shared else QParams.per_tensor(0.05 if op is Op.SUB else 0.08, int(rng.integers(-60, 60)))
+    attrs = None if shared else AddAttrs(Activation.RELU6 if op is Op.SUB else Activation.NONE)
+    y = b.node(op, operands, attrs, dtype="int8", qparams=q_y)
+    return b.build([conv(b, rng, y, 5, QParams.per_tensor(0.1, 3))])
+
+
+CASES = [(op, layout) for op in KERNEL for layout in ("equal", "per-channel")] + [(Op.SUB, "per-channel-first")]
+
+
+@pytest.mark.parametrize("op,layout", CASES, ids=[f"{op.value}-{layout}" for op, layout in CASES])
+def test_c_equals_reference_equals_tflm(tmp_path, op, layout):
+    graph = binary_model(op, layout, seed=len(layout))
+    result = compile_graph(graph, tmp_path / "m")
+    text = (result.out_dir / "src" / "model.c").read_text()
+    assert text.count(f"{KERNEL[op]}(&p, ") == 1 and FAMILY[op] in result.manifest["kernels"]
+    assert estimate_resources(result.graph, PlanOptions()).families == tuple(result.manifest["kernels"])
+    if layout != "equal":  # the per-channel operand is read with pixel stride 0
+        stride = "in1_cstride = 0" if layout == "per-channel-first" else "in2_cstride = 0"
+        assert stride in text
+    report = verify_project(result.out_dir, n_random=3, sanitize=layout == "per-channel")
+    assert report.engines == ("c-host", "reference", "tflm") and report.inputs == 3
+    assert report.ok, "; ".join(report.mismatches)
+
+
+def test_other_broadcasts_are_one_line_errors(tmp_path):
+    """A (1,H,1,C) operand against (1,H,W,C) is valid IR (TFLite broadcasting) but has no C kernel."""
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("row_broadcast")
+    x = b.input((1, 4, 5, 3), "int8", qparams=QParams.per_tensor(0.02, 0))
+    a = conv(b, rng, x, 6, QParams.per_tensor(0.05, 0))
+    row = b.node(Op.MEAN, [a], MeanAttrs((2,), keepdims=True), dtype="int8", qparams=QParams.per_tensor(0.05, 0))
+    graph = b.build([b.node(Op.MUL, [a, row], dtype="int8", qparams=QParams.per_tensor(0.05, 0))])
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_graph(graph, tmp_path / "m")
+    msg = str(err.value)
+    assert "\n" not in msg and "'mul_0'" in msg and "(1, 4, 1, 6)" in msg
+
+
+def test_constant_operand_is_a_one_line_error(tmp_path):
+    """A MUL by a constant tensor runs in the reference but has no C kernel yet: refused, naming node and tensor."""
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("const_mul")
+    x = b.input((1, 4, 5, 3), "int8", qparams=QParams.per_tensor(0.02, 0))
+    a = conv(b, rng, x, 6, QParams.per_tensor(0.05, 0))
+    k = b.const("scale", rng.integers(-128, 128, (1, 1, 1, 6)).astype(np.int8), QParams.per_tensor(0.01, 0))
+    graph = b.build([b.node(Op.MUL, [a, k], dtype="int8", qparams=QParams.per_tensor(0.05, 0))])
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_graph(graph, tmp_path / "m")
+    msg = str(err.value)
+    assert "\n" not in msg and "'mul_0'" in msg and "'scale'" in msg and "constant" in msg
