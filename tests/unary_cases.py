@@ -13,6 +13,11 @@ from kilobyte.ir import GraphBuilder, LeakyReluAttrs, Op, QParams
 ALL_INT8 = np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16, 1)  # every int8 value once
 LOGISTIC_OUT = (1 / 256, -128)
 
+# Scales whose float32 quotient (or product with alpha) rounds onto a tie that the double one misses: TFLite Micro
+# computes LEAKY_RELU's and RELU's multipliers in double, and these tables show it (s_in / s_out is 1.25 in float32).
+TIE_CASES = [((0.042607866, -3), (0.034086294, 20), 0.15), ((0.06804366, 60), (0.054434925, -20), 0.2),
+             ((0.013778362, 60), (0.01102269, -20), -0.25)]
+
 # (op, input (scale, zero point), output (scale, zero point), alpha): scales from 1e-3 to 2, zero points across the
 # range, outputs finer and coarser than inputs; alphas negative, small, above 1.
 CASES = [
@@ -25,9 +30,11 @@ CASES = [
     *((Op.LEAKY_RELU, q_in, q_out, alpha) for q_in, q_out, alpha in [
         ((0.1, 0), (0.09, -5), 0.2), ((0.1, 0), (0.13, 7), -0.3), ((0.05, -20), (0.065, 7), 1.7),
         ((0.02, 100), (0.018, -5), 0.01), ((0.5, -128), (0.45, -128), 0.1), ((0.003, 3), (0.0039, 7), 0.5),
-        ((0.04, 10), (0.04, 10), 0.2), ((0.3, 0), (0.05, 30), -1.5)]),
+        ((0.04, 10), (0.04, 10), 0.2), ((0.3, 0), (0.05, 30), -1.5),
+        *TIE_CASES]),
     *((Op.RELU, q_in, q_out, 0.0) for q_in, q_out in [((0.1, 0), (0.08, -128)), ((0.05, -20), (0.05, -20)),
-                                                       ((0.02, 100), (0.04, -100)), ((0.5, -128), (0.25, 0))]),
+                                                       ((0.02, 100), (0.04, -100)), ((0.5, -128), (0.25, 0)),
+                                                       TIE_CASES[0][:2]]),
     *((Op.RELU6, q, q, 0.0) for q in [(0.1, 0), (0.05, -20), (0.02, 100), (0.5, -128), (0.01, -128)]),
 ]
 

@@ -19,8 +19,8 @@ are computed here, once, by transcriptions of TFLite Micro's kernels over all 25
 - RELU (`ReluQuantized`): a requantisation by `s_in / s_out` (double division), clamped below at the output zero
   point. RELU6 (`Relu6Quantized`): a clamp to [input zero point, quantised 6] that never rescales.
 
-Prepare's scale arithmetic happens in float32 where TFLite's does (the products and quotients of `float` scales) and
-in double where it converts first; `_f32` marks the former.
+Prepare's scale arithmetic happens in float32 where TFLite Micro's does (HARD_SWISH's products and quotients of
+`float` scales) and in double where it converts first (RELU, LEAKY_RELU: pinned by tests on tie cases).
 
 >>> unary_table(Op.LEAKY_RELU, 0.1, 0, 0.1, 0, alpha=0.5)[[0, 127, 128, 255]].tolist()  # x = -128, -1, 0, 127
 [-64, -1, 0, 127]
@@ -179,10 +179,12 @@ def hard_swish_int8(x, input_scale: float, input_zero_point: int, output_scale: 
 
 # -- LEAKY_RELU, RELU, RELU6 ---------------------------------------------------------------------------------------
 def leaky_relu_params(input_scale: float, output_scale: float, alpha: float) -> tuple[int, int, int, int]:
-    """(identity multiplier, identity shift, alpha multiplier, alpha shift) from float32 scale arithmetic."""
-    s_in, s_out = _f32(input_scale), _f32(output_scale)
-    mi, si = quantize_multiplier(float(s_in / s_out))
-    ma, sa = quantize_multiplier(float(s_in * _f32(alpha) / s_out))
+    """(identity multiplier, identity shift, alpha multiplier, alpha shift). The scales and alpha are float32 in the
+    file, but the tflite-micro build we check against divides (and multiplies) them as doubles: a float32 quotient
+    that rounds to a tie (s_in / s_out = 1.25 exactly) gives a different table, and tests pin the double one."""
+    s_in, s_out = float(_f32(input_scale)), float(_f32(output_scale))
+    mi, si = quantize_multiplier(s_in / s_out)
+    ma, sa = quantize_multiplier(s_in * float(_f32(alpha)) / s_out)
     return int(mi), int(si), int(ma), int(sa)
 
 
