@@ -23,7 +23,9 @@ Prepare's scale arithmetic happens in float32 where TFLite Micro's does (HARD_SW
 `float` scales) and in double where it converts first (RELU, LEAKY_RELU: pinned by tests on tie cases).
 
 >>> unary_table(Op.LEAKY_RELU, 0.1, 0, 0.1, 0, alpha=0.5)[[0, 127, 128, 255]].tolist()  # x = -128, -1, 0, 127
-[-64, -1, 0, 127]
+[-64, 0, 0, 127]
+
+(-1 · 0.5 gives 0: gemmlowp's high multiply rounds a negative tie toward zero.)
 """
 
 from __future__ import annotations

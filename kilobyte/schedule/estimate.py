@@ -52,7 +52,8 @@ def constant_bytes(graph: Graph) -> int:
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     """The runtime families the generated C calls for this plan (contract families; a fused conv + ADD calls
     `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing). In a float
-    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls."""
+    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls; a
+    RELU / RELU6 counts only in an int8 graph (in a float one the inference transforms fuse it into its producer)."""
     stage = steps.draft.stage
     in_stage = set(stage.nodes) if stage else set()
     fused_adds = set(steps.life.fused.values())
@@ -68,6 +69,8 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
                 families.add("concat")
         elif node.op is Op.MEAN and graph.tensors[node.inputs[0]].dtype != "int8":
             families.add("pool")
+        elif node.op in (Op.RELU, Op.RELU6) and graph.tensors[node.inputs[0]].dtype != "int8":
+            pass  # fused before compiling: no kb_lut
         elif contract_for(node).family:
             families.add(contract_for(node).family)
         if name in in_stage and node.outputs[0] in stage.outputs and name in stage.tile_offsets:

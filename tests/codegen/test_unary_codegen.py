@@ -17,6 +17,7 @@ from random_nets import _int8_weighted
 from kilobyte.codegen import compile_graph
 from kilobyte.codegen.verify import verify_project
 from kilobyte.ir import ConcatAttrs, ConvAttrs, GraphBuilder, LeakyReluAttrs, Op, QParams
+from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.plan_types import PlanOptions
 
 UNARY = {  # op -> (attrs, output (scale factor of the input's, zero point)); LOGISTIC's output is fixed by TFLite
@@ -63,6 +64,7 @@ def test_conv_unary_conv_c_equals_reference_equals_tflm(tmp_path, op):
     text = (result.out_dir / "src" / "model.c").read_text()
     assert text.count("kb_lut(") == 1 and "static const int8_t kb_lut_" in text
     assert "lut" in result.manifest["kernels"]
+    assert estimate_resources(result.graph, PlanOptions()).families == tuple(result.manifest["kernels"])
     report = verify_project(result.out_dir, n_random=4, sanitize=op is Op.HARD_SWISH)
     assert report.ok and report.engines == ("c-host", "reference", "tflm"), report.mismatches
 
