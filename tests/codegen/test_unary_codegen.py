@@ -64,7 +64,10 @@ def test_conv_unary_conv_c_equals_reference_equals_tflm(tmp_path, op):
     text = (result.out_dir / "src" / "model.c").read_text()
     assert text.count("kb_lut(") == 1 and "static const int8_t kb_lut_" in text
     assert "lut" in result.manifest["kernels"]
-    assert estimate_resources(result.graph, PlanOptions()).families == tuple(result.manifest["kernels"])
+    est = estimate_resources(result.graph, PlanOptions())
+    assert est.families == tuple(result.manifest["kernels"])
+    arrays = re.findall(r"^static const (int8_t|int32_t) kb_\w+\[(\d+)\]", text, re.M)
+    assert est.weight_bytes == sum(int(n) * (1 if t == "int8_t" else 4) for t, n in arrays)  # incl. the 256-byte table
     report = verify_project(result.out_dir, n_random=4, sanitize=op is Op.HARD_SWISH)
     assert report.ok and report.engines == ("c-host", "reference", "tflm"), report.mismatches
 
