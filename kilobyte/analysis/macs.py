@@ -17,8 +17,8 @@ from ..ir import Graph, Node, Op
 from .shapes import output_shape, spatial_extent
 
 LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED})
-ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.BATCH_NORM, Op.SOFTMAX, Op.LOG_SOFTMAX, Op.SUB, Op.MUL,
-                             Op.MAXIMUM, Op.MINIMUM})
+ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.BATCH_NORM, Op.SOFTMAX,
+                             Op.LOG_SOFTMAX, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})
 WEIGHT_BYTES = 1  # int8 weights
 BIAS_BYTES = 4  # int32 biases
 

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..interp.int8_ref import activation_range_of, mean_multiplier, requant_params, softmax_params
+from ..interp.int8_ref import (
+    activation_range_of,
+    mean_multiplier,
+    requant_params,
+    softmax_params,
+    unary_node_table,
+)
+from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
 from ..kernels.contracts import add_fields, mul_fields
 from ..quant.arith import requant_multiplier
@@ -372,12 +379,25 @@ def activation_qparams_of(graph: Graph, tensor: str) -> tuple[float, int]:
     return float(q.scale[0]), int(q.zero_point[0])
 
 
+def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """An int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6): its 256-entry table, computed here with the
+    reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either side may be a slice)."""
+    x, y = node.inputs[0], node.outputs[0]
+    shape = graph.tensors[y].shape
+    table = f"kb_lut_{c_ident(node.name)}"
+    return LayerCode(decls=[c_array(table, "int8_t", unary_node_table(graph, node))],
+                     body=[f"kb_lut({int(np.prod(shape[:-1]))}, {shape[-1]}, {table}, {bufs.ptr(x)}, "
+                           f"{bufs.cstride(x)}, {bufs.ptr(y)}, {bufs.cstride(y)});"],
+                     families={"lut"})
+
+
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
     Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_sub, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
+    **{op: emit_lut for op in UNARY_OPS},
 }
 
 

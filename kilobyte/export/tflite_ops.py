@@ -164,8 +164,12 @@ def _softmax(graph: Graph, node: Node):
     return [TflOp(B.SOFTMAX, node.inputs, node.outputs, {"Beta": float(node.attrs.beta)})], []
 
 
+def _leaky_relu(graph: Graph, node: Node):
+    return [TflOp(B.LEAKY_RELU, node.inputs, node.outputs, {"Alpha": float(node.attrs.alpha)})], []
+
+
 def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOG_SOFTMAX: no attributes."""
+    """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOGISTIC, HARD_SWISH, LOG_SOFTMAX: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
 
 
@@ -190,4 +194,7 @@ _LOWER = {
     Op.DEQUANTIZE: _plain,
     Op.RELU: _plain,
     Op.RELU6: _plain,
+    Op.LOGISTIC: _plain,
+    Op.HARD_SWISH: _plain,
+    Op.LEAKY_RELU: _leaky_relu,
 }

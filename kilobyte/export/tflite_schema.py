@@ -46,6 +46,9 @@ OP_TO_BUILTIN: dict[Op, int] = {
     Op.DEQUANTIZE: B.DEQUANTIZE,
     Op.RELU: B.RELU,
     Op.RELU6: B.RELU6,
+    Op.LOGISTIC: B.LOGISTIC,
+    Op.HARD_SWISH: B.HARD_SWISH,
+    Op.LEAKY_RELU: B.LEAKY_RELU,
 }
 BUILTIN_TO_OP: dict[int, Op] = {v: k for k, v in OP_TO_BUILTIN.items()}
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(B).items() if not k.startswith("_") and isinstance(v, int)}
@@ -71,6 +74,8 @@ BUILTIN_OPTIONS: dict[int, str] = {
     B.LOG_SOFTMAX: "LogSoftmaxOptions",
     B.QUANTIZE: "QuantizeOptions",
     B.DEQUANTIZE: "DequantizeOptions",
+    B.HARD_SWISH: "HardSwishOptions",
+    B.LEAKY_RELU: "LeakyReluOptions",
 }
 
 T = tflite.TensorType

@@ -16,6 +16,7 @@ import tflite
 from ..errors import ModelFileError, UnsupportedOpError
 from ..export import tflite_schema as S
 from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
+from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS
 from ..ir import (
     Activation,
     AddAttrs,
@@ -23,6 +24,7 @@ from ..ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    LeakyReluAttrs,
     MeanAttrs,
     Node,
     Op,
@@ -277,9 +279,20 @@ def _log_softmax(fm, op, folds, extra):
     return [_node(fm, op, Op.LOG_SOFTMAX, op.inputs[:1], None)]
 
 
+def _logistic(fm, op, folds, extra):
+    _check_softmax_output(fm, op, LOGISTIC_OUTPUT_QPARAMS)
+    return [_node(fm, op, Op.LOGISTIC, op.inputs[:1], None)]
+
+
+def _leaky_relu(fm, op, folds, extra):
+    alpha = _options(fm, op, "LeakyReluOptions").Alpha() if op.options is not None else 0.0  # the schema default
+    return [_node(fm, op, Op.LEAKY_RELU, op.inputs[:1], LeakyReluAttrs(float(alpha)))]
+
+
 def _check_softmax_output(fm, op, want) -> None:
-    """An int8 (LOG_)SOFTMAX must write int8 with the one scale and zero point TFLite prescribes: TFLite Micro's
-    Prepare refuses anything else, so such a file has no reference result to be bit-exact with."""
+    """An int8 (LOG_)SOFTMAX or LOGISTIC must write int8 with the one scale and zero point TFLite prescribes: TFLite
+    Micro's Prepare refuses anything else (LOGISTIC: another zero point; its kernel writes scale 1/256 whatever the
+    file says), so such a file has no reference result to be bit-exact with."""
     x, y = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
     if S.T.INT8 not in (x.type, y.type):
         return
@@ -319,6 +332,9 @@ _CONVERT = {
     B.DEQUANTIZE: _plain(Op.DEQUANTIZE),
     B.RELU: _plain(Op.RELU),
     B.RELU6: _plain(Op.RELU6),
+    B.LOGISTIC: _logistic,
+    B.HARD_SWISH: _plain(Op.HARD_SWISH),
+    B.LEAKY_RELU: _leaky_relu,
 }
 
 

@@ -134,6 +134,12 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return np.maximum(args[0], 0.0)
     if op is Op.RELU6:
         return np.clip(args[0], 0.0, 6.0)
+    if op is Op.LOGISTIC:
+        return 1.0 / (1.0 + np.exp(-args[0]))
+    if op is Op.HARD_SWISH:
+        return args[0] * np.clip(args[0] + 3.0, 0.0, 6.0) / 6.0
+    if op is Op.LEAKY_RELU:
+        return np.where(args[0] > 0, args[0], args[0] * a.alpha)  # alpha may exceed 1 or be negative: no max()
     if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):
         return args[0]
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

@@ -11,6 +11,8 @@ SOFTMAX. So do the int8 SOFTMAX and LOG_SOFTMAX of `kilobyte.interp.softmax`; `s
 kernel's fields. So do SUB, MUL, MAXIMUM and MINIMUM; the binary ops broadcast as numpy does (TFLite's broadcast
 kernels compute the same formula per element), and MAXIMUM / MINIMUM compare raw int8 values, so their inputs and
 output must share params.
+The int8 unary activations (LOGISTIC, HARD_SWISH, LEAKY_RELU, and RELU / RELU6 left standing) run as the 256-entry
+table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads.
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -51,6 +53,7 @@ from .softmax import (
     softmax_int8,
     softmax_params_for,
 )
+from .unary import LOGISTIC_OUTPUT_QPARAMS, UNARY_OPS, apply_table, unary_table
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------
@@ -120,12 +123,14 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return dequantize_values(args[0], *_qp(graph, node.inputs[0]))
     if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
         return _eval_softmax(graph, node, args[0])
+    if op in UNARY_OPS:
+        return apply_table(args[0], unary_node_table(graph, node))
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
                                     Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
-                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE})
+                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS})
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -250,6 +255,27 @@ def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
                 input_left_shift=p.input_left_shift, diff_min=p.diff_min,
                 reverse_scaling_divisor=p.reverse_scaling_divisor,
                 reverse_scaling_right_shift=p.reverse_scaling_right_shift)
+
+
+def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
+    """The 256-entry int8 table of an int8 LOGISTIC / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite Micro's
+    Prepare and kernel over every input value), refusing outputs whose meaning TFLite's kernel would not honour:
+    LOGISTIC writes scale 1/256 and zero point -128 whatever the file says, RELU6 never rescales."""
+    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
+    where = f"node '{node.name}' ({node.op.value})"
+    if x.dtype != "int8" or y.dtype != "int8":
+        raise KilobyteError(f"{where}: int8 in and out, got {x.dtype} -> {y.dtype}")
+    (s_in, z_in), (s_out, z_out) = _qp(graph, node.inputs[0]), _qp(graph, node.outputs[0])
+    if node.op is Op.LOGISTIC and (s_out, z_out) != LOGISTIC_OUTPUT_QPARAMS:
+        raise KilobyteError(f"{where}: output scale {float(LOGISTIC_OUTPUT_QPARAMS[0])} and zero point "
+                            f"{LOGISTIC_OUTPUT_QPARAMS[1]} (TFLite Micro's kernel writes those), got {y.qparams}")
+    if node.op is Op.RELU6:
+        _require_same_qparams(graph, node)
+    alpha = node.attrs.alpha if node.op is Op.LEAKY_RELU else 0.0
+    try:
+        return unary_table(node.op, s_in, z_in, s_out, z_out, alpha)
+    except KilobyteError as e:
+        raise KilobyteError(f"{where}: {e}") from None
 
 
 def _require_same_qparams(graph: Graph, node: Node) -> None:

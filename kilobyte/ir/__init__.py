@@ -12,6 +12,7 @@ from .ops import (
                   ConvAttrs,
                   DepthwiseAttrs,
                   FullyConnectedAttrs,
+                  LeakyReluAttrs,
                   MeanAttrs,
                   NoAttrs,
                   Op,
@@ -24,7 +25,7 @@ from .shapes import ShapeError, conv_out_size, infer_shape
 
 __all__ = [
     "ATTRS_TYPE", "DTYPES", "PARAM_OPS", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
-    "DepthwiseAttrs", "FullyConnectedAttrs", "Graph", "GraphBuilder", "GraphError", "MeanAttrs", "Node", "NoAttrs",
-    "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ShapeError", "SoftmaxAttrs", "Tensor",
+    "DepthwiseAttrs", "FullyConnectedAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs", "MeanAttrs",
+    "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ShapeError", "SoftmaxAttrs", "Tensor",
     "conv_out_size", "infer_shape",
 ]

@@ -30,6 +30,10 @@ class Op(enum.Enum):
     CONCAT = "CONCAT"
     SOFTMAX = "SOFTMAX"
     LOG_SOFTMAX = "LOG_SOFTMAX"
+    # int8 unary activations: the C code runs each as one 256-entry lookup table (kb_lut).
+    LOGISTIC = "LOGISTIC"
+    HARD_SWISH = "HARD_SWISH"
+    LEAKY_RELU = "LEAKY_RELU"
     # Training-graph ops: frontends emit them, the inference transforms remove them.
     BATCH_NORM = "BATCH_NORM"
     RELU = "RELU"
@@ -128,6 +132,13 @@ class SoftmaxAttrs:
 
 
 @dataclass(frozen=True)
+class LeakyReluAttrs:
+    """LEAKY_RELU: x for x >= 0, alpha * x otherwise (TFLite's LeakyReluOptions)."""
+
+    alpha: float = 0.2
+
+
+@dataclass(frozen=True)
 class BatchNormAttrs:
     """BATCH_NORM. Inputs: x, gamma, beta, running_mean, running_var (all (C,))."""
 
@@ -136,8 +147,8 @@ class BatchNormAttrs:
 
 @dataclass(frozen=True)
 class NoAttrs:
-    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM,
-    MINIMUM (two operands, no fused activation in TFLite)."""
+    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, LOG_SOFTMAX (TFLite's has no options: beta
+    is 1), MAXIMUM, MINIMUM (two operands, no fused activation in TFLite)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -157,6 +168,9 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.CONCAT: ConcatAttrs,
     Op.SOFTMAX: SoftmaxAttrs,
     Op.LOG_SOFTMAX: NoAttrs,
+    Op.LOGISTIC: NoAttrs,
+    Op.HARD_SWISH: NoAttrs,
+    Op.LEAKY_RELU: LeakyReluAttrs,
     Op.BATCH_NORM: BatchNormAttrs,
     Op.RELU: NoAttrs,
     Op.RELU6: NoAttrs,

@@ -110,8 +110,18 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    "after a DEQUANTIZE at the output is left to the caller"),
     KernelContract(Op.LOG_SOFTMAX, "softmax", "kb_softmax_params",
                    constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
+    KernelContract(Op.LOGISTIC, "lut", constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); "
+                   "a 256-entry table per node"),
+    KernelContract(Op.HARD_SWISH, "lut", constraints="int8 in and out, input scale below 128x the output's "
+                   "(TFLite Micro); a 256-entry table per node"),
+    KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "
+                   "per node"),
+    KernelContract(Op.RELU, "lut", constraints="folded into the producer at import; one left standing in an int8 "
+                   "file runs as a 256-entry table"),
+    KernelContract(Op.RELU6, "lut", constraints="folded into the producer at import; one left standing in an int8 "
+                   "file runs as a 256-entry table, input and output quantised alike (TFLite Micro never rescales)"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
-      for op in (Op.RELU, Op.RELU6, Op.IDENTITY, Op.BATCH_NORM)),
+      for op in (Op.IDENTITY, Op.BATCH_NORM)),
     KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
                    constraints="uint8 <-> int8 at the model's input or output; float -> int8 at the input through "
                    "kb_invoke_float"),

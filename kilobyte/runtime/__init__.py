@@ -38,6 +38,7 @@ KERNEL_FILES = {
     "conv_add": "kb_conv_add.c",
     "softmax": "kb_softmax.c",
     "elementwise": "kb_elementwise.c",
+    "lut": "kb_lut.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -142,6 +143,7 @@ SIGNATURES = {
     "kb_conv_1x1_add": [_conv, _I8, _I8, _I32, _I32, _I32, ctypes.POINTER(AddParams), _I8],
     "kb_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
     "kb_log_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
+    "kb_lut": [ctypes.c_int32, ctypes.c_int32, _I8, _I8, ctypes.c_int32, _I8, ctypes.c_int32],
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Op
 from ..kernels import contract_for
 from .inplace import planned_bytes
@@ -20,6 +21,7 @@ from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 CODE_BYTES_PER_KERNEL = 2048  # Flash estimate of one kernel family's code (host builds cannot measure Cortex-M code)
 WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
+LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
 
 
 @dataclass(frozen=True)
@@ -40,19 +42,23 @@ class Resources:
 
 def constant_bytes(graph: Graph) -> int:
     """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
-    weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift."""
+    weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift; per
+    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) its 256-byte table."""
     total = 0
     for node in graph.nodes:
         if node.op in WEIGHTED_OPS:
             out_c = graph.tensors[node.outputs[0]].shape[-1]
             total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_c
+        elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
+            total += LUT_BYTES
     return total
 
 
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     """The runtime families the generated C calls for this plan (contract families; a fused conv + ADD calls
     `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing). In a float
-    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls."""
+    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls; a
+    RELU / RELU6 counts only in an int8 graph (in a float one the inference transforms fuse it into its producer)."""
     stage = steps.draft.stage
     in_stage = set(stage.nodes) if stage else set()
     fused_adds = set(steps.life.fused.values())
@@ -68,6 +74,8 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
                 families.add("concat")
         elif node.op is Op.MEAN and graph.tensors[node.inputs[0]].dtype != "int8":
             families.add("pool")
+        elif node.op in (Op.RELU, Op.RELU6) and graph.tensors[node.inputs[0]].dtype != "int8":
+            pass  # fused before compiling: no kb_lut
         elif contract_for(node).family:
             families.add(contract_for(node).family)
         if name in in_stage and node.outputs[0] in stage.outputs and name in stage.tile_offsets:

@@ -180,6 +180,12 @@ void kb_requantize_i8_u8(const kb_requantize_params *p, const int8_t *in, uint8_
 void kb_softmax(const kb_softmax_params *p, const int8_t *in, int8_t *out);
 void kb_log_softmax(const kb_softmax_params *p, const int8_t *in, int8_t *out);
 
+/* kb_lut.c ------------------------------------------------------------------------------------------------------- */
+/* An int8 unary op as its 256-entry table (entry i: the output for input i - 128) over (pixels, c) bytes with the
+ * given pixel strides; out may be in. */
+void kb_lut(int32_t pixels, int32_t c, const int8_t table[256], const int8_t *in, int32_t in_cstride, int8_t *out,
+            int32_t out_cstride);
+
 /* kb_conv_add.c -------------------------------------------------------------------------------------------------- */
 /* A 1x1 stride-1 conv (p, w, bias, mult, shift as kb_conv_1x1) fused with the residual ADD reading its output
  * (a: in1 = the conv's output, in2 = the residual): the sum is written over the residual, which `in` must not meet. */
