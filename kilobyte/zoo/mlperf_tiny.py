@@ -37,7 +37,14 @@ def _conv_bn_relu(cin: int, cout: int, kernel=3, stride=1, padding=None, groups=
             nn.ReLU(inplace=True)]
 
 
-class DsCnn(nn.Module):
+class _Classifier(nn.Module):
+    """features -> global average pool -> FC: the head the three image / audio models share."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))  # (N, classes)
+
+
+class DsCnn(_Classifier):
     """(N, 1, 49, 10) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 12, in_channels: int = 1):
@@ -51,11 +58,8 @@ class DsCnn(nn.Module):
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(c, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
 
-
-class MobileNetV1(nn.Module):
+class MobileNetV1(_Classifier):
     """(N, 3, H, W) -> (N, classes); `width` is MobileNetV1's alpha (0.25 for VWW)."""
 
     def __init__(self, width: float = 0.25, num_classes: int = 2, in_channels: int = 3):
@@ -69,9 +73,6 @@ class MobileNetV1(nn.Module):
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(cin, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
 
 
 class ResidualStack(nn.Module):
@@ -88,7 +89,7 @@ class ResidualStack(nn.Module):
         return self.relu(self.body(x) + self.shortcut(x))
 
 
-class ResNet8(nn.Module):
+class ResNet8(_Classifier):
     """(N, 3, 32, 32) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3):
@@ -98,9 +99,6 @@ class ResNet8(nn.Module):
                                       ResidualStack(c16, c32, 2), ResidualStack(c32, c64, 2))
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(c64, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
 
 
 class AutoEncoder(nn.Module):
