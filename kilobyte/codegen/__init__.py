@@ -36,8 +36,12 @@ def split_float_tail(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
     """The int8 part of `graph` (ending at the last int8 tensor) and the names of the float ops cut off."""
     from ..transforms.edit import drop_unused_tensors
 
-    if len(graph.outputs) != 1:
-        raise KilobyteError(f"graph '{graph.name}': code generation supports one output, got {len(graph.outputs)}")
+    if len(graph.outputs) > 1:  # detection heads: every output int8, written back to back (model_c.py)
+        floats = [t for t in graph.outputs if graph.tensors[t].dtype not in ("int8", "uint8")]
+        if floats or len(set(graph.outputs)) != len(graph.outputs) or set(graph.outputs) & set(graph.inputs):
+            raise KilobyteError(f"graph '{graph.name}': with several outputs each must be a distinct int8 tensor "
+                                f"produced by the model ({(floats or list(graph.outputs))[0]} is not)")
+        return graph, ()
     out, tail, cut = graph.outputs[0], [], set()
     while graph.tensors[out].dtype not in ("int8", "uint8"):
         node = graph.producer(out)
@@ -55,6 +59,15 @@ def _io(graph: Graph, name: str) -> dict:
     t = graph.tensors[name]
     return {"name": name, "shape": list(t.shape), "dtype": t.dtype, "scale": float(t.qparams.scale[0]),
             "zero_point": int(t.qparams.zero_point[0])}
+
+
+def _outputs(graph: Graph) -> list[dict]:
+    """Every output with its byte offset in the one output buffer (outputs are written back to back, in order)."""
+    out, offset = [], 0
+    for name in graph.outputs:
+        out.append({**_io(graph, name), "offset": offset})
+        offset += graph.tensors[name].numel
+    return out
 
 
 def _tflite_copy(graph: Graph) -> bytes | None:
@@ -79,6 +92,8 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     headless, head = split_float_head(graph)
     core, tail = split_float_tail(headless)
     edges = Edges(float_input=bool(head), float_output=tail == ("DEQUANTIZE",))
+    if edges.has_float_entry and len(core.outputs) > 1:
+        raise KilobyteError(f"graph '{graph.name}': a float interface with several outputs is not supported")
     if len(core.inputs) != 1 or core.tensors[core.inputs[0]].dtype not in ("int8", "uint8"):
         raise KilobyteError(f"graph '{graph.name}': code generation needs one int8 (or uint8) input; quantise the "
                             "model first")
@@ -87,6 +102,7 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     summary = plan_to_dict(plan)
     manifest = {
         "model": model_name, "input": _io(core, core.inputs[0]), "output": _io(core, core.outputs[0]),
+        "outputs": _outputs(core),
         "float_tail": list(tail), "arena_bytes": plan.arena_bytes, "peak_bytes": plan.peak_bytes,
         "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
         "patch": summary.get("patch"), "order": list(plan.order), "kernel_set": plan.options.kernels,

@@ -59,7 +59,10 @@ class HostModel:
         self.lib.kb_invoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.lib.kb_invoke.restype = None
         self.in_shape = tuple(self.manifest["input"]["shape"])
-        self.out_shape = tuple(self.manifest["output"]["shape"])
+        outputs = self.manifest.get("outputs", [self.manifest["output"]])
+        # one output: its shape; several: the flat buffer they are written to, back to back (see `outputs`)
+        self.out_shape = tuple(outputs[0]["shape"]) if len(outputs) == 1 else (sum(
+            int(np.prod(o["shape"])) for o in outputs),)
         self.arena_bytes = ctypes.sizeof(ctypes.c_int8 * self.manifest["arena_bytes"])
 
     def symbol_sizes(self) -> dict[str, int]:
@@ -85,6 +88,12 @@ class HostModel:
         y = np.empty(self.out_shape, out_t)
         self.lib.kb_invoke_float(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data))
         return y
+
+    def outputs(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Every output of one run, by name and in its shape."""
+        flat = self(x).reshape(-1)
+        return {o["name"]: flat[o.get("offset", 0):o.get("offset", 0) + int(np.prod(o["shape"]))].reshape(o["shape"])
+                for o in self.manifest.get("outputs", [self.manifest["output"]])}
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=self.manifest["input"]["dtype"])

@@ -22,6 +22,20 @@ def _ctype(dtype: str) -> str:
     return {"int8": "int8_t", "uint8": "uint8_t"}[dtype]
 
 
+def _output_macros(graph: Graph) -> list[str]:
+    """KB_OUTPUT_BYTES (all outputs) and, with several outputs, each one's offset and size in the output buffer."""
+    ts = [graph.tensors[t] for t in graph.outputs]
+    if len(ts) == 1:
+        return [f"#define KB_OUTPUT_BYTES {ts[0].numel}  /* {ts[0].dtype} {'x'.join(map(str, ts[0].shape))} */"]
+    lines, offset = [f"#define KB_OUTPUT_BYTES {sum(t.numel for t in ts)}  /* {len(ts)} outputs, back to back */"], 0
+    for t in ts:
+        name = c_ident(t.name).upper()
+        lines += [f"#define KB_OUTPUT_{name}_OFFSET {offset}",
+                  f"#define KB_OUTPUT_{name}_BYTES {t.numel}  /* {t.dtype} {'x'.join(map(str, t.shape))} */"]
+        offset += t.numel
+    return lines
+
+
 def model_h(graph: Graph, plan) -> str:
     x, y = graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]
     return "\n".join([
@@ -33,7 +47,7 @@ def model_h(graph: Graph, plan) -> str:
         "",
         f"#define KB_ARENA_BYTES  {plan.arena_bytes}  /* the one static arena: tensors + scratch */",
         f"#define KB_INPUT_BYTES  {x.numel}  /* int8 {'x'.join(map(str, x.shape))} (NHWC), caller-owned */",
-        f"#define KB_OUTPUT_BYTES {y.numel}  /* int8 {'x'.join(map(str, y.shape))} */",
+        *_output_macros(graph),
         "",
         "#if KB_ARENA_GUARD",
         "extern int8_t kb_arena_guarded[KB_ARENA_GUARD + KB_ARENA_BYTES + KB_ARENA_GUARD];",
@@ -41,7 +55,8 @@ def model_h(graph: Graph, plan) -> str:
         "extern int8_t kb_arena[KB_ARENA_BYTES];",
         "#endif",
         "",
-        "/* Run the model: `input` is read only; the output is copied to `output`. Not reentrant. */",
+        "/* Run the model: `input` is read only; the output(s) are copied to `output` (several: back to back, at the "
+        "KB_OUTPUT_<name>_OFFSET macros). Not reentrant. */",
         f"void kb_invoke(const {_ctype(x.dtype)} *input, {_ctype(y.dtype)} *output);",
         "",
         "#endif /* KB_MODEL_H */",
@@ -51,8 +66,8 @@ def model_h(graph: Graph, plan) -> str:
 
 def model_c(graph: Graph, plan) -> tuple[str, set[str]]:
     """The text of model.c and the runtime kernel families it calls."""
-    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
-        raise KilobyteError(f"graph '{graph.name}': code generation needs exactly one input and one output")
+    if len(graph.inputs) != 1 or not graph.outputs:
+        raise KilobyteError(f"graph '{graph.name}': code generation needs exactly one input and an output")
     bufs = Buffers(graph, plan)
     x, y = graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]
     decls, funcs, calls, families = [], [], [], set()
@@ -73,8 +88,11 @@ def model_c(graph: Graph, plan) -> tuple[str, set[str]]:
             emit_node(graph, node, bufs, plan)
         _add(code, fn, decls, funcs, families)
         calls.append(f"    {fn}(input);")
-    out = graph.outputs[0]
-    copy = f"    memcpy(output, {bufs.ptr(out)}, KB_OUTPUT_BYTES);"
+    copy, offset = [], 0
+    for out in graph.outputs:
+        n = graph.tensors[out].numel
+        copy.append(f"    memcpy((int8_t *)output + {offset}, {bufs.ptr(out)}, {n});")
+        offset += n
     text = "\n".join([
         HEADER, "#include <string.h>", "", '#include "kilobyte.h"', '#include "model.h"', "",
         "#if KB_ARENA_GUARD",
@@ -87,7 +105,7 @@ def model_c(graph: Graph, plan) -> tuple[str, set[str]]:
         *decls, "", *funcs,
         f"void kb_invoke(const {_ctype(x.dtype)} *raw_input, {_ctype(y.dtype)} *output)", "{",
         "    const int8_t *input = (const int8_t *)raw_input;  /* the layers take bytes (a uint8 input: QUANTIZE) */",
-        *calls, copy, "}", "",
+        *calls, *copy, "}", "",
     ])
     return text, families
 

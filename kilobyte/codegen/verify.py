@@ -75,6 +75,11 @@ def reference_graph(project: str | Path):
     return core, out_name
 
 
+def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
+    """The outputs `names` of one run, flattened and back to back: the bytes the C model writes to `output`."""
+    return np.concatenate([np.asarray(values[n]).reshape(-1) for n in names])
+
+
 def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
     """What the model file takes for the int8 core input `x`: `x` itself, or for a float input (a QUANTIZE head) the
     floats scale * (x - zero_point), which TFLite's QUANTIZE maps back to exactly `x`."""
@@ -96,12 +101,12 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     xs = verify_inputs(project, n_random, data)
     report = VerifyReport(len(xs), ("c-host", "reference") + (("tflm",) if tflm else ()))
     for i, x in enumerate(tqdm(xs, desc="verify", unit="input", disable=not progress, leave=False)):
-        got = {"c-host": host(x), "reference": run_int8(core, x)[out_name]}
+        got = {"c-host": host(x).reshape(-1), "reference": flat_outputs(run_int8(core, x), core.outputs)}
         if tflm:
             from ..targets.tflm import run_tflm
 
             feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
-            got["tflm"] = run_tflm(tfl, feed, preserve_all=True).tensors[out_name].reshape(got["reference"].shape)
+            got["tflm"] = flat_outputs(run_tflm(tfl, feed, preserve_all=True).tensors, core.outputs)
         for name, y in got.items():
             if name != "reference" and not np.array_equal(y, got["reference"]):
                 n = int(np.sum(y != got["reference"]))
@@ -109,8 +114,8 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     if sanitize:
         exe = build_executable(project, sanitize=True)
         for i, x in enumerate(xs[:2]):
-            y = run_executable(exe, x, tuple(m["output"]["shape"]), np.dtype(m["output"].get("dtype", "int8")))
+            y = run_executable(exe, x, (-1,), np.dtype(m["output"].get("dtype", "int8")))
             report.sanitizer_runs += 1
-            if not np.array_equal(y, run_int8(core, x)[out_name]):
+            if not np.array_equal(y, flat_outputs(run_int8(core, x), core.outputs)):
                 report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
     return report

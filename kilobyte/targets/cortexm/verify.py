@@ -72,22 +72,22 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
     Returns a `kilobyte.codegen.verify.VerifyReport` (engines qemu-<core>, c-host, reference).
     """
     from kilobyte.codegen import HostModel
-    from kilobyte.codegen.verify import VerifyReport, reference_graph, verify_inputs
+    from kilobyte.codegen.verify import VerifyReport, flat_outputs, reference_graph, verify_inputs
     from kilobyte.interp import run_int8
 
     project = Path(project)
     target, dev = resolve_target(target, device)
-    core, out_name = reference_graph(project)
+    core, _ = reference_graph(project)
     build = build_firmware(project, target, device=dev, kernels=kernels)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
     engine = f"qemu-{build.target}"
     report = VerifyReport(len(xs), (engine, "c-host", "reference"), target=build.target, stack_bytes=0)
     for i, x in enumerate(tqdm(xs, desc=f"verify {target}", unit="input", disable=not progress, leave=False)):
-        want = run_int8(core, x)[out_name]
+        want = flat_outputs(run_int8(core, x), core.outputs)  # every output, back to back (int8 or uint8)
         run = run_qemu(build, x, timeout=timeout)
         report.stack_bytes = max(report.stack_bytes, run.stack_bytes)
-        for name, y in ((engine, run.output.reshape(want.shape)), ("c-host", host(x))):
+        for name, y in ((engine, run.output.reshape(-1).view(want.dtype)), ("c-host", host(x).reshape(-1))):
             if not np.array_equal(y, want):
                 report.mismatches.append(f"input {i}: {name} differs from the reference in "
                                          f"{int(np.sum(y != want))} values")
