@@ -11,7 +11,9 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,8 +101,10 @@ def test_verify_target_human(capsys, compiled, target, kernels):
     assert out.startswith(f"OK: bit-exact on 5 inputs (qemu-{target} == c-host == reference; stack high-water mark")
 
 
-def test_verify_target_mismatch_exits_1(capsys, tampered):
-    project = tampered("KB_OUTPUT_BYTES);\n}", "KB_OUTPUT_BYTES);\n    output[0] ^= 1;\n}")  # one wrong bit
+def test_verify_target_mismatch_exits_1(capsys, compiled, tampered):
+    text = (Path(compiled[0]) / "src" / "model.c").read_text()
+    last = re.search(r"memcpy\(\(int8_t \*\)output \+ 0, [^;]*\);\n}", text).group(0)  # kb_invoke's last copy
+    project = tampered(last, last[:-1] + "    output[0] ^= 1;\n}")  # one wrong bit
     code, out, _ = cli(capsys, "verify", project, "--target", "cortex-m4", "--samples", "2")
     assert code == 1
     assert out.startswith("MISMATCH input 0: qemu-cortex-m4 differs from the reference") and "FAILED" in out
