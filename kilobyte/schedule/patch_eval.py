@@ -23,6 +23,7 @@ import numpy as np
 from ..analysis.macs import node_macs
 from ..ir import Graph, Op
 from ..kernels import contract_for, inplace_rule
+from .patch import _axis_in
 from .plan_types import PlanOptions
 from .scratch import kernel_scratch
 
@@ -97,11 +98,8 @@ class StageEvaluator:
             if window is None:
                 i0, i1, pad = o0, o1, 0
             else:
-                size, (kk, st, d, before, _) = self.hw[k][axis], window[axis]
-                a, b = o0 * st - before, (o1 - 1) * st - before + d * (kk - 1) + 1  # unclipped input range
-                i0 = min(max(a, 0), size)
-                i1 = max(min(b, size), i0)
-                pad = (b - a) - (i1 - i0)
+                (i0, i1), pads_k = _axis_in(o0, o1, window[axis], self.hw[k][axis])  # the box walk's own rule
+                pad = sum(pads_k)
             if o1 <= o0 or i1 <= i0:
                 return None  # a zero-length range: the box walk drops such a box whole (module docstring)
             out_len[k], in_len[k], pads[k], lows[k] = o1 - o0, i1 - i0, pad, o0
