@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..interp.int8_ref import tensor_qparams
 from ..ir import Graph, Op
 from ..transforms.edit import drop_unused_tensors
 
@@ -48,20 +49,15 @@ def split_float_head(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
     return drop_unused_tensors(core).verify(), ("QUANTIZE",)
 
 
-def _qp(graph: Graph, tensor: str) -> tuple[float, int]:
-    q = graph.tensors[tensor].qparams
-    return float(q.scale[0]), int(q.zero_point[0])
-
-
 def edge_header(graph: Graph, edges: Edges) -> list[str]:
     """Lines of model.h: the input/output quantisation and the edge functions."""
-    (si, zi), (so, zo) = _qp(graph, graph.inputs[0]), _qp(graph, graph.outputs[0])
+    (si, zi), (so, zo) = tensor_qparams(graph, graph.inputs[0]), tensor_qparams(graph, graph.outputs[0])
     in_t = "float" if edges.float_input else "int8_t"
     out_t = "float" if edges.float_output else "int8_t"
     lines = [
-        f"#define KB_INPUT_SCALE       {si!r}f  /* real = scale * (q - zero_point) */",
+        f"#define KB_INPUT_SCALE       {float(si)!r}f  /* real = scale * (q - zero_point) */",
         f"#define KB_INPUT_ZERO_POINT  {zi}",
-        f"#define KB_OUTPUT_SCALE      {so!r}f",
+        f"#define KB_OUTPUT_SCALE      {float(so)!r}f",
         f"#define KB_OUTPUT_ZERO_POINT {zo}",
         "",
         "/* TFLite's QUANTIZE of KB_INPUT_BYTES floats, and DEQUANTIZE of KB_OUTPUT_BYTES int8 outputs. */",

@@ -19,6 +19,7 @@ from ..interp.int8_ref import (
     mean_multiplier,
     requant_params,
     softmax_params,
+    tensor_qparams,
     unary_node_table,
 )
 from ..interp.unary import UNARY_OPS
@@ -366,17 +367,12 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     if kinds not in (("uint8", "int8"), ("int8", "uint8")):
         raise UnsupportedOpError(f"node '{node.name}' (QUANTIZE {kinds[0]} -> {kinds[1]}): only uint8 <-> int8 runs "
                                  "in C (a float QUANTIZE belongs at the input: kb_invoke_float)")
-    (si, zi), (so, zo) = (activation_qparams_of(graph, t) for t in (x, y))
+    (si, zi), (so, zo) = tensor_qparams(graph, x), tensor_qparams(graph, y)
     mult, shift = requant_multiplier(si, so)
     fields = dict(n=graph.tensors[y].numel, in_offset=zi, out_offset=zo, mult=mult, shift=shift)
     fn = "kb_requantize_u8_i8" if kinds[0] == "uint8" else "kb_requantize_i8_u8"
     return LayerCode(body=[c_struct("kb_requantize_params", fields),
                            f"{fn}(&p, (const void *){bufs.ptr(x)}, (void *){bufs.ptr(y)});"], families={"quantize"})
-
-
-def activation_qparams_of(graph: Graph, tensor: str) -> tuple[float, int]:
-    q = graph.tensors[tensor].qparams
-    return float(q.scale[0]), int(q.zero_point[0])
 
 
 def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:

@@ -112,15 +112,16 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op in (Op.PAD, Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
         return _eval_moving(graph, node, args)
     if op is Op.MEAN:  # quantize() never emits MEAN; graphs imported from .tflite files may have it
-        return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *_qp(graph, node.inputs[0]),
-                         *_qp(graph, node.outputs[0]))
+        return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *tensor_qparams(graph, node.inputs[0]),
+                         *tensor_qparams(graph, node.outputs[0]))
     if op is Op.QUANTIZE and args[0].dtype in (np.int8, np.uint8):  # uint8 <-> int8 at a model's edges
-        out = graph.tensors[node.outputs[0]].dtype
-        return requantize_values(args[0], *_qp(graph, node.inputs[0]), *_qp(graph, node.outputs[0]), np.dtype(out))
+        x, y = node.inputs[0], node.outputs[0]
+        return requantize_values(args[0], *tensor_qparams(graph, x), *tensor_qparams(graph, y),
+                                 np.dtype(graph.tensors[y].dtype))
     if op is Op.QUANTIZE:
-        return quantize_values(args[0], *_qp(graph, node.outputs[0]))
+        return quantize_values(args[0], *tensor_qparams(graph, node.outputs[0]))
     if op is Op.DEQUANTIZE:
-        return dequantize_values(args[0], *_qp(graph, node.inputs[0]))
+        return dequantize_values(args[0], *tensor_qparams(graph, node.inputs[0]))
     if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
         return _eval_softmax(graph, node, args[0])
     if op in UNARY_OPS:
@@ -140,7 +141,7 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
     if node.op is not Op.RESHAPE:
         _require_same_qparams(graph, node)
     if node.op is Op.PAD:
-        return pad_int8(args[0], node.attrs.pads, _qp(graph, node.inputs[0])[1])
+        return pad_int8(args[0], node.attrs.pads, tensor_qparams(graph, node.inputs[0])[1])
     if node.op is Op.CONCAT:
         if node.attrs.activation is not Activation.NONE:
             raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
@@ -188,7 +189,8 @@ class RequantParams:
     act_max: int
 
 
-def _qp(graph: Graph, name: str) -> tuple[np.float32, int]:
+def tensor_qparams(graph: Graph, name: str) -> tuple[np.float32, int]:
+    """(scale, zero point) of an activation tensor, which must be quantised per tensor."""
     q = graph.tensors[name].qparams
     if q is None or q.axis is not None or len(q.scale) != 1:
         raise KilobyteError(f"tensor '{name}' needs per-tensor quantisation params for int8 execution")
@@ -197,13 +199,13 @@ def _qp(graph: Graph, name: str) -> tuple[np.float32, int]:
 
 def activation_range_of(graph: Graph, node: Node) -> tuple[int, int]:
     """int8 clamp bounds of `node`'s fused activation, from its output's scale and zero point."""
-    return activation_range(getattr(node.attrs, "activation", Activation.NONE), *_qp(graph, node.outputs[0]))
+    return activation_range(getattr(node.attrs, "activation", Activation.NONE), *tensor_qparams(graph, node.outputs[0]))
 
 
 def requant_params(graph: Graph, node: Node) -> RequantParams:
     """Per-channel requantisation of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node."""
-    s_in, z_in = _qp(graph, node.inputs[0])
-    s_out, z_out = _qp(graph, node.outputs[0])
+    s_in, z_in = tensor_qparams(graph, node.inputs[0])
+    s_out, z_out = tensor_qparams(graph, node.outputs[0])
     wq = graph.tensors[node.inputs[1]].qparams
     if wq is None or np.any(wq.zero_point != 0):
         raise KilobyteError(f"node '{node.name}': weights need symmetric (zero point 0) quantisation params")
@@ -219,14 +221,14 @@ def requant_params(graph: Graph, node: Node) -> RequantParams:
 
 def add_node_params(graph: Graph, node: Node) -> AddParams:
     """TFLite's ADD parameters of an ADD node; a SUB node's are the same (TFLite Micro's `CalculateOpDataSub`)."""
-    (s1, z1), (s2, z2) = _qp(graph, node.inputs[0]), _qp(graph, node.inputs[1])
-    return add_params(s1, z1, s2, z2, *_qp(graph, node.outputs[0]), node.attrs.activation)
+    (s1, z1), (s2, z2) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.inputs[1])
+    return add_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
 
 
 def mul_node_params(graph: Graph, node: Node) -> MulParams:
     """TFLite's int8 MUL parameters of a MUL node."""
-    (s1, z1), (s2, z2) = _qp(graph, node.inputs[0]), _qp(graph, node.inputs[1])
-    return mul_params(s1, z1, s2, z2, *_qp(graph, node.outputs[0]), node.attrs.activation)
+    (s1, z1), (s2, z2) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.inputs[1])
+    return mul_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
 
 
 def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
@@ -234,11 +236,11 @@ def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
     log = node.op is Op.LOG_SOFTMAX
     x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
     want = LOG_SOFTMAX_OUTPUT_QPARAMS if log else SOFTMAX_OUTPUT_QPARAMS
-    if x.dtype != "int8" or y.dtype != "int8" or _qp(graph, node.outputs[0]) != want:
+    if x.dtype != "int8" or y.dtype != "int8" or tensor_qparams(graph, node.outputs[0]) != want:
         raise KilobyteError(f"node '{node.name}' ({node.op.value}): int8 in and out with output scale "
                             f"{float(want[0])} and zero point {want[1]} (TFLite Micro refuses others), got "
                             f"{x.dtype} -> {y.dtype} {y.qparams}")
-    s_in = _qp(graph, node.inputs[0])[0]
+    s_in = tensor_qparams(graph, node.inputs[0])[0]
     try:
         return log_softmax_params_for(s_in) if log else softmax_params_for(s_in, node.attrs.beta)
     except KilobyteError as e:
@@ -265,7 +267,7 @@ def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
     where = f"node '{node.name}' ({node.op.value})"
     if x.dtype != "int8" or y.dtype != "int8":
         raise KilobyteError(f"{where}: int8 in and out, got {x.dtype} -> {y.dtype}")
-    (s_in, z_in), (s_out, z_out) = _qp(graph, node.inputs[0]), _qp(graph, node.outputs[0])
+    (s_in, z_in), (s_out, z_out) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.outputs[0])
     if node.op is Op.LOGISTIC and (s_out, z_out) != LOGISTIC_OUTPUT_QPARAMS:
         raise KilobyteError(f"{where}: output scale {float(LOGISTIC_OUTPUT_QPARAMS[0])} and zero point "
                             f"{LOGISTIC_OUTPUT_QPARAMS[1]} (TFLite Micro's kernel writes those), got {y.qparams}")
