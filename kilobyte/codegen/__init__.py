@@ -62,12 +62,10 @@ def _io(graph: Graph, name: str) -> dict:
 
 
 def _outputs(graph: Graph) -> list[dict]:
-    """Every output with its byte offset in the one output buffer (outputs are written back to back, in order)."""
-    out, offset = [], 0
-    for name in graph.outputs:
-        out.append({**_io(graph, name), "offset": offset})
-        offset += graph.tensors[name].numel
-    return out
+    """Every output with its byte offset in the one output buffer (model_c.output_offsets)."""
+    from .model_c import output_offsets
+
+    return [{**_io(graph, name), "offset": offset} for name, offset in output_offsets(graph)]
 
 
 def _tflite_copy(graph: Graph) -> bytes | None:

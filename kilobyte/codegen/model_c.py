@@ -22,17 +22,28 @@ def _ctype(dtype: str) -> str:
     return {"int8": "int8_t", "uint8": "uint8_t"}[dtype]
 
 
+def output_offsets(graph: Graph) -> list[tuple[str, int]]:
+    """(output, byte offset) in the one output buffer: the outputs back to back, in the graph's order (kb_invoke
+    copies them so; model.h and the manifest give the same offsets)."""
+    offsets, offset = [], 0
+    for name in graph.outputs:
+        offsets.append((name, offset))
+        offset += graph.tensors[name].numel
+    return offsets
+
+
 def _output_macros(graph: Graph) -> list[str]:
     """KB_OUTPUT_BYTES (all outputs) and, with several outputs, each one's offset and size in the output buffer."""
-    ts = [graph.tensors[t] for t in graph.outputs]
+    ts = {name: graph.tensors[name] for name in graph.outputs}
+    dims = {name: f"{t.dtype} {'x'.join(map(str, t.shape))}" for name, t in ts.items()}
     if len(ts) == 1:
-        return [f"#define KB_OUTPUT_BYTES {ts[0].numel}  /* {ts[0].dtype} {'x'.join(map(str, ts[0].shape))} */"]
-    lines, offset = [f"#define KB_OUTPUT_BYTES {sum(t.numel for t in ts)}  /* {len(ts)} outputs, back to back */"], 0
-    for t in ts:
-        name = c_ident(t.name).upper()
-        lines += [f"#define KB_OUTPUT_{name}_OFFSET {offset}",
-                  f"#define KB_OUTPUT_{name}_BYTES {t.numel}  /* {t.dtype} {'x'.join(map(str, t.shape))} */"]
-        offset += t.numel
+        (name, t), = ts.items()
+        return [f"#define KB_OUTPUT_BYTES {t.numel}  /* {dims[name]} */"]
+    lines = [f"#define KB_OUTPUT_BYTES {sum(t.numel for t in ts.values())}  /* {len(ts)} outputs, back to back */"]
+    for name, offset in output_offsets(graph):
+        ident = c_ident(name).upper()
+        lines += [f"#define KB_OUTPUT_{ident}_OFFSET {offset}",
+                  f"#define KB_OUTPUT_{ident}_BYTES {ts[name].numel}  /* {dims[name]} */"]
     return lines
 
 
@@ -88,11 +99,8 @@ def model_c(graph: Graph, plan) -> tuple[str, set[str]]:
             emit_node(graph, node, bufs, plan)
         _add(code, fn, decls, funcs, families)
         calls.append(f"    {fn}(input);")
-    copy, offset = [], 0
-    for out in graph.outputs:
-        n = graph.tensors[out].numel
-        copy.append(f"    memcpy((int8_t *)output + {offset}, {bufs.ptr(out)}, {n});")
-        offset += n
+    copy = [f"    memcpy((int8_t *)output + {offset}, {bufs.ptr(out)}, {graph.tensors[out].numel});"
+            for out, offset in output_offsets(graph)]
     text = "\n".join([
         HEADER, "#include <string.h>", "", '#include "kilobyte.h"', '#include "model.h"', "",
         "#if KB_ARENA_GUARD",

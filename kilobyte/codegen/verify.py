@@ -82,11 +82,10 @@ def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
 
 def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
     """What the model file takes for the int8 core input `x`: `x` itself, or for a float input (a QUANTIZE head) the
-    floats scale * (x - zero_point), which TFLite's QUANTIZE maps back to exactly `x`."""
-    if not m.get("float_head"):
-        return x
-    scale, zp = np.float32(m["input"]["scale"]), m["input"]["zero_point"]
-    return (scale * (x.astype(np.float32) - np.float32(zp))).astype(np.float32)
+    floats TFLite's DEQUANTIZE gives for `x`, which its QUANTIZE maps back to exactly `x`."""
+    from ..quant.arith import dequantize_values
+
+    return dequantize_values(x, m["input"]["scale"], m["input"]["zero_point"]) if m.get("float_head") else x
 
 
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
@@ -96,7 +95,7 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     project = Path(project)
     m = manifest(project)
     tfl = project_tflite(project)
-    core, out_name = reference_graph(project)
+    core, _ = reference_graph(project)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
     report = VerifyReport(len(xs), ("c-host", "reference") + (("tflm",) if tflm else ()))
