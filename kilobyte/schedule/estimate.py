@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Op
 from ..kernels import contract_for
-from .inplace import planned_bytes
-from .plan import _macs, plan_steps
+from .plan import input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 CODE_BYTES_PER_KERNEL = 2048  # Flash estimate of one kernel family's code (host builds cannot measure Cortex-M code)
@@ -96,12 +95,9 @@ def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> 
     (2048, 2048, 36864, ('conv',))
     """
     steps = plan_steps(graph, options)
-    layout, stage = steps.layout, steps.draft.stage
-    tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
     families = kernel_families(graph, steps)
     return Resources(
-        peak_bytes=layout.peak, arena_bytes=layout.arena.arena_bytes,
-        scratch_bytes=max([tile_scratch, *layout.scratch]),
-        input_bytes=sum(planned_bytes(graph, t) for t in graph.inputs),
+        peak_bytes=steps.layout.peak, arena_bytes=steps.layout.arena.arena_bytes, scratch_bytes=steps.scratch_bytes,
+        input_bytes=input_bytes(graph),
         weight_bytes=constant_bytes(graph), code_bytes=CODE_BYTES_PER_KERNEL * len(families),
-        macs=_macs(graph, stage)[0], families=families)
+        macs=plan_macs(graph, steps.draft.stage)[0], families=families)

@@ -118,6 +118,13 @@ class PlanSteps:
     scratch: ScratchSizes
     layout: ArenaLayout
 
+    @property
+    def scratch_bytes(self) -> int:
+        """The largest scratch of any step, or of any patch tile."""
+        stage = self.draft.stage
+        tiles = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
+        return max([tiles, *self.layout.scratch])
+
 
 # -- the steps --------------------------------------------------------------------------------------------------------
 def plan_steps(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> PlanSteps:
@@ -257,13 +264,11 @@ def assemble_plan(graph: Graph, steps: PlanSteps) -> Plan:
     scratch = {order.order[i]: (o, layout.scratch[i]) for i, o in zip(layout.scratch_steps, offsets)}
     if stage is not None:
         stage = patching.place_stage(stage, layout.arena.offsets[-1])
-    macs, overhead = _macs(graph, stage)
-    tile_scratch = max((b for _, b in stage.tile_scratch.values()), default=0) if stage else 0
+    macs, overhead = plan_macs(graph, stage)
     return Plan(
         order=order.order, placements=_placements(graph, life, root_offset), scratch=scratch,
         arena_bytes=layout.arena.arena_bytes, peak_bytes=layout.peak,
-        scratch_bytes=max([tile_scratch, *layout.scratch]), input_bytes=sum(planned_bytes(graph, t) for t in
-                                                                             graph.inputs),
+        scratch_bytes=steps.scratch_bytes, input_bytes=input_bytes(graph),
         macs=macs, mac_overhead=overhead, optimal=order.optimal,
         lower_bound=max(order.lower_bound, layout.live_bytes[0] if stage else 0), live_bytes=layout.live_bytes,
         patch=stage, options=steps.options, notes=(*order.notes, *steps.draft.notes, *layout.notes),
@@ -282,7 +287,13 @@ def _placements(graph: Graph, life: Lifetimes, root_offset: dict[str, int]) -> d
     return out
 
 
-def _macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
+def input_bytes(graph: Graph) -> int:
+    """The caller-owned input buffer(s)."""
+    return sum(planned_bytes(graph, t) for t in graph.inputs)
+
+
+def plan_macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
+    """(MACs with the patch stage's repeated ones, overhead as a fraction of the per-layer MACs)."""
     base = sum(node_macs(graph, n) for n in graph.nodes)
     macs = base if stage is None else base - stage.base_macs + stage.macs
     return macs, (macs - base) / base if base else 0.0
