@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kilobyte.errors import DoesNotFitError, KilobyteError
+from kilobyte.kernels import check_kernel_set
 from kilobyte.targets.devices import Device, get_device
 
 from .measure import elf_sections, elf_symbols
 from .toolchain import FW_DIR, Board, arm_gcc, get_board
 
 ARM_KERNEL_DIR = Path(__file__).resolve().parents[2] / "runtime" / "c" / "arm"
-KERNEL_SETS = ("portable", "dsp")
 DEFAULT_STACK_BYTES = 4096
 COMMON_FLAGS = ("-O2", "-g", "-Wall", "-ffunction-sections", "-fdata-sections", "-fstack-usage", "-nostartfiles",
                 "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections", "-Wl,--print-memory-usage")
@@ -73,8 +73,7 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
     ...
     kilobyte.errors.KilobyteError: unknown kernel set 'fast': choose 'portable' or 'dsp'
     """
-    if kernels not in KERNEL_SETS:
-        raise KilobyteError(f"unknown kernel set {kernels!r}: choose 'portable' or 'dsp'")
+    check_kernel_set(kernels)
     arm_dir = ARM_KERNEL_DIR if arm_dir is None else arm_dir
     chosen = []
     for path in sorted(src_dir.iterdir()):
