@@ -5,14 +5,16 @@ executor calls it node by node); the per-op kernels below (`conv2d_int8`, `depth
 `fully_connected_int8`, `add_int8`, `sub_int8`, `mul_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain
 integer parameters so the C runtime can be tested against them directly, and `requant_params` / `add_node_params` /
 `mul_node_params` / `activation_range_of` derive those parameters from a graph exactly as TFLite Micro's Prepare
-functions do. `mean_int8` (TFLM's integer MEAN, its requantisation in `mean_multiplier`, shared with the C kernel's
-code generator) serves int8 graphs imported from `.tflite` files; `quantize()` itself never emits MEAN or an int8
-SOFTMAX. So do the int8 SOFTMAX and LOG_SOFTMAX of `kilobyte.interp.softmax`; `softmax_params` gives their C
-kernel's fields. So do SUB, MUL, MAXIMUM and MINIMUM; the binary ops broadcast as numpy does (TFLite's broadcast
-kernels compute the same formula per element), and MAXIMUM / MINIMUM compare raw int8 values, so their inputs and
-output must share params.
-The int8 unary activations (LOGISTIC, HARD_SWISH, LEAKY_RELU, and RELU / RELU6 left standing) run as the 256-entry
-table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads.
+functions do.
+
+Ops `quantize()` never emits serve int8 graphs imported from `.tflite` files:
+- MEAN (`mean_int8`, TFLM's integer MEAN; its requantisation in `mean_multiplier`, shared with the code generator);
+- SOFTMAX and LOG_SOFTMAX (`kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields);
+- SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
+  element); MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output must share params;
+- LOGISTIC, HARD_SWISH, LEAKY_RELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
+  that `unary_node_table` builds, the same table the C kernel reads;
+- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`).
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
