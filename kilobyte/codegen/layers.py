@@ -165,15 +165,6 @@ def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    shape = graph.tensors[node.outputs[0]].shape
-    strides = tuple(bufs.cstride(t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    params = add_fields(graph, node, strides, pixels=int(np.prod(shape[:-1])))
-    return LayerCode(body=[c_struct("kb_add_params", params),
-                           f"kb_add(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.inputs[1])}, "
-                           f"{bufs.ptr(node.outputs[0])});"], families={"add"})
-
-
 def broadcast_strides(graph: Graph, node: Node, bufs: Buffers) -> tuple[int, int, int]:
     """Pixel strides (in1, in2, out) of a binary op's kernel: an operand shaped like the output keeps its planned
     stride, a per-channel operand (one pixel of the output's C channels, e.g. (1,1,1,C)) gets 0 (the kernel repeats
@@ -201,11 +192,11 @@ def _binary_call(node: Node, bufs: Buffers, struct: str, params: dict, fn: str, 
                            f"{fn}(&p, {bufs.ptr(a)}, {bufs.ptr(b)}, {bufs.ptr(node.outputs[0])});"], families={family})
 
 
-def emit_sub(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """int8 SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_sub`."""
+def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """int8 ADD and SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_add` / `kb_sub`."""
     pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
     params = add_fields(graph, node, broadcast_strides(graph, node, bufs), pixels)
-    return _binary_call(node, bufs, "kb_add_params", params, "kb_sub", "add")
+    return _binary_call(node, bufs, "kb_add_params", params, "kb_add" if node.op is Op.ADD else "kb_sub", "add")
 
 
 def emit_mul(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
@@ -392,7 +383,7 @@ EMITTERS = {
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
     Op.QUANTIZE: emit_quantize,
-    Op.SUB: emit_sub, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
+    Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
     **{op: emit_lut for op in UNARY_OPS},
 }
 
