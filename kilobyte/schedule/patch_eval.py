@@ -69,7 +69,7 @@ class StageEvaluator:
             if any(w is None for w in per_range):
                 return None
             arrays.append([np.array([w[j] for w in per_range], np.int64).T for j in range(3)])  # 3 x (n, p)
-            boxes.append([tuple((w[3].get(k), w[0][k]) for w in per_range) for k in range(n)])  # (start, length)
+            boxes.append(list(zip(*(w[3] for w in per_range))))  # per node: its (start, length) in every range
         (oh, ih, ph), (ow, iw, pw) = arrays  # per node: output lengths, input lengths, padding totals
         sizes = np.einsum("ki,kj->ijk", oh, ow).reshape(-1, n) * self.channels[:n]  # (P, n)
         padded = np.einsum("ki,kj->ijk", ih + ph, iw + pw).reshape(-1, n)
@@ -79,7 +79,7 @@ class StageEvaluator:
 
     def _walk(self, n: int, outputs: tuple[str, ...], lo: int, hi: int, axis: int):
         """One range [lo, hi) of the stage output along `axis`, walked back through the first `n` nodes: per node its
-        output length, input length and padding total, and the output range start of each needed node; None on a
+        output length, input length, padding total and (output start, length) ((None, 0): not needed); None on a
         zero-length range. Cached: grids share ranges with their centre patch and with each other."""
         key = (n, outputs, lo, hi, axis)
         if key not in self._walks:
@@ -88,7 +88,7 @@ class StageEvaluator:
 
     def _walk_once(self, n: int, outputs: tuple[str, ...], lo: int, hi: int, axis: int):
         need: dict[str, tuple[int, int]] = {t: (lo, hi) for t in outputs}
-        out_len, in_len, pads, lows = [0] * n, [0] * n, [0] * n, {}
+        out_len, in_len, pads, starts = [0] * n, [0] * n, [0] * n, [None] * n
         for k in range(n - 1, -1, -1):
             box = need.get(self.outs[k])
             if box is None:
@@ -102,11 +102,11 @@ class StageEvaluator:
                 pad = sum(pads_k)
             if o1 <= o0 or i1 <= i0:
                 return None  # a zero-length range: the box walk drops such a box whole (module docstring)
-            out_len[k], in_len[k], pads[k], lows[k] = o1 - o0, i1 - i0, pad, o0
+            out_len[k], in_len[k], pads[k], starts[k] = o1 - o0, i1 - i0, pad, o0
             for t in self.ins[k]:
                 old = need.get(t)
                 need[t] = (i0, i1) if old is None else (min(old[0], i0), max(old[1], i1))
-        return out_len, in_len, pads, lows
+        return out_len, in_len, pads, tuple(zip(starts, out_len))
 
     def _last_readers(self, n: int) -> dict[int, int]:
         """Stage node -> the last stage node reading its output (nodes read only after the stage are absent)."""
