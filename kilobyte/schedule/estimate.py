@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import KilobyteError
 from ..interp.unary import UNARY_OPS
+from ..interp.upsample import resize_table
 from ..ir import Graph, Op
 from ..kernels import contract_for
 from .plan import input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 CODE_BYTES_PER_KERNEL = 2048  # Flash estimate of one kernel family's code (host builds cannot measure Cortex-M code)
-WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
+WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV)
 LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
 
 
@@ -42,7 +44,8 @@ class Resources:
 def constant_bytes(graph: Graph) -> int:
     """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
     weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift; per
-    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) its 256-byte table."""
+    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6) its 256-byte table; per resize its int16
+    table of source rows and columns."""
     total = 0
     for node in graph.nodes:
         if node.op in WEIGHTED_OPS:
@@ -50,7 +53,18 @@ def constant_bytes(graph: Graph) -> int:
             total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_c
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES
+        elif node.op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
+            total += 2 * _resize_entries(graph, node)
     return total
+
+
+def _resize_entries(graph: Graph, node) -> int:
+    """Entries of a resize's int16 table (0 for sizes the code generator refuses anyway)."""
+    try:
+        return len(resize_table(node.op is Op.RESIZE_BILINEAR, graph.tensors[node.inputs[0]].shape[1:3],
+                                node.attrs))
+    except KilobyteError:
+        return 0
 
 
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
