@@ -39,7 +39,10 @@ class GraphBuilder:
         return name
 
     def const(self, name: str, data: np.ndarray, qparams: QParams | None = None) -> str:
-        data = np.ascontiguousarray(data)
+        """A constant tensor; a read-only broadcast of one value (all strides 0, e.g. `np.broadcast_to(0, shape)`)
+        is kept as it is, costing no memory per element, for graphs that are measured but never run."""
+        if not (data.ndim and data.strides == (0,) * data.ndim):
+            data = np.ascontiguousarray(data)
         if data.dtype == np.float64:
             data = data.astype(np.float32)
         data.setflags(write=False)

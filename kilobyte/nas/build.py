@@ -70,7 +70,8 @@ def network(space: MBSpace, arch: Arch) -> Network:
 
 
 def _zeros(shape_w, n_out) -> tuple[np.ndarray, np.ndarray]:
-    return np.zeros(shape_w, np.float32), np.zeros(n_out, np.float32)
+    """Placeholder weights: a broadcast zero (no memory per weight) and a zero bias."""
+    return np.broadcast_to(np.float32(0), shape_w), np.zeros(n_out, np.float32)
 
 
 def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, np.ndarray]] | None = None,

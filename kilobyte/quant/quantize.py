@@ -35,7 +35,23 @@ def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentil
     """The int8 version of the float inference `graph`, calibrated on `calibration_inputs` (see `calibrate`)."""
     _check_float_inference_graph(graph)
     ranges = calibrate(graph, calibration_inputs, method=method, percentile=percentile)
-    qparams = activation_qparams(graph, ranges)
+    return rewrite_int8(graph, activation_qparams(graph, ranges))
+
+
+def int8_structure(graph: Graph) -> Graph:
+    """The int8 graph `quantize` would give, with every activation at scale 1, zero point 0: the same nodes,
+    tensors, shapes and dtypes, so planning it gives the compiled model's SRAM, Flash and MACs — without
+    calibrating (architecture search measures candidates that have no trained weights yet)."""
+    _check_float_inference_graph(graph)
+    unit = QParams.per_tensor(1.0, 0)
+    return rewrite_int8(graph, {t: unit for t in graph.tensors if graph.tensors[t].data is None},
+                        params=_placeholder_params)
+
+
+def rewrite_int8(graph: Graph, qparams: dict[str, QParams], params=None) -> Graph:
+    """The float inference `graph` rewritten to int8 with the given activation params (see the module doc);
+    `params(graph, node, qparams)` gives a weighted node's int8 weight and int32 bias tensors (default: quantised)."""
+    params = params or _quantize_params
     tensors: dict[str, Tensor] = {}
     nodes: list[Node] = []
     taken = set(graph.tensors) | {n.name for n in graph.nodes}
@@ -49,7 +65,7 @@ def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentil
             new_nodes, new_tensors = _softmax_at_edge(graph, node, tensors[node.inputs[0]], taken)
         else:
             new_nodes = [node]
-            new_tensors = [_int8_activation(out, qparams[out.name]), *_quantize_params(graph, node, qparams)]
+            new_tensors = [_int8_activation(out, qparams[out.name]), *params(graph, node, qparams)]
         for t in new_tensors:
             if t.name in tensors and tensors[t.name] != t:
                 raise KilobyteError(f"tensor '{t.name}' is shared by nodes that quantise it differently "
@@ -173,6 +189,21 @@ def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> l
         q = round_half_away(b_t.data.astype(np.float64) / bias_scale)
         q = np.clip(q, -(2**31 - 1), 2**31 - 1).astype(np.int32)
         out.append(_const(b_t, q, QParams(bias_scale.astype(np.float32), zeros, 0)))
+    return out
+
+
+def _placeholder_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
+    """int8 / int32 zero tensors of `_quantize_params`'s shapes and dtypes; the weights a read-only broadcast view
+    (no memory per weight: a candidate's weights are never read, only counted)."""
+    if node.op not in WEIGHT_AXIS:
+        return []
+    out = []
+    for name, dtype in zip(node.inputs[1:3], (np.int8, np.int32)):
+        t = graph.tensors[name]
+        unit = QParams(np.ones(t.shape[WEIGHT_AXIS[node.op]] if dtype is np.int8 else t.shape[0], np.float32),
+                       np.zeros(t.shape[WEIGHT_AXIS[node.op]] if dtype is np.int8 else t.shape[0], np.int64),
+                       WEIGHT_AXIS[node.op] if dtype is np.int8 else 0)
+        out.append(Tensor(t.name, t.shape, np.dtype(dtype).name, np.broadcast_to(dtype(0), t.shape), unit))
     return out
 
 

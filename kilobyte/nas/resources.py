@@ -1,0 +1,110 @@
+"""Search stage: what a candidate architecture costs on the device — the compiler's own figures, fast.
+
+`ResourceEvaluator.evaluate(arch)` builds the candidate's IR graph (`build.build_graph`, placeholder weights), takes
+the int8 structure `quantize()` would give (`quant.int8_structure`), and runs the planner's own steps
+(`schedule.estimate_resources`): peak SRAM with operator reordering and in-place rules (and the best patch stage when
+`PlanOptions.patch` asks for one), Flash = the constant arrays of the generated `model.c` + the runtime kernel code,
+MACs. So a candidate's figures are exactly what `kilobyte compile` reports for the same network
+(tests/nas/test_resources.py holds them equal on 300 random architectures).
+
+Searches ask this hundreds of thousands of times, so:
+- results are cached per network (`Arch.key()`: genes of inactive blocks do not matter);
+- `fits(arch, budget)` decides with exact early exits before planning: Flash and MACs come from the layer list
+  alone (`flash_lower_bound` is the constant arrays plus the kernel families every candidate calls, which the
+  planned figure can only exceed), so a candidate over the Flash or MAC budget is rejected without building a graph.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..quant.quantize import int8_structure
+from ..schedule.estimate import CODE_BYTES_PER_KERNEL, Resources, estimate_resources
+from ..schedule.plan_types import PlanOptions
+from .build import Network, build_graph, network
+from .space import Arch, MBSpace
+
+REQUANT_BYTES_PER_CHANNEL = 12  # int32 bias + int32 multiplier + int32 shift per output channel (model.c)
+ALWAYS_CALLED = ("conv", "depthwise", "fc", "pool")  # kernel families every network of an MBConv space calls
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A device's limits for a candidate: SRAM (the plan's peak, caller-owned input included or not), Flash, MACs."""
+
+    sram_bytes: int
+    flash_bytes: int
+    max_macs: int | None = None
+    count_input: bool = False  # add the caller-owned input to the peak (TinyEngine's figure excludes it)
+
+    def sram_of(self, r: Resources) -> int:
+        return r.peak_bytes + (r.input_bytes if self.count_input else 0)
+
+    def admits(self, r: Resources) -> bool:
+        return (self.sram_of(r) <= self.sram_bytes and r.flash_bytes <= self.flash_bytes
+                and (self.max_macs is None or r.macs <= self.max_macs))
+
+
+def layer_counts(net: Network) -> tuple[int, int]:
+    """(constant bytes of model.c, MACs) from the layer list alone: int8 weights + 12 bytes per output channel of
+    every weighted layer; MACs of the convolutions and the classifier (adds and pooling count none)."""
+    h = net.resolution
+    weights = macs = 0
+
+    def conv(layer, h):
+        nonlocal weights, macs
+        out_h = -(-h // layer.stride)
+        per_out = layer.kernel * layer.kernel * (1 if layer.depthwise else layer.cin)
+        weights += per_out * layer.cout + REQUANT_BYTES_PER_CHANNEL * layer.cout
+        macs += per_out * layer.cout * out_h * out_h
+        return out_h
+
+    h = conv(net.stem, h)
+    for block in net.blocks:
+        for layer in block.convs:
+            h = conv(layer, h)
+    conv(net.head, h)
+    weights += (net.head.cout + REQUANT_BYTES_PER_CHANNEL) * net.num_classes
+    macs += net.head.cout * net.num_classes
+    return weights, macs
+
+
+class ResourceEvaluator:
+    """Exact, cached resource figures of a space's candidates under one set of plan options."""
+
+    def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000):
+        self.space = space
+        self.options = options or PlanOptions()
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, Resources] = OrderedDict()
+        self.planned = 0  # candidates planned (cache misses), for benchmarks
+
+    def evaluate(self, arch: Arch) -> Resources:
+        """SRAM, Flash and MACs of `arch` as `kilobyte compile` gives them (cached per network)."""
+        key = arch.key()
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        graph = int8_structure(build_graph(self.space, arch))
+        result = estimate_resources(graph, self.options)
+        self.planned += 1
+        self._cache[key] = result
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    def flash_lower_bound(self, arch: Arch) -> int:
+        """Bytes of Flash `arch` needs at least: its constant arrays plus the code of the families every candidate
+        calls (planning can only add families, e.g. a fused conv+add)."""
+        return layer_counts(network(self.space, arch))[0] + CODE_BYTES_PER_KERNEL * len(ALWAYS_CALLED)
+
+    def fits(self, arch: Arch, budget: Budget) -> bool:
+        """Whether `arch` meets `budget`, planning it only when Flash and MACs cannot already tell."""
+        weights, macs = layer_counts(network(self.space, arch))
+        if weights + CODE_BYTES_PER_KERNEL * len(ALWAYS_CALLED) > budget.flash_bytes:
+            return False
+        if budget.max_macs is not None and macs > budget.max_macs and self.options.patch is None:
+            return False  # a patch stage only adds MACs
+        return budget.admits(self.evaluate(arch))
