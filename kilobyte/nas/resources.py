@@ -95,16 +95,38 @@ class ResourceEvaluator:
             self._cache.popitem(last=False)
         return result
 
+    def cached(self, arch: Arch) -> Resources | None:
+        """`arch`'s figures if it has been planned already, else None (never plans)."""
+        return self._cache.get(arch.key())
+
     def flash_lower_bound(self, arch: Arch) -> int:
         """Bytes of Flash `arch` needs at least: its constant arrays plus the code of the families every candidate
         calls (planning can only add families, e.g. a fused conv+add)."""
         return layer_counts(network(self.space, arch))[0] + CODE_BYTES_PER_KERNEL * len(ALWAYS_CALLED)
 
     def fits(self, arch: Arch, budget: Budget) -> bool:
-        """Whether `arch` meets `budget`, planning it only when Flash and MACs cannot already tell."""
-        weights, macs = layer_counts(network(self.space, arch))
+        """Whether `arch` meets `budget`, planning it only when Flash, MACs and the SRAM bound cannot already tell."""
+        net = network(self.space, arch)
+        weights, macs = layer_counts(net)
         if weights + CODE_BYTES_PER_KERNEL * len(ALWAYS_CALLED) > budget.flash_bytes:
             return False
-        if budget.max_macs is not None and macs > budget.max_macs and self.options.patch is None:
-            return False  # a patch stage only adds MACs
+        if self.options.patch is None:  # a patch stage adds MACs and beats the per-layer bound
+            if budget.max_macs is not None and macs > budget.max_macs:
+                return False
+            extra = net.in_channels * net.resolution ** 2 if budget.count_input else 0
+            if sram_lower_bound(net) + extra > budget.sram_bytes:
+                return False
         return budget.admits(self.evaluate(arch))
+
+
+def sram_lower_bound(net: Network) -> int:
+    """Bytes any per-layer plan of `net` has live at once, at least: a (non-depthwise) convolution has no in-place
+    rule, so its whole int8 input and output coexist while it runs (a conv fused with the ADD after it writes the
+    ADD's output, of the same size). The stem is left out: its input is the caller's buffer, outside the peak."""
+    bound, h = 0, -(-net.resolution // net.stem.stride)
+    for layer in [c for b in net.blocks for c in b.convs] + [net.head]:
+        out_h = -(-h // layer.stride)
+        if not layer.depthwise:
+            bound = max(bound, layer.cin * h * h + layer.cout * out_h * out_h)
+        h = out_h
+    return bound

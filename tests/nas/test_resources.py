@@ -15,7 +15,7 @@ import pytest
 
 from kilobyte.codegen import compile_graph
 from kilobyte.nas.build import build_graph, network
-from kilobyte.nas.resources import Budget, ResourceEvaluator, layer_counts
+from kilobyte.nas.resources import Budget, ResourceEvaluator, layer_counts, sram_lower_bound
 from kilobyte.nas.space import MBSpace
 from kilobyte.quant.quantize import quantize
 from kilobyte.schedule.estimate import CODE_BYTES_PER_KERNEL, estimate_resources
@@ -62,6 +62,7 @@ def test_evaluator_equals_plan_on_random_architectures(options):
         weights, macs = layer_counts(network(SPACE, arch))
         assert (weights, macs) == (r.weight_bytes, r.macs)
         assert ev.flash_lower_bound(arch) <= r.flash_bytes
+        assert sram_lower_bound(network(SPACE, arch)) <= r.peak_bytes
 
 
 def test_evaluator_equals_the_compiled_project(tmp_path):
