@@ -88,10 +88,20 @@ class SearchStore:
 
     # -- evaluations -------------------------------------------------------------------------------------------------
     def add(self, e: Evaluation) -> None:
-        """Commit one finished evaluation (a duplicate of a stored one is ignored: it was already committed)."""
-        self.db.execute("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (e.phase, e.generation, e.idx, e.arch, e.arch_key, e.seed, e.accuracy,
-                         json.dumps(e.resources, sort_keys=True), e.seconds))
+        """Commit one finished evaluation. One already stored is not replaced; it is counted in `meta.repeated`
+        (a search replaying its schedule takes stored results instead of recomputing them, so this stays 0)."""
+        try:
+            self.db.execute("INSERT INTO evaluations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (e.phase, e.generation, e.idx, e.arch, e.arch_key, e.seed, e.accuracy,
+                             json.dumps(e.resources, sort_keys=True), e.seconds))
+        except sqlite3.IntegrityError:
+            self.db.execute("INSERT INTO meta VALUES ('repeated', '1') "
+                            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    def repeated(self) -> int:
+        """Evaluations computed again although already stored (0 unless something is wrong)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key='repeated'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def get(self, phase: str, generation: int, idx: int) -> Evaluation | None:
         row = self.db.execute("SELECT * FROM evaluations WHERE phase=? AND generation=? AND idx=?",

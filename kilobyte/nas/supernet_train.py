@@ -97,6 +97,7 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
     loss_fn = torch.nn.CrossEntropyLoss()
     for epoch in range(start, epochs):
         g = torch.Generator().manual_seed(seed * 1000 + PHASE_SEED[phase] * 100 + epoch)
+        torch.manual_seed(seed * 1000 + PHASE_SEED[phase] * 100 + epoch)  # dropout draws from the global stream
         rng = np.random.default_rng([seed, PHASE_SEED[phase], epoch])
         order = torch.randperm(len(x), generator=g)
         net.train()
