@@ -88,37 +88,42 @@ class _Run:
         return self.resources.fits(arch, self.budget)
 
     def score(self, generation: int, archs: list[Arch]) -> list[float]:
-        """Accuracies of `archs` (generation `generation`): from this run, from the store, or computed now."""
-        todo = []
+        """Accuracies of `archs` (generation `generation`): from this run, from the store, or computed now. Fresh
+        results are committed as they arrive; the history lists the generation in schedule order whatever order
+        the workers finish in."""
+        found: dict[int, float] = {}
+        pending: dict[tuple, int] = {}  # one evaluation per distinct network of the generation
         for i, arch in enumerate(archs):
             stored = self.store.get(self.phase, generation, i) if self.store else None
             if stored is not None and stored.arch_key == repr(arch.key()):
-                self._record(generation, arch, stored.accuracy, None)
+                found[i] = stored.accuracy
+                self._notify(arch, stored.accuracy, generation)
             elif arch.key() not in self.known:
-                todo.append(i)
-        pending = {}
-        for i in todo:  # one evaluation per distinct network of the generation
-            pending.setdefault(archs[i].key(), i)
+                pending.setdefault(arch.key(), i)
         unique = list(pending.values())
         started = time.perf_counter()
-        for j, acc in self.fitness([archs[i] for i in unique]):
+        for j, accuracy in self.fitness([archs[i] for i in unique]):
             i = unique[j]
-            self._record(generation, archs[i], acc, (i, time.perf_counter() - started))
+            found[i] = float(accuracy)
+            self._commit(generation, i, archs[i], found[i], time.perf_counter() - started)
+            self._notify(archs[i], found[i], generation)
+        for i, arch in enumerate(archs):
+            if i in found and arch.key() not in self.known:
+                self.known[arch.key()] = found[i]
+                self.history.append(Scored(arch, found[i], generation))
         return [self.known[a.key()] for a in archs]
 
-    def _record(self, generation: int, arch: Arch, accuracy: float, fresh) -> None:
-        if arch.key() in self.known:
+    def _commit(self, generation: int, idx: int, arch: Arch, accuracy: float, seconds: float) -> None:
+        if self.store is None:
             return
-        self.known[arch.key()] = accuracy
-        self.history.append(Scored(arch, accuracy, generation))
-        if fresh is not None and self.store is not None:
-            idx, seconds = fresh
-            r = self.resources.evaluate(arch)
-            self.store.add(Evaluation(self.phase, generation, idx, arch.dumps(), repr(arch.key()), self.seed,
-                                      float(accuracy), {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes,
-                                                        "flash_bytes": r.flash_bytes, "macs": r.macs}, seconds))
+        r = self.resources.evaluate(arch)
+        self.store.add(Evaluation(self.phase, generation, idx, arch.dumps(), repr(arch.key()), self.seed, accuracy,
+                                  {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes,
+                                   "flash_bytes": r.flash_bytes, "macs": r.macs}, seconds))
+
+    def _notify(self, arch: Arch, accuracy: float, generation: int) -> None:
         if self.on_result is not None:
-            self.on_result(self.history[-1])
+            self.on_result(Scored(arch, accuracy, generation))
 
     def result(self) -> SearchResult:
         best = max(self.history, key=lambda s: s.accuracy)  # first of equals: schedule order

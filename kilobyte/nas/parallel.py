@@ -10,6 +10,7 @@ Ray is the distributed engine (`ray.init(address=...)`): one actor per CPU of th
 from __future__ import annotations
 
 import io
+import socket
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -104,6 +105,7 @@ def _ray_fitness(spec: ScorerSpec, address: str):
         raise RayError("--ray needs Ray: pip install 'kilobyte[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
+        _check_reachable(address)
         try:
             ray.init(address=address, log_to_driver=False, include_dashboard=False,
                      runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
@@ -136,6 +138,17 @@ def _ray_fitness(spec: ScorerSpec, address: str):
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on a HOST:PORT nobody listens on (`ray.init` would keep retrying for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "ray://...", ...: Ray resolves and reports those itself
+    try:
+        socket.create_connection((host.removeprefix("ray://") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise RayError(f"--ray {address}: cannot connect to the Ray cluster ({e.strerror or e})") from None
 
 
 class _RayScorer:
