@@ -75,8 +75,9 @@ def _zeros(shape_w, n_out) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, np.ndarray]] | None = None,
-                name: str = "tinynas") -> Graph:
-    """The float inference graph of `arch` (NHWC, batch 1), through the IR builder."""
+                name: str = "tinynas", verify: bool = True) -> Graph:
+    """The float inference graph of `arch` (NHWC, batch 1), through the IR builder (`verify=False`: skip the
+    graph check, for the resource evaluator's thousands of candidates; tests build with it on)."""
     net = network(space, arch)
     b = GraphBuilder(name)
     x = b.input((1, net.resolution, net.resolution, net.in_channels))
@@ -106,7 +107,7 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
     x = b.node(Op.RESHAPE, [x], ReshapeAttrs((1, net.head.cout)))
     w, bias = next(weights) if weights is not None else _zeros((net.num_classes, net.head.cout), net.num_classes)
     x = b.node(Op.FULLY_CONNECTED, [x], params={"weight": w, "bias": bias})
-    return b.build([x])
+    return b.build([x], verify=verify)
 
 
 def build_module(space: MBSpace, arch: Arch):

@@ -31,19 +31,30 @@ ALWAYS_CALLED = ("conv", "depthwise", "fc", "pool")  # kernel families every net
 
 @dataclass(frozen=True)
 class Budget:
-    """A device's limits for a candidate: SRAM (the plan's peak, caller-owned input included or not), Flash, MACs."""
+    """A device's limits for a candidate. SRAM counts the planned arena, plus the caller-owned input with
+    `count_input` and `sram_reserve` bytes the firmware needs besides (its stack): the sum the linked firmware's
+    SRAM comes to (see `device_budget`). Flash counts model.c's constants and the kernel code."""
 
     sram_bytes: int
     flash_bytes: int
     max_macs: int | None = None
-    count_input: bool = False  # add the caller-owned input to the peak (TinyEngine's figure excludes it)
+    count_input: bool = False
+    sram_reserve: int = 0
 
     def sram_of(self, r: Resources) -> int:
-        return r.peak_bytes + (r.input_bytes if self.count_input else 0)
+        return r.arena_bytes + (r.input_bytes if self.count_input else 0) + self.sram_reserve
 
     def admits(self, r: Resources) -> bool:
         return (self.sram_of(r) <= self.sram_bytes and r.flash_bytes <= self.flash_bytes
                 and (self.max_macs is None or r.macs <= self.max_macs))
+
+
+def device_budget(sram_bytes: int, flash_bytes: int, max_macs: int | None = None) -> Budget:
+    """The budget that keeps a model inside a device by the measured firmware: arena + input buffer + the Cortex-M
+    firmware's stack reserve within the SRAM."""
+    from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
+
+    return Budget(sram_bytes, flash_bytes, max_macs, count_input=True, sram_reserve=DEFAULT_STACK_BYTES)
 
 
 def layer_counts(net: Network) -> tuple[int, int]:
@@ -87,7 +98,7 @@ class ResourceEvaluator:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
-        graph = int8_structure(build_graph(self.space, arch))
+        graph = int8_structure(build_graph(self.space, arch, verify=False), verify=False)
         result = estimate_resources(graph, self.options)
         self.planned += 1
         self._cache[key] = result
@@ -113,7 +124,7 @@ class ResourceEvaluator:
         if self.options.patch is None:  # a patch stage adds MACs and beats the per-layer bound
             if budget.max_macs is not None and macs > budget.max_macs:
                 return False
-            extra = net.in_channels * net.resolution ** 2 if budget.count_input else 0
+            extra = (net.in_channels * net.resolution ** 2 if budget.count_input else 0) + budget.sram_reserve
             if sram_lower_bound(net) + extra > budget.sram_bytes:
                 return False
         return budget.admits(self.evaluate(arch))

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import KilobyteError
 from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
-from .resources import Budget, ResourceEvaluator
+from .resources import Budget, ResourceEvaluator, device_budget
 from .space import Arch, MBSpace
 from .space_opt import optimize_space, require_fit, write_report
 from .store import SearchStore
@@ -94,7 +94,7 @@ def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int
 
 
 def _budget(config: SearchConfig) -> Budget:
-    return Budget(config.sram_bytes, config.flash_bytes, config.max_macs)
+    return device_budget(config.sram_bytes, config.flash_bytes, config.max_macs)
 
 
 def load_split(config: SearchConfig):

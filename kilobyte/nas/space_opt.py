@@ -81,7 +81,7 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
     rng = np.random.default_rng(config_seed(seed, width, resolution))
     archs = [sub.sample(rng) for _ in range(samples)]
     sram_bound = (lambda a: sram_lower_bound(network(ev.space, a))) if ev.options.patch is None else (lambda a: 0)
-    min_sram = _smallest(ev, archs, sram_bound, lambda r: r.peak_bytes)
+    min_sram = _smallest(ev, archs, sram_bound, lambda r: r.arena_bytes)
     min_flash = _smallest(ev, archs, ev.flash_lower_bound, lambda r: r.flash_bytes)
     out = []
     for budget in budgets:

@@ -38,17 +38,17 @@ def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentil
     return rewrite_int8(graph, activation_qparams(graph, ranges))
 
 
-def int8_structure(graph: Graph) -> Graph:
+def int8_structure(graph: Graph, verify: bool = True) -> Graph:
     """The int8 graph `quantize` would give, with every activation at scale 1, zero point 0: the same nodes,
     tensors, shapes and dtypes, so planning it gives the compiled model's SRAM, Flash and MACs — without
     calibrating (architecture search measures candidates that have no trained weights yet)."""
     _check_float_inference_graph(graph)
     unit = QParams.per_tensor(1.0, 0)
     return rewrite_int8(graph, {t: unit for t in graph.tensors if graph.tensors[t].data is None},
-                        params=_placeholder_params)
+                        params=_placeholder_params, verify=verify)
 
 
-def rewrite_int8(graph: Graph, qparams: dict[str, QParams], params=None) -> Graph:
+def rewrite_int8(graph: Graph, qparams: dict[str, QParams], params=None, verify: bool = True) -> Graph:
     """The float inference `graph` rewritten to int8 with the given activation params (see the module doc);
     `params(graph, node, qparams)` gives a weighted node's int8 weight and int32 bias tensors (default: quantised)."""
     params = params or _quantize_params
@@ -72,7 +72,8 @@ def rewrite_int8(graph: Graph, qparams: dict[str, QParams], params=None) -> Grap
                                     f"(e.g. one bias read with two input scales); give each node its own copy")
             tensors[t.name] = t
         nodes.extend(new_nodes)
-    return Graph(tensors, tuple(nodes), graph.inputs, graph.outputs, graph.name).verify()
+    result = Graph(tensors, tuple(nodes), graph.inputs, graph.outputs, graph.name)
+    return result.verify() if verify else result
 
 
 def _check_float_inference_graph(graph: Graph) -> None:
@@ -197,14 +198,18 @@ def _placeholder_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -
     (no memory per weight: a candidate's weights are never read, only counted)."""
     if node.op not in WEIGHT_AXIS:
         return []
-    out = []
-    for name, dtype in zip(node.inputs[1:3], (np.int8, np.int32)):
-        t = graph.tensors[name]
-        unit = QParams(np.ones(t.shape[WEIGHT_AXIS[node.op]] if dtype is np.int8 else t.shape[0], np.float32),
-                       np.zeros(t.shape[WEIGHT_AXIS[node.op]] if dtype is np.int8 else t.shape[0], np.int64),
-                       WEIGHT_AXIS[node.op] if dtype is np.int8 else 0)
-        out.append(Tensor(t.name, t.shape, np.dtype(dtype).name, np.broadcast_to(dtype(0), t.shape), unit))
+    w, out = graph.tensors[node.inputs[1]], []
+    n = w.shape[WEIGHT_AXIS[node.op]]
+    unit = QParams(np.ones(n, np.float32), np.zeros(n, np.int64), WEIGHT_AXIS[node.op])
+    out.append(Tensor(w.name, w.shape, "int8", np.broadcast_to(_INT8_ZERO, w.shape), unit))
+    if len(node.inputs) > 2:
+        b = graph.tensors[node.inputs[2]]
+        bias_q = QParams(unit.scale, unit.zero_point, 0)
+        out.append(Tensor(b.name, b.shape, "int32", np.zeros(b.shape, np.int32), bias_q))
     return out
+
+
+_INT8_ZERO = np.int8(0)
 
 
 def _const(t: Tensor, data: np.ndarray, q: QParams) -> Tensor:

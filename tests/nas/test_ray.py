@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -34,9 +35,9 @@ def _ray(*args, env):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster():
     port = _free_port()
-    tmp = tmp_path_factory.mktemp("ray")
+    tmp = tempfile.mkdtemp(prefix="kbray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     common = ["--num-cpus", "1", "--object-store-memory", str(100 * 1024 ** 2), "--disable-usage-stats"]
     head = _ray("start", "--head", "--port", str(port), "--include-dashboard=false",
@@ -48,6 +49,7 @@ def cluster(tmp_path_factory):
         yield f"127.0.0.1:{port}"
     finally:
         _ray("stop", "--force", env=env)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _spec():

@@ -62,7 +62,7 @@ def test_evaluator_equals_plan_on_random_architectures(options):
         weights, macs = layer_counts(network(SPACE, arch))
         assert (weights, macs) == (r.weight_bytes, r.macs)
         assert ev.flash_lower_bound(arch) <= r.flash_bytes
-        assert sram_lower_bound(network(SPACE, arch)) <= r.peak_bytes
+        assert sram_lower_bound(network(SPACE, arch)) <= r.peak_bytes <= r.arena_bytes
 
 
 def test_evaluator_equals_the_compiled_project(tmp_path):
@@ -88,10 +88,12 @@ def test_cache_is_per_network_and_fits_uses_early_exits():
     ev.evaluate(SPACE.mutate(arch, np.random.default_rng(0), prob=0.0))
     assert ev.planned == 1
     r = ev.evaluate(arch)
-    assert ev.fits(arch, Budget(r.peak_bytes, r.flash_bytes)) is True
-    assert ev.fits(arch, Budget(r.peak_bytes - 1, r.flash_bytes)) is False
-    assert ev.fits(arch, Budget(r.peak_bytes, r.flash_bytes - 1)) is False
-    assert ev.fits(arch, Budget(r.peak_bytes + r.input_bytes, r.flash_bytes, count_input=True)) is True
+    assert ev.fits(arch, Budget(r.arena_bytes, r.flash_bytes)) is True
+    assert ev.fits(arch, Budget(r.arena_bytes - 1, r.flash_bytes)) is False
+    assert ev.fits(arch, Budget(r.arena_bytes, r.flash_bytes - 1)) is False
+    need = r.arena_bytes + r.input_bytes + 4096
+    assert ev.fits(arch, Budget(need, r.flash_bytes, count_input=True, sram_reserve=4096)) is True
+    assert ev.fits(arch, Budget(need - 1, r.flash_bytes, count_input=True, sram_reserve=4096)) is False
     planned = ev.planned
     other = SPACE.sample(np.random.default_rng(99))
     assert ev.fits(other, Budget(10 ** 9, 1000)) is False  # Flash alone decides: nothing planned
