@@ -106,3 +106,15 @@ def test_resume_with_other_settings_is_refused(reference):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ})
     assert run.returncode == 1
     assert run.stderr.count("\n") == 1 and "resume with the same settings" in run.stderr
+
+
+def test_impossible_budget_and_corrupt_store_are_one_line_errors(tmp_path):
+    run = subprocess.run(_cmd(tmp_path / "a", "--max-sram", "2KB"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr[-2000:]
+    assert "no architecture in any of the" in run.stderr and "smallest sampled network needs" in run.stderr
+    bad = tmp_path / "b"
+    bad.mkdir()
+    (bad / "search.sqlite").write_bytes(b"garbage" * 1000)
+    run = subprocess.run(_cmd(bad, "--resume"), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr[-2000:]
+    assert "not a readable search store" in run.stderr
