@@ -36,8 +36,8 @@ def slice_bounds(shape, begin, end, strides, begin_mask: int = 0, end_mask: int 
     """TFLite Micro's resolution of STRIDED_SLICE indices (`StridedSliceStartForAxis` / `StridedSliceEndForAxis`):
     a negative index counts from the end, indices are clamped to the axis ([0, n] going up, [-1, n-1] going down), a
     begin / end mask bit takes the whole axis in the stride's direction, a shrink axis takes the one element at begin.
-    Raises `ValueError` for a zero stride, an empty result, or a shrink axis with a negative stride (TFLite Micro
-    writes nothing there).
+    Raises `ValueError` for a zero stride, an empty result, or a shrink axis with a negative stride or past the end
+    (TFLite Micro writes nothing there).
 
     >>> b = slice_bounds((1, 6, 4), [0, -1, 1], [1, 0, 0], [1, -2, 1], end_mask=0b100, shrink_mask=0b001)
     >>> b.begin, b.end, b.kept_shape, b.out_shape
@@ -51,8 +51,9 @@ def slice_bounds(shape, begin, end, strides, begin_mask: int = 0, end_mask: int 
         b = begin[i] + n if begin[i] < 0 else begin[i]
         b = (0 if s > 0 else n - 1) if begin_mask >> i & 1 else min(max(b, lo), hi)
         if shrink_mask >> i & 1:
-            if s < 0:
-                raise ValueError(f"axis {i}: shrink_axis with negative stride {s}")
+            if s < 0 or b >= n:
+                raise ValueError(f"axis {i} (size {n}): shrink_axis at index {begin[i]} with stride {s} selects "
+                                 "nothing in TFLite Micro")
             e = b + 1
             shrink.append(i)
         else:

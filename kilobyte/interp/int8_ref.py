@@ -158,6 +158,8 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
             raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
         return np.concatenate(args, axis=node.attrs.axis)
     if node.op is Op.RESHAPE:
+        if args[0].shape == graph.tensors[node.inputs[0]].shape:  # one sample: the new shape as it is (rank 0 too)
+            return args[0].reshape(tuple(node.attrs.shape))
         return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
 
