@@ -26,6 +26,9 @@ from kilobyte.ir import (
     PoolAttrs,
     QParams,
     ReshapeAttrs,
+    StridedSliceAttrs,
+    TileAttrs,
+    TransposeAttrs,
 )
 
 
@@ -208,6 +211,63 @@ def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), 
     graph = b.build([y])
     shape = (1, *hw, cin)
     return graph, [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)]
+
+
+# -- data movement as .tflite files have it (TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX) -------------------------------
+_SLICE = StridedSliceAttrs
+MOVEMENTS = {  # kind -> (input shape, op, attrs, what follows: "conv", "fc" or "concat")
+    "transpose-nchw-head": ((1, 3, 9, 7), Op.TRANSPOSE, TransposeAttrs((0, 2, 3, 1)), "conv"),
+    "transpose-hw": ((1, 6, 9, 3), Op.TRANSPOSE, TransposeAttrs((0, 2, 1, 3)), "conv"),
+    "transpose-to-nchw": ((1, 5, 6, 3), Op.TRANSPOSE, TransposeAttrs((0, 3, 1, 2)), "conv"),
+    "transpose-2d": ((1, 5, 6, 3), Op.TRANSPOSE, TransposeAttrs((1, 0)), "fc"),
+    "slice-channels": ((1, 7, 6, 3), Op.STRIDED_SLICE, _SLICE((0, 0, 0, 2), (1, 7, 6, 11), (1, 1, 1, 2)), "conv"),
+    "slice-reverse": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 8, 7, 0), (1, 0, -1, 12), (1, -3, -1, 1)), "conv"),
+    "slice-rows": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 1, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), "concat"),
+    "tile": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 2, 1, 3)), "conv"),
+    "tile-concat": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 1, 1, 2)), "concat"),
+    "reduce-max-hw": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 2), False), "fc"),
+    "reduce-max-keep": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((2, 1), True), "concat"),
+    "reduce-max-c": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((-1,), True), "conv"),
+    "reduce-max-hc": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 3), True), "conv"),
+}
+
+
+def movement_model(kind: str, seed: int = 0):
+    """An int8 graph around one data-movement op (`MOVEMENTS[kind]`): a 3x3 conv (12 channels; none when the op reads
+    the graph input, as a PyTorch export's NCHW -> NHWC transpose does), the op (sharing its input's quantisation),
+    then a 3x3 conv, or a FULLY_CONNECTED after a flattening RESHAPE, or a last-axis CONCAT with a partner of the
+    same quantisation (`_concat_partner`) and a 3x3 conv: the op then writes straight into its slice of the concat."""
+    shape, op, attrs, after = MOVEMENTS[kind]
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(kind.replace("-", "_"))
+    x = b.input(shape, "int8", qparams=QParams.per_tensor(2.0 ** rng.uniform(-6, -3), int(rng.integers(-50, 50))))
+    if kind != "transpose-nchw-head":
+        x = _int8_weighted(b, rng, Op.CONV_2D, x, (12, 3, 3, shape[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    if kind == "transpose-2d":  # a 2-D matrix (H*W, C) transposed
+        x = b.node(Op.RESHAPE, [x], ReshapeAttrs((int(np.prod(b.shape(x)[:-1])), 12)), dtype="int8",
+                   qparams=b.tensors[x].qparams)
+    q = b.tensors[x].qparams
+    y = b.node(op, [x], attrs, dtype="int8", qparams=q)
+    if after == "fc":
+        flat = (1, int(np.prod(b.shape(y))))
+        y = b.node(Op.RESHAPE, [y], ReshapeAttrs(flat), dtype="int8", qparams=q)
+        return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, flat[1]), FullyConnectedAttrs(), 0.5)])
+    if after == "concat":
+        y = b.node(Op.CONCAT, [y, _concat_partner(b, kind, x)], ConcatAttrs(3), dtype="int8", qparams=q)
+    y = _int8_weighted(b, rng, Op.CONV_2D, y, (6, 3, 3, b.shape(y)[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    return b.build([y])
+
+
+def _concat_partner(b: GraphBuilder, kind: str, x: str) -> str:
+    """The second CONCAT input: the other rows (slice-rows), the tiled tensor itself (tile-concat), the mean of what
+    the maximum was taken over (reduce-max-keep)."""
+    q = b.tensors[x].qparams
+    if kind == "slice-rows":
+        return b.node(Op.STRIDED_SLICE, [x], _SLICE((0, 0, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), dtype="int8",
+                      qparams=q)
+    if kind == "reduce-max-keep":
+        return b.node(Op.MEAN, [x], MeanAttrs((1, 2), True), dtype="int8", qparams=q)
+    return x
 
 
 def valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:
