@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import tflite
 
+from kilobyte.export.tflite import _tensor_order, _Writer
+from kilobyte.export.tflite_ops import TflOp, lower_graph
 from kilobyte.ir import (
     Activation,
     AddAttrs,
@@ -27,6 +31,7 @@ from kilobyte.ir import (
     QParams,
     ReshapeAttrs,
     StridedSliceAttrs,
+    Tensor,
     TileAttrs,
     TransposeAttrs,
 )
@@ -268,6 +273,68 @@ def _concat_partner(b: GraphBuilder, kind: str, x: str) -> str:
     if kind == "reduce-max-keep":
         return b.node(Op.MEAN, [x], MeanAttrs((1, 2), True), dtype="int8", qparams=q)
     return x
+
+
+_B, _T = tflite.BuiltinOperator, tflite.TensorType
+
+
+# -- shape arithmetic as Keras / PyTorch exports write it (constant-folded at import) ---------------------------------
+SHAPE_CHAIN_INPUT = (1, 5, 6, 3)
+FEATURES = 5 * 6 * 8
+
+
+def shape_chain_net():
+    """An int8 conv -> RESHAPE (flatten) -> FULLY_CONNECTED graph, whose RESHAPE `with_shape_chain` rewires."""
+    rng = np.random.default_rng(11)
+    b = GraphBuilder("flatten")
+    x = b.input(SHAPE_CHAIN_INPUT, "int8", "x", QParams.per_tensor(0.03, 4))
+    y = _int8_weighted(b, rng, Op.CONV_2D, x, (8, 3, 3, 3), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    y = b.node(Op.RESHAPE, [y], ReshapeAttrs((1, FEATURES)), dtype="int8", qparams=b.tensors[y].qparams)
+    return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, FEATURES), FullyConnectedAttrs(), 0.5)])
+
+
+def i32(name: str, values, shape=None) -> Tensor:
+    """An int32 constant (names start with k_ where they could meet the graph's w0, b0, ...)."""
+    data = np.array(values, np.int32).reshape(shape if shape is not None else np.shape(values))
+    return Tensor(name, data.shape, "int32", data)
+
+
+def act(name: str, shape, dtype="int32") -> Tensor:
+    """A computed (non-constant) tensor."""
+    return Tensor(name, tuple(shape), dtype)
+
+
+def with_shape_chain(chain_ops, chain_tensors) -> bytes:
+    """shape_chain_net as a file whose RESHAPE takes its new shape from tensor "newshape", computed by `chain_ops`
+    (which may read the conv output "conv_2d_0")."""
+    graph = shape_chain_net()
+    ops, extra = lower_graph(graph)
+    k = next(i for i, op in enumerate(ops) if op.code == _B.RESHAPE)
+    ops[k] = TflOp(_B.RESHAPE, (ops[k].inputs[0], "newshape"), ops[k].outputs, {})
+    tensors = [t for t in _tensor_order(graph, ops[:k] + ops[k + 1:], extra) if t.name != "reshape_0.shape"]
+    writer_graph = SimpleNamespace(name="chain", nodes=(), inputs=graph.inputs, outputs=graph.outputs)
+    return _Writer(writer_graph, tensors + chain_tensors, ops[:k] + list(chain_ops) + ops[k:]).serialise()
+
+
+def keras_chain() -> tuple[list, list]:
+    """What Keras writes for Flatten: the batch size out of SHAPE, packed with -1."""
+    ops = [TflOp(_B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": _T.INT32}),
+           TflOp(_B.STRIDED_SLICE, ("shape", "k_b0", "k_b1", "k_one"), ("batch",), {"ShrinkAxisMask": 1}),
+           TflOp(_B.PACK, ("batch", "minus1"), ("newshape",), {"ValuesCount": 2, "Axis": 0})]
+    tensors = [act("shape", (4,)), i32("k_b0", [0]), i32("k_b1", [1]), i32("k_one", [1]), act("batch", ()),
+               i32("minus1", -1), act("newshape", (2,))]
+    return ops, tensors
+
+
+def gather_chain() -> tuple[list, list]:
+    """The feature count as H * W * C from GATHERed shape entries, concatenated after the batch size."""
+    ops = [TflOp(_B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": _T.INT32}),
+           *(TflOp(_B.GATHER, ("shape", f"i{k}"), (f"d{k}",), {"Axis": 0}) for k in range(4)),
+           TflOp(_B.MUL, ("d1", "d2"), ("hw",), {}), TflOp(_B.MUL, ("hw", "d3"), ("hwc",), {}),
+           TflOp(_B.CONCATENATION, ("d0", "hwc"), ("newshape",), {"Axis": 0})]
+    tensors = [act("shape", (4,)), *(i32(f"i{k}", [k]) for k in range(4)), *(act(f"d{k}", (1,)) for k in range(4)),
+               act("hw", (1,)), act("hwc", (1,)), act("newshape", (2,))]
+    return ops, tensors
 
 
 def valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:

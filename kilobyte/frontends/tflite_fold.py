@@ -7,9 +7,10 @@ gives the operator's output tensor its data; the operators that read it (RESHAPE
 multiples, ...) then find a constant as if the file had one, and the folded operators are skipped.
 
 An operator is folded when its output is an int32 / int64 tensor that is not a graph output, and either it is SHAPE
-(its value is the input's static shape) or every input it reads is constant (in the file or folded before it; the
-operators are in execution order). Anything a numpy evaluation would refuse (an axis out of range, a gather index past
-the end, a division by zero) is a one-line `ModelFileError` naming the operator.
+(its value is the input's static shape) or every input it reads is an integer constant (in the file or folded before
+it; the operators are in execution order). Anything a numpy evaluation would refuse (an axis out of range, a gather
+index past the end, a division by zero) or a value that does not fit the output's type is a one-line
+`ModelFileError` naming the operator.
 """
 
 from __future__ import annotations
@@ -39,19 +40,29 @@ def fold_constants(fm) -> set[int]:
         ins = [i for i in op.inputs if i >= 0]
         if out.type not in _INT_TYPES or not ins:
             continue
-        if op.code != B.SHAPE and any(fm.tensors[i].data is None for i in ins):
-            continue
+        args = [fm.tensors[i].data for i in ins]
+        if op.code != B.SHAPE and any(a is None or a.dtype.kind not in "iu" for a in args):
+            continue  # shape arithmetic is integer: anything else stays an operator
         try:
-            value = fold(fm, op, [fm.tensors[i].data for i in ins])
+            value = fold(fm, op, args)
         except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, FloatingPointError) as e:
             raise ModelFileError(f"{_where(fm, op)}: cannot evaluate its constant inputs ({e})") from None
         if value is None:
             continue
-        value = np.array(value).astype(_INT_TYPES[out.type])
+        value = _fit(fm, op, np.asarray(value), _INT_TYPES[out.type])
         value.setflags(write=False)
         fm.tensors[op.outputs[0]] = dataclasses.replace(out, shape=tuple(value.shape), data=value)
         folded.add(op.index)
     return folded
+
+
+def _fit(fm, op, value: np.ndarray, dtype) -> np.ndarray:
+    """`value` as the output's integer type; a value that does not fit is a one-line error, not a silent wrap."""
+    info = np.iinfo(dtype)
+    if value.size and (value.min() < info.min or value.max() > info.max):
+        raise ModelFileError(f"{_where(fm, op)}: its value {value.reshape(-1)[:8].tolist()} does not fit "
+                             f"{np.dtype(dtype).name}")
+    return value.astype(dtype)
 
 
 # -- one evaluation per operator: (file model, operator, input arrays) -> value, or None to leave it ----------------
@@ -80,7 +91,7 @@ def _gather(fm, op, args):
     opts = _options(fm, op, "GatherOptions") if op.options is not None else None
     axis, batch_dims = (0, 0) if opts is None else (opts.Axis(), opts.BatchDims())
     params, indices = args[0], np.asarray(args[1])
-    if batch_dims != 0 or indices.dtype.kind not in "iu":
+    if batch_dims != 0:
         return None
     axis %= max(params.ndim, 1)
     if indices.size and not (0 <= indices.min() and indices.max() < params.shape[axis]):
@@ -89,10 +100,8 @@ def _gather(fm, op, args):
 
 
 def _same_values(fm, op, args):
-    """CAST (to an integer type), and RESHAPE / SQUEEZE / EXPAND_DIMS of a constant: the values in the output's
+    """CAST (integer to integer), and RESHAPE / SQUEEZE / EXPAND_DIMS of a constant: the values in the output's
     shape as the file declares it."""
-    if args[0].dtype.kind not in "iub":
-        return None
     return np.asarray(args[0]).reshape(fm.tensors[op.outputs[0]].shape)
 
 
@@ -106,7 +115,7 @@ def _arith(fm, op, args):
     kind = _ARITH_OPTIONS.get(op.code)
     if kind and op.options is not None and _options(fm, op, kind).FusedActivationFunction() != 0:
         return None
-    if len(args) != 2 or any(np.asarray(a).dtype.kind not in "iu" for a in args):
+    if len(args) != 2:
         return None
     a, b = (np.asarray(v, np.int64) for v in args)
     if op.code == B.FLOOR_DIV and np.any(b == 0):

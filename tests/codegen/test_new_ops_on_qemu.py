@@ -7,8 +7,8 @@ the portable and the DSP kernel sets (`verify_on_target`: QEMU == host C == refe
 from __future__ import annotations
 
 import pytest
-from test_binary_codegen import binary_model
 from random_nets import movement_model
+from test_binary_codegen import binary_model
 from test_unary_codegen import unary_model
 
 from kilobyte.codegen import compile_graph

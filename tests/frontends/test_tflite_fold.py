@@ -16,7 +16,16 @@ import numpy as np
 import pytest
 import tflite
 from litert_oracle import run_litert
-from random_nets import _int8_weighted
+from random_nets import (
+    FEATURES,
+    SHAPE_CHAIN_INPUT,
+    act,
+    gather_chain,
+    i32,
+    keras_chain,
+    shape_chain_net,
+    with_shape_chain,
+)
 
 from kilobyte.api import compile_model, load
 from kilobyte.codegen import run_compiled
@@ -26,66 +35,11 @@ from kilobyte.export.tflite import _tensor_order, _Writer
 from kilobyte.export.tflite_ops import TflOp, lower_graph
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
-from kilobyte.ir import ConvAttrs, FullyConnectedAttrs, GraphBuilder, Op, QParams, ReshapeAttrs, Tensor
+from kilobyte.ir import Op, Tensor
 from kilobyte.targets.tflm import run_tflm
 
 B, T = tflite.BuiltinOperator, tflite.TensorType
-SHAPE = (1, 5, 6, 3)
-FEATURES = 5 * 6 * 8
 OUT = "fully_connected_0"  # flatten_net's output
-
-
-def flatten_net():
-    rng = np.random.default_rng(11)
-    b = GraphBuilder("flatten")
-    x = b.input(SHAPE, "int8", "x", QParams.per_tensor(0.03, 4))
-    y = _int8_weighted(b, rng, Op.CONV_2D, x, (8, 3, 3, 3), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
-    y = b.node(Op.RESHAPE, [y], ReshapeAttrs((1, FEATURES)), dtype="int8", qparams=b.tensors[y].qparams)
-    return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, FEATURES), FullyConnectedAttrs(), 0.5)])
-
-
-def i32(name: str, values, shape=None) -> Tensor:
-    """An int32 constant (names start with k_ where they could meet the graph's w0, b0, ...)."""
-    data = np.array(values, np.int32).reshape(shape if shape is not None else np.shape(values))
-    return Tensor(name, data.shape, "int32", data)
-
-
-def act(name: str, shape, dtype="int32") -> Tensor:
-    return Tensor(name, tuple(shape), dtype)
-
-
-def with_shape_chain(chain_ops, chain_tensors) -> bytes:
-    """flatten_net as a file whose RESHAPE takes its new shape from tensor "newshape", computed by `chain_ops` (which
-    may read the conv output "conv_2d_0")."""
-    graph = flatten_net()
-    ops, extra = lower_graph(graph)
-    k = next(i for i, op in enumerate(ops) if op.code == B.RESHAPE)
-    ops[k] = TflOp(B.RESHAPE, (ops[k].inputs[0], "newshape"), ops[k].outputs, {})
-    tensors = [t for t in _tensor_order(graph, ops[:k] + ops[k + 1:], extra) if t.name != "reshape_0.shape"]
-    writer_graph = SimpleNamespace(name="chain", nodes=(), inputs=graph.inputs, outputs=graph.outputs)
-    return _Writer(writer_graph, tensors + chain_tensors, ops[:k] + list(chain_ops) + ops[k:]).serialise()
-
-
-def keras_chain() -> tuple[list, list]:
-    """What Keras writes for Flatten: the batch size out of SHAPE, packed with -1."""
-    ops = [TflOp(B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": T.INT32}),
-           TflOp(B.STRIDED_SLICE, ("shape", "k_b0", "k_b1", "k_one"), ("batch",), {"ShrinkAxisMask": 1}),
-           TflOp(B.PACK, ("batch", "minus1"), ("newshape",), {"ValuesCount": 2, "Axis": 0})]
-    tensors = [act("shape", (4,)), i32("k_b0", [0]), i32("k_b1", [1]), i32("k_one", [1]), act("batch", ()),
-               i32("minus1", -1), act("newshape", (2,))]
-    return ops, tensors
-
-
-def gather_chain() -> tuple[list, list]:
-    """The feature count as H * W * C from GATHERed shape entries, concatenated after the batch size."""
-    ops = [TflOp(B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": T.INT32}),
-           *(TflOp(B.GATHER, ("shape", f"i{k}"), (f"d{k}",), {"Axis": 0}) for k in range(4)),
-           TflOp(B.MUL, ("d1", "d2"), ("hw",), {}), TflOp(B.MUL, ("hw", "d3"), ("hwc",), {}),
-           TflOp(B.CONCATENATION, ("d0", "hwc"), ("newshape",), {"Axis": 0})]
-    tensors = [act("shape", (4,)), *(i32(f"i{k}", [k]) for k in range(4)), *(act(f"d{k}", (1,)) for k in range(4)),
-               act("hw", (1,)), act("hwc", (1,)), act("newshape", (2,))]
-    return ops, tensors
-
 
 def oracle(chain, data: bytes, x: np.ndarray) -> np.ndarray:
     """TFLite Micro, or TFLite's interpreter for the GATHER chain: TFLite Micro's GATHER refuses int32 values
@@ -107,7 +61,7 @@ def test_shape_chain_folds_compiles_and_is_bit_exact(tmp_path, chain):
     model = load(str(path))
     result = compile_model(model, tmp_path / "c")
     for seed in range(3):
-        x = np.random.default_rng(seed).integers(-128, 128, SHAPE).astype(np.int8)
+        x = np.random.default_rng(seed).integers(-128, 128, SHAPE_CHAIN_INPUT).astype(np.int8)
         want = oracle(chain, data, x)
         np.testing.assert_array_equal(run_int8(graph, x)[OUT], want)
         np.testing.assert_array_equal(run_compiled(result.out_dir, x).reshape(want.shape), want)
@@ -146,7 +100,7 @@ def test_gather_out_of_range_is_a_one_line_error():
 def test_folded_perm_feeds_a_transpose():
     """Folding is not only for RESHAPE: a TRANSPOSE whose perm is CONCATENATION([0], [2, 1, 3]). TFLite Micro
     refuses a computed perm ("Non-constant >perm< tensor is not supported"): TFLite's interpreter is the oracle."""
-    graph = flatten_net()
+    graph = shape_chain_net()
     ops, extra = lower_graph(graph)
     tensors = _tensor_order(graph, ops, extra)
     conv = next(t for t in tensors if t.name == "conv_2d_0")
@@ -161,6 +115,6 @@ def test_folded_perm_feeds_a_transpose():
     imported = from_tflite(data)
     assert [n.op for n in imported.nodes] == [Op.CONV_2D, Op.TRANSPOSE, Op.RESHAPE, Op.FULLY_CONNECTED]
     assert imported.nodes[1].attrs.perm == (0, 2, 1, 3)
-    x = np.random.default_rng(0).integers(-128, 128, SHAPE).astype(np.int8)
+    x = np.random.default_rng(0).integers(-128, 128, SHAPE_CHAIN_INPUT).astype(np.int8)
     want = run_litert(data, {"x": x})[OUT]
     np.testing.assert_array_equal(run_int8(imported, x)[OUT], want)
