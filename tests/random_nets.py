@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import tflite
 
+from kilobyte.export.tflite import _tensor_order, _Writer
+from kilobyte.export.tflite_ops import TflOp, lower_graph
 from kilobyte.ir import (
     Activation,
     AddAttrs,
@@ -26,6 +30,10 @@ from kilobyte.ir import (
     PoolAttrs,
     QParams,
     ReshapeAttrs,
+    StridedSliceAttrs,
+    Tensor,
+    TileAttrs,
+    TransposeAttrs,
 )
 
 
@@ -208,6 +216,125 @@ def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), 
     graph = b.build([y])
     shape = (1, *hw, cin)
     return graph, [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)]
+
+
+# -- data movement as .tflite files have it (TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX) -------------------------------
+_SLICE = StridedSliceAttrs
+MOVEMENTS = {  # kind -> (input shape, op, attrs, what follows: "conv", "fc" or "concat")
+    "transpose-nchw-head": ((1, 3, 9, 7), Op.TRANSPOSE, TransposeAttrs((0, 2, 3, 1)), "conv"),
+    "transpose-hw": ((1, 6, 9, 3), Op.TRANSPOSE, TransposeAttrs((0, 2, 1, 3)), "conv"),
+    "transpose-to-nchw": ((1, 5, 6, 3), Op.TRANSPOSE, TransposeAttrs((0, 3, 1, 2)), "conv"),
+    "transpose-2d": ((1, 5, 6, 3), Op.TRANSPOSE, TransposeAttrs((1, 0)), "fc"),
+    "slice-channels": ((1, 7, 6, 3), Op.STRIDED_SLICE, _SLICE((0, 0, 0, 2), (1, 7, 6, 11), (1, 1, 1, 2)), "conv"),
+    "slice-reverse": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 8, 7, 0), (1, 0, -1, 12), (1, -3, -1, 1)), "conv"),
+    "slice-rows": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 1, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), "concat"),
+    "tile": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 2, 1, 3)), "conv"),
+    "tile-concat": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 1, 1, 2)), "concat"),
+    "reduce-max-hw": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 2), False), "fc"),
+    "reduce-max-keep": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((2, 1), True), "concat"),
+    "reduce-max-c": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((-1,), True), "conv"),
+    "reduce-max-hc": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 3), True), "conv"),
+}
+
+
+def movement_model(kind: str, seed: int = 0):
+    """An int8 graph around one data-movement op (`MOVEMENTS[kind]`): a 3x3 conv (12 channels; none when the op reads
+    the graph input, as a PyTorch export's NCHW -> NHWC transpose does), the op (sharing its input's quantisation),
+    then a 3x3 conv, or a FULLY_CONNECTED after a flattening RESHAPE, or a last-axis CONCAT with a partner of the
+    same quantisation (`_concat_partner`) and a 3x3 conv: the op then writes straight into its slice of the concat."""
+    shape, op, attrs, after = MOVEMENTS[kind]
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(kind.replace("-", "_"))
+    x = b.input(shape, "int8", qparams=QParams.per_tensor(2.0 ** rng.uniform(-6, -3), int(rng.integers(-50, 50))))
+    if kind != "transpose-nchw-head":
+        x = _int8_weighted(b, rng, Op.CONV_2D, x, (12, 3, 3, shape[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    if kind == "transpose-2d":  # a 2-D matrix (H*W, C) transposed
+        x = b.node(Op.RESHAPE, [x], ReshapeAttrs((int(np.prod(b.shape(x)[:-1])), 12)), dtype="int8",
+                   qparams=b.tensors[x].qparams)
+    q = b.tensors[x].qparams
+    y = b.node(op, [x], attrs, dtype="int8", qparams=q)
+    if after == "fc":
+        flat = (1, int(np.prod(b.shape(y))))
+        y = b.node(Op.RESHAPE, [y], ReshapeAttrs(flat), dtype="int8", qparams=q)
+        return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, flat[1]), FullyConnectedAttrs(), 0.5)])
+    if after == "concat":
+        y = b.node(Op.CONCAT, [y, _concat_partner(b, kind, x)], ConcatAttrs(3), dtype="int8", qparams=q)
+    y = _int8_weighted(b, rng, Op.CONV_2D, y, (6, 3, 3, b.shape(y)[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    return b.build([y])
+
+
+def _concat_partner(b: GraphBuilder, kind: str, x: str) -> str:
+    """The second CONCAT input: the other rows (slice-rows), the tiled tensor itself (tile-concat), the mean of what
+    the maximum was taken over (reduce-max-keep)."""
+    q = b.tensors[x].qparams
+    if kind == "slice-rows":
+        return b.node(Op.STRIDED_SLICE, [x], _SLICE((0, 0, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), dtype="int8",
+                      qparams=q)
+    if kind == "reduce-max-keep":
+        return b.node(Op.MEAN, [x], MeanAttrs((1, 2), True), dtype="int8", qparams=q)
+    return x
+
+
+_B, _T = tflite.BuiltinOperator, tflite.TensorType
+
+
+# -- shape arithmetic as Keras / PyTorch exports write it (constant-folded at import) ---------------------------------
+SHAPE_CHAIN_INPUT = (1, 5, 6, 3)
+FEATURES = 5 * 6 * 8
+
+
+def shape_chain_net():
+    """An int8 conv -> RESHAPE (flatten) -> FULLY_CONNECTED graph, whose RESHAPE `with_shape_chain` rewires."""
+    rng = np.random.default_rng(11)
+    b = GraphBuilder("flatten")
+    x = b.input(SHAPE_CHAIN_INPUT, "int8", "x", QParams.per_tensor(0.03, 4))
+    y = _int8_weighted(b, rng, Op.CONV_2D, x, (8, 3, 3, 3), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    y = b.node(Op.RESHAPE, [y], ReshapeAttrs((1, FEATURES)), dtype="int8", qparams=b.tensors[y].qparams)
+    return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, FEATURES), FullyConnectedAttrs(), 0.5)])
+
+
+def i32(name: str, values, shape=None) -> Tensor:
+    """An int32 constant (names start with k_ where they could meet the graph's w0, b0, ...)."""
+    data = np.array(values, np.int32).reshape(shape if shape is not None else np.shape(values))
+    return Tensor(name, data.shape, "int32", data)
+
+
+def act(name: str, shape, dtype="int32") -> Tensor:
+    """A computed (non-constant) tensor."""
+    return Tensor(name, tuple(shape), dtype)
+
+
+def with_shape_chain(chain_ops, chain_tensors) -> bytes:
+    """shape_chain_net as a file whose RESHAPE takes its new shape from tensor "newshape", computed by `chain_ops`
+    (which may read the conv output "conv_2d_0")."""
+    graph = shape_chain_net()
+    ops, extra = lower_graph(graph)
+    k = next(i for i, op in enumerate(ops) if op.code == _B.RESHAPE)
+    ops[k] = TflOp(_B.RESHAPE, (ops[k].inputs[0], "newshape"), ops[k].outputs, {})
+    tensors = [t for t in _tensor_order(graph, ops[:k] + ops[k + 1:], extra) if t.name != "reshape_0.shape"]
+    writer_graph = SimpleNamespace(name="chain", nodes=(), inputs=graph.inputs, outputs=graph.outputs)
+    return _Writer(writer_graph, tensors + chain_tensors, ops[:k] + list(chain_ops) + ops[k:]).serialise()
+
+
+def keras_chain() -> tuple[list, list]:
+    """What Keras writes for Flatten: the batch size out of SHAPE, packed with -1."""
+    ops = [TflOp(_B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": _T.INT32}),
+           TflOp(_B.STRIDED_SLICE, ("shape", "k_b0", "k_b1", "k_one"), ("batch",), {"ShrinkAxisMask": 1}),
+           TflOp(_B.PACK, ("batch", "minus1"), ("newshape",), {"ValuesCount": 2, "Axis": 0})]
+    tensors = [act("shape", (4,)), i32("k_b0", [0]), i32("k_b1", [1]), i32("k_one", [1]), act("batch", ()),
+               i32("minus1", -1), act("newshape", (2,))]
+    return ops, tensors
+
+
+def gather_chain() -> tuple[list, list]:
+    """The feature count as H * W * C from GATHERed shape entries, concatenated after the batch size."""
+    ops = [TflOp(_B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": _T.INT32}),
+           *(TflOp(_B.GATHER, ("shape", f"i{k}"), (f"d{k}",), {"Axis": 0}) for k in range(4)),
+           TflOp(_B.MUL, ("d1", "d2"), ("hw",), {}), TflOp(_B.MUL, ("hw", "d3"), ("hwc",), {}),
+           TflOp(_B.CONCATENATION, ("d0", "hwc"), ("newshape",), {"Axis": 0})]
+    tensors = [act("shape", (4,)), *(i32(f"i{k}", [k]) for k in range(4)), *(act(f"d{k}", (1,)) for k in range(4)),
+               act("hw", (1,)), act("hwc", (1,)), act("newshape", (2,))]
+    return ops, tensors
 
 
 def valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:

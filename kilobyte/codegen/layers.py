@@ -28,6 +28,7 @@ from ..kernels.contracts import add_fields, mul_fields
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
+from .movement import emit_movement
 
 
 @dataclass
@@ -385,6 +386,7 @@ EMITTERS = {
     Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
     **{op: emit_lut for op in UNARY_OPS},
+    **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Activation, Graph, Node, Op
+from .movement import move_values
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -123,6 +124,8 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return args[0].reshape(a.shape)
     if op is Op.CONCAT:
         return _act(np.concatenate(args, axis=a.axis), a.activation)
+    if op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX):
+        return move_values(node, args[0])
     if op is Op.SOFTMAX:
         return _softmax(args[0], a.beta)
     if op is Op.LOG_SOFTMAX:

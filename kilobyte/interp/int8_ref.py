@@ -14,7 +14,10 @@ Ops `quantize()` never emits serve int8 graphs imported from `.tflite` files:
   element); MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output must share params;
 - LOGISTIC, HARD_SWISH, LEAKY_RELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
   that `unary_node_table` builds, the same table the C kernel reads;
-- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`).
+- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`);
+- TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
+  input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
+  TFLite Micro's kernels copy bytes without looking).
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -46,6 +49,7 @@ from ..quant.arith import (
     requantize,
     requantize_values,
 )
+from .movement import batched
 from .softmax import (
     LOG_SOFTMAX_OUTPUT_QPARAMS,
     SOFTMAX_OUTPUT_QPARAMS,
@@ -126,6 +130,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return dequantize_values(args[0], *tensor_qparams(graph, node.inputs[0]))
     if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
         return _eval_softmax(graph, node, args[0])
+    if op in MOVEMENT_OPS:
+        check_shared_qparams(graph, node)
+        return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
     if op in UNARY_OPS:
         return apply_table(args[0], unary_node_table(graph, node))
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
@@ -133,7 +140,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
                                     Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
-                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS})
+                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
+                                    Op.TILE, Op.REDUCE_MAX})
+MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -149,6 +158,8 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
             raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
         return np.concatenate(args, axis=node.attrs.axis)
     if node.op is Op.RESHAPE:
+        if args[0].shape == graph.tensors[node.inputs[0]].shape:  # one sample: the new shape as it is (rank 0 too)
+            return args[0].reshape(tuple(node.attrs.shape))
         return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
 
@@ -280,6 +291,22 @@ def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
         return unary_table(node.op, s_in, z_in, s_out, z_out, alpha)
     except KilobyteError as e:
         raise KilobyteError(f"{where}: {e}") from None
+
+
+def check_shared_qparams(graph: Graph, node: Node) -> None:
+    """A TRANSPOSE / STRIDED_SLICE / TILE / REDUCE_MAX node's int8 input and output must share quantisation params
+    (its kernel moves or compares raw int8 values); otherwise a one-line `UnsupportedOpError` naming the node."""
+    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
+    if x.dtype != y.dtype or x.qparams != y.qparams:
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): input '{x.name}' ({x.dtype}, "
+                                 f"{_fmt_qparams(x.qparams)}) and output ({y.dtype}, {_fmt_qparams(y.qparams)}) must "
+                                 f"share dtype and quantisation params (the kernel moves raw values)")
+
+
+def _fmt_qparams(q) -> str:
+    if q is None:
+        return "no quantisation"
+    return f"scale {[float(v) for v in q.scale]}, zero point {[int(v) for v in q.zero_point]}"
 
 
 def _require_same_qparams(graph: Graph, node: Node) -> None:

@@ -20,12 +20,15 @@ from .ops import (
                   PoolAttrs,
                   ReshapeAttrs,
                   SoftmaxAttrs,
+                  StridedSliceAttrs,
+                  TileAttrs,
+                  TransposeAttrs,
 )
 from .shapes import ShapeError, conv_out_size, infer_shape
 
 __all__ = [
     "ATTRS_TYPE", "DTYPES", "PARAM_OPS", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
     "DepthwiseAttrs", "FullyConnectedAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs", "MeanAttrs",
-    "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ShapeError", "SoftmaxAttrs", "Tensor",
-    "conv_out_size", "infer_shape",
+    "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ShapeError", "SoftmaxAttrs",
+    "StridedSliceAttrs", "Tensor", "TileAttrs", "TransposeAttrs", "conv_out_size", "infer_shape",
 ]

@@ -8,8 +8,9 @@ into the int8 graph every later stage relies on:
 - weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D axis 0, DEPTHWISE axis 3,
   FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with scale `s_in · s_w[c]`, axis 0;
 - ops that move values without rescaling share one set of params between input and output: MAX_POOL_2D,
-  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, and CONCAT (all inputs and the output: TFLite Micro's int8 concat copies
-  bytes), each group taking the union of its members' calibrated ranges; ADD, convolutions and FC get their own;
+  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, and CONCAT (all inputs and the
+  output: TFLite Micro's int8 concat copies bytes), each group taking the union of its members' calibrated ranges;
+  ADD, convolutions and FC get their own;
 - MEAN over (H, W) becomes AVG_POOL_2D with a full-size kernel (plus a RESHAPE when `keepdims` is False), keeping the
   input's params: the rounded integer average of `kb_avg_pool` (TFLite Micro's own int8 MEAN, with 1/n folded into
   its multiplier, is reproduced by `interp.int8_ref.mean_int8` and the C kernel `kb_mean` for graphs imported from
@@ -26,7 +27,8 @@ from ..ir import Activation, Graph, Node, Op, PoolAttrs, QParams, ReshapeAttrs, 
 from .arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round_half_away
 from .calibrate import Range, calibrate
 
-SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.MEAN, Op.CONCAT})
+SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.MEAN, Op.CONCAT,
+                            Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0}
 NOT_INFERENCE = {Op.BATCH_NORM: "fold it", Op.RELU: "fuse it", Op.RELU6: "fuse it"}
 

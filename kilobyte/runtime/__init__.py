@@ -39,6 +39,7 @@ KERNEL_FILES = {
     "softmax": "kb_softmax.c",
     "elementwise": "kb_elementwise.c",
     "lut": "kb_lut.c",
+    "movement": "kb_movement.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -109,9 +110,18 @@ MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride 
 SoftmaxParams = _struct("SoftmaxParams", """rows depth input_multiplier input_left_shift diff_min
     reverse_scaling_divisor reverse_scaling_right_shift""")
 RequantizeParams = _struct("RequantizeParams", "n in_offset out_offset mult shift")
+
+
+class StridesParams(ctypes.Structure):
+    """kb_strides_params: four loop axes (dims, input and output byte steps) and the first input byte."""
+
+    _fields_ = [("dims", ctypes.c_int32 * 4), ("in_step", ctypes.c_int32 * 4), ("out_step", ctypes.c_int32 * 4),
+                ("in_start", ctypes.c_int32)]
+
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
            "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
-           "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams}
+           "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams,
+           "kb_strides_params": StridesParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _conv = ctypes.POINTER(ConvParams)
@@ -144,6 +154,8 @@ SIGNATURES = {
     "kb_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
     "kb_log_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
     "kb_lut": [ctypes.c_int32, ctypes.c_int32, _I8, _I8, ctypes.c_int32, _I8, ctypes.c_int32],
+    "kb_strided_copy": [ctypes.POINTER(StridesParams), _I8, _I8],
+    "kb_reduce_max": [ctypes.POINTER(StridesParams), _I8, _I8],
 }
 
 
@@ -159,4 +171,4 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 __all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
            "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS",
-           "SoftmaxParams", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]
+           "SoftmaxParams", "StridesParams", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]

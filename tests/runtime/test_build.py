@@ -19,14 +19,14 @@ M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
 
 def test_structs_match_header():
-    """The ctypes mirrors list the same int32 fields, in the same order, as kilobyte.h."""
+    """The ctypes mirrors list the same int32 fields (or int32 arrays), in the same order, as kilobyte.h."""
     text = re.sub(r"/\*.*?\*/", "", (rt.C_DIR / "kilobyte.h").read_text(), flags=re.S)
     structs = {name: body for body, name in re.findall(r"typedef struct \{(.*?)\} (\w+);", text, re.S)}
     assert set(structs) == set(rt.STRUCTS)
     for name, body in structs.items():
         decls = [d.strip() for d in body.split(";") if d.strip()]
         assert all(d.startswith("int32_t ") for d in decls), name
-        fields = [f.strip() for d in decls for f in d.removeprefix("int32_t ").split(",")]
+        fields = [re.sub(r"\[\d+\]$", "", f.strip()) for d in decls for f in d.removeprefix("int32_t ").split(",")]
         assert fields == [f for f, _ in rt.STRUCTS[name]._fields_], name
 
 
