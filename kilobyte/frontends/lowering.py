@@ -347,7 +347,7 @@ class Lowering:
         rank = len(x.shape)
         axes = _normalize_axes(axes, rank)
         if not axes or min(axes) < 2:
-            raise LoweringError(f"mean over axes {tuple(axes)} of shape {x.shape}; only spatial axes (2 and up)")
+            raise LoweringError(f"mean over axes {tuple(axes)} of shape {x.shape}; only the spatial axes (2 and up)")
         ir_axes = {ir_axis(a, rank) for a in axes} | ({1} if rank == 3 else set())  # a signal's unit H goes too
         if keepdims:
             target = tuple(1 if i in axes else d for i, d in enumerate(x.shape))

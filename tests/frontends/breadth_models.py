@@ -16,8 +16,8 @@ calibration data it is quantised with and, for the modules that need an op the I
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
