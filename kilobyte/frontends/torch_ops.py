@@ -30,7 +30,7 @@ NOT_IN_IR = {
     nn.UpsamplingBilinear2d: "RESIZE_BILINEAR", F.interpolate: "RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR",
     nn.ConvTranspose1d: "TRANSPOSE_CONV", nn.ConvTranspose2d: "TRANSPOSE_CONV", F.conv_transpose1d: "TRANSPOSE_CONV",
     F.conv_transpose2d: "TRANSPOSE_CONV", nn.GELU: "GELU", F.gelu: "GELU", torch.amax: "REDUCE_MAX",
-    "amax": "REDUCE_MAX",
+    "amax": "REDUCE_MAX", torch.tile: "TILE", "tile": "TILE", "repeat": "TILE",
 }
 
 
@@ -67,7 +67,7 @@ def _sizes(v, n: int) -> tuple:
 
 def _constant(v) -> np.ndarray:
     """A Python number or a parameter / buffer tensor as a float32 array."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, torch.Tensor)):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, torch.Tensor)):
         raise LoweringError(f"operand {v!r} is neither a tensor nor a number")
     return _np(v) if isinstance(v, torch.Tensor) else np.float32(v)
 
@@ -241,6 +241,13 @@ def _reshape(low, origin, input, *shape):
     return low.reshape(input, _dims(shape), origin=origin)
 
 
+def _getitem(low, origin, a, index):
+    """Indexing a tuple of results (Python's own), or slicing a tensor (not in the IR yet)."""
+    if isinstance(a, (list, tuple)):
+        return a[index]
+    raise LoweringError("slicing a tensor needs STRIDED_SLICE, which the IR does not have yet")
+
+
 def _dims(shape) -> tuple:
     """`*shape` arguments as one tuple: `view(1, -1)` and `view((1, -1))` alike."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
@@ -365,7 +372,7 @@ FUNCTIONS = {
     torch.mul: _mul, torch.multiply: _mul, operator.truediv: _div, operator.itruediv: _div, torch.div: _div,
     operator.neg: _neg, torch.neg: _neg, torch.maximum: _maximum, torch.minimum: _minimum,
     torch.max: _max_or_min(Op.MAXIMUM), torch.min: _max_or_min(Op.MINIMUM),
-    torch.cat: _cat, torch.concat: _cat, torch.flatten: _flatten, torch.reshape: _reshape,
+    torch.cat: _cat, torch.concat: _cat, torch.flatten: _flatten, torch.reshape: _reshape, operator.getitem: _getitem,
     torch.squeeze: _squeeze, torch.unsqueeze: _unsqueeze, torch.permute: _permute, torch.transpose: _transpose,
     torch.mean: _mean, F.adaptive_avg_pool1d: _adaptive_avg_pool1d, F.adaptive_avg_pool2d: _adaptive_avg_pool2d,
     F.adaptive_max_pool1d: _adaptive_max_pool(1), F.adaptive_max_pool2d: _adaptive_max_pool(2),
