@@ -1,23 +1,12 @@
 """Frontend stage: the shared lowering from NCHW framework semantics to the NHWC IR.
 
 Both frontends (PyTorch and ONNX) describe each source node in the *source* layout — NCHW shapes, OIHW weights,
-PyTorch/ONNX axis numbers — and call one `Lowering` method per node. This module owns every layout decision, so the
-two frontends cannot drift apart: the same network gives the same IR whichever way it arrives.
-
-Layout contract. A 4-D source value of shape `(1, C, H, W)` is an IR tensor `(1, H, W, C)`; a 3-D one `(1, C, L)` (a
-1-D signal: Conv1d, MaxPool1d, BatchNorm1d) is an image one pixel high, `(1, 1, L, C)`, so 1-D layers lower to the 2-D
-ops with a `1 x k` window; every other rank keeps its shape. A reshape that leaves the IR tensor as it is, such as
-`(1, C, L) -> (1, C, 1, L)`, only relabels the `Value`. The IR has no transpose, so a flatten of `(1, C, H, W)` with
-`H*W > 1` and `C > 1` (or of `(1, C, L)` with `L > 1`) cannot reproduce PyTorch's channel-major order in memory.
-Instead the flattened `Value` remembers a column permutation (`perm`: IR column `j` holds source column `perm[j]`) and
-the next Linear/Gemm absorbs it by permuting the columns of its weight, `W_ir = W[:, perm]`, so `W_ir @ x_ir == W @ x`
-exactly. Elementwise ops carry the permutation along; an op that would need the source order (a graph output, a
-reshape to another rank) is rejected with a one-line reason.
+PyTorch/ONNX axis numbers — and call one `Lowering` method per node. This module (with the layout rules of
+`layout.py`: NCHW -> NHWC, a 1-D signal as an image one pixel high, flatten permutations) owns every layout decision,
+so the two frontends cannot drift apart: the same network gives the same IR whichever way it arrives.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,65 +27,21 @@ from ..ir import (
     ShapeError,
     SoftmaxAttrs,
 )
+from .layout import (
+    LAYOUT_AXES,
+    LoweringError,
+    Value,
+    ir_axis,
+    natural_perm,
+    nhwc,
+    normalize_axes,
+    per_channel,
+    same_perm,
+    source_shape,
+)
 
 Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
-
-LAYOUT_AXES = {4: (0, 2, 3, 1), 3: (0, 2, 1)}  # source axes in the order the IR stores them, per source rank
-IR_AXIS = {4: (0, 3, 1, 2), 3: (0, 3, 2)}  # source axis i of a 4-D / 3-D value is IR axis IR_AXIS[rank][i]
-
-
-class LoweringError(Exception):
-    """A source node cannot be expressed in the IR; the frontend adds the node name and op to the reason."""
-
-
-@dataclass(frozen=True, eq=False)
-class Value:
-    """An activation: the IR tensor `name` holding a source value of `shape` (NCHW when 4-D, NCL when 3-D)."""
-
-    name: str
-    shape: tuple[int, ...]
-    perm: np.ndarray | None = None  # rank 2 only: IR column j holds source column perm[j]
-
-
-def nhwc(shape) -> tuple[int, ...]:
-    """IR shape of a source value: `(N, C, H, W) -> (N, H, W, C)`, `(N, C, L) -> (N, 1, L, C)`, others unchanged.
-
-    >>> nhwc((1, 40, 49))
-    (1, 1, 49, 40)
-    """
-    shape = tuple(int(d) for d in shape)
-    if len(shape) == 4:
-        return (shape[0], shape[2], shape[3], shape[1])
-    if len(shape) == 3:
-        return (shape[0], 1, shape[2], shape[1])
-    return shape
-
-
-def source_shape(ir_shape, rank: int) -> tuple[int, ...]:
-    """The source shape of rank `rank` that an IR tensor of shape `ir_shape` holds (`nhwc` inverted)."""
-    s = tuple(int(d) for d in ir_shape)
-    if rank == 4 and len(s) == 4:
-        return (s[0], s[3], s[1], s[2])
-    if rank == 3 and len(s) == 4 and s[1] == 1:
-        return (s[0], s[3], s[2])
-    if rank != len(s):
-        raise LoweringError(f"IR shape {s} cannot hold a rank-{rank} value")
-    return s
-
-
-def ir_axis(axis: int, rank: int) -> int:
-    """IR axis of source axis `axis` (normalised) of a rank-`rank` value."""
-    return IR_AXIS[rank][axis] if rank in IR_AXIS else axis
-
-
-def natural_perm(shape) -> np.ndarray | None:
-    """Order in which the IR stores the elements of a source value (None when it is the source order)."""
-    axes = LAYOUT_AXES.get(len(shape))
-    if axes is None:
-        return None
-    order = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape).transpose(axes).ravel()
-    return None if np.array_equal(order, np.arange(order.size)) else order
-
+__all__ = ["Lowering", "LoweringError", "Value", "nhwc", "same_padding"]
 
 def same_padding(size: int, k: int, stride: int, dilation: int = 1, lower: bool = False) -> tuple[int, int]:
     """(before, after) padding of ONNX SAME_UPPER (PyTorch 'same' is its stride-1 case) or SAME_LOWER.
@@ -108,21 +53,6 @@ def same_padding(size: int, k: int, stride: int, dilation: int = 1, lower: bool 
     total = max((out - 1) * stride + dilation * (k - 1) + 1 - size, 0)
     small, big = total // 2, total - total // 2
     return (big, small) if lower else (small, big)
-
-
-def _same_perm(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return np.array_equal(a, b)
-
-
-def _normalize_axes(axes, rank: int) -> tuple[int, ...]:
-    out = []
-    for a in axes:
-        if not -rank <= a < rank:
-            raise LoweringError(f"axis {a} out of range for a rank-{rank} tensor")
-        out.append(a % rank)
-    return tuple(sorted(set(out)))
 
 
 def _pool_ceil_matches_floor(size: int, k: int, s: int, before: int, after: int) -> bool:
@@ -247,7 +177,7 @@ class Lowering:
         a BATCH_NORM with mean 0, variance 1 and eps 0, which `fold_batchnorm` folds into a conv / FC before it
         (and `quantize` turns into MUL and SUB by constants where it cannot)."""
         self._rank(x, 2, 3, 4)
-        gamma, beta = _per_channel(scale, x, "factor"), _per_channel(shift, x, "term")
+        gamma, beta = per_channel(scale, x, "factor"), per_channel(shift, x, "term")
         c = x.shape[1]
         return self.batch_norm(x, gamma, beta, np.zeros(c, np.float32), np.ones(c, np.float32), eps=0.0,
                                origin=origin)
@@ -268,7 +198,7 @@ class Lowering:
     def add(self, a: Value, b: Value, *, origin: str) -> Value:
         if a.shape != b.shape:
             raise LoweringError(f"add of shapes {a.shape} and {b.shape}; broadcasting is not supported")
-        if not _same_perm(a.perm, b.perm):
+        if not same_perm(a.perm, b.perm):
             raise LoweringError("add of two tensors flattened in different orders")
         return self._emit(Op.ADD, [a.name, b.name], AddAttrs(), origin, perm=a.perm, rank=len(a.shape))
 
@@ -284,7 +214,7 @@ class Lowering:
                                 ) from None
         perm = a.perm if a.shape == out else b.perm
         for v in (a, b):
-            if not (_same_perm(v.perm, perm) or (v.perm is None and np.prod(v.shape) == 1)):
+            if not (same_perm(v.perm, perm) or (v.perm is None and np.prod(v.shape) == 1)):
                 raise LoweringError(f"{op.value.lower()} of tensors flattened in different orders")
         attrs = AddAttrs() if op in (Op.SUB, Op.MUL) else None
         return self._emit(op, [a.name, b.name], attrs, origin, perm=perm, rank=len(out))
@@ -293,7 +223,7 @@ class Lowering:
         """SOFTMAX (LOG_SOFTMAX with `log`) over the channel axis of a 3-D / 4-D value or the last axis otherwise
         (the IR's last axis)."""
         rank = len(x.shape)
-        axis = _normalize_axes([axis], rank)[0]
+        axis = normalize_axes([axis], rank)[0]
         if axis != (1 if rank in LAYOUT_AXES else rank - 1):
             raise LoweringError(f"softmax over axis {axis} of shape {x.shape}; only the channel/last axis")
         if log:
@@ -345,7 +275,7 @@ class Lowering:
         """Mean over spatial axes (H and/or W of a 4-D value, L of a 3-D one) -> MEAN over the matching NHWC axes."""
         self._rank(x, 3, 4)
         rank = len(x.shape)
-        axes = _normalize_axes(axes, rank)
+        axes = normalize_axes(axes, rank)
         if not axes or min(axes) < 2:
             raise LoweringError(f"mean over axes {tuple(axes)} of shape {x.shape}; only the spatial axes (2 and up)")
         ir_axes = {ir_axis(a, rank) for a in axes} | ({1} if rank == 3 else set())  # a signal's unit H goes too
@@ -382,7 +312,7 @@ class Lowering:
         if shape == x.shape:
             return x
         source_order = x.perm if x.perm is not None else natural_perm(x.shape)
-        if _same_perm(source_order, natural_perm(shape)):
+        if same_perm(source_order, natural_perm(shape)):
             if nhwc(shape) == self.builder.shape(x.name):
                 return Value(x.name, shape)
             return self._emit(Op.RESHAPE, [x.name], ReshapeAttrs(shape=nhwc(shape)), origin, rank=len(shape))
@@ -392,13 +322,13 @@ class Lowering:
 
     def squeeze(self, x: Value, dims=None, *, origin: str) -> Value:
         """Drop the unit axes among `dims` (all unit axes when None, the batch axis included, as PyTorch does)."""
-        dims = range(len(x.shape)) if dims is None else _normalize_axes(dims, len(x.shape))
+        dims = range(len(x.shape)) if dims is None else normalize_axes(dims, len(x.shape))
         return self.reshape(x, tuple(d for i, d in enumerate(x.shape) if not (i in dims and d == 1)), origin=origin)
 
     def unsqueeze(self, x: Value, dims, *, origin: str) -> Value:
         """Insert unit axes at positions `dims` of the result."""
         rank = len(x.shape) + len(dims)
-        dims = _normalize_axes(dims, rank)
+        dims = normalize_axes(dims, rank)
         rest = iter(x.shape)
         return self.reshape(x, tuple(1 if i in dims else next(rest) for i in range(rank)), origin=origin)
 
@@ -439,7 +369,7 @@ class Lowering:
         rank = len(xs[0].shape)
         if any(len(v.shape) != rank for v in xs):
             raise LoweringError(f"concat of tensors of different ranks: {[v.shape for v in xs]}")
-        axis = _normalize_axes([axis], rank)[0]
+        axis = normalize_axes([axis], rank)[0]
         perm = None
         if any(v.perm is not None for v in xs):
             if rank != 2 or axis != 1:
@@ -450,16 +380,3 @@ class Lowering:
         attrs = ConcatAttrs(axis=ir_axis(axis, rank))
         return self._emit(Op.CONCAT, [v.name for v in xs], attrs, origin, perm=perm, rank=rank)
 
-
-def _per_channel(const, x: Value, what: str) -> np.ndarray:
-    """The (C,) values of a constant that broadcasts to `x` and varies along the channel axis (1) at most."""
-    c = np.asarray(const, np.float32)
-    try:
-        full = np.broadcast_to(c, x.shape)
-    except ValueError:
-        raise LoweringError(f"constant {what} of shape {c.shape} does not broadcast to {x.shape}") from None
-    vec = full[tuple(slice(None) if i == 1 else 0 for i in range(len(x.shape)))]  # (C,)
-    if not np.array_equal(full, np.broadcast_to(vec.reshape((1, -1) + (1,) * (len(x.shape) - 2)), x.shape)):
-        raise LoweringError(f"constant {what} of shape {c.shape} varies along more than the channel axis; only "
-                            "per-channel or scalar constants are supported")
-    return np.ascontiguousarray(vec)
