@@ -31,6 +31,8 @@ NOT_IN_IR = {
     nn.ConvTranspose1d: "TRANSPOSE_CONV", nn.ConvTranspose2d: "TRANSPOSE_CONV", F.conv_transpose1d: "TRANSPOSE_CONV",
     F.conv_transpose2d: "TRANSPOSE_CONV", nn.GELU: "GELU", F.gelu: "GELU", torch.amax: "REDUCE_MAX",
     "amax": "REDUCE_MAX", torch.tile: "TILE", "tile": "TILE", "repeat": "TILE",
+    "expand": "TILE (sub, mul, maximum and minimum broadcast without an expand)",
+    "expand_as": "TILE (sub, mul, maximum and minimum broadcast without an expand)",
 }
 
 

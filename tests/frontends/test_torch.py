@@ -323,6 +323,7 @@ def test_transpose_that_moves_data_is_refused():
     (lambda: Lambda(lambda x: torch.max(x, 1)[0]), "(torch.max): a maximum reduction needs REDUCE_MAX"),
     (lambda: Lambda(lambda x: x[:, :, 1:]), "(operator.getitem): slicing a tensor needs STRIDED_SLICE"),
     (lambda: Lambda(lambda x: x.repeat(1, 2, 1, 1)), "(Tensor.repeat): needs TILE"),
+    (lambda: Lambda(lambda x: x * x.mean((2, 3), keepdim=True).expand_as(x)), "(Tensor.expand_as): needs TILE (sub,"),
 ])
 def test_ops_the_ir_lacks_name_what_they_need(make, needle):
     with pytest.raises(UnsupportedOpError) as e:
