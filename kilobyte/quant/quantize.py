@@ -146,7 +146,7 @@ def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QPar
         old_lo, old_hi = union.get(root, (lo, hi))
         union[root] = (min(old_lo, lo), max(old_hi, hi))
     fixed = _fixed_qparams(graph, find, ranges)
-    return {t: fixed.get(find(t)) or choose_qparams(*union[find(t)]) for t in ranges}
+    return {t: fixed.get(find(t)) or choose_qparams(*union[find(t)]) for t in ranges if not graph.tensors[t].is_const}
 
 
 def _fixed_qparams(graph: Graph, find, ranges) -> dict[str, QParams]:

@@ -18,7 +18,7 @@ from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions
 
 N_RANDOM = 300
-ARRAY = re.compile(r"^(?:static )?const (int8_t|int32_t) kb_(?:w|b|mult|shift|lut)_\w+\[(\d+)\]", re.M)
+ARRAY = re.compile(r"^(?:static )?const (int8_t|int32_t) kb_(?:w|b|mult|shift|lut|k)_\w+\[(\d+)\]", re.M)
 
 
 def _options(rng) -> PlanOptions:
