@@ -37,31 +37,39 @@ from kilobyte.ir import (
 )
 
 
-def quantized(graph, seed: int, n: int = 3, spread: float = 1.0, tflite_mean: bool = False):
-    """(int8 graph calibrated on n random images, one more random float image of the input shape); with
-    `tflite_mean`, global average pools as MEAN nodes (`as_tflite_means`)."""
+def quantized(graph, seed: int, n: int = 3, spread: float = 1.0, mean_as_pool: bool = False):
+    """(int8 graph calibrated on n random images, one more random float image of the input shape). A MEAN stays the
+    MEAN TFLite runs (kb_mean); with `mean_as_pool` it is first rewritten as the global average pool a full-image
+    AvgPool2d gives (`as_global_pools`), so that kernel is exercised too."""
     from kilobyte.quant import quantize
 
     shape = graph.tensors[graph.inputs[0]].shape
     samples = np.random.default_rng(seed).normal(0.2, spread, (n + 1,) + shape[1:]).astype(np.float32)
-    qgraph = quantize(graph, samples[:n])
-    return (as_tflite_means(qgraph) if tflite_mean else qgraph), samples[n:]
+    qgraph = quantize(as_global_pools(graph) if mean_as_pool else graph, samples[:n])
+    return qgraph, samples[n:]
 
 
-def as_tflite_means(qgraph):
-    """`qgraph` with every global average pool (AVG_POOL_2D over the whole image, stride 1, no padding or
-    activation: what quantize() makes of a MEAN) replaced by the MEAN over (1, 2) with keepdims that a .tflite file
-    has in its place, sharing its input's qparams as the pool did (TFLite's MEAN arithmetic then applies)."""
-    from kilobyte.ir import Node
+def as_global_pools(graph):
+    """The float `graph` with every MEAN over (1, 2) of an NHWC tensor replaced by an AVG_POOL_2D over the whole
+    image (and a RESHAPE when the MEAN drops the unit axes): the same values, computed by kb_avg_pool's rounding."""
+    from kilobyte.ir import Node, Tensor
 
-    def is_global(n) -> bool:
-        a = n.attrs
-        return (n.op is Op.AVG_POOL_2D and tuple(a.kernel) == qgraph.tensors[n.inputs[0]].shape[1:3]
-                and tuple(a.stride) == (1, 1) and not any(a.padding) and a.activation is Activation.NONE)
-
-    nodes = tuple(Node(n.name, Op.MEAN, n.inputs, n.outputs, MeanAttrs((1, 2), True), n.origin) if is_global(n)
-                  else n for n in qgraph.nodes)
-    return qgraph.replace(nodes=nodes).verify()
+    nodes, tensors = [], dict(graph.tensors)
+    for n in graph.nodes:
+        x = graph.tensors[n.inputs[0]]
+        if n.op is not Op.MEAN or len(x.shape) != 4 or sorted(n.attrs.axes) != [1, 2]:
+            nodes.append(n)
+            continue
+        pool = PoolAttrs(tuple(x.shape[1:3]), (1, 1))
+        if n.attrs.keepdims:
+            nodes.append(Node(n.name, Op.AVG_POOL_2D, n.inputs, n.outputs, pool, n.origin))
+            continue
+        pooled = f"{n.name}_pool"
+        tensors[pooled] = Tensor(pooled, (x.shape[0], 1, 1, x.shape[3]), x.dtype)
+        nodes += [Node(pooled, Op.AVG_POOL_2D, n.inputs, (pooled,), pool, n.origin),
+                  Node(n.name, Op.RESHAPE, (pooled,), n.outputs, ReshapeAttrs(graph.tensors[n.outputs[0]].shape),
+                       n.origin)]
+    return graph.replace(nodes=tuple(nodes), tensors=tensors).verify()
 
 
 def inputs_for(qgraph, unseen: np.ndarray, seed: int) -> list[np.ndarray]:
@@ -188,7 +196,7 @@ def _int8_weighted(b: GraphBuilder, rng, op: Op, x: str, w_shape, attrs, gain: f
 
 def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), keepdims: bool = False,
                head: bool = True, branches: int = 1):
-    """An int8 graph with MEAN nodes as .tflite files have them (quantize() itself emits AVG_POOL_2D): per branch a
+    """An int8 graph with MEAN nodes as .tflite files have them (built int8 directly, with chosen params): per branch a
     3x3 CONV_2D (ReLU6) and a MEAN with its own output scale and zero point; two branches are concatenated on the
     last axis, so the MEANs write straight into their slices; with `head`, a RESHAPE to (1, n) when needed and a
     FULLY_CONNECTED. Returns (graph, two int8 inputs)."""

@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 from ..errors import ModelFileError, UnsupportedOpError
 from ..ir import Graph
 from .lowering import Lowering, LoweringError, Value
-from .onnx_ops import OPS, SUPPORTED, matmul
+from .onnx_ops import NOT_IN_IR, OPS, SUPPORTED, matmul
 
 
 def from_onnx(model: str | os.PathLike | onnx.ModelProto) -> Graph:
@@ -121,6 +121,8 @@ class _Converter:
         if node.op_type == "Shape":
             return self._shape(node, ins[0])
         handler = OPS.get(node.op_type)
+        if node.op_type in NOT_IN_IR:
+            raise LoweringError(f"needs {NOT_IN_IR[node.op_type]}, which the IR does not have yet")
         if handler is None:
             raise LoweringError(f"unsupported op; supported: {SUPPORTED}")
         if any(self.consumers.get(o) or o in self.graph_outputs for o in node.output[1:] if o):

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Op
+from ..ir import LeakyReluAttrs, Op
 from .lowering import Lowering, LoweringError, Value, same_padding
 
-SUPPORTED = ("Conv, BatchNormalization, Relu, Clip(0,6), Gemm, MatMul(+Add), AveragePool, MaxPool, "
-             "GlobalAveragePool, ReduceMean, Add, Concat, Flatten, Reshape, Dropout, Identity, Pad, Softmax")
+SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, HardSwish, HardSigmoid, LeakyRelu, "
+             "Gemm, MatMul(+Add), AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, ReduceMean, Add, Sub, Mul, "
+             "Div by a constant, Neg, Max, Min, Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose of unit axes, "
+             "Dropout, Identity, Pad, Softmax, LogSoftmax")
+
+# ONNX operators whose IR op is not there yet: the error names what they need.
+NOT_IN_IR = {"Resize": "RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR", "Upsample": "RESIZE_NEAREST_NEIGHBOR",
+             "ConvTranspose": "TRANSPOSE_CONV", "Gelu": "GELU", "Erf": "GELU (exporters write GELU with Erf)",
+             "ReduceMax": "REDUCE_MAX", "Slice": "STRIDED_SLICE", "Tile": "TILE"}
 
 FLOAT_MAX = 3.0e38  # ONNX's Clip attribute defaults are +-FLT_MAX: treat anything this large as "no bound"
 
@@ -32,29 +39,36 @@ def _const(v, what: str) -> np.ndarray:
 
 
 def _window(attrs: dict, x: Value, kernel) -> tuple[tuple, tuple, tuple]:
-    """strides, dilations and explicit (top, bottom, left, right) padding of a Conv/pool node."""
-    if len(kernel) != 2:
-        raise LoweringError(f"only 2-D windows are supported, got kernel {tuple(kernel)}")
-    strides = tuple(attrs.get("strides", (1, 1)))
-    dilations = tuple(attrs.get("dilations", (1, 1)))
+    """strides, dilations and explicit padding of a 1-D or 2-D Conv/pool node: (before, after) for a 1-D window,
+    (top, bottom, left, right) for a 2-D one."""
+    n = len(kernel)
+    if n not in (1, 2) or len(x.shape) != n + 2:
+        raise LoweringError(f"only 1-D and 2-D windows are supported, got kernel {tuple(kernel)} on {x.shape}")
+    strides = tuple(attrs.get("strides", (1,) * n))
+    dilations = tuple(attrs.get("dilations", (1,) * n))
     auto_pad = attrs.get("auto_pad", "NOTSET")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        lower = auto_pad == "SAME_LOWER"
-        t, b = same_padding(x.shape[2], kernel[0], strides[0], dilations[0], lower)
-        left, r = same_padding(x.shape[3], kernel[1], strides[1], dilations[1], lower)
-        return strides, dilations, (t, b, left, r)
-    if auto_pad == "VALID":
-        return strides, dilations, (0, 0, 0, 0)
-    t, left, b, r = attrs.get("pads", (0, 0, 0, 0))  # ONNX: (x1_begin, x2_begin, x1_end, x2_end)
-    return strides, dilations, (t, b, left, r)
+        pads = [same_padding(x.shape[2 + i], kernel[i], strides[i], dilations[i], auto_pad == "SAME_LOWER")
+                for i in range(n)]
+    elif auto_pad == "VALID":
+        pads = [(0, 0)] * n
+    else:
+        flat = attrs.get("pads", (0,) * 2 * n)  # ONNX: (x1_begin, x2_begin, x1_end, x2_end)
+        pads = [(flat[i], flat[i + n]) for i in range(n)]
+    return strides, dilations, tuple(int(p) for pair in pads for p in pair)
 
 
 def conv(low: Lowering, origin, attrs, ins, opset):
     x, w = _act(ins[0]), _const(ins[1], "weight")
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
-    strides, dilations, pads = _window(attrs, x, attrs.get("kernel_shape", w.shape[2:]))
-    return low.conv2d(x, w, None if bias is None else _const(bias, "bias"), stride=strides, padding=pads,
-                      dilation=dilations, groups=int(attrs.get("group", 1)), origin=origin)
+    bias = None if bias is None else _const(bias, "bias")
+    kernel = attrs.get("kernel_shape", w.shape[2:])
+    strides, dilations, pads = _window(attrs, x, kernel)
+    groups = int(attrs.get("group", 1))
+    if len(kernel) == 1:
+        return low.conv1d(x, w, bias, stride=strides[0], padding=pads, dilation=dilations[0], groups=groups,
+                          origin=origin)
+    return low.conv2d(x, w, bias, stride=strides, padding=pads, dilation=dilations, groups=groups, origin=origin)
 
 
 def batch_norm(low: Lowering, origin, attrs, ins, opset):
@@ -66,6 +80,23 @@ def batch_norm(low: Lowering, origin, attrs, ins, opset):
 
 def relu(low: Lowering, origin, attrs, ins, opset):
     return low.unary(Op.RELU, _act(ins[0]), origin=origin)
+
+
+def sigmoid(low: Lowering, origin, attrs, ins, opset):
+    return low.unary(Op.LOGISTIC, _act(ins[0]), origin=origin)
+
+
+def hard_swish(low: Lowering, origin, attrs, ins, opset):
+    return low.unary(Op.HARD_SWISH, _act(ins[0]), origin=origin)
+
+
+def hard_sigmoid(low: Lowering, origin, attrs, ins, opset):
+    return low.hard_sigmoid(_act(ins[0]), attrs.get("alpha", 0.2), attrs.get("beta", 0.5), origin=origin)
+
+
+def leaky_relu(low: Lowering, origin, attrs, ins, opset):
+    alpha = LeakyReluAttrs(alpha=float(attrs.get("alpha", 0.01)))
+    return low.unary(Op.LEAKY_RELU, _act(ins[0]), origin=origin, attrs=alpha)
 
 
 def identity(low: Lowering, origin, attrs, ins, opset):
@@ -111,11 +142,13 @@ def matmul(low: Lowering, origin, attrs, ins, opset, bias=None):
 def _pool(op: Op, low: Lowering, origin, attrs, ins):
     x = _act(ins[0])
     strides, dilations, pads = _window(attrs, x, attrs["kernel_shape"])
-    if tuple(dilations) != (1, 1):
+    if any(d != 1 for d in dilations):
         raise LoweringError("pooling with dilation is not supported")
-    return low.pool(op, x, kernel=attrs["kernel_shape"], stride=strides, padding=pads,
-                    ceil_mode=bool(attrs.get("ceil_mode", 0)),
-                    count_include_pad=bool(attrs.get("count_include_pad", 0)), origin=origin)
+    options = dict(ceil_mode=bool(attrs.get("ceil_mode", 0)), count_include_pad=bool(attrs.get("count_include_pad", 0)),
+                   origin=origin)
+    if len(strides) == 1:
+        return low.pool1d(op, x, kernel=attrs["kernel_shape"][0], stride=strides[0], padding=pads, **options)
+    return low.pool(op, x, kernel=attrs["kernel_shape"], stride=strides, padding=pads, **options)
 
 
 def average_pool(low: Lowering, origin, attrs, ins, opset):
@@ -127,22 +160,60 @@ def max_pool(low: Lowering, origin, attrs, ins, opset):
 
 
 def global_average_pool(low: Lowering, origin, attrs, ins, opset):
-    return low.mean(_act(ins[0]), (2, 3), True, origin=origin)
+    x = _act(ins[0])
+    return low.mean(x, range(2, len(x.shape)), True, origin=origin)
+
+
+def global_max_pool(low: Lowering, origin, attrs, ins, opset):
+    x = _act(ins[0])
+    return low.adaptive_pool(Op.MAX_POOL_2D, x, (1,) * (len(x.shape) - 2), origin=origin)
 
 
 def reduce_mean(low: Lowering, origin, attrs, ins, opset):
-    if opset >= 18:
-        axes = None if len(ins) < 2 or ins[1] is None else _const(ins[1], "axes").tolist()
-    else:
-        axes = attrs.get("axes")
+    axes = _axes(attrs, ins, opset, 18)
     if not axes:
-        raise LoweringError("mean over all axes is not supported; reduce over axes (2, 3)")
+        raise LoweringError("mean over all axes is not supported; reduce over the spatial axes (2, 3)")
     return low.mean(_act(ins[0]), axes, bool(attrs.get("keepdims", 1)), origin=origin)
 
 
-def add(low: Lowering, origin, attrs, ins, opset):
-    return low.add(_act(ins[0], "first operand"), _act(ins[1], "second operand (a constant bias add?)"),
-                   origin=origin)
+def _arith(low: Lowering, origin, op: Op, a, b) -> Value:
+    """Two activations, or an activation and a constant (a per-channel or scalar scale / shift, folded later)."""
+    if isinstance(a, Value) and isinstance(b, Value):
+        return low.add(a, b, origin=origin) if op is Op.ADD else low.binary(op, a, b, origin=origin)
+    x, c = (a, _const(b, "operand")) if isinstance(a, Value) else (_act(b, "operand"), _const(a, "operand"))
+    if op is Op.ADD:
+        return low.scale_shift(x, 1.0, c, origin=origin)
+    if op is Op.MUL:
+        return low.scale_shift(x, c, 0.0, origin=origin)
+    if op is Op.SUB:  # x - c, or c - x
+        return low.scale_shift(x, 1.0, -c, origin=origin) if x is a else low.scale_shift(x, -1.0, c, origin=origin)
+    raise LoweringError(f"{op.value.lower()} with a constant operand is not supported")
+
+
+def _binary(op: Op):
+    def handler(low: Lowering, origin, attrs, ins, opset):
+        return _arith(low, origin, op, ins[0], ins[1])
+    return handler
+
+
+def div(low: Lowering, origin, attrs, ins, opset):
+    if isinstance(ins[1], Value):
+        raise LoweringError("only division by a constant is supported")
+    return _arith(low, origin, Op.MUL, _act(ins[0]), 1.0 / _const(ins[1], "divisor").astype(np.float32))
+
+
+def neg(low: Lowering, origin, attrs, ins, opset):
+    return low.scale_shift(_act(ins[0]), -1.0, 0.0, origin=origin)
+
+
+def _variadic(op: Op):
+    """Max / Min of one or more operands: a chain of MAXIMUM / MINIMUM."""
+    def handler(low: Lowering, origin, attrs, ins, opset):
+        out = ins[0]
+        for v in ins[1:]:
+            out = _arith(low, origin, op, out, v)
+        return _act(out)
+    return handler
 
 
 def concat(low: Lowering, origin, attrs, ins, opset):
@@ -183,17 +254,46 @@ def pad(low: Lowering, origin, attrs, ins, opset):
     return low.pad(x, per_axis, origin=origin)
 
 
-def softmax(low: Lowering, origin, attrs, ins, opset):
+def _softmax(log: bool):
+    def handler(low: Lowering, origin, attrs, ins, opset):
+        x = _act(ins[0])
+        axis = int(attrs.get("axis", -1 if opset >= 13 else 1)) % len(x.shape)
+        if opset < 13 and int(np.prod(x.shape[axis + 1:], dtype=np.int64)) != 1:  # old Softmax flattens from `axis`
+            raise LoweringError(f"opset {opset} softmax over the flattened axes {axis}.. is not supported")
+        return low.softmax(x, axis, origin=origin, log=log)
+    return handler
+
+
+def _axes(attrs: dict, ins: list, opset: int, since: int) -> list[int] | None:
+    """The `axes` of Squeeze / Unsqueeze / ReduceMean: an attribute before opset `since`, an optional input after."""
+    if opset < since:
+        return attrs.get("axes")
+    return None if len(ins) < 2 or ins[1] is None else [int(a) for a in _const(ins[1], "axes").reshape(-1)]
+
+
+def squeeze(low: Lowering, origin, attrs, ins, opset):
+    return low.squeeze(_act(ins[0]), _axes(attrs, ins, opset, 13), origin=origin)
+
+
+def unsqueeze(low: Lowering, origin, attrs, ins, opset):
+    axes = _axes(attrs, ins, opset, 13)
+    if not axes:
+        raise LoweringError("Unsqueeze without axes")
+    return low.unsqueeze(_act(ins[0]), axes, origin=origin)
+
+
+def transpose(low: Lowering, origin, attrs, ins, opset):
     x = _act(ins[0])
-    axis = int(attrs.get("axis", -1 if opset >= 13 else 1)) % len(x.shape)
-    if opset < 13 and int(np.prod(x.shape[axis + 1:], dtype=np.int64)) != 1:  # old Softmax flattens from `axis`
-        raise LoweringError(f"opset {opset} Softmax over the flattened axes {axis}.. is not supported")
-    return low.softmax(x, axis, origin=origin)
+    return low.transpose(x, attrs.get("perm", list(range(len(x.shape)))[::-1]), origin=origin)
 
 
 OPS = {
-    "Conv": conv, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Gemm": gemm, "MatMul": matmul,
+    "Conv": conv, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
+    "HardSwish": hard_swish, "HardSigmoid": hard_sigmoid, "LeakyRelu": leaky_relu, "Gemm": gemm, "MatMul": matmul,
     "AveragePool": average_pool, "MaxPool": max_pool, "GlobalAveragePool": global_average_pool,
-    "ReduceMean": reduce_mean, "Add": add, "Concat": concat, "Flatten": flatten, "Reshape": reshape,
-    "Dropout": identity, "Identity": identity, "Pad": pad, "Softmax": softmax,
+    "GlobalMaxPool": global_max_pool, "ReduceMean": reduce_mean, "Add": _binary(Op.ADD), "Sub": _binary(Op.SUB),
+    "Mul": _binary(Op.MUL), "Div": div, "Neg": neg, "Max": _variadic(Op.MAXIMUM), "Min": _variadic(Op.MINIMUM),
+    "Concat": concat, "Flatten": flatten, "Reshape": reshape, "Squeeze": squeeze, "Unsqueeze": unsqueeze,
+    "Transpose": transpose, "Dropout": identity, "Identity": identity, "Pad": pad, "Softmax": _softmax(False),
+    "LogSoftmax": _softmax(True),
 }

@@ -7,14 +7,15 @@ integer parameters so the C runtime can be tested against them directly, and `re
 `mul_node_params` / `activation_range_of` derive those parameters from a graph exactly as TFLite Micro's Prepare
 functions do.
 
-Ops `quantize()` never emits serve int8 graphs imported from `.tflite` files:
+Beyond the conv / pool / ADD core:
 - MEAN (`mean_int8`, TFLM's integer MEAN; its requantisation in `mean_multiplier`, shared with the code generator);
 - SOFTMAX and LOG_SOFTMAX (`kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields);
 - SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
-  element); MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output must share params;
+  element), either operand may be a constant; MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output
+  must share params;
 - LOGISTIC, HARD_SWISH, LEAKY_RELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
   that `unary_node_table` builds, the same table the C kernel reads;
-- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`);
+- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
 - TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
   input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
   TFLite Micro's kernels copy bytes without looking).
@@ -117,7 +118,7 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
     if op in (Op.PAD, Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
         return _eval_moving(graph, node, args)
-    if op is Op.MEAN:  # quantize() never emits MEAN; graphs imported from .tflite files may have it
+    if op is Op.MEAN:
         return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *tensor_qparams(graph, node.inputs[0]),
                          *tensor_qparams(graph, node.outputs[0]))
     if op is Op.QUANTIZE and args[0].dtype in (np.int8, np.uint8):  # uint8 <-> int8 at a model's edges
@@ -441,8 +442,7 @@ def mean_int8(x, axes, keepdims: bool, input_scale, input_zp: int, output_scale,
 
     `sum(x - zp_in)` over the n reduced values is requantised with `QuantizeMultiplier(s_in / s_out)` into which
     1/n is folded: `k = min(floor(log2 n), 32, 31 + shift)`, `multiplier = (multiplier << k) / n` (truncating),
-    `shift -= k`; then `+ zp_out` and the int8 clamp. `quantize()` emits AVG_POOL_2D instead (see kilobyte.quant);
-    this kernel serves int8 graphs imported from `.tflite` files.
+    `shift -= k`; then `+ zp_out` and the int8 clamp.
     """
     axes = tuple(sorted({a % x.ndim for a in axes}))
     n = int(np.prod([x.shape[a] for a in axes]))

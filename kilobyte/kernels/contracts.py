@@ -93,13 +93,15 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="two inputs of the same shape (no broadcast); TFLite's left shift 20"),
     KernelContract(Op.SUB, "add", "kb_add_params",
                    constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of the "
-                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); fused ReLU/ReLU6"),
+                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); either may be a constant (a per-"
+                   "channel shift); fused ReLU/ReLU6"),
     KernelContract(Op.MUL, "elementwise", "kb_mul_params",
                    constraints="two activations of the same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C) "
-                   "(squeeze-excite); one output rescale; fused ReLU/ReLU6"),
+                   "(squeeze-excite); either may be a constant (a per-channel scale); one output rescale; fused "
+                   "ReLU/ReLU6"),
     *(KernelContract(op, "elementwise", "kb_minmax_params",
                      constraints="inputs and output share quantisation params; same shape or a (1,1,1,C) operand "
-                     "broadcast over (1,H,W,C)") for op in (Op.MAXIMUM, Op.MINIMUM)),
+                     "broadcast over (1,H,W,C), either may be a constant") for op in (Op.MAXIMUM, Op.MINIMUM)),
     KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
                    constraints="input and output share quantisation params"),
     KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,

@@ -26,7 +26,7 @@ from .build import Network, build_graph, network
 from .space import Arch, MBSpace
 
 REQUANT_BYTES_PER_CHANNEL = 12  # int32 bias + int32 multiplier + int32 shift per output channel (model.c)
-ALWAYS_CALLED = ("conv", "depthwise", "fc", "pool")  # kernel families every network of an MBConv space calls
+ALWAYS_CALLED = ("conv", "depthwise", "fc", "mean")  # kernel families every network of an MBConv space calls
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Op
+from ..ir.shapes import BINARY_OPS
 from ..kernels import contract_for
+from ..transforms.fuse_activation import can_fuse
 from .plan import input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
@@ -42,22 +44,25 @@ class Resources:
 def constant_bytes(graph: Graph) -> int:
     """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
     weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift; per
-    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) its 256-byte table."""
+    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) its 256-byte table; per constant operand of a
+    binary op its int8 values (one per channel for a per-channel or single-value constant)."""
     total = 0
     for node in graph.nodes:
+        out_shape = graph.tensors[node.outputs[0]].shape
         if node.op in WEIGHTED_OPS:
-            out_c = graph.tensors[node.outputs[0]].shape[-1]
-            total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_c
+            total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_shape[-1]
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES
+        elif node.op in BINARY_OPS:
+            consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
+            total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)
     return total
 
 
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     """The runtime families the generated C calls for this plan (contract families; a fused conv + ADD calls
     `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing). In a float
-    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls; a
-    RELU / RELU6 counts only in an int8 graph (in a float one the inference transforms fuse it into its producer)."""
+    graph a RELU / RELU6 the inference transforms would fuse into its producer counts for nothing."""
     stage = steps.draft.stage
     in_stage = set(stage.nodes) if stage else set()
     fused_adds = set(steps.life.fused.values())
@@ -71,9 +76,8 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
         elif node.op is Op.CONCAT and name not in in_stage:
             if any(t not in steps.storage.slice_of for t in node.inputs):
                 families.add("concat")
-        elif node.op is Op.MEAN and graph.tensors[node.inputs[0]].dtype != "int8":
-            families.add("pool")
-        elif node.op in (Op.RELU, Op.RELU6) and graph.tensors[node.inputs[0]].dtype != "int8":
+        elif node.op in (Op.RELU, Op.RELU6) and graph.tensors[node.inputs[0]].dtype != "int8" \
+                and can_fuse(graph, node):
             pass  # fused before compiling: no kb_lut
         elif contract_for(node).family:
             families.add(contract_for(node).family)

@@ -18,7 +18,7 @@ from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions
 
 N_RANDOM = 300
-ARRAY = re.compile(r"^(?:static )?const (int8_t|int32_t) kb_(?:w|b|mult|shift|lut)_\w+\[(\d+)\]", re.M)
+ARRAY = re.compile(r"^(?:static )?const (int8_t|int32_t) kb_(?:w|b|mult|shift|lut|k)_\w+\[(\d+)\]", re.M)
 
 
 def _options(rng) -> PlanOptions:
@@ -78,13 +78,13 @@ def test_estimate_of_a_float_graph_equals_its_plan():
 
 @pytest.mark.parametrize("name", ["mnist-cnn", "vgg-small"])
 def test_estimate_of_a_float_graph_names_the_compiled_families(tmp_path, name):
-    """A float MEAN is counted as the AVG_POOL_2D quantize() makes of it (vgg-small also has max pooling: one
-    family), so the float graph's Flash estimate is the compiled model's."""
+    """A float MEAN is counted as the int8 MEAN quantize() keeps (kb_mean; vgg-small also has max pooling), so the
+    float graph's Flash estimate is the compiled model's."""
     from kilobyte.api import load
 
     graph = load(name, resolution=28 if name == "mnist-cnn" else 32).graph
     assert any(n.op.value == "MEAN" for n in graph.nodes)
     qgraph, _ = quantized(graph, 0)
     m = compile_graph(qgraph, tmp_path / "m").manifest
-    assert "pool" in m["kernels"] and "mean" not in m["kernels"]
+    assert "mean" in m["kernels"]
     assert list(estimate_resources(graph).families) == m["kernels"]
