@@ -14,8 +14,8 @@ converter chooses:
   a constant operand of SUB / MUL is int8 per tensor from its own range (of MAXIMUM / MINIMUM: their shared params);
 - ops that move values without rescaling share one set of params between inputs and output: MAX_POOL_2D,
   AVG_POOL_2D, RESHAPE, PAD, IDENTITY, TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, CONCAT (TFLite Micro's int8 concat
-  copies bytes), MAXIMUM, MINIMUM (they compare raw int8 values) and a standing RELU6 (TFLite Micro's never rescales), each group taking the union of its
-  members' calibrated ranges;
+  copies bytes), MAXIMUM, MINIMUM (they compare raw int8 values) and a standing RELU6 (TFLite Micro's never
+  rescales), each group taking the union of its members' calibrated ranges;
 - LOGISTIC and an int8 SOFTMAX output scale 1/256 with zero point -128, LOG_SOFTMAX 16/256 with zero point 127: the
   only outputs TFLite's kernels write; a group of shared params holding such an output takes these params, and may
   then hold nothing else computed (e.g. a CONCAT of a LOGISTIC with a conv output would need a requantisation);
