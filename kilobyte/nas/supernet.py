@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..zoo.blocks import init_weights
 from .build import ConvLayer, MBBlock, build_module, network
 from .space import Arch, MBSpace
 
@@ -96,19 +97,8 @@ class SuperNet(nn.Module):
         self.head = DynamicConvBN(net.head)
         self.dropout = nn.Dropout(self.space.dropout if dropout is None else dropout)
         self.classifier = nn.Linear(net.head.cout, net.num_classes)
-        self._init_weights()
+        init_weights(self)  # the zoo's MobileNet initialisation: untrained subnets stay numerically sane
         self.set_active(self.largest_arch)
-
-    def _init_weights(self) -> None:
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0, 0.01)
-                nn.init.zeros_(m.bias)
 
     def _slots(self, arch: Arch):
         """(module, (kernel, expand) or None when skipped) for every block slot, in order."""
