@@ -15,7 +15,10 @@ import time
 import pytest
 
 ARGS = ["search", "--data", "digits", "--device", "stm32f410", "--space-samples", "20", "--epochs", "2,2,1",
-        "--population", "6", "--generations", "2", "--workers", "2", "--json"]
+        "--population", "6", "--generations", "2", "--workers", "1", "--json"]
+# one thread, one process per search: xdist may run two of these modules' searches at once on a 2-core machine, and
+# oversubscribed OpenMP threads spin (training steps then take many times longer)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 KEYS = {"float_accuracy", "int8_accuracy", "sram_bytes", "flash_bytes", "macs", "fits", "bit_exact", "evaluations",
         "space", "architecture", "out_dir"}
 
@@ -39,7 +42,7 @@ def _rows(out):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "s"
-    run = subprocess.run(_cmd(out), capture_output=True, text=True, timeout=600)
+    run = subprocess.run(_cmd(out), capture_output=True, text=True, timeout=600, env=ENV)
     assert run.returncode in (0, 2), run.stderr[-2000:]
     return out, json.loads(run.stdout)
 
@@ -81,7 +84,7 @@ def test_sigkill_at_three_points_then_resume(reference, tmp_path):
     killed = []
     for i, (name, condition) in enumerate(points):
         proc = subprocess.Popen(_cmd(out, *(["--resume"] if i else [])), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, env=ENV)
         hit = _wait(proc, condition)
         if hit and name != "space optimisation":
             time.sleep(0.3)  # well inside the phase
@@ -89,7 +92,7 @@ def test_sigkill_at_three_points_then_resume(reference, tmp_path):
         proc.wait()
         killed.append((name, hit))
     assert all(hit for _, hit in killed), killed
-    run = subprocess.run(_cmd(out, "--resume"), capture_output=True, text=True, timeout=600)
+    run = subprocess.run(_cmd(out, "--resume"), capture_output=True, text=True, timeout=600, env=ENV)
     assert run.returncode in (0, 2), run.stderr[-2000:]
     report = json.loads(run.stdout)
     for key in ("architecture", "space", "float_accuracy", "int8_accuracy", "sram_bytes", "flash_bytes", "macs",
@@ -103,18 +106,19 @@ def test_sigkill_at_three_points_then_resume(reference, tmp_path):
 def test_resume_with_other_settings_is_refused(reference):
     out, _ = reference
     cmd = [c if c != "2,2,1" else "3,2,1" for c in _cmd(out, "--resume")]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ})
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
     assert run.returncode == 1
     assert run.stderr.count("\n") == 1 and "resume with the same settings" in run.stderr
 
 
 def test_impossible_budget_and_corrupt_store_are_one_line_errors(tmp_path):
-    run = subprocess.run(_cmd(tmp_path / "a", "--max-sram", "2KB"), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(_cmd(tmp_path / "a", "--max-sram", "2KB"), capture_output=True, text=True, timeout=300,
+                         env=ENV)
     assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr[-2000:]
     assert "no architecture in any of the" in run.stderr and "smallest sampled network needs" in run.stderr
     bad = tmp_path / "b"
     bad.mkdir()
     (bad / "search.sqlite").write_bytes(b"garbage" * 1000)
-    run = subprocess.run(_cmd(bad, "--resume"), capture_output=True, text=True, timeout=120)
+    run = subprocess.run(_cmd(bad, "--resume"), capture_output=True, text=True, timeout=120, env=ENV)
     assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr[-2000:]
     assert "not a readable search store" in run.stderr
