@@ -238,6 +238,7 @@ MOVEMENTS = {  # kind -> (input shape, op, attrs, what follows: "conv", "fc" or 
     "slice-rows": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 1, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), "concat"),
     "tile": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 2, 1, 3)), "conv"),
     "tile-concat": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 1, 1, 2)), "concat"),
+    "tile-hwc": ((1, 2, 3, 3), Op.TILE, TileAttrs((1, 2, 2, 2)), "conv"),  # six loop axes: split into four calls
     "reduce-max-hw": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 2), False), "fc"),
     "reduce-max-keep": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((2, 1), True), "concat"),
     "reduce-max-c": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((-1,), True), "conv"),
