@@ -58,6 +58,9 @@ class SearchStore:
                              f"another --out")
         if resume and not existed:
             raise StoreError(f"{self.path}: no search store to resume")
+        settings = json.loads(json.dumps({"schema": SCHEMA_VERSION, **settings}))
+        if not existed:
+            self._create(settings)
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None)  # autocommit; explicit transactions below
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -66,11 +69,8 @@ class SearchStore:
             stored = dict(self.db.execute("SELECT key, value FROM meta"))
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: not a readable search store ({e})") from None
-        settings = json.loads(json.dumps({"schema": SCHEMA_VERSION, **settings}))
         if not stored:
-            if existed:
-                raise StoreError(f"{self.path}: the store has no settings recorded (damaged or not Kilobyte's)")
-            self.db.execute("INSERT INTO meta VALUES ('settings', ?)", (json.dumps(settings, sort_keys=True),))
+            raise StoreError(f"{self.path}: the store has no settings recorded (damaged or not Kilobyte's)")
         else:
             try:
                 old = json.loads(stored["settings"])
@@ -82,6 +82,23 @@ class SearchStore:
                 raise StoreError(f"{self.path}: stored search has {k}={old.get(k)!r}, this run {settings.get(k)!r}; "
                                  f"resume with the same settings or choose another --out")
         self.settings = settings
+
+    def _create(self, settings: dict) -> None:
+        """Write a new store (schema + settings) under a temporary name, then rename it into place: a search killed
+        while creating it leaves either no store or a complete one, never a store without settings."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".new")
+        for stale in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm"),
+                      tmp.with_name(tmp.name + "-journal")):
+            stale.unlink(missing_ok=True)
+        db = sqlite3.connect(tmp)
+        try:
+            db.executescript(SCHEMA)
+            db.execute("INSERT INTO meta VALUES ('settings', ?)", (json.dumps(settings, sort_keys=True),))
+            db.commit()
+        finally:
+            db.close()
+        tmp.replace(self.path)
 
     def close(self) -> None:
         self.db.close()
