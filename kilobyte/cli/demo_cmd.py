@@ -123,7 +123,7 @@ def _print_summary(s: dict) -> None:
         ("bit-exact C == reference == TFLM", f"{'yes' if s['bit_exact'] else 'NO'} ({s['verified_inputs']} inputs)"),
         ("SRAM (arena incl. scratch)", f"{kb(s['arena_bytes'])}  vs TFLM arena {kb(s['tflm_arena_bytes'])}"),
         ("input buffer (caller-owned)", kb(s["input_bytes"])),
-        ("Flash", f"{kb(s['flash_bytes'])} (weights {kb(s['weight_bytes'])} + code estimate)"),
+        ("Flash", f"{kb(s['flash_bytes'])} (weights {kb(s['weight_bytes'])} + code and firmware, estimate)"),
         ("MACs", f"{s['macs'] / 1e6:.2f} M"),
         ("host latency (median)", f"{s['host_latency_us']:.0f} µs  vs TFLM {s['tflm_latency_us']:.0f} µs"),
         ("fit", s["verdict"]),

@@ -25,6 +25,7 @@ from ..interp.int8_ref import (
 )
 from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
+from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, mul_fields
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
@@ -85,26 +86,6 @@ def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, 
     code.decls += [c_array(names[0], "int8_t", w, align=16), c_array(names[1], "int32_t", bias, align=16),
                    c_array(names[2], "int32_t", p.multiplier), c_array(names[3], "int32_t", p.shift)]
     return names
-
-
-def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical)."""
-    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
-        return "kb_conv_1x1"
-    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
-        return "kb_conv_3x3"
-    return "kb_conv"
-
-
-INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
-              (7, 7): "kb_depthwise_inplace_7x7"}
-
-
-def inplace_depthwise_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The in-place depthwise variant: unrolled 3x3/5x5/7x7 need dilation 1, otherwise the general one."""
-    if node.attrs.dilation != (1, 1):
-        return "kb_depthwise_inplace"
-    return INPLACE_DW.get(kernel, "kb_depthwise_inplace")
 
 
 def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:

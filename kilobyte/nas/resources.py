@@ -3,15 +3,17 @@
 `ResourceEvaluator.evaluate(arch)` builds the candidate's IR graph (`build.build_graph`, placeholder weights), takes
 the int8 structure `quantize()` would give (`quant.int8_structure`), and runs the planner's own steps
 (`schedule.estimate_resources`): peak SRAM with operator reordering and in-place rules (and the best patch stage when
-`PlanOptions.patch` asks for one), Flash = the constant arrays of the generated `model.c` + the runtime kernel code,
-MACs. So a candidate's figures are exactly what `kilobyte compile` reports for the same network
-(tests/nas/test_resources.py holds them equal on 300 random architectures).
+`PlanOptions.patch` asks for one), Flash = the constant arrays of the generated `model.c` + the rest of the linked
+firmware for the device's core (`schedule/flash.py`: runtime code, layer code, harness; measured on ELF files), MACs.
+So a candidate's figures are exactly what `kilobyte compile` reports for the same network (tests/nas/
+test_resources.py holds them equal on 300 random architectures).
 
 Searches ask this hundreds of thousands of times, so:
 - results are cached per network (`Arch.key()`: genes of inactive blocks do not matter);
 - `fits(arch, budget)` decides with exact early exits before planning: Flash and MACs come from the layer list
-  alone (`flash_lower_bound` is the constant arrays plus the kernel families every candidate calls, which the
-  planned figure can only exceed), so a candidate over the Flash or MAC budget is rejected without building a graph.
+  alone (`flash_lower_bound` is the constant arrays plus `flash.code_lower_bound` of the kernel families every
+  candidate calls — the firmware base and the code every function of those families links —, which the planned
+  figure can only exceed), so a candidate over the Flash or MAC budget is rejected without building a graph.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..quant.quantize import int8_structure
-from ..schedule.estimate import CODE_BYTES_PER_KERNEL, Resources, estimate_resources
+from ..schedule.estimate import Resources, estimate_resources
+from ..schedule.flash import code_lower_bound
 from ..schedule.plan_types import PlanOptions
 from .build import Network, build_graph, network
 from .space import Arch, MBSpace
@@ -82,11 +85,15 @@ def layer_counts(net: Network) -> tuple[int, int]:
 
 
 class ResourceEvaluator:
-    """Exact, cached resource figures of a space's candidates under one set of plan options."""
+    """Exact, cached resource figures of a space's candidates under one set of plan options, with Flash for `core`
+    (the device's; None: the largest of the calibrated cores)."""
 
-    def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000):
+    def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000,
+                 core: str | None = None):
         self.space = space
         self.options = options or PlanOptions()
+        self.core = core
+        self.code_floor = code_lower_bound(ALWAYS_CALLED, self.options.kernels, core)
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, Resources] = OrderedDict()
         self.planned = 0  # candidates planned (cache misses), for benchmarks
@@ -99,7 +106,7 @@ class ResourceEvaluator:
             self._cache.move_to_end(key)
             return hit
         graph = int8_structure(build_graph(self.space, arch, verify=False), verify=False)
-        result = estimate_resources(graph, self.options)
+        result = estimate_resources(graph, self.options, core=self.core)
         self.planned += 1
         self._cache[key] = result
         if len(self._cache) > self.cache_size:
@@ -111,15 +118,15 @@ class ResourceEvaluator:
         return self._cache.get(arch.key())
 
     def flash_lower_bound(self, arch: Arch) -> int:
-        """Bytes of Flash `arch` needs at least: its constant arrays plus the code of the families every candidate
-        calls (planning can only add families, e.g. a fused conv+add)."""
-        return layer_counts(network(self.space, arch))[0] + CODE_BYTES_PER_KERNEL * len(ALWAYS_CALLED)
+        """Bytes of Flash `arch` needs at least: its constant arrays plus the firmware base and the code every
+        function of the families every candidate calls links (planning only adds: layers, structs, functions)."""
+        return layer_counts(network(self.space, arch))[0] + self.code_floor
 
     def fits(self, arch: Arch, budget: Budget) -> bool:
         """Whether `arch` meets `budget`, planning it only when Flash, MACs and the SRAM bound cannot already tell."""
         net = network(self.space, arch)
         weights, macs = layer_counts(net)
-        if weights + CODE_BYTES_PER_KERNEL * len(ALWAYS_CALLED) > budget.flash_bytes:
+        if weights + self.code_floor > budget.flash_bytes:
             return False
         if self.options.patch is None:  # a patch stage adds MACs and beats the per-layer bound
             if budget.max_macs is not None and macs > budget.max_macs:

@@ -124,13 +124,25 @@ def choose_space(ctx: SearchContext, space: MBSpace) -> tuple[float, int]:
     ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} resolutions, "
             f"{ctx.config.space_samples} samples each ...")
     choice = optimize_space(space, _budget(ctx.config), samples=ctx.config.space_samples, seed=ctx.config.seed,
-                            options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress)
+                            options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress,
+                            core=_core(ctx))
     best = require_fit(choice)
     write_report(choice, ctx.out_dir)
     result = {"width": best.width, "resolution": best.resolution, "mean_macs": best.mean_macs,
               "fitting": best.fitting, "sampled": best.sampled}
     ctx.store.finish_phase("space", result)
     return best.width, best.resolution
+
+
+def _core(ctx: SearchContext) -> str | None:
+    """The device's core, which the Flash estimate is for (None when the device is unknown: the largest core)."""
+    from ..errors import KilobyteError
+    from ..targets.devices import get_device
+
+    try:
+        return (ctx.device or get_device(ctx.config.device)).core
+    except KilobyteError:
+        return None
 
 
 def _plan_options(config: SearchConfig):
@@ -167,7 +179,7 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
     from .parallel import ScorerSpec, open_fitness
 
     cfg = ctx.config
-    resources = ResourceEvaluator(space, _plan_options(cfg))
+    resources = ResourceEvaluator(space, _plan_options(cfg), core=_core(ctx))
     budget = _budget(cfg)
     spec = ScorerSpec.of(net, calib_x, val_x, val_y)
     total = cfg.evolution.population * (cfg.evolution.generations + 1)
@@ -241,7 +253,7 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
                               for i in range(len(nhwc))]))
     device = ctx.device or get_device(ctx.config.device)
     report, _ = measured_fit(fit_report(result, device), result, device)
-    planned = ResourceEvaluator(space, _plan_options(ctx.config)).evaluate(arch)
+    planned = ResourceEvaluator(space, _plan_options(ctx.config), core=device.core).evaluate(arch)
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "bit_exact": ver.ok,
             "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
             "memory": report["memory"],

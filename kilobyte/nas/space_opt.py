@@ -106,8 +106,8 @@ def _smallest(ev: ResourceEvaluator, archs, bound, measure) -> Resources:
 _WORKER: dict = {}
 
 
-def _worker_init(space: MBSpace, options: PlanOptions) -> None:
-    _WORKER["ev"] = ResourceEvaluator(space, options)
+def _worker_init(space: MBSpace, options: PlanOptions, core: str | None = None) -> None:
+    _WORKER["ev"] = ResourceEvaluator(space, options, core=core)
 
 
 def _worker_run(args) -> tuple[ConfigStats, ...]:
@@ -116,15 +116,16 @@ def _worker_run(args) -> tuple[ConfigStats, ...]:
 
 def optimize_space(space: MBSpace, budget: Budget, *, samples: int = 1000, seed: int = 0,
                    options: PlanOptions | None = None, workers: int | None = None,
-                   progress: bool = False) -> SpaceChoice:
-    """Score every (w, r) of `space` (its `widths` x `resolutions`) and choose the largest mean MACs that fits."""
+                   progress: bool = False, core: str | None = None) -> SpaceChoice:
+    """Score every (w, r) of `space` (its `widths` x `resolutions`) and choose the largest mean MACs that fits
+    (Flash for `core`, as `ResourceEvaluator` counts it)."""
     return optimize_spaces(space, [budget], samples=samples, seed=seed, options=options, workers=workers,
-                           progress=progress)[0]
+                           progress=progress, core=core)[0]
 
 
 def optimize_spaces(space: MBSpace, budgets, *, samples: int = 1000, seed: int = 0,
                     options: PlanOptions | None = None, workers: int | None = None,
-                    progress: bool = False) -> list[SpaceChoice]:
+                    progress: bool = False, core: str | None = None) -> list[SpaceChoice]:
     """`optimize_space` for several budgets at once: the same samples, each network planned once for all."""
     from tqdm import tqdm
 
@@ -136,12 +137,12 @@ def optimize_spaces(space: MBSpace, budgets, *, samples: int = 1000, seed: int =
     bar = tqdm(total=len(jobs), desc="space optimisation", unit="config", disable=not progress, leave=False)
     results = []
     if workers <= 1:
-        _worker_init(space, options)
+        _worker_init(space, options, core)
         for job in jobs:
             results.append(_worker_run(job))
             bar.update(1)
     else:
-        with ProcessPoolExecutor(workers, initializer=_worker_init, initargs=(space, options)) as pool:
+        with ProcessPoolExecutor(workers, initializer=_worker_init, initargs=(space, options, core)) as pool:
             for stats in pool.map(_worker_run, jobs, chunksize=1):
                 results.append(stats)
                 bar.update(1)

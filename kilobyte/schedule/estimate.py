@@ -2,9 +2,11 @@
 
 Architecture search asks this of hundreds of thousands of candidates, and must get exactly the compiler's numbers:
 so it runs the planner's own steps (`plan.plan_steps`: storage, order, lifetimes, scratch, arena layout) and stops
-before `assemble_plan` / `verify_plan` and code generation. Flash is the constant data the generated `model.c` holds
-(int8 weights, int32 biases — zeros when the graph has none —, per-channel int32 multipliers and shifts) plus an
-estimate of the runtime kernel code (`CODE_BYTES_PER_KERNEL` per kernel family the model calls).
+before `assemble_plan` / `verify_plan` and code generation. Flash is what the linked Cortex-M firmware will hold:
+the constant data the generated `model.c` holds (int8 weights, int32 biases — zeros when the graph has none —,
+per-channel int32 multipliers and shifts; exact) plus `code_bytes`, everything else the firmware links — the runtime
+functions the model calls, the generated layer code and parameter structs, and the firmware harness — from the table
+measured on linked ELF files (`flash.py`, `code_size.py`; never below the measured Flash, within 3 % or 1 KB of it).
 `tests/schedule/test_estimate.py` holds every figure equal to `make_plan` and the compiled project.
 """
 
@@ -17,11 +19,10 @@ from ..ir import Graph, Op
 from ..ir.shapes import BINARY_OPS
 from ..kernels import contract_for
 from ..transforms.fuse_activation import can_fuse
+from .flash import WEIGHTED_OPS, code_bytes, generated_code
 from .plan import input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
-CODE_BYTES_PER_KERNEL = 2048  # Flash estimate of one kernel family's code (host builds cannot measure Cortex-M code)
-WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
 LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
 
 
@@ -31,13 +32,15 @@ class Resources:
     arena_bytes: int  # the one static arena
     scratch_bytes: int  # largest scratch of any step (or patch tile)
     input_bytes: int  # caller-owned input
-    weight_bytes: int  # constant arrays of model.c
-    code_bytes: int  # runtime kernel code (estimate)
+    weight_bytes: int  # constant arrays of model.c (exact)
+    code_bytes: int  # the rest of the linked firmware's Flash, harness included (an upper bound: flash.py)
     macs: int  # incl. a patch stage's repeated MACs
     families: tuple[str, ...]  # runtime kernel families the generated C calls (sorted)
+    functions: tuple[str, ...] = ()  # runtime functions the generated C calls (sorted; kernels.calls)
 
     @property
     def flash_bytes(self) -> int:
+        """Flash of the linked firmware (weights + code_bytes): what the fit verdict compares with the device's."""
         return self.weight_bytes + self.code_bytes
 
 
@@ -86,8 +89,9 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     return tuple(sorted(families))
 
 
-def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Resources:
+def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, *, core: str | None = None) -> Resources:
     """SRAM, Flash and MACs of `graph` planned with `options`: `make_plan`'s and the compiled project's figures.
+    Flash is the linked firmware's for `core` ("cortex-m4", ...; None: the largest of the calibrated cores).
 
     >>> import numpy as np
     >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
@@ -99,9 +103,10 @@ def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> 
     (2048, 2048, 36864, ('conv',))
     """
     steps = plan_steps(graph, options)
-    families = kernel_families(graph, steps)
+    code = generated_code(graph, steps)
     return Resources(
         peak_bytes=steps.layout.peak, arena_bytes=steps.layout.arena.arena_bytes, scratch_bytes=steps.scratch_bytes,
         input_bytes=input_bytes(graph),
-        weight_bytes=constant_bytes(graph), code_bytes=CODE_BYTES_PER_KERNEL * len(families),
-        macs=plan_macs(graph, steps.draft.stage)[0], families=families)
+        weight_bytes=constant_bytes(graph), code_bytes=code_bytes(code, options.kernels, core),
+        macs=plan_macs(graph, steps.draft.stage)[0], families=kernel_families(graph, steps),
+        functions=tuple(sorted(code.functions)))

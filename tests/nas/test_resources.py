@@ -12,13 +12,15 @@ import re
 
 import numpy as np
 import pytest
+from model_c_code import project_code
 
 from kilobyte.codegen import compile_graph
 from kilobyte.nas.build import build_graph, network
 from kilobyte.nas.resources import Budget, ResourceEvaluator, layer_counts, sram_lower_bound
 from kilobyte.nas.space import MBSpace
-from kilobyte.quant.quantize import quantize
-from kilobyte.schedule.estimate import CODE_BYTES_PER_KERNEL, estimate_resources
+from kilobyte.quant.quantize import int8_structure, quantize
+from kilobyte.schedule.estimate import estimate_resources
+from kilobyte.schedule.flash import code_bytes
 from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions
 
@@ -65,6 +67,21 @@ def test_evaluator_equals_plan_on_random_architectures(options):
         assert sram_lower_bound(network(SPACE, arch)) <= r.peak_bytes <= r.arena_bytes
 
 
+@pytest.mark.parametrize("core", ["cortex-m4", "cortex-m55", "cortex-m0plus"])
+def test_evaluator_flash_is_the_estimate_for_its_core(core):
+    """Flash for the device's core (an unmeasured core: the largest), and the early-exit bound stays below it."""
+    rng = np.random.default_rng(11)
+    options = PlanOptions(kernels="dsp")
+    ev, largest = ResourceEvaluator(SPACE, options, core=core), ResourceEvaluator(SPACE, options)
+    for _ in range(10):
+        arch = SPACE.sample(rng)
+        r = ev.evaluate(arch)
+        assert r == estimate_resources(int8_structure(build_graph(SPACE, arch)), options, core=core)
+        top = largest.evaluate(arch).flash_bytes
+        assert ev.flash_lower_bound(arch) <= r.flash_bytes <= top
+        assert r.flash_bytes == top or core != "cortex-m0plus"
+
+
 def test_evaluator_equals_the_compiled_project(tmp_path):
     rng = np.random.default_rng(5)
     ev = ResourceEvaluator(SPACE)
@@ -77,7 +94,9 @@ def test_evaluator_equals_the_compiled_project(tmp_path):
         assert list(r.families) == m["kernels"]
         text = (result.out_dir / "src" / "model.c").read_text()
         assert r.weight_bytes == sum(int(n) * (1 if t == "int8_t" else 4) for t, n in ARRAY.findall(text))
-        assert r.flash_bytes == r.weight_bytes + CODE_BYTES_PER_KERNEL * len(m["kernels"])
+        code = project_code(text, len(m["outputs"]))
+        assert r.functions == tuple(sorted(code.functions))
+        assert r.flash_bytes == r.weight_bytes + code_bytes(code, "portable")
 
 
 def test_cache_is_per_network_and_fits_uses_early_exits():
