@@ -34,14 +34,14 @@ class TrainConfig:
     ('adamw', False)
     """
 
-    epochs: int = 15
+    epochs: int = 20
     batch_size: int = 64
     optimizer: str = "sgd"  # "sgd" (Nesterov momentum) or "adamw"
     lr: float = 0.1  # the peak rate of the schedule
     momentum: float = 0.9  # SGD only
     weight_decay: float = 5e-4
     schedule: str = "onecycle"  # "onecycle", "cosine" or "constant"
-    warmup_epochs: float = 2.0  # the rising part of the schedule (linear for cosine, half-cosine for one-cycle)
+    warmup_fraction: float = 0.05  # of all steps: the rising part of the schedule (1 epoch of 20)
     label_smoothing: float = 0.1
     augment: bool = True
     augment_strength: float = 1.0  # scales shift, rotation and scale together (augment.py has the 1.0 values)
@@ -60,7 +60,7 @@ class TrainConfig:
         _check(0 <= self.momentum < 1, "momentum", self.momentum, "in [0, 1)")
         _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "zero or positive")
         _check(self.schedule in SCHEDULES, "schedule", self.schedule, ", ".join(SCHEDULES))
-        _check(0 <= self.warmup_epochs <= self.epochs, "warmup_epochs", self.warmup_epochs, "in [0, epochs]")
+        _check(0 <= self.warmup_fraction < 1, "warmup_fraction", self.warmup_fraction, "in [0, 1)")
         _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "in [0, 1)")
         _check(self.augment_strength >= 0, "augment_strength", self.augment_strength, "zero or positive")
         _check(0 <= self.validation_fraction < 1, "validation_fraction", self.validation_fraction, "in [0, 1)")
@@ -71,7 +71,7 @@ class TrainConfig:
     def plain(cls, **overrides) -> TrainConfig:
         """The loop before the recipe: Adam at a constant 2e-3, cross-entropy, no augmentation, no validation split,
         BatchNorm statistics left as training's running averages."""
-        base = dict(optimizer="adamw", lr=2e-3, weight_decay=0.0, schedule="constant", warmup_epochs=0.0,
+        base = dict(optimizer="adamw", lr=2e-3, weight_decay=0.0, schedule="constant", warmup_fraction=0.0,
                     label_smoothing=0.0, augment=False, validation_fraction=0.0, patience=None,
                     recalibrate_bn=False)
         return cls(**{**base, **overrides})

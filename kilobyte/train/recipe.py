@@ -101,7 +101,7 @@ class _Loop:
         n = len(data.x)
         self.steps_per_epoch = n // config.batch_size if n >= config.batch_size else 1
         self.total_steps = self.steps_per_epoch * config.epochs
-        self.warmup_steps = round(config.warmup_epochs * self.steps_per_epoch)
+        self.warmup_steps = round(config.warmup_fraction * self.total_steps)
         self.optimizer = make_optimizer(module, config)
         self.loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
         self.generator = torch.Generator().manual_seed(config.seed)
