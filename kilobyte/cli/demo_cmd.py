@@ -35,6 +35,9 @@ def register(sub) -> None:
                    help=f"training epochs at most (default {DEFAULT_EPOCHS}; early stopping may end sooner). The 1,000 "
                    "test images are never used for training or stopping")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0): the same seed gives the same model")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads for training (default 1: the network is small, one thread does not fight "
+                   "other processes for the cores, and the result does not depend on the core count)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
@@ -44,7 +47,7 @@ def run(args) -> int:
     from ..codegen import HostModel
     from ..codegen.verify import verify_project
     from ..data import load_dataset
-    from ..train import fit, float_accuracy
+    from ..train import float_accuracy
     from .common import get_device
     from .compile_cmd import fit_report
 
@@ -57,7 +60,7 @@ def run(args) -> int:
     n_val = round(len(train.x) * config.validation_fraction)
     say(f"[1/5] training mnist-cnn on {len(train.x) - n_val} MNIST images, validating on {n_val} "
         f"(up to {args.epochs} epochs) ...")
-    trained = fit(base.module, train.x, train.y, config, progress=not quiet)
+    trained = _train(base.module, train, config, args.threads, progress=not quiet)
     module = trained.module
     model = LoadedModel("mnist-cnn", load_float_graph(module), module, base.input_shape_nchw)
     acc_float = float_accuracy(module, test.x, test.y)
@@ -85,6 +88,23 @@ def run(args) -> int:
     if not ver.ok:
         return 1
     return 0 if report["fits"] else 2
+
+
+def _train(module, train, config, threads: int, progress: bool):
+    """`fit` with `threads` torch threads (the caller's setting restored after)."""
+    import torch
+
+    from ..errors import KilobyteError
+    from ..train import fit
+
+    if threads < 1:
+        raise KilobyteError(f"--threads {threads}: give at least 1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return fit(module, train.x, train.y, config, progress=progress)
+    finally:
+        torch.set_num_threads(before)
 
 
 def demo_config(epochs: int, seed: int = 0):
