@@ -43,6 +43,8 @@ class TrainConfig:
     schedule: str = "onecycle"  # "onecycle", "cosine" or "constant"
     warmup_fraction: float = 0.05  # of all steps: the rising part of the schedule (1 epoch of 20)
     label_smoothing: float = 0.1
+    clip_grad_norm: float | None = 2.0  # largest gradient norm of a step (all parameters); keeps lr 0.3 from killing
+    # networks with no norm before the classifier in their first steps; None: no clipping
     augment: bool = True
     augment_strength: float = 1.0  # scales shift, rotation and scale together (augment.py has the 1.0 values)
     random_scale: bool = True
@@ -61,6 +63,8 @@ class TrainConfig:
         _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "zero or positive")
         _check(self.schedule in SCHEDULES, "schedule", self.schedule, ", ".join(SCHEDULES))
         _check(0 <= self.warmup_fraction < 1, "warmup_fraction", self.warmup_fraction, "in [0, 1)")
+        _check(self.clip_grad_norm is None or self.clip_grad_norm > 0, "clip_grad_norm", self.clip_grad_norm,
+               "None or positive")
         _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "in [0, 1)")
         _check(self.augment_strength >= 0, "augment_strength", self.augment_strength, "zero or positive")
         _check(0 <= self.validation_fraction < 1, "validation_fraction", self.validation_fraction, "in [0, 1)")
@@ -72,7 +76,7 @@ class TrainConfig:
         """The loop before the recipe: Adam at a constant 2e-3, cross-entropy, no augmentation, no validation split,
         BatchNorm statistics left as training's running averages."""
         base = dict(optimizer="adamw", lr=2e-3, weight_decay=0.0, schedule="constant", warmup_fraction=0.0,
-                    label_smoothing=0.0, augment=False, validation_fraction=0.0, patience=None,
+                    label_smoothing=0.0, clip_grad_norm=None, augment=False, validation_fraction=0.0, patience=None,
                     recalibrate_bn=False)
         return cls(**{**base, **overrides})
 

@@ -156,12 +156,16 @@ class _Loop:
         return total / self.steps_per_epoch
 
     def train_step(self, x, y) -> float:
+        import torch
+
         factor = lr_factor(self.step, self.total_steps, self.warmup_steps, self.config.schedule)
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr * factor
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.module(x), y)
         loss.backward()
+        if self.config.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.config.clip_grad_norm)
         self.optimizer.step()
         self.step += 1
         return float(loss.item())
