@@ -49,7 +49,8 @@ class TrainConfig:
     augment_strength: float = 1.0  # scales shift, rotation and scale together (augment.py has the 1.0 values)
     random_scale: bool = True
     validation_fraction: float = 0.1  # carved from the training data when fit() is given no validation set
-    patience: int | None = 5  # epochs without a better validation accuracy before stopping; None: never stop
+    patience: int | None = 5  # epochs without a best validation accuracy before stopping; None: never stop
+    best_tolerance_se: float = 1.0  # an epoch counts as best within this many standard errors of the top accuracy
     recalibrate_bn: bool = True  # BatchNorm statistics from clean training images before validating and at the end
     resolution: int | None = None  # train (and validate) at this input size, resized bilinearly inside the loop
     seed: int = 0
@@ -69,6 +70,7 @@ class TrainConfig:
         _check(self.augment_strength >= 0, "augment_strength", self.augment_strength, "zero or positive")
         _check(0 <= self.validation_fraction < 1, "validation_fraction", self.validation_fraction, "in [0, 1)")
         _check(self.patience is None or self.patience >= 1, "patience", self.patience, "None or at least 1")
+        _check(self.best_tolerance_se >= 0, "best_tolerance_se", self.best_tolerance_se, "zero or positive")
         _check(self.resolution is None or self.resolution >= 1, "resolution", self.resolution, "None or positive")
 
     @classmethod

@@ -41,21 +41,39 @@ def test_same_seed_same_weights_and_the_global_generator_untouched(mnist):
     assert not _same_weights(a, c)
 
 
-def test_early_stopping_restores_the_best_epoch(mnist):
-    """Labels shuffled in training, true on validation: validation accuracy wanders, the run stops `patience`
-    epochs after its best, and the returned module scores exactly that best again."""
-    train, _ = mnist
-    rng = np.random.default_rng(0)
-    x, y = train.x[:512], rng.permutation(train.y[:512])
+def _stop_run(tolerance_se: float, seed: int):
+    """Labels shuffled in training, true on validation: validation accuracy wanders from epoch to epoch."""
+    from kilobyte.data import load_dataset
+
+    train, _ = load_dataset("mnist").split(4000)
+    x, y = train.x[:512], np.random.default_rng(0).permutation(train.y[:512])
     val = (train.x[512:812], train.y[512:812])
-    config = TrainConfig(epochs=12, patience=2, lr=0.5, schedule="constant", augment=False, seed=3)
+    config = TrainConfig(epochs=12, patience=2, lr=0.5, schedule="constant", augment=False, seed=seed,
+                         best_tolerance_se=tolerance_se)
     module = _mnist_cnn()
-    result = fit(module, x, y, config, val=val)
+    return module, val, config, fit(module, x, y, config, val=val)
+
+
+def test_early_stopping_restores_the_best_epoch(mnist):
+    """Strict best: the run stops `patience` epochs after its top validation accuracy, and the returned module
+    scores exactly that accuracy again (weights and BatchNorm statistics restored)."""
+    module, val, config, result = _stop_run(tolerance_se=0.0, seed=3)
     accs = [e.val_accuracy for e in result.history]
     assert result.stopped_early and len(accs) == result.best_epoch + config.patience < config.epochs
     assert accs[result.best_epoch - 1] == max(accs) > max(accs[result.best_epoch:])
     assert float_accuracy(module, *val) == result.best_val_accuracy
     assert not module.training
+
+
+def test_near_ties_go_to_the_later_epoch(mnist):
+    """With a tolerance, the best epoch is the last one within one standard error of the top accuracy so far."""
+    module, val, config, result = _stop_run(tolerance_se=1.0, seed=0)
+    accs = [e.val_accuracy for e in result.history]
+    within = [e for e in range(1, len(accs) + 1)
+              if accs[e - 1] >= max(accs[:e]) - np.sqrt(max(accs[:e]) * (1 - max(accs[:e])) / len(val[1]))]
+    assert result.stopped_early and result.best_epoch == within[-1]
+    assert accs[result.best_epoch - 1] < max(accs)  # the run does pick a later, slightly lower epoch
+    assert float_accuracy(module, *val) == result.best_val_accuracy
 
 
 def test_validation_split_is_carved_from_training_data(mnist):
