@@ -36,7 +36,7 @@ def trained():
     train, test = load_dataset("mnist").split(4000)
     torch.manual_seed(0)  # the initial weights too, so the test sees the same model every run
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # two xdist workers with two threads each on two cores: up to 8x slower
+    torch.set_num_threads(1)  # two xdist workers with two threads each on two cores: ~5x slower
     try:
         model = train_classifier(_small_cnn(), train.x, train.y, epochs=3, seed=0)
     finally:

@@ -1,6 +1,6 @@
 """Training test fixtures: one torch thread per test (the suite runs two xdist workers on two cores, and two
-OpenMP threads per worker spin against each other — training ran up to 20x slower that way), and the bundled MNIST
-split the demo uses.
+OpenMP threads per worker spin against each other — training ran ~5x slower that way on a busy machine), and the
+bundled MNIST split the demo uses.
 """
 
 from __future__ import annotations
