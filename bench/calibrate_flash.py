@@ -13,6 +13,8 @@ bench/results/flash_calibration.json).
 
     python bench/calibrate_flash.py               # measure (about 45 minutes on 2 cores), derive, write
     python bench/calibrate_flash.py --derive      # re-derive the table from bench/results/flash_calibration.json
+    python bench/calibrate_flash.py --update      # measure only what the stored JSON lacks (new runtime functions,
+                                                  # new calibration models), then derive and write
     python bench/calibrate_flash.py --acceptance  # the held-out models: estimate vs measured, markdown for the docs
 """
 
@@ -113,6 +115,38 @@ def _model_job(args) -> list[dict]:
     index, kernels, work = args
     model = calibration_models()[index]
     return measure_model(model.name, model.build(), PlanOptions(kernels=kernels, patch=model.patch), Path(work))
+
+
+def _missing_runtime_job(args) -> dict:
+    from kilobyte.targets.cortexm.flash_parts import closures, harness
+
+    core, kernels, work, functions = args
+    base, symbols = harness(core, kernels, Path(work) / "harness")
+    return {"core": core, "kernels": kernels, "harness_bytes": base,
+            "closures": closures(core, kernels, functions, Path(work), base=symbols)}
+
+
+def measure_missing(data: dict, jobs: int) -> dict:
+    """`data` (the stored measurements) plus what it lacks: the closures of runtime functions added to
+    `ENTRY_POINTS` since, and the calibration models it has no record of. The harness is re-measured with them
+    and must be unchanged (else the stored closures are stale: run the full calibration)."""
+    functions = [f for names in ENTRY_POINTS.values() for f in names]
+    names = {rec["model"] for rec in data["models"]}
+    models = [i for i, m in enumerate(calibration_models()) if m.name not in names]
+    with tempfile.TemporaryDirectory(prefix="kb-flashcal-") as tmp, ProcessPoolExecutor(jobs) as pool:
+        runtime_args = [(p["core"], p["kernels"], f"{tmp}/rt-{p['core']}-{p['kernels']}",
+                         [f for f in functions if f not in p["closures"]]) for p in data["runtime"]]
+        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in models for k in KERNEL_SETS]
+        print(f"measuring {sum(len(a[3]) for a in runtime_args)} runtime probes and "
+              f"{len(models)} models x {len(KERNEL_SETS)} kernel sets", flush=True)
+        runtime = list(pool.map(_missing_runtime_job, runtime_args))
+        new_models = [r for records in pool.map(_model_job, model_args) for r in records]
+    for old, new in zip(data["runtime"], runtime):
+        if old["harness_bytes"] != new["harness_bytes"]:
+            raise RuntimeError(f"{old['core']} {old['kernels']}: the harness changed ({old['harness_bytes']} -> "
+                               f"{new['harness_bytes']} bytes); run the full calibration")
+        old["closures"].update(new["closures"])
+    return {"runtime": data["runtime"], "models": data["models"] + new_models}
 
 
 def measure_all(jobs: int) -> dict:
@@ -359,6 +393,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--derive", action="store_true", help="re-derive the table from the stored measurements")
     parser.add_argument("--acceptance", action="store_true", help="estimate vs measured Flash of the held-out models")
+    parser.add_argument("--update", action="store_true",
+                        help="measure only the runtime functions and calibration models the stored JSON lacks")
     parser.add_argument("--jobs", type=int, default=2, help="parallel builds (default 2)")
     args = parser.parse_args()
     if args.acceptance:
@@ -368,6 +404,9 @@ def main() -> None:
         return
     if args.derive:
         data = json.loads(RESULTS.read_text())
+    elif args.update:
+        data = measure_missing(json.loads(RESULTS.read_text()), args.jobs)
+        RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     else:
         data = measure_all(args.jobs)
         RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

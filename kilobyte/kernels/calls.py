@@ -32,6 +32,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "softmax": ("kb_softmax", "kb_log_softmax"),
     "elementwise": ("kb_mul", "kb_maximum", "kb_minimum"),
     "lut": ("kb_lut",),
+    "movement": ("kb_strided_copy", "kb_reduce_max"),
     "reshape": ("memmove",),
 }
 INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
@@ -39,7 +40,8 @@ INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_
 _BY_OP = {Op.FULLY_CONNECTED: "kb_fully_connected", Op.ADD: "kb_add", Op.SUB: "kb_sub", Op.MUL: "kb_mul",
           Op.MAXIMUM: "kb_maximum", Op.MINIMUM: "kb_minimum", Op.AVG_POOL_2D: "kb_avg_pool",
           Op.MAX_POOL_2D: "kb_max_pool", Op.MEAN: "kb_mean", Op.PAD: "kb_pad", Op.CONCAT: "kb_copy_channels",
-          Op.SOFTMAX: "kb_softmax", Op.LOG_SOFTMAX: "kb_log_softmax"}
+          Op.SOFTMAX: "kb_softmax", Op.LOG_SOFTMAX: "kb_log_softmax", Op.TRANSPOSE: "kb_strided_copy",
+          Op.STRIDED_SLICE: "kb_strided_copy", Op.TILE: "kb_strided_copy", Op.REDUCE_MAX: "kb_reduce_max"}
 
 
 def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:

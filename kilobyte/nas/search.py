@@ -8,7 +8,8 @@ directory) so that `--resume` skips what is done:
 3. `run_evolution`: evolution over the chosen space; fitness = held-out accuracy with inherited weights after BN
    recalibration; constraints checked by the `ResourceEvaluator` (the compiler's planner); every evaluation
    committed as it finishes. Optionally random search with as many evaluations (`random_baseline`).
-4. `finetune`: the winner extracted with its inherited weights and trained further (checkpoint every epoch).
+4. `finetune`: the winner extracted with its inherited weights and trained further with the training recipe
+   (`kilobyte.train.fit`: augmentation, one-cycle rate, BN recalibration, early stopping on the validation split).
 5. `deploy`: int8 PTQ, plan, C library, verification against the numpy reference and TensorFlow Lite Micro,
    float/int8 accuracy on the held-out test split (never seen by any phase before), measured Flash/SRAM from the
    firmware ELF when the Arm toolchain is present, and the report (`report.json`, `pareto.png`, `space_cdf.png`).
@@ -24,7 +25,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +62,8 @@ class SearchConfig:
     training: SupernetTraining = field(default_factory=SupernetTraining)
     evolution: EvolutionConfig = field(default_factory=lambda: EvolutionConfig(population=40, parents=10,
                                                                                generations=6))
-    finetune_epochs: int = 10
+    finetune_epochs: int = 20  # the training recipe's epochs (early stopping may end it sooner)
+    finetune_lr: float = 0.1  # the recipe's peak rate, from inherited weights
     random_baseline: bool = False
     kernels: str = "portable"
 
@@ -208,24 +210,53 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
 
 
 # -- 4. fine-tune ------------------------------------------------------------------------------------------------------
-def finetune(ctx: SearchContext, net, arch: Arch, x, y):
-    from .supernet_train import load_weights, train_phase
+def finetune_config(config: SearchConfig, resolution: int):
+    """The training recipe (`kilobyte.train`) the winner is fine-tuned with, from its inherited weights."""
+    from ..train import TrainConfig
+
+    return TrainConfig(epochs=config.finetune_epochs, lr=config.finetune_lr, seed=config.seed, resolution=resolution)
+
+
+def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
+    """The winner extracted with its inherited weights, trained by the recipe (augmentation, one-cycle rate, label
+    smoothing, BN recalibration, early stopping on the validation split). Deterministic, so a search killed during
+    fine-tuning re-runs it to the same weights; the result is saved atomically to DIR/finetune.pt."""
+    from ..train import fit as train
+    from .supernet_train import _atomic_save, load_weights
 
     module = net.extract(arch)
     ckpt = ctx.out_dir / "finetune.pt"
     if ctx.store.phase_result("finetune") is not None:
         load_weights(module, ckpt)
         return module.eval()
-    epochs = ctx.config.finetune_epochs
-    ctx.log(f"[4/5] fine-tuning the winner ({epochs} epochs) ...")
-    cfg = replace(ctx.config.training, lr=ctx.config.training.lr * 0.5)
-    history = train_phase(module, "finetune", x, y, cfg, ctx.config.seed, ckpt, ctx.progress, epochs=epochs)
-    ctx.store.finish_phase("finetune", {"history": history})
+    cfg = finetune_config(ctx.config, arch.resolution)
+    ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
+    result = train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
+    _atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
+    ctx.store.finish_phase("finetune", result.to_dict())
     return module.eval()
 
 
 # -- 5. deploy ---------------------------------------------------------------------------------------------------------
 def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) -> dict:
+    from ..targets.devices import get_device
+
+    ctx.log("[5/5] int8, plan, C library, verification against TFLite Micro ...")
+    device = ctx.device or get_device(ctx.config.device)
+    result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", _plan_options(ctx.config),
+                           device, progress=ctx.progress)
+    planned = ResourceEvaluator(space, _plan_options(ctx.config), core=device.core).evaluate(arch)
+    result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
+                         "flash_bytes": planned.flash_bytes, "input_bytes": planned.input_bytes}
+    return result
+
+
+def deploy_module(module, resolution: int, fit, test, out_dir, options, device, name: str = "tinynas",
+                  progress: bool = False) -> dict:
+    """A trained float classifier (NCHW input at `resolution`) to a verified C library in `out_dir`: int8 PTQ on 128
+    training images, plan, compile, verification against the numpy reference and TensorFlow Lite Micro, float and
+    int8 top-1 on the held-out `test` split (int8 by the generated C itself), the device fit (measured on the linked
+    firmware when the Arm toolchain is present). The search's last phase, and the baselines' of bench_search.py."""
     import torch
 
     from ..api import _from_module
@@ -233,33 +264,26 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     from ..codegen import HostModel, compile_graph
     from ..codegen.verify import verify_project
     from ..quant.quantize import quantize, quantize_input
-    from ..targets.devices import get_device
-    from .build import input_shape
     from .supernet_train import resize
 
-    ctx.log("[5/5] int8, plan, C library, verification against TFLite Micro ...")
-    r = arch.resolution
-    graph = _from_module("tinynas", module, input_shape(space, arch)).graph
-    calib = resize(fit.x[:128], r).numpy().transpose(0, 2, 3, 1)
+    module = module.eval()
+    channels = fit.x.shape[-1]
+    graph = _from_module(name, module, (1, channels, resolution, resolution)).graph
+    calib = resize(fit.x[:128], resolution).numpy().transpose(0, 2, 3, 1)
     int8 = quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
-    result = compile_graph(int8, ctx.out_dir / "model", _plan_options(ctx.config), model_name="tinynas")
-    ver = verify_project(result.out_dir, n_random=8, progress=ctx.progress)
-    test_x = resize(test.x, r)
+    result = compile_graph(int8, out_dir, options, model_name=name)
+    ver = verify_project(result.out_dir, n_random=8, progress=progress)
+    test_x = resize(test.x, resolution)
     with torch.no_grad():
         float_acc = float((module(test_x).argmax(1).numpy() == test.y).mean())
     host = HostModel(result.out_dir)
     nhwc = test_x.numpy().transpose(0, 2, 3, 1)
     int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
                               for i in range(len(nhwc))]))
-    device = ctx.device or get_device(ctx.config.device)
     report, _ = measured_fit(fit_report(result, device), result, device)
-    planned = ResourceEvaluator(space, _plan_options(ctx.config), core=device.core).evaluate(arch)
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "bit_exact": ver.ok,
             "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
-            "memory": report["memory"],
-            "planned": {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
-                        "flash_bytes": planned.flash_bytes, "input_bytes": planned.input_bytes},
-            "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
+            "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
             "model_dir": str(result.out_dir)}
 
 
@@ -288,7 +312,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         train_supernet(ctx, net, x, y)
         calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
         evo, rnd = run_evolution(ctx, net, net.space, calib_x, resize(val.x, resolution), torch.from_numpy(val.y))
-        module = finetune(ctx, net, evo.best.arch, x, y)
+        module = finetune(ctx, net, evo.best.arch, fit, val)
         deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
         report = {**deployed, "evaluations": evo.evaluations,
                   "space": {"width": width, "resolution": resolution},
