@@ -232,17 +232,7 @@ def derive(data: dict) -> dict:
             for core in CORES}
     return {"CORES": CORES, "BASE_BYTES": base, "INVOKE_BYTES": derive_invoke(data["models"]),
             "LAYER_BYTES": derive_layers(data["models"]), "STAGE_BYTES": derive_stage(data["models"]),
-            "STRUCT_BYTES": struct_bytes(),
             "CODE_BYTES": family_bytes, "RUNTIME_SYMBOLS": symbols, "RUNTIME_CLOSURES": closures}
-
-
-def struct_bytes() -> dict[str, int]:
-    """Bytes of each parameter struct of kilobyte.h (its ctypes mirror: int32 fields, as on Cortex-M)."""
-    import ctypes
-
-    from kilobyte.runtime import STRUCTS
-
-    return {name: ctypes.sizeof(s) for name, s in sorted(STRUCTS.items())}
 
 
 def estimate_of(rec: dict, table: dict) -> int:
@@ -280,7 +270,6 @@ INVOKE_BYTES     kb_invoke beyond its calls: (with one output, per further outpu
 LAYER_BYTES      one kb_layer_* function of a kind (the largest measured) + its call in kb_invoke (a concat: per
                  channel copy; a reshape: when it copies)
 STAGE_BYTES      kb_patch_stage: "loop" + per block kind
-STRUCT_BYTES     each parameter struct (the ctypes mirrors of kilobyte.h)
 CODE_BYTES       per (core, kernel set), each family's code with all of its functions linked (the most it adds)
 RUNTIME_SYMBOLS  per (core, kernel set), each runtime function / static table ("file:name" when static) -> bytes
 RUNTIME_CLOSURES per (core, kernel set), each function -> the symbols its probe firmware links beyond the harness

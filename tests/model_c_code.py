@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 
 from kilobyte.kernels.calls import ENTRY_POINTS
-from kilobyte.schedule import code_size
-from kilobyte.schedule.flash import STRUCT_PAD, WEIGHTED_PAD, GeneratedCode
+from kilobyte.schedule.flash import STRUCT_PAD, WEIGHTED_PAD, GeneratedCode, struct_bytes
 
 KIND_OF = {function: family for family, functions in ENTRY_POINTS.items() for function in functions}
 CALL = re.compile(r"\b(kb_\w+|memmove)\(")
@@ -45,8 +44,8 @@ def project_code(model_c: str, outputs: int) -> GeneratedCode:
     """The `GeneratedCode` of a project's model.c with `outputs` outputs."""
     layers = [KIND_OF[f] for body in LAYER.findall(model_c) for f in _calls(body)]
     stage = STAGE.search(model_c)
-    data = sum(code_size.STRUCT_BYTES[t] + STRUCT_PAD for t in STRUCT.findall(model_c))
-    data += sum(int(n) * code_size.STRUCT_BYTES[t] + STRUCT_PAD for t, n in PATCH_PARAMS.findall(model_c))
+    data = sum(struct_bytes(t) + STRUCT_PAD for t in STRUCT.findall(model_c))
+    data += sum(int(n) * struct_bytes(t) + STRUCT_PAD for t, n in PATCH_PARAMS.findall(model_c))
     data += sum(int(n) * int(c) * 4 + STRUCT_PAD for n, c in PATCH_OFFSETS.findall(model_c))
     data += len(WEIGHTS.findall(model_c)) * WEIGHTED_PAD + len(TABLES.findall(model_c)) * STRUCT_PAD
     blocks = tuple(stage_blocks(stage.group(1))) if stage else ()

@@ -9,8 +9,9 @@ here, which adds up, from the measured table in `code_size.py` (written by `benc
                       links 14 KB, a general one 18 KB: the family alone does not say)
     per layer         each kb_layer_* function of model.c, measured per kind, with its call in kb_invoke
     patch stage       kb_patch_stage: a fixed part plus a part per stage node
-    data              the static parameter structs, the per-patch tables, and the most alignment padding the
-                      constant arrays can take (an array aligned to A bytes: A - 1 bytes before it)
+    data              the static parameter structs (their ctypes mirrors' sizes), the per-patch tables, and the
+                      most alignment padding the constant arrays can take (an array aligned to A bytes: A - 1
+                      bytes before it)
 
 All per core (`cortex-m4`, `cortex-m7`, `cortex-m55`) and, for the runtime, per kernel set. Every part is meant as an
 upper bound of what it measures: the runtime code exactly (each function or table rounded up to its 4-byte
@@ -29,7 +30,9 @@ from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
 from ..kernels import contract_for
 from ..kernels.calls import ENTRY_POINTS, node_function
+from ..kernels.movement import movement_calls
 from . import code_size
+from .inplace import slice_placement
 
 WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
 # Padding the linker may put before each constant array: alignment - 1 (w and b are aligned(16), the rest 4).
@@ -50,6 +53,17 @@ class GeneratedCode:
     stage: tuple[str, ...]  # the kind of each block of the patch loop (plus "copy" per stage output copied out)
     data_bytes: int  # parameter structs, per-patch tables, alignment allowance of every constant array
     outputs: int  # outputs kb_invoke copies out
+
+
+@functools.cache
+def struct_bytes(name: str) -> int:
+    """Bytes of the runtime's parameter struct `name` on Cortex-M: its ctypes mirror (`runtime.STRUCTS`; int32
+    fields only, so the host's layout is the target's)."""
+    import ctypes
+
+    from ..runtime import STRUCTS
+
+    return ctypes.sizeof(STRUCTS[name])
 
 
 def _round4(n: int) -> int:
@@ -77,7 +91,7 @@ def _layer_function(graph: Graph, node: Node, in_place: bool) -> str | None:
 def _struct_bytes(node: Node, kind: str | None = None) -> int:
     """Bytes of `node`'s static parameter struct (a float MEAN compiled as a pool: the pool's) + its padding."""
     struct = "kb_conv_params" if kind == "pool" else contract_for(node).struct
-    return code_size.STRUCT_BYTES[struct] + STRUCT_PAD if struct else 0
+    return struct_bytes(struct) + STRUCT_PAD if struct else 0
 
 
 def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str], int]:
@@ -109,7 +123,12 @@ def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str]
             if function is not None:
                 layers.append((name, kind))
                 functions.add(function)
-                data += _struct_bytes(node, kind)
+                calls = 1
+                if kind == "movement":  # a struct per call (codegen/movement.py)
+                    strides = tuple(slice_placement(steps.storage, graph, t)[1] for t in (node.inputs[0],
+                                                                                          node.outputs[0]))
+                    calls = movement_calls(graph, node, strides)
+                data += calls * _struct_bytes(node, kind)
     return layers, functions, data
 
 
@@ -126,7 +145,7 @@ def stage_code(graph: Graph, stage) -> tuple[list[str], set[str], int]:
         kind = contract_for(node).family
         columns = STAGE_COLUMNS.get(kind, 4 + 2 * len(node.inputs))  # a concat: source + pitch per input
         if kind in STAGE_STRUCTS:
-            data += patches * code_size.STRUCT_BYTES[STAGE_STRUCTS[kind]] + STRUCT_PAD
+            data += patches * struct_bytes(STAGE_STRUCTS[kind]) + STRUCT_PAD
         hosts = [step_of[t] for t in node.inputs if t in step_of]
         in_place = name in offsets and any(offsets.get(h) == offsets[name] for h in hosts)
         kinds += [kind] * (len(node.inputs) if kind == "concat" else 1)

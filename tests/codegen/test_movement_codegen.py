@@ -17,11 +17,11 @@ from litert_oracle import run_litert
 from random_nets import MOVEMENTS, movement_model
 
 from kilobyte.codegen import HostModel, compile_graph
-from kilobyte.codegen.movement import byte_strides, collapse
 from kilobyte.codegen.verify import verify_inputs, verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.interp import run_int8
 from kilobyte.ir import GraphBuilder, Op, QParams, TransposeAttrs
+from kilobyte.kernels.movement import byte_strides, collapse
 from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.plan_types import PlanOptions
 
