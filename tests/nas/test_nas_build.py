@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from bn_helpers import randomise_bn
 
 from kilobyte.analysis.macs import node_macs
 from kilobyte.api import _from_module
@@ -32,16 +33,6 @@ def folded_weights(module):
             yield w.astype(np.float32), bias.astype(np.float32)
         elif isinstance(m, torch.nn.Linear):
             yield m.weight.detach().numpy(), m.bias.detach().numpy()
-
-
-def randomise_bn(module, seed):
-    g = torch.Generator().manual_seed(seed)
-    for m in module.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-            m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-            m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
 
 
 @pytest.mark.parametrize("seed", range(6))

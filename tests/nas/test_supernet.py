@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from bn_helpers import randomise_bn
 
 from kilobyte.nas.build import build_module
 from kilobyte.nas.space import MBSpace
@@ -15,20 +16,11 @@ from kilobyte.nas.supernet import SuperNet
 SPACE = MBSpace(num_classes=10, in_channels=1)
 
 
-def _perturb_bn(net, seed):
-    g = torch.Generator().manual_seed(seed)
-    for m in net.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-            m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-
-
 @pytest.mark.parametrize("seed", range(5))
 def test_extracted_subnet_equals_supernet(seed):
     torch.manual_seed(seed)
     net = SuperNet(SPACE, 0.3, 28).eval()
-    _perturb_bn(net, seed)
+    randomise_bn(net, seed)
     arch = net.space.sample(np.random.default_rng(seed))
     x = torch.randn(3, 1, 28, 28)
     net.set_active(arch)
