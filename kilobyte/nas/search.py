@@ -62,7 +62,7 @@ class SearchConfig:
     training: SupernetTraining = field(default_factory=SupernetTraining)
     evolution: EvolutionConfig = field(default_factory=lambda: EvolutionConfig(population=40, parents=10,
                                                                                generations=6))
-    finetune_epochs: int = 20  # the training recipe's epochs (early stopping may end it sooner)
+    finetune_epochs: int = 40  # the training recipe's epochs (early stopping may end it sooner)
     finetune_lr: float = 0.1  # the recipe's peak rate, from inherited weights
     random_baseline: bool = False
     kernels: str = "portable"
