@@ -137,6 +137,26 @@ def resize_bilinear_float(x, size, align_corners: bool, half_pixel_centers: bool
     return out
 
 
+# -- the C kernels' tables -------------------------------------------------------------------------------------
+RESIZE_TABLE_MAX = (1 << 15) - 1  # tables are int16: every input and output size must stay below this
+
+
+def resize_table(bilinear: bool, in_hw, attrs) -> np.ndarray:
+    """The int16 table `kb_resize_nearest` / `kb_resize_bilinear` read (runtime/c/kb_resize.c): nearest, the source
+    row of each output row then the source column of each output column; bilinear, (lo, hi, frac) per output row
+    then per output column. Raises `KilobyteError` for sizes int16 cannot index, or that TFLM reads past."""
+    sizes = (*in_hw, *attrs.size)
+    if max(sizes) > RESIZE_TABLE_MAX:
+        raise KilobyteError(f"resize {tuple(in_hw)} -> {tuple(attrs.size)}: kb_resize's int16 tables index sizes "
+                            f"up to {RESIZE_TABLE_MAX}")
+    flags = (attrs.align_corners, attrs.half_pixel_centers)
+    if bilinear:
+        axes = [np.stack(bilinear_taps(n, m, *flags), axis=1).reshape(-1) for n, m in zip(in_hw, attrs.size)]
+    else:
+        axes = [nearest_indices(n, m, *flags) for n, m in zip(in_hw, attrs.size)]
+    return np.concatenate(axes).astype(np.int16)
+
+
 # -- TRANSPOSE_CONV ----------------------------------------------------------------------------------------------
 def transpose_conv_sum(x, w, stride, padding, out_hw) -> np.ndarray:
     """Sum of TRANSPOSE_CONV before bias: x (N,H,W,Cin), w (Cout,kh,kw,Cin) -> (N,Ho,Wo,Cout) float64.
