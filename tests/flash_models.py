@@ -5,7 +5,8 @@ and the patch stage to plan.
 Calibration: zoo models at small widths and resolutions (10 classes), the MLPerf Tiny shapes, random graphs from
 `random_nets` with and without a patch stage, searched-space networks, and one small graph per op kind the others
 lack (SUB, MUL, MAXIMUM/MINIMUM, lookup-table activations, int8 MEAN, LOG_SOFTMAX, uint8 QUANTIZE edges, a copying
-RESHAPE, two outputs, each data-movement op of `random_nets.MOVEMENTS`). Acceptance: other widths, resolutions, seeds and architectures.
+RESHAPE, two outputs, each data-movement op of `random_nets.MOVEMENTS`). Acceptance: other widths, resolutions, seeds
+and architectures.
 """
 
 from __future__ import annotations
