@@ -15,6 +15,8 @@ What runs, exactly:
 - 10 int8 graphs with MEAN as .tflite files have it (tests/random_nets.mean_model: over H and W from 1x1 to
   112x112, keepdims, concat slices, over H, C, or W and C), bundled the same way, on every core with portable kernels
   and on the M7 with dsp ones (kb_mean has one portable version).
+- Every data-movement and upsampling graph of tests/random_nets (MOVEMENTS, UPSAMPLES), bundled the same way, on
+  every core with portable kernels and on the M7 with dsp ones.
 - MbV2 w0.35 r144 (patch-based plan) built for STM32F746: measured SRAM against the plan, stack high-water mark.
 - An over-budget model (MbV2 w1.0 r224 for STM32F410) fails the link with the readable message (`kilobyte compile`:
   exit 2).
@@ -30,7 +32,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from random_nets import inputs_for, mean_model, quantized, random_graph, write_bundle
+from random_nets import (
+    MOVEMENTS,
+    UPSAMPLES,
+    inputs_for,
+    mean_model,
+    movement_model,
+    quantized,
+    random_graph,
+    upsample_model,
+    write_bundle,
+)
 
 from kilobyte.errors import DoesNotFitError
 from kilobyte.interp import run_int8
@@ -214,6 +226,36 @@ def mean_bundle(tmp_path_factory) -> Bundle:
 def test_mean_models_bit_exact_on_qemu(mean_bundle, tmp_path, target, kernels):
     build = build_firmware(mean_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
     failures = mean_bundle.failures(build)
+    assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
+
+
+# --- data movement and upsampling (kb_movement.c, kb_resize.c, kb_transpose_conv.c, GELU's table) --------------------
+
+@pytest.fixture(scope="module")
+def op_bundle(tmp_path_factory) -> Bundle:
+    """Every tests/random_nets.movement_model and upsample_model graph (TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX,
+    nearest / bilinear resizes in each coordinate mode, transpose convolutions with each crop, GELU; see
+    tests/codegen/test_movement_codegen.py and test_upsample_codegen.py) in one bundle, two random inputs each."""
+    from kilobyte.codegen import compile_graph
+
+    root = tmp_path_factory.mktemp("ops")
+    results, inputs = [], []
+    models = [(f"mv_{k}", movement_model(kind, seed=k)) for k, kind in enumerate(MOVEMENTS)]
+    models += [(f"up_{k}", upsample_model(kind, seed=k)) for k, kind in enumerate(UPSAMPLES)]
+    for k, (name, graph) in enumerate(models):
+        results.append(compile_graph(graph, root / name, PlanOptions(kernels="dsp"), model_name=name))
+        rng = np.random.default_rng(k)
+        shape = graph.tensors[graph.inputs[0]].shape
+        inputs.append([rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)])
+    return Bundle(root, results, inputs)
+
+
+@pytest.mark.parametrize("target,kernels", [(t, "portable") for t in TARGETS] + [("cortex-m7", "dsp")])
+def test_movement_and_upsampling_bit_exact_on_qemu(op_bundle, tmp_path, target, kernels):
+    families = {f for r in op_bundle.results for f in r.manifest["kernels"]}
+    assert {"movement", "resize", "transpose_conv", "lut"} <= families
+    build = build_firmware(op_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    failures = op_bundle.failures(build)
     assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
 
 
