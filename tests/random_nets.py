@@ -6,6 +6,7 @@ gcc or arm-none-eabi-gcc run, one QEMU run) executes all of them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -26,6 +27,7 @@ from kilobyte.ir import (
     GeluAttrs,
     GraphBuilder,
     MeanAttrs,
+    Node,
     Op,
     PadAttrs,
     PoolAttrs,
@@ -495,3 +497,20 @@ def _write_bundle_top(root: Path, n_in: int, n_out: int, protos: list[str], call
     (root / "kilobyte.json").write_text(json.dumps({
         "model": "bundle", "arena_bytes": 16, "input": {"name": "input", "shape": [n_in], **io},
         "output": {"name": "output", "shape": [n_out], **io}}))
+
+
+def float_edges(q, head: bool, tail: bool):
+    """int8 graph `q` as the TFLite converter writes an "int8 model with float interface": a float input and a
+    QUANTIZE before the int8 core (`head`), a DEQUANTIZE to a float output after it (`tail`)."""
+    tensors, nodes, inputs, outputs = dict(q.tensors), list(q.nodes), q.inputs, q.outputs
+    if head:
+        x = q.inputs[0]
+        tensors["x_float"] = Tensor("x_float", q.tensors[x].shape, "float32", None, None)
+        nodes.insert(0, Node(x, Op.QUANTIZE, ("x_float",), (x,), None))
+        inputs = ("x_float",)
+    if tail:
+        y = q.outputs[0]
+        tensors["y_float"] = Tensor("y_float", q.tensors[y].shape, "float32", None, None)
+        nodes.append(Node("y_float", Op.DEQUANTIZE, (y,), ("y_float",), None))
+        outputs = ("y_float",)
+    return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=outputs).verify()
