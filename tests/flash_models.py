@@ -5,7 +5,8 @@ and the patch stage to plan.
 Calibration: zoo models at small widths and resolutions (10 classes), the MLPerf Tiny shapes, random graphs from
 `random_nets` with and without a patch stage, searched-space networks, and one small graph per op kind the others
 lack (SUB, MUL, MAXIMUM/MINIMUM, lookup-table activations, int8 MEAN, LOG_SOFTMAX, uint8 QUANTIZE edges, a copying
-RESHAPE, two outputs, each data-movement op of `random_nets.MOVEMENTS`). Acceptance: other widths, resolutions, seeds and architectures.
+RESHAPE, two outputs, each data-movement op of `random_nets.MOVEMENTS` and upsampling op of `UPSAMPLES`). Acceptance:
+other widths, resolutions, seeds and architectures.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from random_nets import MOVEMENTS, movement_model, quantized, random_graph, stage_side, valid_cuts
+from random_nets import (
+    MOVEMENTS,
+    UPSAMPLES,
+    movement_model,
+    quantized,
+    random_graph,
+    stage_side,
+    upsample_model,
+    valid_cuts,
+)
 
 from kilobyte.ir import (
     Activation,
@@ -172,7 +182,8 @@ def calibration_models() -> list[FlashModel]:
               *(FlashModel(f"searched s{s}", searched(s, 0.3, 32)) for s in range(3)),
               FlashModel("float-ops", float_ops), FlashModel("int8-edges", int8_edges),
               FlashModel("two-outputs", two_outputs),
-              *(FlashModel(f"movement {kind}", functools.partial(movement_model, kind)) for kind in MOVEMENTS)]
+              *(FlashModel(f"movement {kind}", functools.partial(movement_model, kind)) for kind in MOVEMENTS),
+              *(FlashModel(f"upsample {kind}", functools.partial(upsample_model, kind)) for kind in UPSAMPLES)]
     models += [FlashModel(f"random {s}", random_net(s)[0]) for s in range(16)]
     for s in range(16, 40):
         build, patch = random_net(s, "middle" if s % 2 else "last")

@@ -6,6 +6,7 @@ gcc or arm-none-eabi-gcc run, one QEMU run) executes all of them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -23,17 +24,21 @@ from kilobyte.ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    GeluAttrs,
     GraphBuilder,
     MeanAttrs,
+    Node,
     Op,
     PadAttrs,
     PoolAttrs,
     QParams,
     ReshapeAttrs,
+    ResizeAttrs,
     StridedSliceAttrs,
     Tensor,
     TileAttrs,
     TransposeAttrs,
+    TransposeConvAttrs,
 )
 
 
@@ -284,6 +289,56 @@ def _concat_partner(b: GraphBuilder, kind: str, x: str) -> str:
     return x
 
 
+# -- upsampling as decoders and segmentation heads have it (RESIZE_*, TRANSPOSE_CONV) and GELU ----------------------
+_RZ, _TC = ResizeAttrs, TransposeConvAttrs
+UPSAMPLES = {  # kind -> (input shape, op, attrs, what follows: "conv" or "concat")
+    "nearest-2x": ((1, 4, 5, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((8, 10)), "conv"),
+    "nearest-half-pixel": ((1, 5, 3, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((11, 7), half_pixel_centers=True), "conv"),
+    "nearest-align": ((1, 5, 4, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((9, 7), align_corners=True), "concat"),
+    "nearest-down": ((1, 9, 8, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((4, 5)), "conv"),
+    "bilinear-half-pixel": ((1, 4, 5, 3), Op.RESIZE_BILINEAR, _RZ((8, 10), half_pixel_centers=True), "conv"),
+    "bilinear-align": ((1, 4, 6, 3), Op.RESIZE_BILINEAR, _RZ((7, 11), align_corners=True), "conv"),
+    "bilinear-plain": ((1, 5, 3, 3), Op.RESIZE_BILINEAR, _RZ((9, 8)), "concat"),
+    "tconv-s2-same": ((1, 4, 5, 3), Op.TRANSPOSE_CONV, _TC((2, 2), (0, 1, 0, 1)), "conv"),  # k3: SAME's crop
+    "tconv-s2-k2": ((1, 4, 5, 3), Op.TRANSPOSE_CONV, _TC((2, 2)), "conv"),  # VALID, k2: no overlap
+    "tconv-torch": ((1, 4, 4, 3), Op.TRANSPOSE_CONV, _TC((2, 2), (1, 0, 1, 0)), "conv"),  # k3 p1 output_padding 1
+    "tconv-s1-relu": ((1, 5, 4, 3), Op.TRANSPOSE_CONV, _TC((1, 1), (1, 1, 1, 1), Activation.RELU), "conv"),
+    "tconv-s3-wide": ((1, 3, 4, 3), Op.TRANSPOSE_CONV, _TC((3, 2), (0, 0, 0, 0)), "conv"),
+    "gelu": ((1, 5, 6, 3), Op.GELU, GeluAttrs(), "conv"),
+    "gelu-tanh": ((1, 5, 6, 3), Op.GELU, GeluAttrs(approximate=True), "concat"),
+}
+TCONV_KERNELS = {"tconv-s2-same": 3, "tconv-s2-k2": 2, "tconv-torch": 3, "tconv-s1-relu": 3, "tconv-s3-wide": 4}
+
+
+def upsample_model(kind: str, seed: int = 0):
+    """An int8 graph around one op of `UPSAMPLES[kind]`: a 3x3 conv (12 channels), the op, then a 3x3 conv or a
+    last-axis CONCAT with a resized copy of the conv's output (same params) and a 3x3 conv. A resize shares its
+    input's quantisation (TFLite Micro never rescales); a TRANSPOSE_CONV has random int8 per-channel weights and a
+    bias (8 output channels); a GELU has its own output scale and zero point."""
+    shape, op, attrs, after = UPSAMPLES[kind]
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(kind.replace("-", "_"))
+    x = b.input(shape, "int8", qparams=QParams.per_tensor(2.0 ** rng.uniform(-6, -3), int(rng.integers(-50, 50))))
+    x = _int8_weighted(b, rng, Op.CONV_2D, x, (12, 3, 3, shape[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    q = b.tensors[x].qparams
+    if op is Op.TRANSPOSE_CONV:
+        k = TCONV_KERNELS[kind]
+        y = _int8_weighted(b, rng, op, x, (8, k, k if kind != "tconv-s3-wide" else 3, 12), attrs, 1.5)
+    elif op is Op.GELU:
+        s = float(q.scale[0]) * 2.0 ** rng.uniform(-1, 0.5)
+        y = b.node(op, [x], attrs, dtype="int8", qparams=QParams.per_tensor(s, int(rng.integers(-110, -60))))
+    else:
+        y = b.node(op, [x], attrs, dtype="int8", qparams=q)
+    if after == "concat":
+        partner = b.node(Op.RESIZE_NEAREST_NEIGHBOR, [x], ResizeAttrs(b.shape(y)[1:3]), dtype="int8", qparams=q) \
+            if b.shape(y)[1:3] != b.shape(x)[1:3] else x
+        if b.tensors[y].qparams != q:
+            partner = b.node(Op.GELU, [partner], GeluAttrs(), dtype="int8", qparams=b.tensors[y].qparams)
+        y = b.node(Op.CONCAT, [y, partner], ConcatAttrs(3), dtype="int8", qparams=b.tensors[y].qparams)
+    y = _int8_weighted(b, rng, Op.CONV_2D, y, (6, 3, 3, b.shape(y)[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    return b.build([y])
+
+
 _B, _T = tflite.BuiltinOperator, tflite.TensorType
 
 
@@ -442,3 +497,20 @@ def _write_bundle_top(root: Path, n_in: int, n_out: int, protos: list[str], call
     (root / "kilobyte.json").write_text(json.dumps({
         "model": "bundle", "arena_bytes": 16, "input": {"name": "input", "shape": [n_in], **io},
         "output": {"name": "output", "shape": [n_out], **io}}))
+
+
+def float_edges(q, head: bool, tail: bool):
+    """int8 graph `q` as the TFLite converter writes an "int8 model with float interface": a float input and a
+    QUANTIZE before the int8 core (`head`), a DEQUANTIZE to a float output after it (`tail`)."""
+    tensors, nodes, inputs, outputs = dict(q.tensors), list(q.nodes), q.inputs, q.outputs
+    if head:
+        x = q.inputs[0]
+        tensors["x_float"] = Tensor("x_float", q.tensors[x].shape, "float32", None, None)
+        nodes.insert(0, Node(x, Op.QUANTIZE, ("x_float",), (x,), None))
+        inputs = ("x_float",)
+    if tail:
+        y = q.outputs[0]
+        tensors["y_float"] = Tensor("y_float", q.tensors[y].shape, "float32", None, None)
+        nodes.append(Node("y_float", Op.DEQUANTIZE, (y,), ("y_float",), None))
+        outputs = ("y_float",)
+    return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=outputs).verify()

@@ -2,10 +2,13 @@
 
 MACs count multiply-accumulates of the linear ops only, the papers' convention:
 CONV_2D `kh*kw*Cin*Cout*Ho*Wo`, DEPTHWISE_CONV_2D `kh*kw*C*Ho*Wo` (C output channels), FULLY_CONNECTED `in*out`;
-i.e. weight elements times output pixels. Everything else is counted separately in `ops`: pooling taps
-(`kh*kw*Ho*Wo*C`), ADD element additions, MEAN summed and REDUCE_MAX compared input elements, and one op per output
-element for the elementwise ops (activations, BN, softmax, log-softmax) and the binary ops SUB, MUL, MAXIMUM, MINIMUM.
-Data movement (PAD, RESHAPE, CONCAT, TRANSPOSE, STRIDED_SLICE, TILE, IDENTITY, (DE)QUANTIZE) costs 0.
+i.e. weight elements times output pixels; TRANSPOSE_CONV scatters every input pixel through the whole kernel, so it is
+weight elements times *input* pixels, `kh*kw*Cin*Cout*H*W` (taps that land in the cropped border included).
+Everything else is counted separately in `ops`: pooling taps (`kh*kw*Ho*Wo*C`), ADD element additions, MEAN summed
+and REDUCE_MAX compared input elements, and one op per output element for the elementwise ops (activations, GELU,
+BN, softmax, log-softmax), the binary ops SUB, MUL, MAXIMUM, MINIMUM and RESIZE_BILINEAR (one interpolation per
+output element). Data movement (PAD, RESHAPE, CONCAT, TRANSPOSE, STRIDED_SLICE, TILE, RESIZE_NEAREST_NEIGHBOR,
+IDENTITY, (DE)QUANTIZE) costs 0.
 
 Flash is counted at int8 as deployed: weights 1 B per element, biases int32 at 4 B per element, any other constant
 operand 1 B per element. Per-channel quantisation scales / multipliers are metadata and are not included.
@@ -16,9 +19,9 @@ from __future__ import annotations
 from ..ir import Graph, Node, Op
 from .shapes import output_shape, spatial_extent
 
-LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED})
-ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.BATCH_NORM, Op.SOFTMAX,
-                             Op.LOG_SOFTMAX, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})
+LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV})
+ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.GELU, Op.BATCH_NORM,
+                             Op.SOFTMAX, Op.LOG_SOFTMAX, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.RESIZE_BILINEAR})
 WEIGHT_BYTES = 1  # int8 weights
 BIAS_BYTES = 4  # int32 biases
 
@@ -31,7 +34,7 @@ def _numel(shape) -> int:
 
 
 def node_macs(graph: Graph, node: Node) -> int:
-    """Multiply-accumulates of `node` (0 for ops that are not conv / depthwise / fully connected).
+    """Multiply-accumulates of `node` (0 for ops that are not conv / depthwise / fully connected / transpose conv).
 
     >>> import numpy as np
     >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
@@ -45,6 +48,9 @@ def node_macs(graph: Graph, node: Node) -> int:
     if node.op not in LINEAR_OPS:
         return 0
     weight = graph.tensors[node.inputs[1]].shape
+    if node.op is Op.TRANSPOSE_CONV:
+        _, h, w, _ = graph.tensors[node.inputs[0]].shape
+        return _numel(weight) * h * w
     ho, wo = spatial_extent(output_shape(graph, node))  # FC output (1, out): one "pixel"
     return _numel(weight) * ho * wo
 

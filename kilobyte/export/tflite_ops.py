@@ -3,12 +3,15 @@
 Most nodes become one operator. TFLite only knows SAME/VALID padding, so a window op whose explicit padding is
 neither becomes PAD (CONV_2D, DEPTHWISE_CONV_2D: pads with the zero point) or PADV2 with the dtype minimum
 (MAX_POOL_2D) followed by the VALID op; AVG_POOL_2D cannot be padded that way (TFLite divides by the count of
-in-image taps) and is refused. Attributes TFLite keeps in tensors (PAD paddings, MEAN / REDUCE_MAX axes, RESHAPE
-shape, TRANSPOSE perm, STRIDED_SLICE begin/end/strides, TILE multiples) become int32 constants. A resolved
-STRIDED_SLICE end of -1 (a negative stride running down to index 0) cannot be written as an index (TFLite reads -1
-as the last element): that axis gets its end_mask bit instead. Every added tensor is named after the IR output it
-serves (`<out>.pad`, `<out>.axes`, ...), so the writer is deterministic and the reader can recognise (and fold back)
-what the writer added.
+in-image taps) and is refused. A TRANSPOSE_CONV whose crop is neither SAME's nor VALID's (PyTorch's k=3, s=2, p=1,
+output_padding=1 crops the top row, SAME the bottom one) becomes a VALID TRANSPOSE_CONV into a taller uncropped
+output followed by a STRIDED_SLICE (a byte copy) of the IR's rows and columns. Attributes TFLite keeps in tensors (PAD
+paddings, MEAN / REDUCE_MAX axes, RESHAPE shape, TRANSPOSE perm, STRIDED_SLICE begin/end/strides, TILE multiples,
+resize size, TRANSPOSE_CONV output shape) become int32 constants. A resolved STRIDED_SLICE end of -1 (a negative
+stride running down to index 0) cannot be written as an index (TFLite reads -1 as the last element): that axis gets
+its end_mask bit instead. Every added tensor is named after the IR output it serves (`<out>.pad`, `<out>.axes`,
+`<out>.uncropped`, ...), so the writer is deterministic and the reader can recognise (and fold back) what the writer
+added.
 """
 
 from __future__ import annotations
@@ -196,6 +199,52 @@ def _leaky_relu(graph: Graph, node: Node):
     return [TflOp(B.LEAKY_RELU, node.inputs, node.outputs, {"Alpha": float(node.attrs.alpha)})], []
 
 
+def _gelu(graph: Graph, node: Node):
+    return [TflOp(B.GELU, node.inputs, node.outputs, {"Approximate": bool(node.attrs.approximate)})], []
+
+
+def _resize(graph: Graph, node: Node):
+    a = node.attrs
+    size = _const(f"{node.outputs[0]}.size", np.array(a.size, np.int32))
+    opts = {"AlignCorners": bool(a.align_corners), "HalfPixelCenters": bool(a.half_pixel_centers)}
+    return [TflOp(S.OP_TO_BUILTIN[node.op], (node.inputs[0], size.name), node.outputs, opts)], [size]
+
+
+def _transpose_conv(graph: Graph, node: Node):
+    """TFLite's operand order (output shape, weight, input, bias); the output shape is an int32 constant."""
+    a = node.attrs
+    out = graph.tensors[node.outputs[0]]
+    kernel = graph.tensors[node.inputs[1]].shape[1:3]
+    crop = (a.padding[0], a.padding[2])
+    opts = {"StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node)}
+    for mode in (S.SAME, S.VALID):
+        if _transpose_crops(mode, out.shape[1:3], kernel, a.stride) == crop:
+            return _transpose_conv_op(node, out, {**opts, "Padding": mode})
+    # Uncropped rows and columns on the top and left, then a slice of the IR's output.
+    name = S.uncropped_tensor_name(out.name)
+    full = Tensor(name, (out.shape[0], out.shape[1] + crop[0], out.shape[2] + crop[1], out.shape[3]), out.dtype, None,
+                  out.qparams)
+    if _transpose_crops(S.VALID, full.shape[1:3], kernel, a.stride) != (0, 0):
+        raise KilobyteError(f"node '{node.name}': TRANSPOSE_CONV crop {a.padding} cannot be written for TFLite")
+    ops, tensors = _transpose_conv_op(node, full, {**opts, "Padding": S.VALID})
+    begin = _const(f"{out.name}.begin", np.array([0, crop[0], crop[1], 0], np.int32))
+    end = _const(f"{out.name}.end", np.array([full.shape[0], crop[0] + out.shape[1], crop[1] + out.shape[2],
+                                               full.shape[3]], np.int32))
+    strides = _const(f"{out.name}.strides", np.ones(4, np.int32))
+    ops.append(TflOp(B.STRIDED_SLICE, (name, begin.name, end.name, strides.name), (out.name,), {}))
+    return ops, tensors + [full, begin, end, strides]
+
+
+def _transpose_crops(mode: int, out_hw, kernel, stride) -> tuple[int, int]:
+    return tuple(S.transpose_conv_crop(mode, o, k, s) for o, k, s in zip(out_hw, kernel, stride))
+
+
+def _transpose_conv_op(node: Node, out: Tensor, opts: dict) -> tuple[list[TflOp], list[Tensor]]:
+    shape = _const(f"{out.name}.output_shape", np.array(out.shape, np.int32))
+    inputs = (shape.name, node.inputs[1], node.inputs[0], *node.inputs[2:3])
+    return [TflOp(B.TRANSPOSE_CONV, inputs, (out.name,), opts)], [shape]
+
+
 def _plain(graph: Graph, node: Node):
     """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOGISTIC, HARD_SWISH, LOG_SOFTMAX: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
@@ -229,4 +278,8 @@ _LOWER = {
     Op.LOGISTIC: _plain,
     Op.HARD_SWISH: _plain,
     Op.LEAKY_RELU: _leaky_relu,
+    Op.GELU: _gelu,
+    Op.RESIZE_NEAREST_NEIGHBOR: _resize,
+    Op.RESIZE_BILINEAR: _resize,
+    Op.TRANSPOSE_CONV: _transpose_conv,
 }

@@ -53,6 +53,10 @@ OP_TO_BUILTIN: dict[Op, int] = {
     Op.LOGISTIC: B.LOGISTIC,
     Op.HARD_SWISH: B.HARD_SWISH,
     Op.LEAKY_RELU: B.LEAKY_RELU,
+    Op.GELU: B.GELU,
+    Op.RESIZE_NEAREST_NEIGHBOR: B.RESIZE_NEAREST_NEIGHBOR,
+    Op.RESIZE_BILINEAR: B.RESIZE_BILINEAR,
+    Op.TRANSPOSE_CONV: B.TRANSPOSE_CONV,
 }
 BUILTIN_TO_OP: dict[int, Op] = {v: k for k, v in OP_TO_BUILTIN.items()}
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(B).items() if not k.startswith("_") and isinstance(v, int)}
@@ -91,6 +95,11 @@ BUILTIN_OPTIONS: dict[int, str] = {
     B.DEQUANTIZE: "DequantizeOptions",
     B.HARD_SWISH: "HardSwishOptions",
     B.LEAKY_RELU: "LeakyReluOptions",
+    B.GELU: "GeluOptions",
+    B.RESIZE_NEAREST_NEIGHBOR: "ResizeNearestNeighborOptions",
+    B.RESIZE_BILINEAR: "ResizeBilinearOptions",
+    B.TRANSPOSE_CONV: "TransposeConvOptions",
+    B.STRIDED_SLICE: "StridedSliceOptions",
 }
 
 T = tflite.TensorType
@@ -153,9 +162,36 @@ def explicit_padding(mode: int, in_hw, kernel, stride, dilation) -> tuple[int, i
                                                                                  dilation[1])
 
 
+def _c_div(a: int, b: int) -> int:
+    """C's `/` on ints (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def transpose_conv_crop(mode: int, out_size: int, k: int, stride: int) -> int:
+    """The rows (columns) TFLite's TRANSPOSE_CONV crops before its output along one axis, for padding `mode` and the
+    output size the file gives: `ComputePaddingHeightWidth` run from the output's side (TFLite's padding.h, C integer
+    division); the crop after is whatever the output size leaves.
+
+    >>> transpose_conv_crop(SAME, 14, 4, 2), transpose_conv_crop(SAME, 14, 3, 2), transpose_conv_crop(VALID, 15, 3, 2)
+    (1, 0, 0)
+    """
+    if mode == SAME:
+        windows = _c_div(out_size + stride - 1, stride)
+    else:
+        windows = _c_div(out_size + stride - k, stride)
+    return max((windows - 1) * stride + k - out_size, 0) // 2
+
+
 def pad_tensor_name(out: str) -> str:
     """Name of the padded input the writer inserts before the op producing `out` (the reader's fold marker)."""
     return f"{out}.pad"
+
+
+def uncropped_tensor_name(out: str) -> str:
+    """Name of the uncropped TRANSPOSE_CONV output the writer slices into `out` when TFLite's SAME/VALID cannot
+    express the IR's crop (the reader's fold marker, like `pad_tensor_name`)."""
+    return f"{out}.uncropped"
 
 
 def unique_tensor_names(names) -> list[str]:

@@ -17,6 +17,7 @@ from ..ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    GeluAttrs,
     Graph,
     GraphBuilder,
     MeanAttrs,
@@ -24,8 +25,10 @@ from ..ir import (
     PadAttrs,
     PoolAttrs,
     ReshapeAttrs,
+    ResizeAttrs,
     ShapeError,
     SoftmaxAttrs,
+    TransposeConvAttrs,
 )
 from .layout import (
     LAYOUT_AXES,
@@ -151,6 +154,46 @@ class Lowering:
                         padding=(0, 0, *padding), dilation=(1, dilation), groups=groups, origin=origin)
         return self._as_signal(y)
 
+    def conv_transpose2d(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, stride, padding,
+                         output_padding, dilation=(1, 1), groups: int = 1, origin: str) -> Value:
+        """Transposed 2-D convolution with a PyTorch / ONNX (Cin, Cout, kh, kw) `weight`: TRANSPOSE_CONV cropping the
+        full output by `padding` (top, bottom, left, right) less `output_padding` (rows, columns) at the end."""
+        self._rank(x, 4)
+        if weight.ndim != 4 or weight.shape[0] != x.shape[1]:
+            raise LoweringError(f"transposed convolution weight {weight.shape} does not match input {x.shape}")
+        if groups != 1 or tuple(dilation) != (1, 1):
+            raise LoweringError(f"transposed convolution with groups={groups}, dilation={tuple(dilation)}; only "
+                                "groups 1 and dilation 1 are supported")
+        top, bottom, left, right = padding
+        (oph, opw), (sh, sw) = output_padding, stride
+        if min(top, left) < 0 or not (0 <= oph < max(sh, 1) and 0 <= opw < max(sw, 1)):
+            raise LoweringError(f"transposed convolution padding {tuple(padding)} / output_padding "
+                                f"{tuple(output_padding)}: padding must be >= 0 and output_padding below the stride")
+        attrs = TransposeConvAttrs(stride=(int(sh), int(sw)), padding=(top, bottom - oph, left, right - opw))
+        params = {"weight": weight.transpose(1, 2, 3, 0), "bias": bias}  # (Cin, Cout, kh, kw) -> OHWI
+        return self._emit(Op.TRANSPOSE_CONV, [x.name], attrs, origin, params)
+
+    def conv_transpose1d(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, stride: int,
+                         padding: tuple[int, int], output_padding: int, origin: str) -> Value:
+        """Transposed 1-D convolution of a (N, C, L) value: the 2-D op with a 1 x k window."""
+        self._rank(x, 3)
+        y = self.conv_transpose2d(self._as_image(x), weight[:, :, None, :], bias, stride=(1, stride),
+                                  padding=(0, 0, *padding), output_padding=(0, output_padding), origin=origin)
+        return self._as_signal(y)
+
+    def resize(self, x: Value, size, *, mode: str, align_corners: bool = False, half_pixel_centers: bool = False,
+               origin: str) -> Value:
+        """RESIZE_NEAREST_NEIGHBOR (`mode` "nearest") or RESIZE_BILINEAR ("bilinear") of the H and W axes to `size`,
+        TFLite's coordinate flags as given (the frontends map their own conventions onto them)."""
+        self._rank(x, 4)
+        op = {"nearest": Op.RESIZE_NEAREST_NEIGHBOR, "bilinear": Op.RESIZE_BILINEAR}[mode]
+        attrs = ResizeAttrs(tuple(int(v) for v in size), bool(align_corners), bool(half_pixel_centers))
+        return self._emit(op, [x.name], attrs, origin)
+
+    def gelu(self, x: Value, *, approximate: bool, origin: str) -> Value:
+        """GELU, exact (erf) or tanh-approximate; elementwise, so a pending permutation passes through."""
+        return self._emit(Op.GELU, [x.name], GeluAttrs(bool(approximate)), origin, perm=x.perm, rank=len(x.shape))
+
     def linear(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, origin: str) -> Value:
         """y = x @ weight.T + bias with weight (out, in); absorbs a pending flatten permutation of `x`."""
         if len(x.shape) != 2:
@@ -273,11 +316,20 @@ class Lowering:
 
     def mean(self, x: Value, axes, keepdims: bool, *, origin: str) -> Value:
         """Mean over spatial axes (H and/or W of a 4-D value, L of a 3-D one) -> MEAN over the matching NHWC axes."""
+        return self._reduce(Op.MEAN, x, axes, keepdims, origin=origin)
+
+    def reduce_max(self, x: Value, axes, keepdims: bool, *, origin: str) -> Value:
+        """Maximum over any axes but the batch -> REDUCE_MAX over the matching NHWC axes."""
+        return self._reduce(Op.REDUCE_MAX, x, axes, keepdims, origin=origin)
+
+    def _reduce(self, op: Op, x: Value, axes, keepdims: bool, *, origin: str) -> Value:
         self._rank(x, 3, 4)
         rank = len(x.shape)
         axes = normalize_axes(axes, rank)
-        if not axes or min(axes) < 2:
-            raise LoweringError(f"mean over axes {tuple(axes)} of shape {x.shape}; only the spatial axes (2 and up)")
+        lowest = 2 if op is Op.MEAN else 1
+        if not axes or min(axes) < lowest:
+            which = "the spatial axes (2 and up)" if op is Op.MEAN else "axes 1 and up"
+            raise LoweringError(f"{op.value.lower()} over axes {tuple(axes)} of shape {x.shape}; only {which}")
         ir_axes = {ir_axis(a, rank) for a in axes} | ({1} if rank == 3 else set())  # a signal's unit H goes too
         if keepdims:
             target = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
@@ -285,8 +337,8 @@ class Lowering:
             target = tuple(d for i, d in enumerate(x.shape) if i not in axes)
         dropped = tuple(d for i, d in enumerate(nhwc(x.shape)) if i not in ir_axes)
         if not keepdims and nhwc(target) == dropped:
-            return self._emit(Op.MEAN, [x.name], MeanAttrs(tuple(sorted(ir_axes)), False), origin, rank=len(target))
-        y = self._emit(Op.MEAN, [x.name], MeanAttrs(tuple(sorted(ir_axes)), True), origin, rank=rank)
+            return self._emit(op, [x.name], MeanAttrs(tuple(sorted(ir_axes)), False), origin, rank=len(target))
+        y = self._emit(op, [x.name], MeanAttrs(tuple(sorted(ir_axes)), True), origin, rank=rank)
         return self.reshape(y, target, origin=origin)
 
     # -- shape ops -------------------------------------------------------------------------------------------------

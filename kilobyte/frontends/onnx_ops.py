@@ -16,12 +16,12 @@ from .lowering import Lowering, LoweringError, Value, same_padding
 SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, HardSwish, HardSigmoid, LeakyRelu, "
              "Gemm, MatMul(+Add), AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, ReduceMean, Add, Sub, Mul, "
              "Div by a constant, Neg, Max, Min, Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose of unit axes, "
-             "Dropout, Identity, Pad, Softmax, LogSoftmax")
+             "Dropout, Identity, Pad, Softmax, LogSoftmax, ConvTranspose (1-D, 2-D), Resize / Upsample (nearest, "
+             "linear), Gelu and the Erf GELU chain, ReduceMax")
 
 # ONNX operators whose IR op is not there yet: the error names what they need.
-NOT_IN_IR = {"Resize": "RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR", "Upsample": "RESIZE_NEAREST_NEIGHBOR",
-             "ConvTranspose": "TRANSPOSE_CONV", "Gelu": "GELU", "Erf": "GELU (exporters write GELU with Erf)",
-             "ReduceMax": "REDUCE_MAX", "Slice": "STRIDED_SLICE", "Tile": "TILE"}
+NOT_IN_IR = {"Slice": "STRIDED_SLICE", "Tile": "TILE",
+             "Erf": "GELU (only the exporters' GELU chain x * 0.5 * (1 + erf(x / sqrt 2)) is recognised)"}
 
 FLOAT_MAX = 3.0e38  # ONNX's Clip attribute defaults are +-FLT_MAX: treat anything this large as "no bound"
 
@@ -69,6 +69,92 @@ def conv(low: Lowering, origin, attrs, ins, opset):
         return low.conv1d(x, w, bias, stride=strides[0], padding=pads, dilation=dilations[0], groups=groups,
                           origin=origin)
     return low.conv2d(x, w, bias, stride=strides, padding=pads, dilation=dilations, groups=groups, origin=origin)
+
+
+def conv_transpose(low: Lowering, origin, attrs, ins, opset):
+    x, w = _act(ins[0]), _const(ins[1], "ConvTranspose weight")
+    bias = None if len(ins) < 3 or ins[2] is None else _const(ins[2], "ConvTranspose bias")
+    n = w.ndim - 2
+    if attrs.get("auto_pad", "NOTSET") != "NOTSET" or "output_shape" in attrs:
+        raise LoweringError("ConvTranspose with auto_pad or output_shape; export with explicit pads "
+                            "(PyTorch does)")
+    strides = tuple(attrs.get("strides", (1,) * n))
+    flat = tuple(attrs.get("pads", (0,) * 2 * n))  # (x1_begin, x2_begin, x1_end, x2_end)
+    out_pad = tuple(attrs.get("output_padding", (0,) * n))
+    dilations, group = tuple(attrs.get("dilations", (1,) * n)), int(attrs.get("group", 1))
+    if n == 1:
+        if group != 1 or dilations != (1,):
+            raise LoweringError(f"ConvTranspose with group={group}, dilations={dilations}; only 1 is supported")
+        return low.conv_transpose1d(x, w, bias, stride=strides[0], padding=(flat[0], flat[1]),
+                                    output_padding=out_pad[0], origin=origin)
+    if n != 2:
+        raise LoweringError(f"only 1-D and 2-D transposed convolutions are supported, got a weight of {w.shape}")
+    return low.conv_transpose2d(x, w, bias, stride=strides, padding=(flat[0], flat[2], flat[1], flat[3]),
+                                output_padding=out_pad, dilation=dilations, groups=group, origin=origin)
+
+
+# Resize's coordinate_transformation_mode -> TFLite's (align_corners, half_pixel_centers), per mode
+_RESIZE_COORDS = {"nearest": {"asymmetric": (False, False), "half_pixel": (False, True),
+                              "tf_half_pixel_for_nn": (False, True), "align_corners": (True, False)},
+                  "linear": {"asymmetric": (False, False), "half_pixel": (False, True),
+                             "pytorch_half_pixel": (False, True), "align_corners": (True, False)}}
+
+
+# the nearest_mode that reproduces TFLite's index rounding under each coordinate mode: floor(x * in/out) (asymmetric),
+# floor((x + 0.5) * in/out) (half_pixel_centers: ONNX's half_pixel rounds (x + 0.5) * in/out - 0.5 half up), and
+# round-half-away (align_corners)
+_NEAREST_ROUNDING = {"asymmetric": "floor", "tf_half_pixel_for_nn": "floor", "half_pixel": "round_prefer_ceil",
+                     "align_corners": "round_prefer_ceil"}
+
+
+def resize(low: Lowering, origin, attrs, ins, opset):
+    """Resize (opset 10+) and Upsample (opset 7-9) of the H and W axes, nearest or (bi)linear, mapped onto TFLite's
+    resize flags: asymmetric = no flags, half_pixel (and PyTorch's) = half_pixel_centers, align_corners. Nearest
+    rounding must be the one that gives TFLite's indices (`_NEAREST_ROUNDING`; PyTorch exports asymmetric / floor)."""
+    x = _act(ins[0])
+    if len(x.shape) != 4:
+        raise LoweringError(f"Resize of a rank-{len(x.shape)} input; only (N, C, H, W) images")
+    mode = attrs.get("mode", "nearest")
+    upsample = len(ins) == 2 and "coordinate_transformation_mode" not in attrs and opset < 10
+    coords = "asymmetric" if upsample or opset < 11 else attrs.get("coordinate_transformation_mode", "half_pixel")
+    if mode not in _RESIZE_COORDS or coords not in _RESIZE_COORDS[mode]:
+        raise LoweringError(f"Resize mode={mode!r} with coordinate_transformation_mode={coords!r}; supported: "
+                            f"nearest or linear with {', '.join(_RESIZE_COORDS['linear'])}")
+    rounding = attrs.get("nearest_mode", "round_prefer_floor")
+    if mode == "nearest" and rounding != _NEAREST_ROUNDING[coords]:
+        raise LoweringError(f"Resize nearest with coordinate_transformation_mode={coords!r} and "
+                            f"nearest_mode={rounding!r}; TFLite's rounding is {_NEAREST_ROUNDING[coords]!r} there")
+    if attrs.get("antialias", 0):
+        raise LoweringError("Resize with antialias is not supported")
+    sizes = ins[3] if len(ins) > 3 and ins[3] is not None else None
+    scales = ins[1] if upsample else ins[2] if len(ins) > 2 else None
+    if sizes is not None:
+        out = tuple(int(v) for v in _const(sizes, "Resize sizes"))
+    elif scales is not None and np.size(scales):
+        factors = [float(v) for v in _const(scales, "Resize scales")]
+        out = tuple(int(np.floor(d * f)) for d, f in zip(x.shape, factors))
+    else:
+        raise LoweringError("Resize without scales or sizes")
+    if len(out) != 4 or out[:2] != x.shape[:2]:
+        raise LoweringError(f"Resize of {x.shape} to {out}: only H and W may change")
+    align, half = _RESIZE_COORDS[mode][coords]
+    return low.resize(x, out[2:], mode="nearest" if mode == "nearest" else "bilinear", align_corners=align,
+                      half_pixel_centers=half, origin=origin)
+
+
+def gelu(low: Lowering, origin, attrs, ins, opset):
+    approximate = attrs.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise LoweringError(f"Gelu approximate={approximate!r}; expected 'none' or 'tanh'")
+    return low.gelu(_act(ins[0]), approximate=approximate == "tanh", origin=origin)
+
+
+def reduce_max(low: Lowering, origin, attrs, ins, opset):
+    x = _act(ins[0])
+    axes = _axes(attrs, ins, opset, 18)
+    if axes is None:
+        raise LoweringError("ReduceMax over all axes (the batch included) is not supported")
+    return low.reduce_max(x, axes, bool(attrs.get("keepdims", 1)), origin=origin)
 
 
 def batch_norm(low: Lowering, origin, attrs, ins, opset):
@@ -288,7 +374,8 @@ def transpose(low: Lowering, origin, attrs, ins, opset):
 
 
 OPS = {
-    "Conv": conv, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
+    "Conv": conv, "ConvTranspose": conv_transpose, "Resize": resize, "Upsample": resize, "Gelu": gelu,
+    "ReduceMax": reduce_max, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
     "HardSwish": hard_swish, "HardSigmoid": hard_sigmoid, "LeakyRelu": leaky_relu, "Gemm": gemm, "MatMul": matmul,
     "AveragePool": average_pool, "MaxPool": max_pool, "GlobalAveragePool": global_average_pool,
     "GlobalMaxPool": global_max_pool, "ReduceMean": reduce_mean, "Add": _binary(Op.ADD), "Sub": _binary(Op.SUB),

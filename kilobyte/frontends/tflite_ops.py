@@ -1,12 +1,14 @@
 """Frontend stage: convert each TFLite operator of a parsed `.tflite` file into IR nodes.
 
 One function per builtin operator. SAME/VALID become explicit (top, bottom, left, right) padding with TFLite's
-rule (`tflite_schema.same_pads`); fused activations map to `Activation`; PAD paddings, MEAN / REDUCE_MAX axes, the
-RESHAPE shape, TRANSPOSE perm, TILE multiples and STRIDED_SLICE begin/end/strides are read from their constant tensors
-(constant in the file, or folded by `tflite_fold`) into attrs. STRIDED_SLICE masks and negative indices are resolved
-as TFLite Micro resolves them (`tflite_index.slice_bounds`); its shrink axes become a RESHAPE after the slice.
-`find_folds` recognises the PAD/PADV2 operators the Kilobyte writer inserted (output named `<out>.pad`) so the window
-op that reads them gets its explicit padding back.
+rule (`tflite_schema.same_pads`, and `transpose_conv_crop` for TRANSPOSE_CONV, whose padding crops its output);
+fused activations map to `Activation`; PAD paddings, MEAN / REDUCE_MAX axes, the RESHAPE shape, TRANSPOSE perm, TILE
+multiples, STRIDED_SLICE begin/end/strides and the resize size are read from their constant tensors (constant in the
+file, or folded by `tflite_fold`) into attrs. STRIDED_SLICE masks and negative indices are resolved as TFLite Micro
+resolves them (`tflite_index.slice_bounds`); its shrink axes become a RESHAPE after the slice. `find_folds`
+recognises the PAD/PADV2 operators the Kilobyte writer inserted (output named `<out>.pad`) so the window op that
+reads them gets its explicit padding back, and the STRIDED_SLICE it puts after a TRANSPOSE_CONV whose crop SAME/VALID
+cannot express (input named `<out>.uncropped`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    GeluAttrs,
     LeakyReluAttrs,
     MeanAttrs,
     Node,
@@ -35,11 +38,13 @@ from ..ir import (
     PoolAttrs,
     QParams,
     ReshapeAttrs,
+    ResizeAttrs,
     SoftmaxAttrs,
     StridedSliceAttrs,
     Tensor,
     TileAttrs,
     TransposeAttrs,
+    TransposeConvAttrs,
 )
 from .tflite_index import SliceBounds, slice_bounds
 
@@ -49,10 +54,12 @@ _WINDOW_OPS = (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.MAX_POOL_2D)
 
 @dataclass
 class Folds:
-    """Writer-inserted pads: operators to skip, and per consumer operator its real input and explicit padding."""
+    """Writer-inserted pads and slices: operators to skip; per consumer operator its real input and explicit padding;
+    per TRANSPOSE_CONV the slice it feeds: (the slice's output tensor, rows and columns cut off the top and left)."""
 
     skipped: set[int] = field(default_factory=set)
     by_consumer: dict[int, tuple[int, tuple[int, int, int, int]]] = field(default_factory=dict)
+    crops: dict[int, tuple[int, tuple[int, int]]] = field(default_factory=dict)
 
 
 def _op_name(op) -> str:
@@ -113,7 +120,38 @@ def find_folds(fm) -> Folds:
             folds.skipped.add(op.index)
             folds.by_consumer[users[0].index] = (op.inputs[0], (int(pads[1, 0]), int(pads[1, 1]),
                                                                 int(pads[2, 0]), int(pads[2, 1])))
+    producer = {t: op for op in fm.ops for t in op.outputs}
+    for op in fm.ops:
+        tconv = producer.get(op.inputs[0]) if op.code == B.STRIDED_SLICE and op.inputs else None
+        if tconv is not None and len(readers.get(op.inputs[0], [])) == 1 and _is_writer_slice(fm, op, tconv):
+            begin = fm.tensors[op.inputs[1]].data
+            folds.skipped.add(op.index)
+            folds.crops[tconv.index] = (op.outputs[0], (int(begin[1]), int(begin[2])))
     return folds
+
+
+def _is_writer_slice(fm, op, tconv) -> bool:
+    """A STRIDED_SLICE (no masks, strides 1) of a TRANSPOSE_CONV's output named `<out>.uncropped`, cutting rows and
+    columns only: what the writer puts after a TRANSPOSE_CONV whose crop TFLite cannot express."""
+    if tconv.code != B.TRANSPOSE_CONV or len(op.inputs) != 4 or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return False
+    src, out = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
+    if src.name != S.uncropped_tensor_name(out.name) or op.inputs[0] in fm.outputs:
+        return False
+    vectors = [fm.tensors[i].data for i in op.inputs[1:]]
+    if any(v is None or v.shape != (4,) or v.dtype.kind != "i" for v in vectors) or len(out.shape) != 4:
+        return False
+    begin, end, strides = (v.astype(np.int64) for v in vectors)
+    if op.options is not None and _slice_masks(fm, op):
+        return False
+    return (bool((strides == 1).all()) and begin[0] == 0 and begin[3] == 0 and bool((begin >= 0).all())
+            and tuple(int(d) for d in end - begin) == tuple(out.shape) and len(src.shape) == 4
+            and bool((end <= np.array(src.shape)).all()))
+
+
+def _slice_masks(fm, op) -> bool:
+    opts = _options(fm, op, "StridedSliceOptions")
+    return any((opts.BeginMask(), opts.EndMask(), opts.EllipsisMask(), opts.NewAxisMask(), opts.ShrinkAxisMask()))
 
 
 def _is_writer_pad(fm, pad, user) -> bool:
@@ -373,6 +411,51 @@ def _check_softmax_output(fm, op, want) -> None:
                                    f"{S.TFL_TYPE_NAMES.get(y.type, y.type)} with (scales, zero points) {got}")
 
 
+def _gelu(fm, op, folds, extra):
+    approximate = bool(op.options is not None and _options(fm, op, "GeluOptions").Approximate())
+    return [_node(fm, op, Op.GELU, op.inputs[:1], GeluAttrs(approximate))]
+
+
+def _resize(fm, op, folds, extra):
+    size = _const(fm, op, 1, "size")
+    if size.shape != (2,) or size.dtype.kind != "i":
+        raise ModelFileError(f"{_where(fm, op)}: size {size.dtype}{list(size.shape)} is not two integers (H, W)")
+    ir_op, kind = ((Op.RESIZE_BILINEAR, "ResizeBilinearOptions") if op.code == B.RESIZE_BILINEAR
+                   else (Op.RESIZE_NEAREST_NEIGHBOR, "ResizeNearestNeighborOptions"))
+    opts = _options(fm, op, kind) if op.options is not None else None
+    flags = (bool(opts.AlignCorners()), bool(opts.HalfPixelCenters())) if opts is not None else (False, False)
+    return [_node(fm, op, ir_op, op.inputs[:1], ResizeAttrs((int(size[0]), int(size[1])), *flags))]
+
+
+def _transpose_conv(fm, op, folds, extra):
+    """TFLite's operands (output shape, weight, input, bias); the padding mode and the output size give the crop
+    (`transpose_conv_crop`), plus the rows and columns a writer-inserted slice cuts off."""
+    if len(op.inputs) < 3 or min(op.inputs[:3]) < 0:
+        raise ModelFileError(f"{_where(fm, op)}: needs an output shape, a weight and an input, got {list(op.inputs)}")
+    opts = _options(fm, op, "TransposeConvOptions")
+    stride, w, x = _stride(fm, op, opts), _const(fm, op, 1, "weight"), fm.tensors[op.inputs[2]]
+    full = fm.tensors[op.outputs[0]].shape
+    if w.ndim != 4 or len(x.shape) != 4 or len(full) != 4:
+        raise ModelFileError(f"{_where(fm, op)}: input {x.shape}, weight {w.shape} and output {full} must be 4-D")
+    given = fm.tensors[op.inputs[0]].data
+    if given is not None and tuple(int(d) for d in given.reshape(-1)) != tuple(full):
+        raise ModelFileError(f"{_where(fm, op)}: output shape operand {given.reshape(-1).tolist()} differs from the "
+                             f"output tensor's {full}")
+    if opts.Padding() not in (S.SAME, S.VALID):
+        raise _unsupported(fm, op, f"padding mode {opts.Padding()} (only SAME and VALID)")
+    out, (cut_t, cut_l) = folds.crops.get(op.index, (op.outputs[0], (0, 0)))
+    final = fm.tensors[out].shape
+    t, left = (S.transpose_conv_crop(opts.Padding(), full[a], w.shape[a], stride[a - 1]) + cut
+               for a, cut in ((1, cut_t), (2, cut_l)))
+    padding = (t, (x.shape[1] - 1) * stride[0] + w.shape[1] - t - final[1],
+               left, (x.shape[2] - 1) * stride[1] + w.shape[2] - left - final[2])
+    attrs = TransposeConvAttrs(stride, padding, _act(fm, op, opts.FusedActivationFunction()))
+    params = [op.inputs[1]] + [i for i in op.inputs[3:4] if i >= 0]
+    name = fm.tensors[out].name
+    return [Node(name, Op.TRANSPOSE_CONV, tuple(fm.tensors[i].name for i in [op.inputs[2], *params]), (name,), attrs,
+                 origin=f"tflite operator {op.index} {_op_name(op)}")]
+
+
 def _plain(ir_op: Op):
     def convert(fm, op, folds, extra):
         return [_node(fm, op, ir_op, op.inputs[:1], None)]
@@ -408,6 +491,10 @@ _CONVERT = {
     B.LOGISTIC: _logistic,
     B.HARD_SWISH: _plain(Op.HARD_SWISH),
     B.LEAKY_RELU: _leaky_relu,
+    B.GELU: _gelu,
+    B.RESIZE_NEAREST_NEIGHBOR: _resize,
+    B.RESIZE_BILINEAR: _resize,
+    B.TRANSPOSE_CONV: _transpose_conv,
 }
 
 

@@ -22,15 +22,12 @@ from .lowering import LoweringError, Value, same_padding
 SUPPORTED = ("Conv1d/Conv2d (groups 1 or depthwise), BatchNorm1d/2d, Linear, ReLU, ReLU6/hardtanh(0,6)/clamp, "
              "Sigmoid, Hardswish, Hardsigmoid, SiLU, LeakyReLU, Avg/MaxPool1d/2d, AdaptiveAvg/MaxPool1d/2d, mean, "
              "add, sub, mul, div by a constant, maximum, minimum, cat, flatten/view/reshape/squeeze/unsqueeze, "
-             "Dropout, Identity, ZeroPad/pad, Softmax, LogSoftmax")
+             "Dropout, Identity, ZeroPad/pad, Softmax, LogSoftmax, ConvTranspose1d/2d, Upsample/interpolate (nearest, "
+             "nearest-exact, bilinear), GELU")
 
 # PyTorch ops whose IR op is not there yet: the error names what they need.
 NOT_IN_IR = {
-    nn.Upsample: "RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR", nn.UpsamplingNearest2d: "RESIZE_NEAREST_NEIGHBOR",
-    nn.UpsamplingBilinear2d: "RESIZE_BILINEAR", F.interpolate: "RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR",
-    nn.ConvTranspose1d: "TRANSPOSE_CONV", nn.ConvTranspose2d: "TRANSPOSE_CONV", F.conv_transpose1d: "TRANSPOSE_CONV",
-    F.conv_transpose2d: "TRANSPOSE_CONV", nn.GELU: "GELU", F.gelu: "GELU", torch.amax: "REDUCE_MAX",
-    "amax": "REDUCE_MAX", torch.tile: "TILE", "tile": "TILE", "repeat": "TILE",
+    torch.amax: "REDUCE_MAX", "amax": "REDUCE_MAX", torch.tile: "TILE", "tile": "TILE", "repeat": "TILE",
     "expand": "TILE (sub, mul, maximum and minimum broadcast without an expand)",
     "expand_as": "TILE (sub, mul, maximum and minimum broadcast without an expand)",
 }
@@ -164,6 +161,59 @@ def _silu(low, origin, input, inplace=False):
 
 def _leaky_relu(low, origin, input, negative_slope=0.01, inplace=False):
     return low.unary(Op.LEAKY_RELU, input, origin=origin, attrs=LeakyReluAttrs(alpha=float(negative_slope)))
+
+
+def _gelu(low, origin, input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise LoweringError(f"gelu approximate={approximate!r}; expected 'none' or 'tanh'")
+    return low.gelu(input, approximate=approximate == "tanh", origin=origin)
+
+
+def _conv_transpose2d(low, origin, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                      dilation=1):
+    (ph, pw) = _pair(padding)
+    return low.conv_transpose2d(input, _np(weight), _np(bias), stride=_pair(stride), padding=(ph, ph, pw, pw),
+                                output_padding=_pair(output_padding), dilation=_pair(dilation), groups=int(groups),
+                                origin=origin)
+
+
+def _conv_transpose1d(low, origin, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                      dilation=1):
+    if int(groups) != 1 or _single(dilation) != 1:
+        raise LoweringError(f"transposed convolution with groups={groups}, dilation={dilation}; only groups 1 and "
+                            "dilation 1 are supported")
+    p = _single(padding)
+    return low.conv_transpose1d(input, _np(weight), _np(bias), stride=_single(stride), padding=(p, p),
+                                output_padding=_single(output_padding), origin=origin)
+
+
+RESIZE_MODES = {"nearest": ("nearest", False), "nearest-exact": ("nearest", True), "bilinear": ("bilinear", True)}
+
+
+def _interpolate(low, origin, input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None, antialias=False):
+    """F.interpolate of an (N, C, H, W) input: PyTorch's "nearest" is TFLite's nearest without flags, "nearest-exact"
+    with half-pixel centres; "bilinear" with align_corners is TFLite's align_corners, without it half-pixel centres.
+    A scale factor must give whole output sizes (PyTorch then maps coordinates by 1/scale, TFLite by in/out)."""
+    if mode not in RESIZE_MODES or antialias:
+        raise LoweringError(f"interpolate mode={mode!r}{' with antialias' if antialias else ''}; supported: "
+                            f"{', '.join(RESIZE_MODES)} (2-D, no antialias)")
+    if len(input.shape) != 4:
+        raise LoweringError(f"interpolate of a rank-{len(input.shape)} input; only (N, C, H, W) images")
+    hw = input.shape[2:]
+    if size is not None:
+        out = _pair(size)
+    else:
+        factors = (scale_factor,) * 2 if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        exact = [d * float(f) for d, f in zip(hw, factors)]
+        if any(e != int(e) for e in exact) and not recompute_scale_factor:
+            raise LoweringError(f"interpolate scale_factor={scale_factor} of a {hw[0]}x{hw[1]} input gives "
+                                "fractional sizes; pass size= (or recompute_scale_factor=True)")
+        out = tuple(int(e) for e in exact)
+    kind, half_pixel = RESIZE_MODES[mode]
+    aligned = bool(align_corners) and kind == "bilinear"
+    return low.resize(input, out, mode=kind, align_corners=aligned, half_pixel_centers=half_pixel and not aligned,
+                      origin=origin)
 
 
 # -- arithmetic: two activations, or an activation and a constant (a per-channel or scalar scale / shift) ----------
@@ -368,7 +418,8 @@ FUNCTIONS = {
     F.relu: _relu, torch.relu: _relu, torch.relu_: _relu, F.relu_: _relu,
     F.relu6: _relu6, F.hardtanh: _hardtanh, torch.clamp: _clamp, torch.clip: _clamp,
     torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
-    F.silu: _silu, F.leaky_relu: _leaky_relu,
+    F.silu: _silu, F.leaky_relu: _leaky_relu, F.gelu: _gelu, F.interpolate: _interpolate,
+    F.conv_transpose1d: _conv_transpose1d, F.conv_transpose2d: _conv_transpose2d,
     operator.add: _add, operator.iadd: _add, torch.add: _add, operator.sub: _sub, operator.isub: _sub,
     torch.sub: _sub, torch.subtract: _sub, torch.rsub: _rsub, operator.mul: _mul, operator.imul: _mul,
     torch.mul: _mul, torch.multiply: _mul, operator.truediv: _div, operator.itruediv: _div, torch.div: _div,
@@ -397,10 +448,16 @@ EITHER_OPERAND = frozenset({_add, _sub, _rsub, _mul, _maximum, _minimum})
 
 
 # -- modules ---------------------------------------------------------------------------------------------------------
-def _conv_module(fn):
-    def handler(low, origin, m, input):
+def _conv_module(fn, transposed: bool = False):
+    def handler(low, origin, m, input, output_size=None):
         if m.padding_mode != "zeros":
             raise LoweringError(f"padding_mode={m.padding_mode!r}; only zero padding is supported")
+        if output_size is not None:
+            raise LoweringError("a transposed convolution called with output_size is not supported; set "
+                                "output_padding on the module")
+        if transposed:
+            return fn(low, origin, input, m.weight, m.bias, m.stride, m.padding, m.output_padding, m.groups,
+                      m.dilation)
         return fn(low, origin, input, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups)
     return handler
 
@@ -420,6 +477,11 @@ def _pool_module(fn):
 MODULES = {
     nn.Conv1d: _conv_module(_conv1d),
     nn.Conv2d: _conv_module(_conv2d),
+    nn.ConvTranspose1d: _conv_module(_conv_transpose1d, transposed=True),
+    nn.ConvTranspose2d: _conv_module(_conv_transpose2d, transposed=True),
+    nn.GELU: lambda low, origin, m, input: _gelu(low, origin, input, m.approximate),
+    nn.Upsample: lambda low, origin, m, input: _interpolate(low, origin, input, m.size, m.scale_factor, m.mode,
+                                                            m.align_corners, m.recompute_scale_factor),
     nn.BatchNorm2d: _batch_norm_module,
     nn.BatchNorm1d: _batch_norm_module,
     nn.Linear: lambda low, origin, m, input: _linear(low, origin, input, m.weight, m.bias),

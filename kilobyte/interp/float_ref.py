@@ -6,10 +6,14 @@ Written for clarity, not speed: every op is a few lines of numpy over NHWC array
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir import Activation, Graph, Node, Op
+from ..ir.shapes import transpose_conv_out_size
 from .movement import move_values
+from .upsample import resize_bilinear_float, resize_nearest, transpose_conv_sum
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -74,6 +78,33 @@ def _depthwise(node: Node, x, w, b=None):
     return _act(y + (b if b is not None else 0.0), a.activation)
 
 
+def _transpose_conv(node: Node, x, w, b=None):
+    a = node.attrs
+    t, bottom, left, r = a.padding
+    out_hw = (transpose_conv_out_size(x.shape[1], w.shape[1], a.stride[0], t, bottom),
+              transpose_conv_out_size(x.shape[2], w.shape[2], a.stride[1], left, r))
+    y = transpose_conv_sum(x, w, a.stride, a.padding, out_hw)
+    return _act(y + (b if b is not None else 0.0), a.activation)
+
+
+def _resize(node: Node, x):
+    """TFLite's float kernels: the nearest source pixel (the int8 kernel's index arithmetic), or the weighted four."""
+    a = node.attrs
+    if node.op is Op.RESIZE_NEAREST_NEIGHBOR:
+        return resize_nearest(x, a.size, a.align_corners, a.half_pixel_centers)
+    return resize_bilinear_float(x, a.size, a.align_corners, a.half_pixel_centers)
+
+
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _gelu(x, approximate: bool):
+    """x * Phi(x): 0.5 x erfc(-x / sqrt 2) (TFLite's form, exact for large negative x), or the tanh approximation."""
+    if approximate:
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * _erfc(-x / math.sqrt(2.0))
+
+
 def _pool(node: Node, x):
     a = node.attrs
     kh, kw = a.kernel
@@ -103,6 +134,8 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _conv(node, *args)
     if op is Op.DEPTHWISE_CONV_2D:
         return _depthwise(node, *args)
+    if op is Op.TRANSPOSE_CONV:
+        return _transpose_conv(node, *args)
     if op is Op.FULLY_CONNECTED:
         y = args[0] @ args[1].T + (args[2] if len(args) > 2 else 0.0)
         return _act(y, a.activation)
@@ -143,6 +176,10 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return args[0] * np.clip(args[0] + 3.0, 0.0, 6.0) / 6.0
     if op is Op.LEAKY_RELU:
         return np.where(args[0] > 0, args[0], args[0] * a.alpha)  # alpha may exceed 1 or be negative: no max()
+    if op is Op.GELU:
+        return _gelu(args[0], a.approximate)
+    if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
+        return _resize(node, args[0])
     if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):
         return args[0]
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

@@ -13,8 +13,10 @@ Beyond the conv / pool / ADD core:
 - SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
   element), either operand may be a constant; MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output
   must share params;
-- LOGISTIC, HARD_SWISH, LEAKY_RELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
+- LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
   that `unary_node_table` builds, the same table the C kernel reads;
+- RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
+  TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
 - TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
   input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
@@ -61,6 +63,7 @@ from .softmax import (
     softmax_params_for,
 )
 from .unary import LOGISTIC_OUTPUT_QPARAMS, UNARY_OPS, apply_table, unary_table
+from .upsample import resize_bilinear_int8, resize_nearest, transpose_conv_sum
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------
@@ -99,7 +102,7 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     op = node.op
     if op in _ACTIVATION_INPUT_INT8 and args[0].dtype != np.int8:
         raise KilobyteError(f"node '{node.name}' ({op.value}): expects an int8 input, got {args[0].dtype}")
-    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED):
+    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV):
         return _eval_weighted(graph, node, args)
     if op is Op.ADD:
         return add_int8(args[0], args[1], add_node_params(graph, node))
@@ -136,13 +139,16 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
     if op in UNARY_OPS:
         return apply_table(args[0], unary_node_table(graph, node))
+    if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
+        return _eval_resize(graph, node, args[0])
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
                                     Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
                                     Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
-                                    Op.TILE, Op.REDUCE_MAX})
+                                    Op.TILE, Op.REDUCE_MAX, Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR,
+                                    Op.RESIZE_BILINEAR})
 MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
@@ -163,6 +169,18 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
             return args[0].reshape(tuple(node.attrs.shape))
         return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
+
+
+def _eval_resize(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
+    """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR: values are copied or interpolated on the input's own scale."""
+    _require_same_qparams(graph, node)
+    a = node.attrs
+    if node.op is Op.RESIZE_NEAREST_NEIGHBOR:
+        return resize_nearest(x, a.size, a.align_corners, a.half_pixel_centers)
+    try:
+        return resize_bilinear_int8(x, a.size, a.align_corners, a.half_pixel_centers)
+    except KilobyteError as e:
+        raise KilobyteError(f"node '{node.name}' (RESIZE_BILINEAR): {e}") from None
 
 
 def _eval_softmax(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
@@ -186,6 +204,9 @@ def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return fully_connected_int8(x, w, bias, p)
     if node.op is Op.CONV_2D:
         return conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation)
+    if node.op is Op.TRANSPOSE_CONV:
+        out_hw = graph.tensors[node.outputs[0]].shape[1:3]
+        return transpose_conv_int8(x, w, bias, p, stride=a.stride, padding=a.padding, out_hw=out_hw)
     return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
                                  depth_multiplier=a.depth_multiplier)
 
@@ -217,7 +238,8 @@ def activation_range_of(graph: Graph, node: Node) -> tuple[int, int]:
 
 
 def requant_params(graph: Graph, node: Node) -> RequantParams:
-    """Per-channel requantisation of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node."""
+    """Per-channel requantisation of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV node (TFLite
+    Micro's TRANSPOSE_CONV Prepare is CONV_2D's `PopulateConvolutionQuantizationParams`)."""
     s_in, z_in = tensor_qparams(graph, node.inputs[0])
     s_out, z_out = tensor_qparams(graph, node.outputs[0])
     wq = graph.tensors[node.inputs[1]].qparams
@@ -275,7 +297,8 @@ def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
 
 def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
     """The 256-entry int8 table of an int8 LOGISTIC / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite Micro's
-    Prepare and kernel over every input value), refusing outputs whose meaning TFLite's kernel would not honour:
+    Prepare and kernel over every input value) or GELU node (TFLite's Prepare), refusing outputs whose meaning
+    TFLite's kernel would not honour:
     LOGISTIC writes scale 1/256 and zero point -128 whatever the file says, RELU6 never rescales."""
     x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
     where = f"node '{node.name}' ({node.op.value})"
@@ -288,8 +311,9 @@ def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
     if node.op is Op.RELU6:
         _require_same_qparams(graph, node)
     alpha = node.attrs.alpha if node.op is Op.LEAKY_RELU else 0.0
+    approximate = node.op is Op.GELU and node.attrs.approximate
     try:
-        return unary_table(node.op, s_in, z_in, s_out, z_out, alpha)
+        return unary_table(node.op, s_in, z_in, s_out, z_out, alpha, approximate)
     except KilobyteError as e:
         raise KilobyteError(f"{where}: {e}") from None
 
@@ -356,6 +380,13 @@ def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view @ wf[:, i, j, :].T  # (N,Ho,Wo,Cin) @ (Cin,Cout)
     return _finish(acc, bias, p)
+
+
+def transpose_conv_int8(x, w, bias, p: RequantParams, *, stride, padding, out_hw) -> np.ndarray:
+    """int8 TRANSPOSE_CONV. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None ->
+    (N,Ho,Wo,Cout): the int32 sums of `w · (x - zp_in)` (`kilobyte.interp.upsample.transpose_conv_sum`), the bias,
+    CONV_2D's per-channel requantisation and clamp."""
+    return _finish(transpose_conv_sum(x.astype(np.float64) - p.input_zp, w, stride, padding, out_hw), bias, p)
 
 
 def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),

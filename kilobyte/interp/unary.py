@@ -1,4 +1,5 @@
-"""Reference stage: TFLite Micro's int8 unary activations (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6), bit for bit.
+"""Reference stage: TFLite Micro's int8 unary activations (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) and TFLite's
+int8 GELU, bit for bit.
 
 Each output of these ops depends on its input byte alone, so each node is fully described by a 256-entry int8
 lookup table (`unary_table`): entry i is the op applied to the int8 value i - 128. The interpreter reads it
@@ -18,6 +19,12 @@ are computed here, once, by transcriptions of TFLite Micro's kernels over all 25
   a negative alpha multiplies by |multiplier| and negates, as the current kernel does.
 - RELU (`ReluQuantized`): a requantisation by `s_in / s_out` (double division), clamped below at the output zero
   point. RELU6 (`Relu6Quantized`): a clamp to [input zero point, quantised 6] that never rescales.
+- GELU: TFLite Micro has no GELU kernel; TFLite's int8 kernel builds its table in Prepare with `LUTPopulate`, in
+  float32: dequantise (`s_in * (x - z_in)`), apply `GeluTransform` (0.5 x erfc(-x / sqrt 2)) or
+  `GeluTransformApproximate` (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), multiply by `1 / s_out`, round half
+  away from zero, add the zero point, truncate, clamp. Every float32 step is done in float32 here too; erfcf and
+  tanhf are taken correctly rounded (float64 then float32), which glibc's agree with on the tables tests pin
+  (`tests/interp/gelu_tflite_tables.json`, made by TFLite's own interpreter).
 
 Prepare's scale arithmetic happens in float32 where TFLite Micro's does (HARD_SWISH's products and quotients of
 `float` scales) and in double where it converts first (RELU, LEAKY_RELU: pinned by tests on tie cases).
@@ -48,7 +55,7 @@ from ..quant.arith import (
 )
 from ..quant.fixedpoint import exp_on_negative_values, one_over_one_plus_x_for_x_in_0_1
 
-UNARY_OPS = frozenset({Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6})
+UNARY_OPS = frozenset({Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6, Op.GELU})
 INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)  # table entry i is the op at INT8_VALUES[i]
 LOGISTIC_INPUT_INTEGER_BITS = 4  # the rescaled input is Q4.27
 LOGISTIC_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)  # what TFLite writes; TFLM checks the zero point only
@@ -215,11 +222,45 @@ def relu6_int8(x, input_scale: float, input_zero_point: int) -> np.ndarray:
     return np.where(x > six, six, np.where(x < input_zero_point, input_zero_point, x)).astype(np.int8)
 
 
+# -- GELU: TFLite's LUTPopulate in float32 ----------------------------------------------------------------------
+_SQRT_2_OVER_PI = _f32(2.0 / math.sqrt(math.pi) * math.sqrt(0.5))  # kSqrt2dPi: M_2_SQRTPI * M_SQRT1_2, to float
+_MINUS_SQRT_HALF = _f32(-math.sqrt(0.5))  # static_cast<float>(-M_SQRT1_2)
+_erfc32 = np.vectorize(lambda v: _f32(math.erfc(float(v))), otypes=[np.float32])
+
+
+def gelu_f32(x, approximate: bool) -> np.ndarray:
+    """TFLite's `GeluTransform` / `GeluTransformApproximate` on float32 values, every operation in float32 (C++
+    evaluates `0.5f * in * ...` left to right)."""
+    x = np.asarray(x, np.float32)
+    half_x = _f32(0.5) * x
+    if not approximate:
+        return half_x * _erfc32(x * _MINUS_SQRT_HALF)
+    cubic = _f32(0.044715) * x * x * x
+    inner = _SQRT_2_OVER_PI * (x + cubic)
+    return half_x * (_f32(1.0) + np.tanh(inner.astype(np.float64)).astype(np.float32))
+
+
+def gelu_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
+              approximate: bool) -> np.ndarray:
+    """TFLite's int8 GELU of int8 `x`: its `LUTPopulate<int8_t>` entry for each value."""
+    inverse_scale = _f32(1.0) / _f32(output_scale)
+    dequantized = _f32(input_scale) * (np.asarray(x, np.int64) - input_zero_point).astype(np.float32)
+    rescaled = round_half_away(gelu_f32(dequantized, approximate) * inverse_scale).astype(np.float32)
+    quantized = np.trunc(rescaled + _f32(output_zero_point))  # static_cast<int32_t> of a float32 sum
+    if not np.all(np.abs(quantized) < 2.0**31):  # the C++ conversion to int32 would be undefined
+        raise KilobyteError(f"GELU: input scale {input_scale} / output scale {output_scale} puts table values beyond "
+                            f"int32 (TFLite's float -> int conversion is undefined there)")
+    return _clip_int8(quantized.astype(np.int64))
+
+
 # -- the table -----------------------------------------------------------------------------------------------------
 def unary_table(op: Op, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
-                alpha: float = 0.0) -> np.ndarray:
-    """The 256-entry int8 table of an int8 unary op: entry i is its output for the input value i - 128."""
+                alpha: float = 0.0, approximate: bool = False) -> np.ndarray:
+    """The 256-entry int8 table of an int8 unary op: entry i is its output for the input value i - 128. `alpha` is
+    LEAKY_RELU's, `approximate` GELU's."""
     x = INT8_VALUES
+    if op is Op.GELU:
+        return gelu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point, approximate)
     if op is Op.LOGISTIC:
         return logistic_int8(x, input_scale, input_zero_point)
     if op is Op.HARD_SWISH:

@@ -12,6 +12,7 @@ from .ops import (
                   ConvAttrs,
                   DepthwiseAttrs,
                   FullyConnectedAttrs,
+                  GeluAttrs,
                   LeakyReluAttrs,
                   MeanAttrs,
                   NoAttrs,
@@ -19,16 +20,19 @@ from .ops import (
                   PadAttrs,
                   PoolAttrs,
                   ReshapeAttrs,
+                  ResizeAttrs,
                   SoftmaxAttrs,
                   StridedSliceAttrs,
                   TileAttrs,
                   TransposeAttrs,
+                  TransposeConvAttrs,
 )
 from .shapes import ShapeError, conv_out_size, infer_shape
 
 __all__ = [
     "ATTRS_TYPE", "DTYPES", "PARAM_OPS", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
-    "DepthwiseAttrs", "FullyConnectedAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs", "MeanAttrs",
-    "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ShapeError", "SoftmaxAttrs",
-    "StridedSliceAttrs", "Tensor", "TileAttrs", "TransposeAttrs", "conv_out_size", "infer_shape",
+    "DepthwiseAttrs", "FullyConnectedAttrs", "GeluAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs",
+    "MeanAttrs", "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ResizeAttrs",
+    "ShapeError", "SoftmaxAttrs", "StridedSliceAttrs", "Tensor", "TileAttrs", "TransposeAttrs", "TransposeConvAttrs",
+    "conv_out_size", "infer_shape",
 ]

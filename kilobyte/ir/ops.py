@@ -3,8 +3,9 @@
 Every node of a Kilobyte graph carries one `Op` and one attrs dataclass of the matching type (see `ATTRS_TYPE`).
 Layouts follow TFLite so the `.tflite` writer and the C runtime need no transposes: activations are NHWC, CONV_2D
 weights are OHWI `(Cout, kh, kw, Cin)`, DEPTHWISE_CONV_2D weights are `(1, kh, kw, C)`, FULLY_CONNECTED weights are
-`(out, in)`, biases are 1-D. Padding is explicit `(top, bottom, left, right)`: PyTorch's symmetric padding and
-TFLite's SAME/VALID are both special cases of it.
+`(out, in)`, TRANSPOSE_CONV weights are OHWI too, biases are 1-D. Padding is explicit `(top, bottom, left, right)`:
+PyTorch's symmetric padding and TFLite's SAME/VALID are both special cases of it (for TRANSPOSE_CONV it crops the
+output instead of padding the input).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ class Op(enum.Enum):
     LOGISTIC = "LOGISTIC"
     HARD_SWISH = "HARD_SWISH"
     LEAKY_RELU = "LEAKY_RELU"
+    GELU = "GELU"
+    # Upsampling (decoders): two resizes and the transposed convolution.
+    RESIZE_NEAREST_NEIGHBOR = "RESIZE_NEAREST_NEIGHBOR"
+    RESIZE_BILINEAR = "RESIZE_BILINEAR"
+    TRANSPOSE_CONV = "TRANSPOSE_CONV"
     # Training-graph ops: frontends emit them, the inference transforms remove them.
     BATCH_NORM = "BATCH_NORM"
     RELU = "RELU"
@@ -171,6 +177,38 @@ class LeakyReluAttrs:
 
 
 @dataclass(frozen=True)
+class GeluAttrs:
+    """GELU: x * Phi(x) with the exact erf form, or with `approximate` the tanh form (TFLite's GeluOptions)."""
+
+    approximate: bool = False
+
+
+@dataclass(frozen=True)
+class ResizeAttrs:
+    """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR of the H and W axes to `size` (TFLite's constant size operand and
+    its options). `align_corners` maps the corner pixels onto each other; `half_pixel_centers` samples at pixel
+    centres (PyTorch's align_corners=False); TFLite's bilinear resize refuses both at once."""
+
+    size: tuple[int, int] = (1, 1)
+    align_corners: bool = False
+    half_pixel_centers: bool = False
+
+
+@dataclass(frozen=True)
+class TransposeConvAttrs:
+    """TRANSPOSE_CONV. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin) (OHWI, as TFLite), bias (Cout,) optional.
+
+    Input pixel (i, j) adds `w[:, fy, fx, :] @ x[i, j]` to output pixel (i*sh - top + fy, j*sw - left + fx): the
+    full result ((H-1)*sh + kh rows) is cropped by `padding` (top, bottom, left, right), so
+    Ho = (H-1)*sh + kh - top - bottom. top and left are >= 0; bottom and right may be negative, which appends rows
+    (columns) that only the bias reaches (PyTorch's output_padding beyond its padding)."""
+
+    stride: tuple[int, int] = (1, 1)
+    padding: Pad4 = (0, 0, 0, 0)
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
 class BatchNormAttrs:
     """BATCH_NORM. Inputs: x, gamma, beta, running_mean, running_var (all (C,))."""
 
@@ -207,6 +245,10 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.LOGISTIC: NoAttrs,
     Op.HARD_SWISH: NoAttrs,
     Op.LEAKY_RELU: LeakyReluAttrs,
+    Op.GELU: GeluAttrs,
+    Op.RESIZE_NEAREST_NEIGHBOR: ResizeAttrs,
+    Op.RESIZE_BILINEAR: ResizeAttrs,
+    Op.TRANSPOSE_CONV: TransposeConvAttrs,
     Op.BATCH_NORM: BatchNormAttrs,
     Op.RELU: NoAttrs,
     Op.RELU6: NoAttrs,
@@ -216,4 +258,4 @@ ATTRS_TYPE: dict[Op, type] = {
 }
 
 # Ops whose inputs after the first are constant parameters, not activations.
-PARAM_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.BATCH_NORM})
+PARAM_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV, Op.BATCH_NORM})

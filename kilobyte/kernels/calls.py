@@ -33,6 +33,8 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "elementwise": ("kb_mul", "kb_maximum", "kb_minimum"),
     "lut": ("kb_lut",),
     "movement": ("kb_strided_copy", "kb_reduce_max"),
+    "resize": ("kb_resize_nearest", "kb_resize_bilinear"),
+    "transpose_conv": ("kb_transpose_conv",),
     "reshape": ("memmove",),
 }
 INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
@@ -41,7 +43,9 @@ _BY_OP = {Op.FULLY_CONNECTED: "kb_fully_connected", Op.ADD: "kb_add", Op.SUB: "k
           Op.MAXIMUM: "kb_maximum", Op.MINIMUM: "kb_minimum", Op.AVG_POOL_2D: "kb_avg_pool",
           Op.MAX_POOL_2D: "kb_max_pool", Op.MEAN: "kb_mean", Op.PAD: "kb_pad", Op.CONCAT: "kb_copy_channels",
           Op.SOFTMAX: "kb_softmax", Op.LOG_SOFTMAX: "kb_log_softmax", Op.TRANSPOSE: "kb_strided_copy",
-          Op.STRIDED_SLICE: "kb_strided_copy", Op.TILE: "kb_strided_copy", Op.REDUCE_MAX: "kb_reduce_max"}
+          Op.STRIDED_SLICE: "kb_strided_copy", Op.TILE: "kb_strided_copy", Op.REDUCE_MAX: "kb_reduce_max",
+          Op.RESIZE_NEAREST_NEIGHBOR: "kb_resize_nearest", Op.RESIZE_BILINEAR: "kb_resize_bilinear",
+          Op.TRANSPOSE_CONV: "kb_transpose_conv"}
 
 
 def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:

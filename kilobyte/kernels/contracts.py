@@ -8,6 +8,8 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
   (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
 - DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
+- TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
+  arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
 - Everything else streams: none.
 
 TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (family `movement`) are not spatially local: an output pixel of a
@@ -136,6 +138,20 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    "(TFLite Micro); a 256-entry table per node"),
     KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "
                    "per node"),
+    KernelContract(Op.GELU, "lut", constraints="int8 in and out, exact (erf) or tanh-approximate; a 256-entry table "
+                   "per node, built as TFLite's int8 GELU builds it (TFLite Micro has no GELU kernel)"),
+    *(KernelContract(op, "resize", "kb_resize_params",
+                     constraints=f"input and output share quantisation params; {how}; any sizes below 32768 (an "
+                     "int16 table of source rows and columns per node); runs per layer, never in a patch stage "
+                     "(an integer-factor resize would be spatially local, other factors are not)")
+      for op, how in ((Op.RESIZE_NEAREST_NEIGHBOR, "align_corners and half_pixel_centers in any combination"),
+                      (Op.RESIZE_BILINEAR, "align_corners or half_pixel_centers (not both, as TFLite); sizes where "
+                       "TFLite Micro's Q10 scale would read past the input edge are refused"))),
+    KernelContract(Op.TRANSPOSE_CONV, "transpose_conv", "kb_conv_params",
+                   constraints="any kernel and stride, crop on any side (SAME, VALID, PyTorch's padding and "
+                   "output_padding); per-channel weights, bias; fused ReLU/ReLU6; no scratch (gathers per output "
+                   "pixel where TFLite Micro scatters into an int32 copy of the output); runs per layer, never in "
+                   "a patch stage"),
     KernelContract(Op.RELU, "lut", constraints="folded into the producer at import; one left standing in an int8 "
                    "file runs as a 256-entry table"),
     KernelContract(Op.RELU6, "lut", constraints="folded into the producer at import; one left standing in an int8 "

@@ -7,13 +7,15 @@ converter chooses:
 
 - activations (graph inputs and outputs included) are int8 per-tensor asymmetric, zero point in [-128, 127], the
   range widened to contain 0 and the zero point nudged to an integer as TFLite's `GetAsymmetricQuantizationParams`;
-  that covers CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB, MUL, MEAN, HARD_SWISH, LEAKY_RELU and a RELU
-  left standing (each calibrated on its own);
-- weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D axis 0, DEPTHWISE axis 3,
-  FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with scale `s_in · s_w[c]`, axis 0;
-  a constant operand of SUB / MUL is int8 per tensor from its own range (of MAXIMUM / MINIMUM: their shared params);
+  that covers CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, ADD, SUB, MUL, MEAN, HARD_SWISH,
+  LEAKY_RELU, GELU and a RELU left standing (each calibrated on its own);
+- weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D and TRANSPOSE_CONV
+  axis 0, DEPTHWISE axis 3, FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with
+  scale `s_in · s_w[c]`, axis 0; a constant operand of SUB / MUL is int8 per tensor from its own range (of
+  MAXIMUM / MINIMUM: their shared params);
 - ops that move values without rescaling share one set of params between inputs and output: MAX_POOL_2D,
-  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, CONCAT (TFLite Micro's int8 concat
+  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, RESIZE_NEAREST_NEIGHBOR,
+  RESIZE_BILINEAR, CONCAT (TFLite Micro's int8 concat
   copies bytes), MAXIMUM, MINIMUM (they compare raw int8 values) and a standing RELU6 (TFLite Micro's never
   rescales), each group taking the union of its members' calibrated ranges;
 - LOGISTIC and an int8 SOFTMAX output scale 1/256 with zero point -128, LOG_SOFTMAX 16/256 with zero point 127: the
@@ -39,10 +41,11 @@ from .arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round
 from .calibrate import Range, calibrate
 
 SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.CONCAT, Op.MAXIMUM,
-                            Op.MINIMUM, Op.RELU6, Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
+                            Op.MINIMUM, Op.RELU6, Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX,
+                            Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR})
 FIXED_QPARAMS = {Op.LOGISTIC: LOGISTIC_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS,
                  Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
-WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0}
+WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0, Op.TRANSPOSE_CONV: 0}
 CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})
 
 

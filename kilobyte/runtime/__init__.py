@@ -40,6 +40,8 @@ KERNEL_FILES = {
     "elementwise": "kb_elementwise.c",
     "lut": "kb_lut.c",
     "movement": "kb_movement.c",
+    "resize": "kb_resize.c",
+    "transpose_conv": "kb_transpose_conv.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -110,6 +112,7 @@ MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride 
 SoftmaxParams = _struct("SoftmaxParams", """rows depth input_multiplier input_left_shift diff_min
     reverse_scaling_divisor reverse_scaling_right_shift""")
 RequantizeParams = _struct("RequantizeParams", "n in_offset out_offset mult shift")
+ResizeParams = _struct("ResizeParams", "in_w c in_cstride out_h out_w out_cstride")
 
 
 class StridesParams(ctypes.Structure):
@@ -121,9 +124,10 @@ class StridesParams(ctypes.Structure):
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
            "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
            "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams,
-           "kb_strides_params": StridesParams}
+           "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
+_I16 = ctypes.POINTER(ctypes.c_int16)
 _conv = ctypes.POINTER(ConvParams)
 _WEIGHTED = [_I8, _I8, _I32, _I32, _I32, _I8]  # in, w, bias, mult, shift, out
 SIGNATURES = {
@@ -156,6 +160,9 @@ SIGNATURES = {
     "kb_lut": [ctypes.c_int32, ctypes.c_int32, _I8, _I8, ctypes.c_int32, _I8, ctypes.c_int32],
     "kb_strided_copy": [ctypes.POINTER(StridesParams), _I8, _I8],
     "kb_reduce_max": [ctypes.POINTER(StridesParams), _I8, _I8],
+    "kb_transpose_conv": [_conv, *_WEIGHTED],
+    "kb_resize_nearest": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
+    "kb_resize_bilinear": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
 }
 
 
@@ -170,5 +177,6 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 
 __all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS",
-           "SoftmaxParams", "StridesParams", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]
+           "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES",
+           "STRUCTS", "SoftmaxParams", "StridesParams", "build_cached", "build_shared", "load", "sanitizer_env",
+           "sources_for"]

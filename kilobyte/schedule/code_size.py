@@ -27,15 +27,18 @@ INVOKE_BYTES = {
 LAYER_BYTES = {
     'cortex-m4': {
         'conv': 74, 'conv_add': 74, 'depthwise': 66, 'fc': 66, 'add': 30, 'pool': 26, 'mean': 26, 'concat': 46,
-        'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 30, 'lut': 46, 'movement': 86, 'reshape': 22,
+        'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 30, 'lut': 46, 'movement': 86, 'resize': 34,
+        'transpose_conv': 66, 'reshape': 22,
     },
     'cortex-m7': {
         'conv': 74, 'conv_add': 74, 'depthwise': 66, 'fc': 66, 'add': 30, 'pool': 26, 'mean': 26, 'concat': 46,
-        'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 30, 'lut': 46, 'movement': 86, 'reshape': 22,
+        'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 30, 'lut': 46, 'movement': 86, 'resize': 34,
+        'transpose_conv': 66, 'reshape': 22,
     },
     'cortex-m55': {
         'conv': 74, 'conv_add': 74, 'depthwise': 66, 'fc': 66, 'add': 30, 'pool': 26, 'mean': 26, 'concat': 42,
-        'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 30, 'lut': 46, 'movement': 86, 'reshape': 22,
+        'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 30, 'lut': 46, 'movement': 86, 'resize': 34,
+        'transpose_conv': 66, 'reshape': 22,
     },
 }
 
@@ -55,32 +58,32 @@ CODE_BYTES = {
     ('cortex-m4', 'portable'): {
         'conv': 3364, 'conv_add': 724, 'depthwise': 3232, 'fc': 552, 'add': 772, 'pool': 740, 'mean': 696,
         'concat': 48, 'pad': 212, 'quantize': 404, 'softmax': 2760, 'elementwise': 720, 'lut': 76, 'movement': 480,
-        'reshape': 256,
+        'resize': 488, 'transpose_conv': 944, 'reshape': 256,
     },
     ('cortex-m4', 'dsp'): {
         'conv': 19912, 'conv_add': 8612, 'depthwise': 5428, 'fc': 548, 'add': 772, 'pool': 740, 'mean': 696,
         'concat': 48, 'pad': 212, 'quantize': 404, 'softmax': 2760, 'elementwise': 720, 'lut': 76, 'movement': 480,
-        'reshape': 256,
+        'resize': 488, 'transpose_conv': 944, 'reshape': 256,
     },
     ('cortex-m7', 'portable'): {
         'conv': 3388, 'conv_add': 692, 'depthwise': 3292, 'fc': 568, 'add': 888, 'pool': 752, 'mean': 712,
         'concat': 48, 'pad': 204, 'quantize': 360, 'softmax': 2800, 'elementwise': 748, 'lut': 76, 'movement': 484,
-        'reshape': 256,
+        'resize': 480, 'transpose_conv': 956, 'reshape': 256,
     },
     ('cortex-m7', 'dsp'): {
         'conv': 19960, 'conv_add': 8608, 'depthwise': 5456, 'fc': 548, 'add': 888, 'pool': 752, 'mean': 712,
         'concat': 48, 'pad': 204, 'quantize': 360, 'softmax': 2800, 'elementwise': 748, 'lut': 76, 'movement': 484,
-        'reshape': 256,
+        'resize': 480, 'transpose_conv': 956, 'reshape': 256,
     },
     ('cortex-m55', 'portable'): {
         'conv': 3588, 'conv_add': 756, 'depthwise': 3404, 'fc': 552, 'add': 784, 'pool': 772, 'mean': 768,
         'concat': 48, 'pad': 204, 'quantize': 380, 'softmax': 2896, 'elementwise': 712, 'lut': 88, 'movement': 476,
-        'reshape': 256,
+        'resize': 472, 'transpose_conv': 968, 'reshape': 256,
     },
     ('cortex-m55', 'dsp'): {
         'conv': 20372, 'conv_add': 8696, 'depthwise': 5592, 'fc': 568, 'add': 784, 'pool': 772, 'mean': 768,
         'concat': 48, 'pad': 204, 'quantize': 380, 'softmax': 2896, 'elementwise': 712, 'lut': 88, 'movement': 476,
-        'reshape': 256,
+        'resize': 472, 'transpose_conv': 968, 'reshape': 256,
     },
 }
 
@@ -95,9 +98,10 @@ RUNTIME_SYMBOLS = {
         'kb_depthwise_inplace_5x5': 32, 'kb_depthwise_inplace_7x7': 32, 'kb_elementwise.c:mul_row.constprop.0': 210,
         'kb_fully_connected': 552, 'kb_log_softmax': 1700, 'kb_lut': 76, 'kb_max_pool': 170, 'kb_maximum': 166,
         'kb_mean': 696, 'kb_minimum': 166, 'kb_mul': 172, 'kb_pad': 210, 'kb_pool.c:window_reduce': 264,
-        'kb_reduce_max': 288, 'kb_requantize_i8_u8': 174, 'kb_requantize_u8_i8': 226, 'kb_softmax': 558,
-        'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 244,
-        'kb_softmax.c:one_over_one_plus_x': 228, 'kb_strided_copy': 192, 'kb_sub': 24, 'memmove': 254,
+        'kb_reduce_max': 288, 'kb_requantize_i8_u8': 174, 'kb_requantize_u8_i8': 226, 'kb_resize_bilinear': 356,
+        'kb_resize_nearest': 130, 'kb_softmax': 558, 'kb_softmax.c:EXP_BARREL': 28,
+        'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 228, 'kb_strided_copy': 192,
+        'kb_sub': 24, 'kb_transpose_conv': 944, 'memmove': 254,
     },
     ('cortex-m4', 'dsp'): {
         'kb_add': 22, 'kb_add.c:add_or_sub': 252, 'kb_add.c:add_row.constprop.0': 472, 'kb_avg_pool': 302,
@@ -113,9 +117,10 @@ RUNTIME_SYMBOLS = {
         'kb_dot_1x6_cols': 428, 'kb_elementwise.c:mul_row.constprop.0': 210, 'kb_fully_connected': 548,
         'kb_log_softmax': 1700, 'kb_lut': 76, 'kb_max_pool': 170, 'kb_maximum': 166, 'kb_mean': 696, 'kb_minimum': 166,
         'kb_mul': 172, 'kb_pad': 210, 'kb_pool.c:window_reduce': 264, 'kb_reduce_max': 288, 'kb_requantize_i8_u8': 174,
-        'kb_requantize_u8_i8': 226, 'kb_softmax': 558, 'kb_softmax.c:EXP_BARREL': 28,
-        'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 228, 'kb_strided_copy': 192,
-        'kb_sub': 24, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
+        'kb_requantize_u8_i8': 226, 'kb_resize_bilinear': 356, 'kb_resize_nearest': 130, 'kb_softmax': 558,
+        'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 244,
+        'kb_softmax.c:one_over_one_plus_x': 228, 'kb_strided_copy': 192, 'kb_sub': 24, 'kb_transpose_conv': 944,
+        'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
     },
     ('cortex-m7', 'portable'): {
         'kb_add': 24, 'kb_add.c:add_or_sub': 250, 'kb_add.c:add_row.constprop.0': 584, 'kb_avg_pool': 314,
@@ -127,9 +132,10 @@ RUNTIME_SYMBOLS = {
         'kb_depthwise_inplace_5x5': 32, 'kb_depthwise_inplace_7x7': 32, 'kb_elementwise.c:mul_row.constprop.0': 242,
         'kb_fully_connected': 568, 'kb_log_softmax': 1696, 'kb_lut': 76, 'kb_max_pool': 170, 'kb_maximum': 164,
         'kb_mean': 710, 'kb_minimum': 164, 'kb_mul': 174, 'kb_pad': 202, 'kb_pool.c:window_reduce': 262,
-        'kb_reduce_max': 288, 'kb_requantize_i8_u8': 164, 'kb_requantize_u8_i8': 194, 'kb_softmax': 600,
-        'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 244,
-        'kb_softmax.c:one_over_one_plus_x': 232, 'kb_strided_copy': 194, 'kb_sub': 26, 'memmove': 254,
+        'kb_reduce_max': 288, 'kb_requantize_i8_u8': 164, 'kb_requantize_u8_i8': 194, 'kb_resize_bilinear': 348,
+        'kb_resize_nearest': 130, 'kb_softmax': 600, 'kb_softmax.c:EXP_BARREL': 28,
+        'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 232, 'kb_strided_copy': 194,
+        'kb_sub': 26, 'kb_transpose_conv': 956, 'memmove': 254,
     },
     ('cortex-m7', 'dsp'): {
         'kb_add': 24, 'kb_add.c:add_or_sub': 250, 'kb_add.c:add_row.constprop.0': 584, 'kb_avg_pool': 314,
@@ -145,9 +151,10 @@ RUNTIME_SYMBOLS = {
         'kb_dot_1x6_cols': 428, 'kb_elementwise.c:mul_row.constprop.0': 242, 'kb_fully_connected': 548,
         'kb_log_softmax': 1696, 'kb_lut': 76, 'kb_max_pool': 170, 'kb_maximum': 164, 'kb_mean': 710, 'kb_minimum': 164,
         'kb_mul': 174, 'kb_pad': 202, 'kb_pool.c:window_reduce': 262, 'kb_reduce_max': 288, 'kb_requantize_i8_u8': 164,
-        'kb_requantize_u8_i8': 194, 'kb_softmax': 600, 'kb_softmax.c:EXP_BARREL': 28,
-        'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 232, 'kb_strided_copy': 194,
-        'kb_sub': 26, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
+        'kb_requantize_u8_i8': 194, 'kb_resize_bilinear': 348, 'kb_resize_nearest': 130, 'kb_softmax': 600,
+        'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 244,
+        'kb_softmax.c:one_over_one_plus_x': 232, 'kb_strided_copy': 194, 'kb_sub': 26, 'kb_transpose_conv': 956,
+        'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
     },
     ('cortex-m55', 'portable'): {
         'kb_add': 26, 'kb_add.c:add_or_sub': 252, 'kb_add.c:add_row.constprop.0': 474, 'kb_avg_pool': 288,
@@ -159,9 +166,10 @@ RUNTIME_SYMBOLS = {
         'kb_depthwise_inplace_5x5': 32, 'kb_depthwise_inplace_7x7': 32, 'kb_elementwise.c:mul_row.constprop.0': 212,
         'kb_fully_connected': 552, 'kb_log_softmax': 1760, 'kb_lut': 86, 'kb_max_pool': 190, 'kb_maximum': 164,
         'kb_mean': 766, 'kb_minimum': 164, 'kb_mul': 172, 'kb_pad': 202, 'kb_pool.c:window_reduce': 290,
-        'kb_reduce_max': 274, 'kb_requantize_i8_u8': 180, 'kb_requantize_u8_i8': 200, 'kb_softmax': 586,
-        'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 284,
-        'kb_softmax.c:one_over_one_plus_x': 236, 'kb_strided_copy': 198, 'kb_sub': 28, 'memmove': 254,
+        'kb_reduce_max': 274, 'kb_requantize_i8_u8': 180, 'kb_requantize_u8_i8': 200, 'kb_resize_bilinear': 340,
+        'kb_resize_nearest': 132, 'kb_softmax': 586, 'kb_softmax.c:EXP_BARREL': 28,
+        'kb_softmax.c:exp_on_negative_values': 284, 'kb_softmax.c:one_over_one_plus_x': 236, 'kb_strided_copy': 198,
+        'kb_sub': 28, 'kb_transpose_conv': 968, 'memmove': 254,
     },
     ('cortex-m55', 'dsp'): {
         'kb_add': 26, 'kb_add.c:add_or_sub': 252, 'kb_add.c:add_row.constprop.0': 474, 'kb_avg_pool': 288,
@@ -177,9 +185,10 @@ RUNTIME_SYMBOLS = {
         'kb_dot_1x6_cols': 428, 'kb_elementwise.c:mul_row.constprop.0': 212, 'kb_fully_connected': 568,
         'kb_log_softmax': 1760, 'kb_lut': 86, 'kb_max_pool': 190, 'kb_maximum': 164, 'kb_mean': 766, 'kb_minimum': 164,
         'kb_mul': 172, 'kb_pad': 202, 'kb_pool.c:window_reduce': 290, 'kb_reduce_max': 274, 'kb_requantize_i8_u8': 180,
-        'kb_requantize_u8_i8': 200, 'kb_softmax': 586, 'kb_softmax.c:EXP_BARREL': 28,
-        'kb_softmax.c:exp_on_negative_values': 284, 'kb_softmax.c:one_over_one_plus_x': 236, 'kb_strided_copy': 198,
-        'kb_sub': 28, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
+        'kb_requantize_u8_i8': 200, 'kb_resize_bilinear': 340, 'kb_resize_nearest': 132, 'kb_softmax': 586,
+        'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 284,
+        'kb_softmax.c:one_over_one_plus_x': 236, 'kb_strided_copy': 198, 'kb_sub': 28, 'kb_transpose_conv': 968,
+        'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
     },
 }
 
@@ -235,6 +244,8 @@ RUNTIME_CLOSURES = {
         'kb_reduce_max': ('kb_reduce_max',),
         'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
         'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
         'kb_softmax': (
             'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -243,6 +254,7 @@ RUNTIME_CLOSURES = {
         'kb_sub': (
             'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
         ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
         'memmove': ('memmove',),
     },
     ('cortex-m4', 'dsp'): {
@@ -303,6 +315,8 @@ RUNTIME_CLOSURES = {
         'kb_reduce_max': ('kb_reduce_max',),
         'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
         'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
         'kb_softmax': (
             'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -311,6 +325,7 @@ RUNTIME_CLOSURES = {
         'kb_sub': (
             'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
         ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
         'memmove': ('memmove',),
     },
     ('cortex-m7', 'portable'): {
@@ -364,6 +379,8 @@ RUNTIME_CLOSURES = {
         'kb_reduce_max': ('kb_reduce_max',),
         'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
         'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
         'kb_softmax': (
             'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -372,6 +389,7 @@ RUNTIME_CLOSURES = {
         'kb_sub': (
             'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
         ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
         'memmove': ('memmove',),
     },
     ('cortex-m7', 'dsp'): {
@@ -432,6 +450,8 @@ RUNTIME_CLOSURES = {
         'kb_reduce_max': ('kb_reduce_max',),
         'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
         'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
         'kb_softmax': (
             'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -440,6 +460,7 @@ RUNTIME_CLOSURES = {
         'kb_sub': (
             'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
         ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
         'memmove': ('memmove',),
     },
     ('cortex-m55', 'portable'): {
@@ -493,6 +514,8 @@ RUNTIME_CLOSURES = {
         'kb_reduce_max': ('kb_reduce_max',),
         'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
         'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
         'kb_softmax': (
             'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -501,6 +524,7 @@ RUNTIME_CLOSURES = {
         'kb_sub': (
             'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
         ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
         'memmove': ('memmove',),
     },
     ('cortex-m55', 'dsp'): {
@@ -561,6 +585,8 @@ RUNTIME_CLOSURES = {
         'kb_reduce_max': ('kb_reduce_max',),
         'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
         'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
         'kb_softmax': (
             'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -569,6 +595,7 @@ RUNTIME_CLOSURES = {
         'kb_sub': (
             'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
         ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
         'memmove': ('memmove',),
     },
 }

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import KilobyteError
 from ..interp.unary import UNARY_OPS
+from ..interp.upsample import resize_table
 from ..ir import Graph, Op
 from ..ir.shapes import BINARY_OPS
 from ..kernels import contract_for
@@ -47,8 +49,9 @@ class Resources:
 def constant_bytes(graph: Graph) -> int:
     """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
     weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift; per
-    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) its 256-byte table; per constant operand of a
-    binary op its int8 values (one per channel for a per-channel or single-value constant)."""
+    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6) its 256-byte table; per constant operand of a
+    binary op its int8 values (one per channel for a per-channel or single-value constant); per resize its int16
+    table of source rows and columns."""
     total = 0
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
@@ -59,7 +62,18 @@ def constant_bytes(graph: Graph) -> int:
         elif node.op in BINARY_OPS:
             consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
             total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)
+        elif node.op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
+            total += 2 * _resize_entries(graph, node)
     return total
+
+
+def _resize_entries(graph: Graph, node) -> int:
+    """Entries of a resize's int16 table (0 for sizes the code generator refuses anyway)."""
+    try:
+        return len(resize_table(node.op is Op.RESIZE_BILINEAR, graph.tensors[node.inputs[0]].shape[1:3],
+                                node.attrs))
+    except KilobyteError:
+        return 0
 
 
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:

@@ -34,7 +34,7 @@ from ..kernels.movement import movement_calls
 from . import code_size
 from .inplace import slice_placement
 
-WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED)
+WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV)
 # Padding the linker may put before each constant array: alignment - 1 (w and b are aligned(16), the rest 4).
 WEIGHTED_PAD = 15 + 15 + 3 + 3
 STRUCT_PAD = 3

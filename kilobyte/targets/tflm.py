@@ -32,6 +32,8 @@ import numpy as np
 from ..errors import KilobyteError, ModelFileError
 
 TFLM_PIN = "tflite-micro==0.dev20261023182759"
+# IR ops the pinned wheel registers no kernel for (its int8 GELU is TFLite's, checked against tables TFLite made).
+TFLM_MISSING_OPS = frozenset({"GELU"})
 _MAX_ARENA = 1 << 31
 _OUT_OF_ARENA = re.compile(r"[Ff]ailed to allocate|too small")  # what TFLM prints when the arena is short
 
@@ -46,6 +48,11 @@ class TflmResult:
     def arena_bytes(self) -> int:
         """Smallest tensor arena TFLM allocates this model in (see tflm_arena_bytes; measured on first use)."""
         return tflm_arena_bytes(self.model_bytes)
+
+
+def tflm_missing_ops(graph) -> list[str]:
+    """The ops of `graph` TFLite Micro cannot run (sorted names; empty when it runs them all)."""
+    return sorted({n.op.value for n in graph.nodes} & TFLM_MISSING_OPS)
 
 
 def _runtime():

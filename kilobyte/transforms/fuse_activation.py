@@ -13,8 +13,8 @@ import dataclasses
 from ..ir import Activation, Graph, Node, Op
 from .edit import bypass, drop_unused_tensors, replace_node, sole_reader
 
-FUSABLE = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL, Op.AVG_POOL_2D,
-                     Op.MAX_POOL_2D, Op.CONCAT})
+FUSABLE = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV, Op.ADD, Op.SUB,
+                     Op.MUL, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.CONCAT})
 ACTIVATION = {Op.RELU: Activation.RELU, Op.RELU6: Activation.RELU6}
 
 

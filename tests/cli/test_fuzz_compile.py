@@ -6,7 +6,9 @@ truncations (tests/fuzz_tflite.py). Each goes through what `kilobyte compile` ru
 `compile_model` (quantisation check, plan, C generation) — and must either compile or raise a `KilobyteError` whose
 message is one line. Split in four chunks so xdist spreads them. A further 2,000 mutants of the data-movement models
 (TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, tests/random_nets.movement_model) and of the shape arithmetic the
-importer folds (SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE, GATHER / MUL / CONCATENATION) go the same way.
+importer folds (SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE, GATHER / MUL / CONCATENATION) go the same way, and
+2,000 of the upsampling models (RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, TRANSPOSE_CONV with the writer's crop
+slices, GELU; tests/random_nets.upsample_model).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import pytest
 from fuzz_tflite import mutants
 from random_nets import (
     MOVEMENTS,
+    UPSAMPLES,
     gather_chain,
     keras_chain,
     movement_model,
     quantized,
     random_graph,
+    upsample_model,
     with_shape_chain,
 )
 
@@ -43,6 +47,11 @@ def movement_seeds() -> list[bytes]:
             + [with_shape_chain(*keras_chain()), with_shape_chain(*gather_chain())])
 
 
+@pytest.fixture(scope="module")
+def upsample_seeds() -> list[bytes]:
+    return [to_tflite(upsample_model(kind)) for kind in UPSAMPLES]
+
+
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_no_traceback_for_any_mutated_file(tmp_path, seeds, chunk):
     _no_traceback(tmp_path, seeds, CASES // CHUNKS, chunk)
@@ -51,6 +60,11 @@ def test_no_traceback_for_any_mutated_file(tmp_path, seeds, chunk):
 @pytest.mark.parametrize("chunk", range(2))
 def test_no_traceback_for_mutated_data_movement_files(tmp_path, movement_seeds, chunk):
     _no_traceback(tmp_path, movement_seeds, 1000, 100 + chunk)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_no_traceback_for_mutated_upsampling_files(tmp_path, upsample_seeds, chunk):
+    _no_traceback(tmp_path, upsample_seeds, 1000, 200 + chunk)
 
 
 def _no_traceback(tmp_path, seeds: list[bytes], n: int, seed: int) -> None:

@@ -242,10 +242,7 @@ def test_one_dimensional_nodes_squeeze_unsqueeze_and_unit_transpose(opset):
 
 
 @pytest.mark.parametrize("op,inits,needle", [
-    ("Resize", {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}, "needs RESIZE"),
-    ("ConvTranspose", {"w": rand(3, 2, 2, 2)}, "needs TRANSPOSE_CONV"),
     ("Erf", {}, "needs GELU"),
-    ("ReduceMax", {}, "needs REDUCE_MAX"),
     ("Tile", {"repeats": np.array([1, 1, 2, 1], np.int64)}, "needs TILE"),
     ("Slice", {"starts": np.array([1], np.int64), "ends": np.array([3], np.int64)}, "needs STRIDED_SLICE"),
 ])
@@ -286,3 +283,73 @@ def test_equivalence_reports_the_first_difference(random_net):
     restrided = dataclasses.replace(conv, attrs=dataclasses.replace(conv.attrs, dilation=(2, 2)))
     with pytest.raises(AssertionError, match="dilation"):
         assert_graphs_equivalent(a, a.replace(nodes=(restrided,) + a.nodes[1:]))
+
+
+def _resize(mode: str, coords: str, size=None, scales=None, **extra):
+    inits = {"roi": np.zeros(0, np.float32)}
+    inputs = ["x", "roi"]
+    if scales is not None:
+        inits["scales"] = np.array(scales, np.float32)
+        inputs.append("scales")
+    else:
+        inits |= {"scales": np.zeros(0, np.float32), "sizes": np.array(size, np.int64)}
+        inputs += ["scales", "sizes"]
+    return helper.make_node("Resize", inputs, ["y"], mode=mode, coordinate_transformation_mode=coords, **extra), inits
+
+
+@pytest.mark.parametrize("mode,coords,size,scales,extra", [
+    ("nearest", "asymmetric", None, [1, 1, 2, 2], {"nearest_mode": "floor"}),  # PyTorch's nearest
+    ("nearest", "asymmetric", [1, 3, 7, 5], None, {"nearest_mode": "floor"}),
+    ("nearest", "half_pixel", [1, 3, 9, 6], None, {"nearest_mode": "round_prefer_ceil"}),  # nearest-exact
+    ("nearest", "tf_half_pixel_for_nn", [1, 3, 9, 6], None, {"nearest_mode": "floor"}),
+    ("nearest", "align_corners", [1, 3, 7, 7], None, {"nearest_mode": "round_prefer_ceil"}),
+    ("linear", "pytorch_half_pixel", None, [1, 1, 2, 2], {}),  # PyTorch's bilinear, align_corners=False
+    ("linear", "half_pixel", [1, 3, 7, 9], None, {}),
+    ("linear", "align_corners", [1, 3, 9, 7], None, {}),
+    ("linear", "asymmetric", [1, 3, 6, 10], None, {}),
+])
+def test_resize_matches_onnxruntime(mode, coords, size, scales, extra):
+    node, inits = _resize(mode, coords, size, scales, **extra)
+    out = size or [1, 3, 8, 10]
+    g = check_against_onnxruntime(make_model([node], [1, 3, 4, 5], inits, out, opset=13), atol=1e-5)
+    assert [n.op for n in g.nodes] == [Op.RESIZE_NEAREST_NEIGHBOR if mode == "nearest" else Op.RESIZE_BILINEAR]
+
+
+@pytest.mark.parametrize("kernel,strides,pads,output_padding", [
+    (2, [2, 2], [0, 0, 0, 0], [0, 0]), (3, [2, 2], [1, 1, 1, 1], [1, 1]), (3, [1, 2], [1, 0, 1, 2], [0, 1]),
+    (4, [3, 3], [0, 1, 2, 0], [2, 0])])
+def test_conv_transpose_matches_onnxruntime(kernel, strides, pads, output_padding):
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[kernel] * 2, strides=strides,
+                            pads=pads, output_padding=output_padding)
+    h, w = 4, 5
+    out = [1, 6] + [(d - 1) * s + kernel - pads[i] - pads[i + 2] + output_padding[i]
+                    for i, (d, s) in enumerate(zip((h, w), strides))]
+    g = check_against_onnxruntime(make_model([node], [1, 3, h, w], {"w": rand(3, 6, kernel, kernel), "b": rand(6)},
+                                             out))
+    assert [n.op for n in g.nodes] == [Op.TRANSPOSE_CONV]
+
+
+def test_gelu_reduce_max_and_1d_conv_transpose_match_onnxruntime():
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], kernel_shape=[3], strides=[2], pads=[1, 0]),
+             helper.make_node("Gelu", ["t"], ["g"], approximate="tanh"),
+             helper.make_node("ReduceMax", ["g", "axes"], ["y"], keepdims=1)]
+    inits = {"w": rand(4, 5, 3), "axes": np.array([1], np.int64)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 4, 9], inits, [1, 1, 18], opset=20))
+    assert [n.op for n in g.nodes][:3] == [Op.TRANSPOSE_CONV, Op.GELU, Op.REDUCE_MAX]
+
+
+@pytest.mark.parametrize("node,inits,needle", [
+    (helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="cubic"),
+     {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}, "Resize mode='cubic'"),
+    (helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest"),
+     {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)},
+     "nearest_mode='round_prefer_floor'; TFLite's rounding is 'round_prefer_ceil'"),
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2, 2], output_shape=[8, 8]),
+     {"w": rand(3, 2, 2, 2)}, "output_shape"),
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2, 2], group=3),
+     {"w": rand(3, 1, 2, 2)}, "groups=3"),
+])
+def test_upsampling_it_cannot_express_is_a_one_line_error(node, inits, needle):
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(make_model([node], [1, 3, 4, 4], inits, [1], opset=13))
+    assert needle in str(e.value) and "node 'y'" in str(e.value) and "\n" not in str(e.value)

@@ -315,10 +315,6 @@ def test_transpose_that_moves_data_is_refused():
 
 
 @pytest.mark.parametrize("make,needle", [
-    (lambda: nn.Upsample(scale_factor=2), "node 'upsample' (torch.nn.Upsample): needs RESIZE_NEAREST_NEIGHBOR"),
-    (lambda: nn.ConvTranspose2d(3, 3, 2, 2), "(torch.nn.ConvTranspose2d): needs TRANSPOSE_CONV"),
-    (lambda: nn.GELU(), "(torch.nn.GELU): needs GELU"),
-    (lambda: Lambda(lambda x: F.interpolate(x, scale_factor=2.0)), "(torch.nn.functional.interpolate): needs RESIZE"),
     (lambda: Lambda(lambda x: x.amax((2, 3))), "(Tensor.amax): needs REDUCE_MAX"),
     (lambda: Lambda(lambda x: torch.max(x, 1)[0]), "(torch.max): a maximum reduction needs REDUCE_MAX"),
     (lambda: Lambda(lambda x: x[:, :, 1:]), "(operator.getitem): slicing a tensor needs STRIDED_SLICE"),
@@ -338,3 +334,58 @@ class Lambda(nn.Module):
 
     def forward(self, x):
         return self.fn(x)
+
+
+class Upsampler(nn.Module):
+    """Every upsampling form PyTorch offers for 2-D and 1-D, and both GELUs."""
+
+    def __init__(self):
+        super().__init__()
+        self.t1 = nn.ConvTranspose2d(3, 6, 3, stride=2, padding=1, output_padding=1)
+        self.t2 = nn.ConvTranspose2d(6, 4, (2, 3), stride=(2, 1), padding=(0, 1))
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.up_nn = nn.UpsamplingNearest2d(scale_factor=2)
+        self.up_bl = nn.UpsamplingBilinear2d(size=(9, 13))
+        self.gelu = nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        y = F.gelu(self.t1(x))
+        a = self.up(self.gelu(self.t2(y)))
+        b = F.interpolate(y, size=(11, 7), mode="nearest-exact")
+        c = F.interpolate(self.up_nn(y), scale_factor=0.5, mode="nearest")
+        d = F.interpolate(y, size=(5, 6), mode="bilinear", align_corners=True)
+        return a, b, self.up_bl(c) + 0, d
+
+
+def test_upsampling_and_gelu_match_pytorch():
+    module = Upsampler().eval()
+    g = from_torch(module, (1, 3, 4, 5))
+    x = torch.randn(1, 3, 4, 5)
+    with torch.no_grad():
+        want = module(x)
+    got = run_float(g, x.numpy().transpose(0, 2, 3, 1))
+    for name, ref in zip(g.outputs, want):
+        np.testing.assert_allclose(got[name], ref.numpy().transpose(0, 2, 3, 1), rtol=0, atol=1e-5, err_msg=name)
+    assert {Op.TRANSPOSE_CONV, Op.GELU, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR} <= {n.op for n in g.nodes}
+
+
+def test_conv_transpose_1d_matches_pytorch():
+    module = nn.ConvTranspose1d(4, 3, 5, stride=3, padding=2, output_padding=1).eval()
+    g = from_torch(module, (1, 4, 7))
+    x = torch.randn(1, 4, 7)
+    with torch.no_grad():
+        want = module(x).numpy()
+    got = run_float(g, x.numpy().transpose(0, 2, 1)[:, None])[g.outputs[0]]
+    np.testing.assert_allclose(got, want.transpose(0, 2, 1)[:, None], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda: Lambda(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic")), "mode='bicubic'"),
+    (lambda: Lambda(lambda x: F.interpolate(x, scale_factor=1.3)), "fractional sizes"),
+    (lambda: nn.ConvTranspose2d(3, 6, 2, groups=3), "groups=3"),
+    (lambda: nn.ConvTranspose2d(3, 6, 2, dilation=2), "dilation=(2, 2)"),
+])
+def test_upsampling_it_cannot_express_is_a_one_line_error(make, needle):
+    with pytest.raises(UnsupportedOpError) as e:
+        from_torch(make(), (1, 3, 4, 4))
+    assert needle in str(e.value) and "\n" not in str(e.value)

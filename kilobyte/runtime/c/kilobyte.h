@@ -115,6 +115,14 @@ typedef struct {
     int32_t reverse_scaling_right_shift;        /* right shift (0 and 0 for SOFTMAX) */
 } kb_softmax_params;
 
+/* RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR: input (.., in_w, c) pixels in_cstride bytes apart, output (out_h, out_w,
+ * c) pixels out_cstride apart; where each output row and column reads from is a table the code generator computes
+ * (see kb_resize.c). */
+typedef struct {
+    int32_t in_w, c, in_cstride;
+    int32_t out_h, out_w, out_cstride;
+} kb_resize_params;
+
 /* kb_conv.c ------------------------------------------------------------------------------------------------------ */
 /* scratch: NULL, or p->scratch_bytes >= KB_CONV_SCRATCH(p) bytes, 4-byte aligned, that the kernel may overwrite
  * (int16 im2col columns of kh*kw*in_c values, two or more; the planner reserves two and grants up to six from bytes
@@ -143,6 +151,12 @@ void kb_depthwise_inplace_5x5(const kb_conv_params *p, const int8_t *in, const i
                               const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
 void kb_depthwise_inplace_7x7(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                               const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+
+/* kb_transpose_conv.c -------------------------------------------------------------------------------------------- */
+/* TRANSPOSE_CONV: the kb_conv_params fields of a conv, pad_t / pad_l = the rows / columns cropped off the top / left of
+ * the full output; bias always given (zeros when the model has none). Needs no scratch (it gathers per output pixel). */
+void kb_transpose_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                       const int32_t *mult, const int32_t *shift, int8_t *out);
 
 /* kb_fc.c -------------------------------------------------------------------------------------------------------- */
 void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
@@ -200,6 +214,11 @@ void kb_lut(int32_t pixels, int32_t c, const int8_t table[256], const int8_t *in
 /* in and out must not overlap. */
 void kb_strided_copy(const kb_strides_params *p, const int8_t *in, int8_t *out);
 void kb_reduce_max(const kb_strides_params *p, const int8_t *in, int8_t *out);
+
+/* kb_resize.c ---------------------------------------------------------------------------------------------------- */
+/* src: out_h source rows, then out_w source columns. taps: (lo, hi, frac) per output row, then per output column. */
+void kb_resize_nearest(const kb_resize_params *p, const int16_t *src, const int8_t *in, int8_t *out);
+void kb_resize_bilinear(const kb_resize_params *p, const int16_t *taps, const int8_t *in, int8_t *out);
 
 /* kb_conv_add.c -------------------------------------------------------------------------------------------------- */
 /* A 1x1 stride-1 conv (p, w, bias, mult, shift as kb_conv_1x1) fused with the residual ADD reading its output
