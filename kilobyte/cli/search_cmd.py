@@ -139,8 +139,8 @@ def _print_report(r: dict) -> None:
     ]
     if r.get("random_search"):
         rows.append(("random search, same evaluations", f"{r['random_search']['accuracy'] * 100:.1f} %"))
-    rows += [("fit", r["verdict"]), ("time", f"{r['seconds'] / 60:.1f} min"), ("C library", r["model_dir"]), ("report", os.path.join(r["out_dir"],
-                                                                                          "report.json"))]
+    rows += [("fit", r["verdict"]), ("time", f"{r['seconds'] / 60:.1f} min"), ("C library", r["model_dir"]),
+             ("report", os.path.join(r["out_dir"], "report.json"))]
     width = max(len(k) for k, _ in rows)
     print()
     for k, v in rows:
