@@ -153,3 +153,25 @@ def test_evaluator_equals_the_plan_of_the_quantised_module(kernels):
             plan.peak_bytes, plan.arena_bytes, plan.input_bytes, plan.macs), arch.describe()
         assert r.flash_bytes == estimate_resources(q, options, core="cortex-m4").flash_bytes
         assert ev.evaluate(arch) is r  # cached
+
+
+def test_objectives_of_a_candidate_trained_on_digits():
+    """A small candidate trained 3 epochs on scikit-learn's digits: int8 error on the validation split from the
+    quantised graph (close to the float error), and the evaluator's resources."""
+    from kilobyte.data import load_dataset
+    from kilobyte.nas.unas_build import UnasEvaluator
+    from kilobyte.nas.unas_eval import objectives
+
+    space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
+    arch = UArch((UBlock((ULayer("full", 3, 16, 1),)), UBlock((ULayer("depthwise", 3, 1, 1), ULayer("1x1", 1, 24)))),
+                 "avg", 2, (32,))
+    ds = load_dataset("digits", seed=0)
+    train, val = (ds.x[:1200], ds.y[:1200]), (ds.x[1200:1500], ds.y[1200:1500])
+    torch.set_num_threads(1)
+    ev = UnasEvaluator(space)
+    obj = objectives(space, arch, train, val, epochs=3, evaluator=ev)
+    assert obj["error"] < 0.5 and abs(obj["error"] - obj["float_error"]) < 0.05, obj
+    r = ev.evaluate(arch)
+    assert (obj["peak_bytes"], obj["flash_bytes"], obj["weight_bytes"], obj["macs"]) == (
+        r.peak_bytes, r.flash_bytes, r.weight_bytes, r.macs)
+    assert obj["input_bytes"] == 64
