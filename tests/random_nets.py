@@ -6,12 +6,17 @@ gcc or arm-none-eabi-gcc run, one QEMU run) executes all of them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import tflite
 
+from kilobyte.export.tflite import _tensor_order, _Writer
+from kilobyte.export.tflite_ops import TflOp, lower_graph
 from kilobyte.ir import (
     Activation,
     AddAttrs,
@@ -19,41 +24,57 @@ from kilobyte.ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    GeluAttrs,
     GraphBuilder,
     MeanAttrs,
+    Node,
     Op,
     PadAttrs,
     PoolAttrs,
     QParams,
     ReshapeAttrs,
+    ResizeAttrs,
+    StridedSliceAttrs,
+    Tensor,
+    TileAttrs,
+    TransposeAttrs,
+    TransposeConvAttrs,
 )
 
 
-def quantized(graph, seed: int, n: int = 3, spread: float = 1.0, tflite_mean: bool = False):
-    """(int8 graph calibrated on n random images, one more random float image of the input shape); with
-    `tflite_mean`, global average pools as MEAN nodes (`as_tflite_means`)."""
+def quantized(graph, seed: int, n: int = 3, spread: float = 1.0, mean_as_pool: bool = False):
+    """(int8 graph calibrated on n random images, one more random float image of the input shape). A MEAN stays the
+    MEAN TFLite runs (kb_mean); with `mean_as_pool` it is first rewritten as the global average pool a full-image
+    AvgPool2d gives (`as_global_pools`), so that kernel is exercised too."""
     from kilobyte.quant import quantize
 
     shape = graph.tensors[graph.inputs[0]].shape
     samples = np.random.default_rng(seed).normal(0.2, spread, (n + 1,) + shape[1:]).astype(np.float32)
-    qgraph = quantize(graph, samples[:n])
-    return (as_tflite_means(qgraph) if tflite_mean else qgraph), samples[n:]
+    qgraph = quantize(as_global_pools(graph) if mean_as_pool else graph, samples[:n])
+    return qgraph, samples[n:]
 
 
-def as_tflite_means(qgraph):
-    """`qgraph` with every global average pool (AVG_POOL_2D over the whole image, stride 1, no padding or
-    activation: what quantize() makes of a MEAN) replaced by the MEAN over (1, 2) with keepdims that a .tflite file
-    has in its place, sharing its input's qparams as the pool did (TFLite's MEAN arithmetic then applies)."""
-    from kilobyte.ir import Node
+def as_global_pools(graph):
+    """The float `graph` with every MEAN over (1, 2) of an NHWC tensor replaced by an AVG_POOL_2D over the whole
+    image (and a RESHAPE when the MEAN drops the unit axes): the same values, computed by kb_avg_pool's rounding."""
+    from kilobyte.ir import Node, Tensor
 
-    def is_global(n) -> bool:
-        a = n.attrs
-        return (n.op is Op.AVG_POOL_2D and tuple(a.kernel) == qgraph.tensors[n.inputs[0]].shape[1:3]
-                and tuple(a.stride) == (1, 1) and not any(a.padding) and a.activation is Activation.NONE)
-
-    nodes = tuple(Node(n.name, Op.MEAN, n.inputs, n.outputs, MeanAttrs((1, 2), True), n.origin) if is_global(n)
-                  else n for n in qgraph.nodes)
-    return qgraph.replace(nodes=nodes).verify()
+    nodes, tensors = [], dict(graph.tensors)
+    for n in graph.nodes:
+        x = graph.tensors[n.inputs[0]]
+        if n.op is not Op.MEAN or len(x.shape) != 4 or sorted(n.attrs.axes) != [1, 2]:
+            nodes.append(n)
+            continue
+        pool = PoolAttrs(tuple(x.shape[1:3]), (1, 1))
+        if n.attrs.keepdims:
+            nodes.append(Node(n.name, Op.AVG_POOL_2D, n.inputs, n.outputs, pool, n.origin))
+            continue
+        pooled = f"{n.name}_pool"
+        tensors[pooled] = Tensor(pooled, (x.shape[0], 1, 1, x.shape[3]), x.dtype)
+        nodes += [Node(pooled, Op.AVG_POOL_2D, n.inputs, (pooled,), pool, n.origin),
+                  Node(n.name, Op.RESHAPE, (pooled,), n.outputs, ReshapeAttrs(graph.tensors[n.outputs[0]].shape),
+                       n.origin)]
+    return graph.replace(nodes=tuple(nodes), tensors=tensors).verify()
 
 
 def inputs_for(qgraph, unseen: np.ndarray, seed: int) -> list[np.ndarray]:
@@ -180,7 +201,7 @@ def _int8_weighted(b: GraphBuilder, rng, op: Op, x: str, w_shape, attrs, gain: f
 
 def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), keepdims: bool = False,
                head: bool = True, branches: int = 1):
-    """An int8 graph with MEAN nodes as .tflite files have them (quantize() itself emits AVG_POOL_2D): per branch a
+    """An int8 graph with MEAN nodes as .tflite files have them (built int8 directly, with chosen params): per branch a
     3x3 CONV_2D (ReLU6) and a MEAN with its own output scale and zero point; two branches are concatenated on the
     last axis, so the MEANs write straight into their slices; with `head`, a RESHAPE to (1, n) when needed and a
     FULLY_CONNECTED. Returns (graph, two int8 inputs)."""
@@ -208,6 +229,176 @@ def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), 
     graph = b.build([y])
     shape = (1, *hw, cin)
     return graph, [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)]
+
+
+# -- data movement as .tflite files have it (TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX) -------------------------------
+_SLICE = StridedSliceAttrs
+MOVEMENTS = {  # kind -> (input shape, op, attrs, what follows: "conv", "fc" or "concat")
+    "transpose-nchw-head": ((1, 3, 9, 7), Op.TRANSPOSE, TransposeAttrs((0, 2, 3, 1)), "conv"),
+    "transpose-hw": ((1, 6, 9, 3), Op.TRANSPOSE, TransposeAttrs((0, 2, 1, 3)), "conv"),
+    "transpose-to-nchw": ((1, 5, 6, 3), Op.TRANSPOSE, TransposeAttrs((0, 3, 1, 2)), "conv"),
+    "transpose-2d": ((1, 5, 6, 3), Op.TRANSPOSE, TransposeAttrs((1, 0)), "fc"),
+    "slice-channels": ((1, 7, 6, 3), Op.STRIDED_SLICE, _SLICE((0, 0, 0, 2), (1, 7, 6, 11), (1, 1, 1, 2)), "conv"),
+    "slice-reverse": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 8, 7, 0), (1, 0, -1, 12), (1, -3, -1, 1)), "conv"),
+    "slice-rows": ((1, 9, 8, 3), Op.STRIDED_SLICE, _SLICE((0, 1, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), "concat"),
+    "tile": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 2, 1, 3)), "conv"),
+    "tile-concat": ((1, 4, 5, 3), Op.TILE, TileAttrs((1, 1, 1, 2)), "concat"),
+    "tile-hwc": ((1, 2, 3, 3), Op.TILE, TileAttrs((1, 2, 2, 2)), "conv"),  # six loop axes: split into four calls
+    "reduce-max-hw": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 2), False), "fc"),
+    "reduce-max-keep": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((2, 1), True), "concat"),
+    "reduce-max-c": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((-1,), True), "conv"),
+    "reduce-max-hc": ((1, 7, 6, 3), Op.REDUCE_MAX, MeanAttrs((1, 3), True), "conv"),
+}
+
+
+def movement_model(kind: str, seed: int = 0):
+    """An int8 graph around one data-movement op (`MOVEMENTS[kind]`): a 3x3 conv (12 channels; none when the op reads
+    the graph input, as a PyTorch export's NCHW -> NHWC transpose does), the op (sharing its input's quantisation),
+    then a 3x3 conv, or a FULLY_CONNECTED after a flattening RESHAPE, or a last-axis CONCAT with a partner of the
+    same quantisation (`_concat_partner`) and a 3x3 conv: the op then writes straight into its slice of the concat."""
+    shape, op, attrs, after = MOVEMENTS[kind]
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(kind.replace("-", "_"))
+    x = b.input(shape, "int8", qparams=QParams.per_tensor(2.0 ** rng.uniform(-6, -3), int(rng.integers(-50, 50))))
+    if kind != "transpose-nchw-head":
+        x = _int8_weighted(b, rng, Op.CONV_2D, x, (12, 3, 3, shape[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    if kind == "transpose-2d":  # a 2-D matrix (H*W, C) transposed
+        x = b.node(Op.RESHAPE, [x], ReshapeAttrs((int(np.prod(b.shape(x)[:-1])), 12)), dtype="int8",
+                   qparams=b.tensors[x].qparams)
+    q = b.tensors[x].qparams
+    y = b.node(op, [x], attrs, dtype="int8", qparams=q)
+    if after == "fc":
+        flat = (1, int(np.prod(b.shape(y))))
+        y = b.node(Op.RESHAPE, [y], ReshapeAttrs(flat), dtype="int8", qparams=q)
+        return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, flat[1]), FullyConnectedAttrs(), 0.5)])
+    if after == "concat":
+        y = b.node(Op.CONCAT, [y, _concat_partner(b, kind, x)], ConcatAttrs(3), dtype="int8", qparams=q)
+    y = _int8_weighted(b, rng, Op.CONV_2D, y, (6, 3, 3, b.shape(y)[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    return b.build([y])
+
+
+def _concat_partner(b: GraphBuilder, kind: str, x: str) -> str:
+    """The second CONCAT input: the other rows (slice-rows), the tiled tensor itself (tile-concat), the mean of what
+    the maximum was taken over (reduce-max-keep)."""
+    q = b.tensors[x].qparams
+    if kind == "slice-rows":
+        return b.node(Op.STRIDED_SLICE, [x], _SLICE((0, 0, 0, 0), (1, 8, 8, 12), (1, 2, 1, 1)), dtype="int8",
+                      qparams=q)
+    if kind == "reduce-max-keep":
+        return b.node(Op.MEAN, [x], MeanAttrs((1, 2), True), dtype="int8", qparams=q)
+    return x
+
+
+# -- upsampling as decoders and segmentation heads have it (RESIZE_*, TRANSPOSE_CONV) and GELU ----------------------
+_RZ, _TC = ResizeAttrs, TransposeConvAttrs
+UPSAMPLES = {  # kind -> (input shape, op, attrs, what follows: "conv" or "concat")
+    "nearest-2x": ((1, 4, 5, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((8, 10)), "conv"),
+    "nearest-half-pixel": ((1, 5, 3, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((11, 7), half_pixel_centers=True), "conv"),
+    "nearest-align": ((1, 5, 4, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((9, 7), align_corners=True), "concat"),
+    "nearest-down": ((1, 9, 8, 3), Op.RESIZE_NEAREST_NEIGHBOR, _RZ((4, 5)), "conv"),
+    "bilinear-half-pixel": ((1, 4, 5, 3), Op.RESIZE_BILINEAR, _RZ((8, 10), half_pixel_centers=True), "conv"),
+    "bilinear-align": ((1, 4, 6, 3), Op.RESIZE_BILINEAR, _RZ((7, 11), align_corners=True), "conv"),
+    "bilinear-plain": ((1, 5, 3, 3), Op.RESIZE_BILINEAR, _RZ((9, 8)), "concat"),
+    "tconv-s2-same": ((1, 4, 5, 3), Op.TRANSPOSE_CONV, _TC((2, 2), (0, 1, 0, 1)), "conv"),  # k3: SAME's crop
+    "tconv-s2-k2": ((1, 4, 5, 3), Op.TRANSPOSE_CONV, _TC((2, 2)), "conv"),  # VALID, k2: no overlap
+    "tconv-torch": ((1, 4, 4, 3), Op.TRANSPOSE_CONV, _TC((2, 2), (1, 0, 1, 0)), "conv"),  # k3 p1 output_padding 1
+    "tconv-s1-relu": ((1, 5, 4, 3), Op.TRANSPOSE_CONV, _TC((1, 1), (1, 1, 1, 1), Activation.RELU), "conv"),
+    "tconv-s3-wide": ((1, 3, 4, 3), Op.TRANSPOSE_CONV, _TC((3, 2), (0, 0, 0, 0)), "conv"),
+    "gelu": ((1, 5, 6, 3), Op.GELU, GeluAttrs(), "conv"),
+    "gelu-tanh": ((1, 5, 6, 3), Op.GELU, GeluAttrs(approximate=True), "concat"),
+}
+TCONV_KERNELS = {"tconv-s2-same": 3, "tconv-s2-k2": 2, "tconv-torch": 3, "tconv-s1-relu": 3, "tconv-s3-wide": 4}
+
+
+def upsample_model(kind: str, seed: int = 0):
+    """An int8 graph around one op of `UPSAMPLES[kind]`: a 3x3 conv (12 channels), the op, then a 3x3 conv or a
+    last-axis CONCAT with a resized copy of the conv's output (same params) and a 3x3 conv. A resize shares its
+    input's quantisation (TFLite Micro never rescales); a TRANSPOSE_CONV has random int8 per-channel weights and a
+    bias (8 output channels); a GELU has its own output scale and zero point."""
+    shape, op, attrs, after = UPSAMPLES[kind]
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(kind.replace("-", "_"))
+    x = b.input(shape, "int8", qparams=QParams.per_tensor(2.0 ** rng.uniform(-6, -3), int(rng.integers(-50, 50))))
+    x = _int8_weighted(b, rng, Op.CONV_2D, x, (12, 3, 3, shape[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    q = b.tensors[x].qparams
+    if op is Op.TRANSPOSE_CONV:
+        k = TCONV_KERNELS[kind]
+        y = _int8_weighted(b, rng, op, x, (8, k, k if kind != "tconv-s3-wide" else 3, 12), attrs, 1.5)
+    elif op is Op.GELU:
+        s = float(q.scale[0]) * 2.0 ** rng.uniform(-1, 0.5)
+        y = b.node(op, [x], attrs, dtype="int8", qparams=QParams.per_tensor(s, int(rng.integers(-110, -60))))
+    else:
+        y = b.node(op, [x], attrs, dtype="int8", qparams=q)
+    if after == "concat":
+        partner = b.node(Op.RESIZE_NEAREST_NEIGHBOR, [x], ResizeAttrs(b.shape(y)[1:3]), dtype="int8", qparams=q) \
+            if b.shape(y)[1:3] != b.shape(x)[1:3] else x
+        if b.tensors[y].qparams != q:
+            partner = b.node(Op.GELU, [partner], GeluAttrs(), dtype="int8", qparams=b.tensors[y].qparams)
+        y = b.node(Op.CONCAT, [y, partner], ConcatAttrs(3), dtype="int8", qparams=b.tensors[y].qparams)
+    y = _int8_weighted(b, rng, Op.CONV_2D, y, (6, 3, 3, b.shape(y)[-1]), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    return b.build([y])
+
+
+_B, _T = tflite.BuiltinOperator, tflite.TensorType
+
+
+# -- shape arithmetic as Keras / PyTorch exports write it (constant-folded at import) ---------------------------------
+SHAPE_CHAIN_INPUT = (1, 5, 6, 3)
+FEATURES = 5 * 6 * 8
+
+
+def shape_chain_net():
+    """An int8 conv -> RESHAPE (flatten) -> FULLY_CONNECTED graph, whose RESHAPE `with_shape_chain` rewires."""
+    rng = np.random.default_rng(11)
+    b = GraphBuilder("flatten")
+    x = b.input(SHAPE_CHAIN_INPUT, "int8", "x", QParams.per_tensor(0.03, 4))
+    y = _int8_weighted(b, rng, Op.CONV_2D, x, (8, 3, 3, 3), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    y = b.node(Op.RESHAPE, [y], ReshapeAttrs((1, FEATURES)), dtype="int8", qparams=b.tensors[y].qparams)
+    return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, y, (10, FEATURES), FullyConnectedAttrs(), 0.5)])
+
+
+def i32(name: str, values, shape=None) -> Tensor:
+    """An int32 constant (names start with k_ where they could meet the graph's w0, b0, ...)."""
+    data = np.array(values, np.int32).reshape(shape if shape is not None else np.shape(values))
+    return Tensor(name, data.shape, "int32", data)
+
+
+def act(name: str, shape, dtype="int32") -> Tensor:
+    """A computed (non-constant) tensor."""
+    return Tensor(name, tuple(shape), dtype)
+
+
+def with_shape_chain(chain_ops, chain_tensors) -> bytes:
+    """shape_chain_net as a file whose RESHAPE takes its new shape from tensor "newshape", computed by `chain_ops`
+    (which may read the conv output "conv_2d_0")."""
+    graph = shape_chain_net()
+    ops, extra = lower_graph(graph)
+    k = next(i for i, op in enumerate(ops) if op.code == _B.RESHAPE)
+    ops[k] = TflOp(_B.RESHAPE, (ops[k].inputs[0], "newshape"), ops[k].outputs, {})
+    tensors = [t for t in _tensor_order(graph, ops[:k] + ops[k + 1:], extra) if t.name != "reshape_0.shape"]
+    writer_graph = SimpleNamespace(name="chain", nodes=(), inputs=graph.inputs, outputs=graph.outputs)
+    return _Writer(writer_graph, tensors + chain_tensors, ops[:k] + list(chain_ops) + ops[k:]).serialise()
+
+
+def keras_chain() -> tuple[list, list]:
+    """What Keras writes for Flatten: the batch size out of SHAPE, packed with -1."""
+    ops = [TflOp(_B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": _T.INT32}),
+           TflOp(_B.STRIDED_SLICE, ("shape", "k_b0", "k_b1", "k_one"), ("batch",), {"ShrinkAxisMask": 1}),
+           TflOp(_B.PACK, ("batch", "minus1"), ("newshape",), {"ValuesCount": 2, "Axis": 0})]
+    tensors = [act("shape", (4,)), i32("k_b0", [0]), i32("k_b1", [1]), i32("k_one", [1]), act("batch", ()),
+               i32("minus1", -1), act("newshape", (2,))]
+    return ops, tensors
+
+
+def gather_chain() -> tuple[list, list]:
+    """The feature count as H * W * C from GATHERed shape entries, concatenated after the batch size."""
+    ops = [TflOp(_B.SHAPE, ("conv_2d_0",), ("shape",), {"OutType": _T.INT32}),
+           *(TflOp(_B.GATHER, ("shape", f"i{k}"), (f"d{k}",), {"Axis": 0}) for k in range(4)),
+           TflOp(_B.MUL, ("d1", "d2"), ("hw",), {}), TflOp(_B.MUL, ("hw", "d3"), ("hwc",), {}),
+           TflOp(_B.CONCATENATION, ("d0", "hwc"), ("newshape",), {"Axis": 0})]
+    tensors = [act("shape", (4,)), *(i32(f"i{k}", [k]) for k in range(4)), *(act(f"d{k}", (1,)) for k in range(4)),
+               act("hw", (1,)), act("hwc", (1,)), act("newshape", (2,))]
+    return ops, tensors
 
 
 def valid_cuts(graph) -> list[tuple[int, tuple[str, ...]]]:
@@ -306,3 +497,20 @@ def _write_bundle_top(root: Path, n_in: int, n_out: int, protos: list[str], call
     (root / "kilobyte.json").write_text(json.dumps({
         "model": "bundle", "arena_bytes": 16, "input": {"name": "input", "shape": [n_in], **io},
         "output": {"name": "output", "shape": [n_out], **io}}))
+
+
+def float_edges(q, head: bool, tail: bool):
+    """int8 graph `q` as the TFLite converter writes an "int8 model with float interface": a float input and a
+    QUANTIZE before the int8 core (`head`), a DEQUANTIZE to a float output after it (`tail`)."""
+    tensors, nodes, inputs, outputs = dict(q.tensors), list(q.nodes), q.inputs, q.outputs
+    if head:
+        x = q.inputs[0]
+        tensors["x_float"] = Tensor("x_float", q.tensors[x].shape, "float32", None, None)
+        nodes.insert(0, Node(x, Op.QUANTIZE, ("x_float",), (x,), None))
+        inputs = ("x_float",)
+    if tail:
+        y = q.outputs[0]
+        tensors["y_float"] = Tensor("y_float", q.tensors[y].shape, "float32", None, None)
+        nodes.append(Node("y_float", Op.DEQUANTIZE, (y,), ("y_float",), None))
+        outputs = ("y_float",)
+    return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=outputs).verify()

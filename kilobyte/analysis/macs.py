@@ -5,9 +5,10 @@ CONV_2D `kh*kw*Cin*Cout*Ho*Wo`, DEPTHWISE_CONV_2D `kh*kw*C*Ho*Wo` (C output chan
 i.e. weight elements times output pixels; TRANSPOSE_CONV scatters every input pixel through the whole kernel, so it is
 weight elements times *input* pixels, `kh*kw*Cin*Cout*H*W` (taps that land in the cropped border included).
 Everything else is counted separately in `ops`: pooling taps (`kh*kw*Ho*Wo*C`), ADD element additions, MEAN summed
-elements, and one op per output element for the elementwise ops (activations, GELU, BN, softmax, log-softmax), the
-binary ops SUB, MUL, MAXIMUM, MINIMUM and RESIZE_BILINEAR (one interpolation per output element). Data movement
-(PAD, RESHAPE, CONCAT, RESIZE_NEAREST_NEIGHBOR, IDENTITY, (DE)QUANTIZE) costs 0.
+and REDUCE_MAX compared input elements, and one op per output element for the elementwise ops (activations, GELU,
+BN, softmax, log-softmax), the binary ops SUB, MUL, MAXIMUM, MINIMUM and RESIZE_BILINEAR (one interpolation per
+output element). Data movement (PAD, RESHAPE, CONCAT, TRANSPOSE, STRIDED_SLICE, TILE, RESIZE_NEAREST_NEIGHBOR,
+IDENTITY, (DE)QUANTIZE) costs 0.
 
 Flash is counted at int8 as deployed: weights 1 B per element, biases int32 at 4 B per element, any other constant
 operand 1 B per element. Per-channel quantisation scales / multipliers are metadata and are not included.
@@ -62,7 +63,7 @@ def node_ops(graph: Graph, node: Node) -> int:
         return kh * kw * out
     if node.op is Op.ADD:
         return (len(node.inputs) - 1) * out
-    if node.op is Op.MEAN:
+    if node.op in (Op.MEAN, Op.REDUCE_MAX):
         return graph.tensors[node.inputs[0]].numel
     if node.op in ELEMENTWISE_OPS:
         return out

@@ -4,8 +4,9 @@ For a node m, the receptive field is the side of the input region one output pix
 from m to the input, each window op (conv, depthwise, pooling) with kernel k, stride s and dilation d maps a region
 of side R on its output to `(R - 1) * s + d * (k - 1) + 1` on its input — Eq. 4.1, `R^{i->m-1} = (R^{i->m} - 1)
 * s^{m-1} + k^{m-1}`, with the dilated kernel span. 1x1 convs, ADD, PAD, CONCAT, activations keep R; a node with
-several activation inputs takes the max over its branches. Global reductions (MEAN over H/W, a RESHAPE that flattens
-H/W, FULLY_CONNECTED) depend on their whole input map, so R becomes that map's extent.
+several activation inputs takes the max over its branches. Global reductions (MEAN or REDUCE_MAX over H/W, a
+RESHAPE that flattens H/W, FULLY_CONNECTED) depend on their whole input map, so R becomes that map's extent; so,
+conservatively, does a TRANSPOSE or STRIDED_SLICE that does not keep H and W in place.
 
 `input_region` starts from R = out_pixels instead of 1: the input patch needed for an output patch (the patch size
 IP of patch-based inference for output patch OP). Padding is ignored, as in Eq. 4.1, and values are not clamped
@@ -88,13 +89,15 @@ def _kernel(graph: Graph, node: Node) -> tuple[int, int]:
 
 
 def _collapses_space(graph: Graph, node: Node) -> bool:
-    """MEAN over H or W, or a RESHAPE that does not keep (H, W): each output element sees the whole map."""
+    """MEAN or REDUCE_MAX over H or W, or a RESHAPE, TRANSPOSE or STRIDED_SLICE that does not keep (H, W) in place:
+    counted as seeing the whole map (a slice's window moves and strides, a transpose may put C where H was)."""
     x = graph.tensors[node.inputs[0]].shape
     if len(x) != 4:
         return False
-    if node.op is Op.MEAN:
+    if node.op in (Op.MEAN, Op.REDUCE_MAX):
         return bool({a % 4 for a in node.attrs.axes} & {1, 2})
-    if node.op is Op.RESHAPE:
+    if node.op in (Op.RESHAPE, Op.TRANSPOSE, Op.STRIDED_SLICE):
         y = graph.tensors[node.outputs[0]].shape
-        return len(y) != 4 or tuple(y[1:3]) != tuple(x[1:3])
+        moved = node.op is Op.TRANSPOSE and tuple(node.attrs.perm[1:3]) != (1, 2)
+        return moved or len(y) != 4 or tuple(y[1:3]) != tuple(x[1:3])
     return False

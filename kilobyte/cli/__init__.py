@@ -9,9 +9,21 @@ import argparse
 import sys
 
 from ..errors import KilobyteError
-from . import bench_cmd, compile_cmd, demo_cmd, devices_cmd, plan_cmd, profile_cmd, quantize_cmd, run_cmd, verify_cmd
+from . import (
+    bench_cmd,
+    compile_cmd,
+    demo_cmd,
+    devices_cmd,
+    plan_cmd,
+    profile_cmd,
+    quantize_cmd,
+    run_cmd,
+    search_cmd,
+    verify_cmd,
+)
 
-COMMANDS = [demo_cmd, profile_cmd, quantize_cmd, run_cmd, plan_cmd, compile_cmd, verify_cmd, bench_cmd, devices_cmd]
+COMMANDS = [search_cmd, demo_cmd, profile_cmd, quantize_cmd, run_cmd, plan_cmd, compile_cmd, verify_cmd, bench_cmd,
+            devices_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

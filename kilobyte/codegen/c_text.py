@@ -41,7 +41,17 @@ def c_array(name: str, ctype: str, values, *, align: int = 0, static: bool = Tru
     return "\n".join(lines)
 
 
-def c_struct(ctype: str, fields: dict[str, int]) -> str:
-    """A designated initialiser: `(kb_conv_params){.in_h = 8, ...}` written as a static const local."""
-    body = ", ".join(f".{k} = {int(v)}" for k, v in fields.items())
+def c_struct(ctype: str, fields: dict) -> str:
+    """A designated initialiser written as a static const local `p`; a tuple value fills an array field.
+
+    >>> c_struct("kb_strides_params", {"dims": (1, 2, 3, 4), "in_start": 5})
+    'static const kb_strides_params p = {.dims = {1, 2, 3, 4}, .in_start = 5};'
+    """
+    body = ", ".join(f".{k} = {_c_value(v)}" for k, v in fields.items())
     return f"static const {ctype} p = {{{body}}};"
+
+
+def _c_value(v) -> str:
+    if isinstance(v, (tuple, list)):
+        return "{" + ", ".join(str(int(x)) for x in v) + "}"
+    return str(int(v))

@@ -4,7 +4,8 @@ Every number a kernel needs (shapes, strides, zero points, clamps, per-channel m
 offsets) is computed here, at generation time, with the same functions the numpy reference interpreter uses
 (`kilobyte.interp.int8_ref.requant_params`, `add_node_params`, `mul_node_params`, `mean_multiplier`) — one source of
 truth for the arithmetic. Binary ops (ADD, SUB, MUL, MAXIMUM, MINIMUM) run on operands of the output's shape; SUB, MUL,
-MAXIMUM and MINIMUM also take a per-channel (1,1,1,C) operand, broadcast by a pixel stride of 0.
+MAXIMUM and MINIMUM also take a per-channel (1,1,1,C) operand, broadcast by a pixel stride of 0, and a constant
+operand (a const array in model.c).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from ..interp.int8_ref import (
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
+from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, mul_fields
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
+from .movement import emit_movement
 
 
 @dataclass
@@ -84,26 +87,6 @@ def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, 
     code.decls += [c_array(names[0], "int8_t", w, align=16), c_array(names[1], "int32_t", bias, align=16),
                    c_array(names[2], "int32_t", p.multiplier), c_array(names[3], "int32_t", p.shift)]
     return names
-
-
-def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical)."""
-    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
-        return "kb_conv_1x1"
-    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
-        return "kb_conv_3x3"
-    return "kb_conv"
-
-
-INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
-              (7, 7): "kb_depthwise_inplace_7x7"}
-
-
-def inplace_depthwise_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The in-place depthwise variant: unrolled 3x3/5x5/7x7 need dilation 1, otherwise the general one."""
-    if node.attrs.dilation != (1, 1):
-        return "kb_depthwise_inplace"
-    return INPLACE_DW.get(kernel, "kb_depthwise_inplace")
 
 
 def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
@@ -202,44 +185,68 @@ def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def broadcast_strides(graph: Graph, node: Node, bufs: Buffers) -> tuple[int, int, int]:
-    """Pixel strides (in1, in2, out) of a binary op's kernel: an operand shaped like the output keeps its planned
-    stride, a per-channel operand (one pixel of the output's C channels, e.g. (1,1,1,C)) gets 0 (the kernel repeats
-    that pixel). Any other broadcast, and constant operands, raise a one-line `UnsupportedOpError`."""
+@dataclass(frozen=True)
+class Operands:
+    """Where a binary op's kernel reads its two operands and writes its output: C pointers and pixel strides (a
+    stride of 0 repeats one pixel of that operand), and the constant arrays it reads."""
+
+    ptrs: tuple[str, str]
+    strides: tuple[int, int, int]  # in1, in2, out
+    decls: list[str]
+
+
+def binary_operands(graph: Graph, node: Node, bufs: Buffers) -> Operands:
+    """An operand shaped like the output keeps its planned stride; a per-channel one (one pixel of the output's C
+    channels, e.g. (1,1,1,C), or one value) gets stride 0 (the kernel repeats that pixel). A constant operand becomes
+    a const array in model.c (a single value repeated over the C channels). Any other broadcast raises a one-line
+    `UnsupportedOpError`."""
     out = graph.tensors[node.outputs[0]].shape
-    strides = []
-    for t in node.inputs:
-        shape = graph.tensors[t].shape
-        if graph.tensors[t].is_const:
-            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): constant operand '{t}' has no C kernel "
-                                     f"(both operands must be activations)")
-        if tuple(shape) == tuple(out):
-            strides.append(bufs.cstride(t))
-        elif int(np.prod(shape[:-1], dtype=np.int64)) == 1 and shape[-1:] == out[-1:]:
-            strides.append(0)
-        else:
+    ptrs, strides, decls = [], [], []
+    for k, t in enumerate(node.inputs):
+        tensor = graph.tensors[t]
+        shape = tensor.shape
+        per_channel = int(np.prod(shape[:-1], dtype=np.int64)) == 1 and shape[-1:] in (out[-1:], (1,))
+        if tuple(shape) != tuple(out) and not per_channel:
             raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): broadcast of {shape} to {out} has no C "
                                      f"kernel (same shape or a (1,1,1,C) operand only)")
-    return strides[0], strides[1], bufs.cstride(node.outputs[0])
+        if per_channel and shape[-1] != out[-1] and not tensor.is_const:
+            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): broadcast of {shape} to {out} has no C "
+                                     f"kernel (a single-value operand must be a constant)")
+        if tensor.is_const:
+            name = f"kb_k_{c_ident(node.name)}_{k}"
+            values = tensor.data.reshape(-1) if tuple(shape) == tuple(out) else np.broadcast_to(
+                tensor.data.reshape(-1), (out[-1],))
+            decls.append(c_array(name, "int8_t", values))
+            ptrs.append(name)
+            strides.append(out[-1] if tuple(shape) == tuple(out) else 0)
+        else:
+            ptrs.append(bufs.ptr(t))
+            strides.append(bufs.cstride(t) if tuple(shape) == tuple(out) else 0)
+    return Operands(tuple(ptrs), (strides[0], strides[1], bufs.cstride(node.outputs[0])), decls)
 
 
-def _binary_call(node: Node, bufs: Buffers, struct: str, params: dict, fn: str, family: str) -> LayerCode:
-    a, b = node.inputs
-    return LayerCode(body=[c_struct(struct, params),
-                           f"{fn}(&p, {bufs.ptr(a)}, {bufs.ptr(b)}, {bufs.ptr(node.outputs[0])});"], families={family})
+def _binary_call(node: Node, bufs: Buffers, operands: Operands, struct: str, params: dict, fn: str,
+                 family: str) -> LayerCode:
+    a, b = operands.ptrs
+    return LayerCode(decls=operands.decls, body=[c_struct(struct, params),
+                                                 f"{fn}(&p, {a}, {b}, {bufs.ptr(node.outputs[0])});"],
+                     families={family})
 
 
 def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     """int8 ADD and SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_add` / `kb_sub`."""
     pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
-    params = add_fields(graph, node, broadcast_strides(graph, node, bufs), pixels)
-    return _binary_call(node, bufs, "kb_add_params", params, "kb_add" if node.op is Op.ADD else "kb_sub", "add")
+    operands = binary_operands(graph, node, bufs)
+    params = add_fields(graph, node, operands.strides, pixels)
+    return _binary_call(node, bufs, operands, "kb_add_params", params, "kb_add" if node.op is Op.ADD else "kb_sub",
+                        "add")
 
 
 def emit_mul(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
-    params = mul_fields(graph, node, broadcast_strides(graph, node, bufs), pixels)
-    return _binary_call(node, bufs, "kb_mul_params", params, "kb_mul", "elementwise")
+    operands = binary_operands(graph, node, bufs)
+    params = mul_fields(graph, node, operands.strides, pixels)
+    return _binary_call(node, bufs, operands, "kb_mul_params", params, "kb_mul", "elementwise")
 
 
 def emit_minmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
@@ -249,10 +256,11 @@ def emit_minmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
         raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): inputs and output must share quantisation "
                                  f"params (the kernel compares raw int8 values)")
     shape = graph.tensors[node.outputs[0]].shape
-    s1, s2, so = broadcast_strides(graph, node, bufs)
+    operands = binary_operands(graph, node, bufs)
+    s1, s2, so = operands.strides
     params = dict(pixels=int(np.prod(shape[:-1])), c=shape[-1], in1_cstride=s1, in2_cstride=s2, out_cstride=so)
     fn = "kb_maximum" if node.op is Op.MAXIMUM else "kb_minimum"
-    return _binary_call(node, bufs, "kb_minmax_params", params, fn, "elementwise")
+    return _binary_call(node, bufs, operands, "kb_minmax_params", params, fn, "elementwise")
 
 
 def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> LayerCode:
@@ -424,6 +432,7 @@ EMITTERS = {
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
     Op.TRANSPOSE_CONV: emit_transpose_conv, Op.RESIZE_NEAREST_NEIGHBOR: emit_resize, Op.RESIZE_BILINEAR: emit_resize,
     **{op: emit_lut for op in UNARY_OPS},
+    **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..errors import KilobyteError, UnsupportedOpError
 from ..interp.int8_ref import activation_range_of, requant_params
 from ..ir import Graph, Op
+from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields
 from ..schedule.patch import box_area, split
 from .c_text import c_ident
@@ -27,9 +28,7 @@ from .layers import (
     Buffers,
     LayerCode,
     _weights,
-    conv_kernel,
     conv_scratch,
-    inplace_depthwise_kernel,
     window_params,
 )
 

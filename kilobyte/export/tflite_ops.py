@@ -6,9 +6,12 @@ neither becomes PAD (CONV_2D, DEPTHWISE_CONV_2D: pads with the zero point) or PA
 in-image taps) and is refused. A TRANSPOSE_CONV whose crop is neither SAME's nor VALID's (PyTorch's k=3, s=2, p=1,
 output_padding=1 crops the top row, SAME the bottom one) becomes a VALID TRANSPOSE_CONV into a taller uncropped
 output followed by a STRIDED_SLICE (a byte copy) of the IR's rows and columns. Attributes TFLite keeps in tensors (PAD
-paddings, MEAN axes, RESHAPE shape, resize size, TRANSPOSE_CONV output shape) become int32 constants. Every added
-tensor is named after the IR output it serves (`<out>.pad`, `<out>.axes`, `<out>.uncropped`, ...), so the writer is
-deterministic and the reader can recognise (and fold back) what the writer added.
+paddings, MEAN / REDUCE_MAX axes, RESHAPE shape, TRANSPOSE perm, STRIDED_SLICE begin/end/strides, TILE multiples,
+resize size, TRANSPOSE_CONV output shape) become int32 constants. A resolved STRIDED_SLICE end of -1 (a negative
+stride running down to index 0) cannot be written as an index (TFLite reads -1 as the last element): that axis gets
+its end_mask bit instead. Every added tensor is named after the IR output it serves (`<out>.pad`, `<out>.axes`,
+`<out>.uncropped`, ...), so the writer is deterministic and the reader can recognise (and fold back) what the writer
+added.
 """
 
 from __future__ import annotations
@@ -158,6 +161,31 @@ def _reshape(graph: Graph, node: Node):
     return [TflOp(B.RESHAPE, (node.inputs[0], const.name), node.outputs, {"NewShape": shape})], [const]
 
 
+def _transpose(graph: Graph, node: Node):
+    perm = _const(f"{node.outputs[0]}.perm", np.array(node.attrs.perm, np.int32))
+    return [TflOp(B.TRANSPOSE, (node.inputs[0], perm.name), node.outputs, {})], [perm]
+
+
+def _strided_slice(graph: Graph, node: Node):
+    a, out = node.attrs, node.outputs[0]
+    consts = [_const(f"{out}.{k}", np.array(v, np.int32))
+              for k, v in (("begin", a.begin), ("end", [max(e, 0) for e in a.end]), ("strides", a.strides))]
+    end_mask = sum(1 << i for i, e in enumerate(a.end) if e < 0)
+    opts = {"BeginMask": 0, "EndMask": end_mask, "EllipsisMask": 0, "NewAxisMask": 0, "ShrinkAxisMask": 0}
+    return [TflOp(B.STRIDED_SLICE, (node.inputs[0], *(c.name for c in consts)), node.outputs, opts)], consts
+
+
+def _tile(graph: Graph, node: Node):
+    multiples = _const(f"{node.outputs[0]}.multiples", np.array(node.attrs.multiples, np.int32))
+    return [TflOp(B.TILE, (node.inputs[0], multiples.name), node.outputs, {})], [multiples]
+
+
+def _reduce_max(graph: Graph, node: Node):
+    axes = _const(f"{node.outputs[0]}.axes", np.array(node.attrs.axes, np.int32))
+    op = TflOp(B.REDUCE_MAX, (node.inputs[0], axes.name), node.outputs, {"KeepDims": bool(node.attrs.keepdims)})
+    return [op], [axes]
+
+
 def _concat(graph: Graph, node: Node):
     opts = {"Axis": node.attrs.axis, "FusedActivationFunction": _act(node)}
     return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
@@ -237,6 +265,10 @@ _LOWER = {
     Op.PAD: _pad,
     Op.RESHAPE: _reshape,
     Op.CONCAT: _concat,
+    Op.TRANSPOSE: _transpose,
+    Op.STRIDED_SLICE: _strided_slice,
+    Op.TILE: _tile,
+    Op.REDUCE_MAX: _reduce_max,
     Op.SOFTMAX: _softmax,
     Op.LOG_SOFTMAX: _plain,
     Op.QUANTIZE: _plain,

@@ -1,20 +1,12 @@
 """Frontend stage: the shared lowering from NCHW framework semantics to the NHWC IR.
 
 Both frontends (PyTorch and ONNX) describe each source node in the *source* layout — NCHW shapes, OIHW weights,
-PyTorch/ONNX axis numbers — and call one `Lowering` method per node. This module owns every layout decision, so the
-two frontends cannot drift apart: the same network gives the same IR whichever way it arrives.
-
-Layout contract. A 4-D source value of shape `(1, C, H, W)` is an IR tensor `(1, H, W, C)`; every other rank keeps its
-shape. The IR has no transpose, so a flatten of `(1, C, H, W)` with `H*W > 1` and `C > 1` cannot reproduce PyTorch's
-channel-major order in memory. Instead the flattened `Value` remembers a column permutation (`perm`: IR column `j`
-holds source column `perm[j]`) and the next Linear/Gemm absorbs it by permuting the columns of its weight,
-`W_ir = W[:, perm]`, so `W_ir @ x_ir == W @ x` exactly. Elementwise ops carry the permutation along; an op that would
-need the source order (a graph output, a reshape to another rank) is rejected with a one-line reason.
+PyTorch/ONNX axis numbers — and call one `Lowering` method per node. This module (with the layout rules of
+`layout.py`: NCHW -> NHWC, a 1-D signal as an image one pixel high, flatten permutations) owns every layout decision,
+so the two frontends cannot drift apart: the same network gives the same IR whichever way it arrives.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +17,7 @@ from ..ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    GeluAttrs,
     Graph,
     GraphBuilder,
     MeanAttrs,
@@ -32,46 +25,26 @@ from ..ir import (
     PadAttrs,
     PoolAttrs,
     ReshapeAttrs,
+    ResizeAttrs,
     ShapeError,
     SoftmaxAttrs,
+    TransposeConvAttrs,
+)
+from .layout import (
+    LAYOUT_AXES,
+    LoweringError,
+    Value,
+    ir_axis,
+    natural_perm,
+    nhwc,
+    normalize_axes,
+    per_channel,
+    same_perm,
+    source_shape,
 )
 
 Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
-
-NCHW_TO_NHWC_AXIS = (0, 3, 1, 2)  # source axis i of a 4-D value is IR axis NCHW_TO_NHWC_AXIS[i]
-
-
-class LoweringError(Exception):
-    """A source node cannot be expressed in the IR; the frontend adds the node name and op to the reason."""
-
-
-@dataclass(frozen=True, eq=False)
-class Value:
-    """An activation: the IR tensor `name` holding a source value of `shape` (NCHW when 4-D)."""
-
-    name: str
-    shape: tuple[int, ...]
-    perm: np.ndarray | None = None  # rank 2 only: IR column j holds source column perm[j]
-
-
-def nhwc(shape) -> tuple[int, ...]:
-    """IR shape of a source value: `(N, C, H, W) -> (N, H, W, C)`, other ranks unchanged."""
-    shape = tuple(int(d) for d in shape)
-    return (shape[0], shape[2], shape[3], shape[1]) if len(shape) == 4 else shape
-
-
-def nchw(shape) -> tuple[int, ...]:
-    """Source shape of an IR tensor: `(N, H, W, C) -> (N, C, H, W)`, other ranks unchanged."""
-    return (shape[0], shape[3], shape[1], shape[2]) if len(shape) == 4 else tuple(shape)
-
-
-def natural_perm(shape) -> np.ndarray | None:
-    """Order in which the IR stores the elements of a source value (None when it is the source order)."""
-    if len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1:
-        return None
-    n, c, h, w = shape
-    return np.arange(n * c * h * w).reshape(n, c, h, w).transpose(0, 2, 3, 1).ravel()
-
+__all__ = ["Lowering", "LoweringError", "Value", "nhwc", "same_padding"]
 
 def same_padding(size: int, k: int, stride: int, dilation: int = 1, lower: bool = False) -> tuple[int, int]:
     """(before, after) padding of ONNX SAME_UPPER (PyTorch 'same' is its stride-1 case) or SAME_LOWER.
@@ -83,21 +56,6 @@ def same_padding(size: int, k: int, stride: int, dilation: int = 1, lower: bool 
     total = max((out - 1) * stride + dilation * (k - 1) + 1 - size, 0)
     small, big = total // 2, total - total // 2
     return (big, small) if lower else (small, big)
-
-
-def _same_perm(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return np.array_equal(a, b)
-
-
-def _normalize_axes(axes, rank: int) -> tuple[int, ...]:
-    out = []
-    for a in axes:
-        if not -rank <= a < rank:
-            raise LoweringError(f"axis {a} out of range for a rank-{rank} tensor")
-        out.append(a % rank)
-    return tuple(sorted(set(out)))
 
 
 def _pool_ceil_matches_floor(size: int, k: int, s: int, before: int, after: int) -> bool:
@@ -116,14 +74,17 @@ class Lowering:
         self._n_inputs = 0
 
     # -- plumbing --------------------------------------------------------------------------------------------------
-    def _emit(self, op: Op, inputs: list[str], attrs, origin: str, params=None, perm=None) -> Value:
+    def _emit(self, op: Op, inputs: list[str], attrs, origin: str, params=None, perm=None, rank: int | None = None
+              ) -> Value:
+        """Append one node; its output is a source value of `rank` (default: the IR output's rank)."""
         if params is not None:  # every constant of a float graph is float32, whatever the source precision
             params = {k: None if v is None else np.asarray(v, np.float32) for k, v in params.items()}
         try:
             out = self.builder.node(op, inputs, attrs, params=params, origin=origin)
         except ShapeError as e:
             raise LoweringError(str(e)) from None
-        return Value(out, nchw(self.builder.shape(out)), perm)
+        shape = self.builder.shape(out)
+        return Value(out, source_shape(shape, rank or len(shape)), perm)
 
     def input(self, shape) -> Value:
         """A graph input of source shape `shape` (batch 1); the first is named `input`, later ones `input_<k>`."""
@@ -147,13 +108,27 @@ class Lowering:
             want = " or ".join(str(r) for r in ranks)
             raise LoweringError(f"expected a rank-{want} input, got shape {x.shape}")
 
+    @staticmethod
+    def _as_image(x: Value) -> Value:
+        """A (N, C, L) value seen as the (N, C, 1, L) image its IR tensor (N, 1, L, C) already is: no node."""
+        n, c, length = x.shape
+        return Value(x.name, (n, c, 1, length))
+
+    @staticmethod
+    def _as_signal(y: Value) -> Value:
+        """An (N, C, 1, L) image seen as the (N, C, L) signal it holds: no node."""
+        n, c, h, length = y.shape
+        if h != 1:
+            raise LoweringError(f"1-D op produced an image of height {h}")
+        return Value(y.name, (n, c, length))
+
     # -- convolution, linear, normalisation ------------------------------------------------------------------------
     def conv2d(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, stride, padding: Pad4, dilation,
                groups: int, origin: str) -> Value:
         """2-D convolution with an OIHW `weight`: CONV_2D (groups 1) or DEPTHWISE_CONV_2D (groups == in channels)."""
         self._rank(x, 4)
         if weight.ndim != 4:
-            raise LoweringError(f"only 2-D convolutions are supported, got a weight of shape {weight.shape}")
+            raise LoweringError(f"only 1-D and 2-D convolutions are supported, got a weight of shape {weight.shape}")
         cout, cin_g, _, _ = weight.shape
         cin = x.shape[1]
         if min(padding) < 0:
@@ -169,6 +144,56 @@ class Lowering:
         raise LoweringError(f"grouped convolution (groups={groups}, {cin} input channels) is not supported; "
                             "use groups=1 or depthwise (groups == in_channels)")
 
+    def conv1d(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, stride: int, padding: tuple[int, int],
+               dilation: int, groups: int, origin: str) -> Value:
+        """1-D convolution of a (N, C, L) value with an (O, I, k) `weight`: the 2-D op with a 1 x k window."""
+        self._rank(x, 3)
+        if weight.ndim != 3:
+            raise LoweringError(f"a 1-D convolution needs an (out, in, k) weight, got shape {weight.shape}")
+        y = self.conv2d(self._as_image(x), weight[:, :, None, :], bias, stride=(1, stride),
+                        padding=(0, 0, *padding), dilation=(1, dilation), groups=groups, origin=origin)
+        return self._as_signal(y)
+
+    def conv_transpose2d(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, stride, padding,
+                         output_padding, dilation=(1, 1), groups: int = 1, origin: str) -> Value:
+        """Transposed 2-D convolution with a PyTorch / ONNX (Cin, Cout, kh, kw) `weight`: TRANSPOSE_CONV cropping the
+        full output by `padding` (top, bottom, left, right) less `output_padding` (rows, columns) at the end."""
+        self._rank(x, 4)
+        if weight.ndim != 4 or weight.shape[0] != x.shape[1]:
+            raise LoweringError(f"transposed convolution weight {weight.shape} does not match input {x.shape}")
+        if groups != 1 or tuple(dilation) != (1, 1):
+            raise LoweringError(f"transposed convolution with groups={groups}, dilation={tuple(dilation)}; only "
+                                "groups 1 and dilation 1 are supported")
+        top, bottom, left, right = padding
+        (oph, opw), (sh, sw) = output_padding, stride
+        if min(top, left) < 0 or not (0 <= oph < max(sh, 1) and 0 <= opw < max(sw, 1)):
+            raise LoweringError(f"transposed convolution padding {tuple(padding)} / output_padding "
+                                f"{tuple(output_padding)}: padding must be >= 0 and output_padding below the stride")
+        attrs = TransposeConvAttrs(stride=(int(sh), int(sw)), padding=(top, bottom - oph, left, right - opw))
+        params = {"weight": weight.transpose(1, 2, 3, 0), "bias": bias}  # (Cin, Cout, kh, kw) -> OHWI
+        return self._emit(Op.TRANSPOSE_CONV, [x.name], attrs, origin, params)
+
+    def conv_transpose1d(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, stride: int,
+                         padding: tuple[int, int], output_padding: int, origin: str) -> Value:
+        """Transposed 1-D convolution of a (N, C, L) value: the 2-D op with a 1 x k window."""
+        self._rank(x, 3)
+        y = self.conv_transpose2d(self._as_image(x), weight[:, :, None, :], bias, stride=(1, stride),
+                                  padding=(0, 0, *padding), output_padding=(0, output_padding), origin=origin)
+        return self._as_signal(y)
+
+    def resize(self, x: Value, size, *, mode: str, align_corners: bool = False, half_pixel_centers: bool = False,
+               origin: str) -> Value:
+        """RESIZE_NEAREST_NEIGHBOR (`mode` "nearest") or RESIZE_BILINEAR ("bilinear") of the H and W axes to `size`,
+        TFLite's coordinate flags as given (the frontends map their own conventions onto them)."""
+        self._rank(x, 4)
+        op = {"nearest": Op.RESIZE_NEAREST_NEIGHBOR, "bilinear": Op.RESIZE_BILINEAR}[mode]
+        attrs = ResizeAttrs(tuple(int(v) for v in size), bool(align_corners), bool(half_pixel_centers))
+        return self._emit(op, [x.name], attrs, origin)
+
+    def gelu(self, x: Value, *, approximate: bool, origin: str) -> Value:
+        """GELU, exact (erf) or tanh-approximate; elementwise, so a pending permutation passes through."""
+        return self._emit(Op.GELU, [x.name], GeluAttrs(bool(approximate)), origin, perm=x.perm, rank=len(x.shape))
+
     def linear(self, x: Value, weight: np.ndarray, bias: np.ndarray | None, *, origin: str) -> Value:
         """y = x @ weight.T + bias with weight (out, in); absorbs a pending flatten permutation of `x`."""
         if len(x.shape) != 2:
@@ -183,31 +208,70 @@ class Lowering:
 
     def batch_norm(self, x: Value, gamma, beta, mean, var, *, eps: float, origin: str) -> Value:
         """Inference batch norm over the channel axis (1); parameters in the IR order gamma, beta, mean, var."""
-        self._rank(x, 2, 4)
+        self._rank(x, 2, 3, 4)
         params = {"gamma": gamma, "beta": beta, "mean": mean, "var": var}
         if x.perm is not None:
             params = {k: v[x.perm] for k, v in params.items()}
-        return self._emit(Op.BATCH_NORM, [x.name], BatchNormAttrs(eps=float(eps)), origin, params, x.perm)
+        return self._emit(Op.BATCH_NORM, [x.name], BatchNormAttrs(eps=float(eps)), origin, params, x.perm,
+                          len(x.shape))
+
+    def scale_shift(self, x: Value, scale, shift, *, origin: str) -> Value:
+        """`x * scale + shift` with constants that broadcast to `x` and vary along the channel axis (1) at most:
+        a BATCH_NORM with mean 0, variance 1 and eps 0, which `fold_batchnorm` folds into a conv / FC before it
+        (and `quantize` turns into MUL and SUB by constants where it cannot)."""
+        self._rank(x, 2, 3, 4)
+        gamma, beta = per_channel(scale, x, "factor"), per_channel(shift, x, "term")
+        c = x.shape[1]
+        return self.batch_norm(x, gamma, beta, np.zeros(c, np.float32), np.ones(c, np.float32), eps=0.0,
+                               origin=origin)
 
     # -- elementwise -----------------------------------------------------------------------------------------------
-    def unary(self, op: Op, x: Value, *, origin: str) -> Value:
-        """RELU, RELU6 or IDENTITY; layout-agnostic, so a pending permutation passes through."""
-        return self._emit(op, [x.name], None, origin, perm=x.perm)
+    def unary(self, op: Op, x: Value, *, origin: str, attrs=None) -> Value:
+        """An elementwise op of one input (RELU, RELU6, IDENTITY, LOGISTIC, HARD_SWISH, LEAKY_RELU); layout-agnostic,
+        so a pending permutation passes through."""
+        return self._emit(op, [x.name], attrs, origin, perm=x.perm, rank=len(x.shape))
+
+    def hard_sigmoid(self, x: Value, alpha: float, beta: float, *, origin: str) -> Value:
+        """`clip(alpha * x + beta, 0, 1)` as `relu6(6 alpha x + 6 beta) / 6` (PyTorch's Hardsigmoid is alpha 1/6,
+        beta 1/2): the IR has no such op, TFLite neither; its converter writes the same ADD, RELU6, MUL chain."""
+        y = self.scale_shift(x, 6.0 * alpha, 6.0 * beta, origin=origin)
+        y = self.unary(Op.RELU6, y, origin=origin)
+        return self.scale_shift(y, 1.0 / 6.0, 0.0, origin=origin)
 
     def add(self, a: Value, b: Value, *, origin: str) -> Value:
         if a.shape != b.shape:
             raise LoweringError(f"add of shapes {a.shape} and {b.shape}; broadcasting is not supported")
-        if not _same_perm(a.perm, b.perm):
+        if not same_perm(a.perm, b.perm):
             raise LoweringError("add of two tensors flattened in different orders")
-        return self._emit(Op.ADD, [a.name, b.name], AddAttrs(), origin, perm=a.perm)
+        return self._emit(Op.ADD, [a.name, b.name], AddAttrs(), origin, perm=a.perm, rank=len(a.shape))
 
-    def softmax(self, x: Value, axis: int, *, origin: str) -> Value:
-        """Softmax over the channel axis of a 4-D value or the last axis otherwise (the IR's last axis)."""
+    def binary(self, op: Op, a: Value, b: Value, *, origin: str) -> Value:
+        """SUB, MUL, MAXIMUM or MINIMUM of two activations of one rank, broadcast as numpy does (e.g. the (1, C, 1, 1)
+        scale of a squeeze-excite block over (1, C, H, W))."""
+        if len(a.shape) != len(b.shape):
+            raise LoweringError(f"{op.value.lower()} of shapes {a.shape} and {b.shape}: operands of different ranks")
+        try:
+            out = tuple(np.broadcast_shapes(a.shape, b.shape))
+        except ValueError:
+            raise LoweringError(f"{op.value.lower()} of shapes {a.shape} and {b.shape}: they do not broadcast"
+                                ) from None
+        perm = a.perm if a.shape == out else b.perm
+        for v in (a, b):
+            if not (same_perm(v.perm, perm) or (v.perm is None and np.prod(v.shape) == 1)):
+                raise LoweringError(f"{op.value.lower()} of tensors flattened in different orders")
+        attrs = AddAttrs() if op in (Op.SUB, Op.MUL) else None
+        return self._emit(op, [a.name, b.name], attrs, origin, perm=perm, rank=len(out))
+
+    def softmax(self, x: Value, axis: int, *, origin: str, log: bool = False) -> Value:
+        """SOFTMAX (LOG_SOFTMAX with `log`) over the channel axis of a 3-D / 4-D value or the last axis otherwise
+        (the IR's last axis)."""
         rank = len(x.shape)
-        axis = _normalize_axes([axis], rank)[0]
-        if axis != (1 if rank == 4 else rank - 1):
+        axis = normalize_axes([axis], rank)[0]
+        if axis != (1 if rank in LAYOUT_AXES else rank - 1):
             raise LoweringError(f"softmax over axis {axis} of shape {x.shape}; only the channel/last axis")
-        return self._emit(Op.SOFTMAX, [x.name], SoftmaxAttrs(), origin, perm=x.perm)
+        if log:
+            return self._emit(Op.LOG_SOFTMAX, [x.name], None, origin, perm=x.perm, rank=rank)
+        return self._emit(Op.SOFTMAX, [x.name], SoftmaxAttrs(), origin, perm=x.perm, rank=rank)
 
     # -- pooling ---------------------------------------------------------------------------------------------------
     def pool(self, op: Op, x: Value, *, kernel, stride, padding: Pad4, origin: str, ceil_mode: bool = False,
@@ -227,12 +291,55 @@ class Lowering:
             padding = (0, 0, 0, 0)
         return self._emit(op, [x.name], PoolAttrs(kernel=kernel, stride=stride, padding=padding), origin)
 
+    def pool1d(self, op: Op, x: Value, *, kernel: int, stride: int, padding: tuple[int, int], origin: str,
+               ceil_mode: bool = False, count_include_pad: bool = False) -> Value:
+        """1-D pooling of a (N, C, L) value: the 2-D pool with a 1 x k window."""
+        self._rank(x, 3)
+        y = self.pool(op, self._as_image(x), kernel=(1, kernel), stride=(1, stride), padding=(0, 0, *padding),
+                      origin=origin, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+        return self._as_signal(y)
+
+    def adaptive_pool(self, op: Op, x: Value, size, *, origin: str) -> Value:
+        """Adaptive average / max pooling of a 3-D / 4-D value to `size` (one entry per spatial axis, None keeps
+        it): MEAN for a global average, else the pool whose windows tile the input exactly."""
+        self._rank(x, 3, 4)
+        spatial = x.shape[2:]
+        size = tuple(d if s is None else int(s) for d, s in zip(spatial, size))
+        if op is Op.AVG_POOL_2D and all(s == 1 for s in size):
+            return self.mean(x, range(2, len(x.shape)), True, origin=origin)
+        if any(d % s for d, s in zip(spatial, size)):
+            raise LoweringError(f"adaptive pooling {spatial} -> {size} with uneven windows is not supported")
+        k = tuple(d // s for d, s in zip(spatial, size))
+        if len(k) == 1:
+            return self.pool1d(op, x, kernel=k[0], stride=k[0], padding=(0, 0), origin=origin)
+        return self.pool(op, x, kernel=k, stride=k, padding=(0, 0, 0, 0), origin=origin)
+
     def mean(self, x: Value, axes, keepdims: bool, *, origin: str) -> Value:
-        """Mean over the spatial axes (2, 3) of a 4-D value -> MEAN over NHWC axes (1, 2)."""
-        self._rank(x, 4)
-        if _normalize_axes(axes, 4) != (2, 3):
-            raise LoweringError(f"mean over axes {tuple(axes)}; only the spatial axes (2, 3) are supported")
-        return self._emit(Op.MEAN, [x.name], MeanAttrs(axes=(1, 2), keepdims=bool(keepdims)), origin)
+        """Mean over spatial axes (H and/or W of a 4-D value, L of a 3-D one) -> MEAN over the matching NHWC axes."""
+        return self._reduce(Op.MEAN, x, axes, keepdims, origin=origin)
+
+    def reduce_max(self, x: Value, axes, keepdims: bool, *, origin: str) -> Value:
+        """Maximum over any axes but the batch -> REDUCE_MAX over the matching NHWC axes."""
+        return self._reduce(Op.REDUCE_MAX, x, axes, keepdims, origin=origin)
+
+    def _reduce(self, op: Op, x: Value, axes, keepdims: bool, *, origin: str) -> Value:
+        self._rank(x, 3, 4)
+        rank = len(x.shape)
+        axes = normalize_axes(axes, rank)
+        lowest = 2 if op is Op.MEAN else 1
+        if not axes or min(axes) < lowest:
+            which = "the spatial axes (2 and up)" if op is Op.MEAN else "axes 1 and up"
+            raise LoweringError(f"{op.value.lower()} over axes {tuple(axes)} of shape {x.shape}; only {which}")
+        ir_axes = {ir_axis(a, rank) for a in axes} | ({1} if rank == 3 else set())  # a signal's unit H goes too
+        if keepdims:
+            target = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        else:
+            target = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        dropped = tuple(d for i, d in enumerate(nhwc(x.shape)) if i not in ir_axes)
+        if not keepdims and nhwc(target) == dropped:
+            return self._emit(op, [x.name], MeanAttrs(tuple(sorted(ir_axes)), False), origin, rank=len(target))
+        y = self._emit(op, [x.name], MeanAttrs(tuple(sorted(ir_axes)), True), origin, rank=rank)
+        return self.reshape(y, target, origin=origin)
 
     # -- shape ops -------------------------------------------------------------------------------------------------
     def pad(self, x: Value, pads, *, origin: str) -> Value:
@@ -244,21 +351,49 @@ class Lowering:
             return x
         if pads[0] != (0, 0) or x.perm is not None:
             raise LoweringError("padding the batch axis or a flattened tensor is not supported")
-        if len(pads) == 4:
-            pads = [pads[0], pads[2], pads[3], pads[1]]
-        return self._emit(Op.PAD, [x.name], PadAttrs(pads=tuple(pads)), origin)
+        rank = len(x.shape)
+        ir_pads = [(0, 0)] * len(nhwc(x.shape))
+        for i, p in enumerate(pads):
+            ir_pads[ir_axis(i, rank)] = p
+        return self._emit(Op.PAD, [x.name], PadAttrs(pads=tuple(ir_pads)), origin, rank=rank)
 
     def reshape(self, x: Value, shape, *, origin: str) -> Value:
-        """View `x` as `shape` (one -1 allowed) in source (row-major NCHW) order; a no-op reshape emits nothing."""
+        """View `x` as `shape` (one -1 allowed) in source (row-major NCHW) order; a reshape that leaves the IR tensor
+        as it is (a no-op, or e.g. (1, C, L) <-> (1, C, 1, L)) emits nothing."""
         shape = self._resolve_shape(x, shape)
         if shape == x.shape:
             return x
         source_order = x.perm if x.perm is not None else natural_perm(x.shape)
-        if _same_perm(source_order, natural_perm(shape)):
-            return self._emit(Op.RESHAPE, [x.name], ReshapeAttrs(shape=nhwc(shape)), origin)
+        if same_perm(source_order, natural_perm(shape)):
+            if nhwc(shape) == self.builder.shape(x.name):
+                return Value(x.name, shape)
+            return self._emit(Op.RESHAPE, [x.name], ReshapeAttrs(shape=nhwc(shape)), origin, rank=len(shape))
         if len(shape) == 2 and shape[0] == 1:
             return self._emit(Op.RESHAPE, [x.name], ReshapeAttrs(shape=shape), origin, perm=source_order)
         raise LoweringError(f"reshape {x.shape} -> {shape} would need a transpose, which the NHWC IR does not have")
+
+    def squeeze(self, x: Value, dims=None, *, origin: str) -> Value:
+        """Drop the unit axes among `dims` (all unit axes when None, the batch axis included, as PyTorch does)."""
+        dims = range(len(x.shape)) if dims is None else normalize_axes(dims, len(x.shape))
+        return self.reshape(x, tuple(d for i, d in enumerate(x.shape) if not (i in dims and d == 1)), origin=origin)
+
+    def unsqueeze(self, x: Value, dims, *, origin: str) -> Value:
+        """Insert unit axes at positions `dims` of the result."""
+        rank = len(x.shape) + len(dims)
+        dims = normalize_axes(dims, rank)
+        rest = iter(x.shape)
+        return self.reshape(x, tuple(1 if i in dims else next(rest) for i in range(rank)), origin=origin)
+
+    def transpose(self, x: Value, perm, *, origin: str) -> Value:
+        """A transpose that only moves unit axes (the elements keep their order): a reshape. Others need a
+        TRANSPOSE op, which the IR does not have."""
+        perm = [p % len(x.shape) for p in perm]
+        if sorted(perm) != list(range(len(x.shape))):
+            raise LoweringError(f"permutation {perm} does not fit shape {x.shape}")
+        moved = [p for p in perm if x.shape[p] != 1]
+        if moved != sorted(moved):
+            raise LoweringError(f"transpose {perm} of shape {x.shape} reorders elements; the IR has no TRANSPOSE")
+        return self.reshape(x, tuple(x.shape[p] for p in perm), origin=origin)
 
     def flatten(self, x: Value, start_dim: int = 1, end_dim: int = -1, *, origin: str) -> Value:
         rank = len(x.shape)
@@ -286,7 +421,7 @@ class Lowering:
         rank = len(xs[0].shape)
         if any(len(v.shape) != rank for v in xs):
             raise LoweringError(f"concat of tensors of different ranks: {[v.shape for v in xs]}")
-        axis = _normalize_axes([axis], rank)[0]
+        axis = normalize_axes([axis], rank)[0]
         perm = None
         if any(v.perm is not None for v in xs):
             if rank != 2 or axis != 1:
@@ -294,5 +429,6 @@ class Lowering:
             offsets = np.cumsum([0] + [v.shape[1] for v in xs[:-1]])
             perm = np.concatenate([(v.perm if v.perm is not None else np.arange(v.shape[1])) + o
                                    for v, o in zip(xs, offsets)])
-        ir_axis = NCHW_TO_NHWC_AXIS[axis] if rank == 4 else axis
-        return self._emit(Op.CONCAT, [v.name for v in xs], ConcatAttrs(axis=ir_axis), origin, perm=perm)
+        attrs = ConcatAttrs(axis=ir_axis(axis, rank))
+        return self._emit(Op.CONCAT, [v.name for v in xs], attrs, origin, perm=perm, rank=rank)
+

@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 from ..errors import ModelFileError, UnsupportedOpError
 from ..ir import Graph
 from .lowering import Lowering, LoweringError, Value
-from .onnx_ops import OPS, SUPPORTED, matmul
+from .onnx_ops import NOT_IN_IR, OPS, SUPPORTED, matmul
 
 
 def from_onnx(model: str | os.PathLike | onnx.ModelProto) -> Graph:
@@ -66,7 +66,9 @@ class _Converter:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
         self.graph_outputs = {o.name for o in proto.graph.output}
-        self.fused: set[int] = set()  # ids of Add nodes already folded into the MatMul before them
+        self.fused: set[int] = set()  # ids of nodes already lowered as part of another (MatMul's Add, GELU chains)
+        self.gelu: dict[int, str] = {}  # id of a GELU chain's last Mul -> the chain's input
+        self._find_gelu_chains()
 
     def run(self) -> Graph:
         for inp in self.graph.input:
@@ -108,8 +110,51 @@ class _Converter:
             ins.append(self.env[name] if name else None)
         return ins
 
+    def _find_gelu_chains(self) -> None:
+        """The exporters' exact GELU, x / sqrt(2) (or x * (1 / sqrt 2)) -> Erf -> + 1 -> * x -> * 0.5 (the two Muls in
+        either order), whose intermediate values nothing else reads: the last Mul becomes one GELU of x, the other four
+        nodes none."""
+        producer = {o: n for n in self.graph.node for o in n.output}
+        for erf in (n for n in self.graph.node if n.op_type == "Erf"):
+            scale = producer.get(erf.input[0])
+            if scale is None or scale.op_type not in ("Div", "Mul") or len(scale.input) != 2:
+                continue
+            x = scale.input[0]
+            want = np.sqrt(2.0) if scale.op_type == "Div" else np.sqrt(0.5)
+            add = self._sole_reader(erf.output[0], "Add")
+            mul = self._sole_reader(add.output[0], "Mul") if add is not None else None
+            half = self._sole_reader(mul.output[0], "Mul") if mul is not None else None
+            if half is None or not self._is_scalar(scale.input[1], want) or not self._is_scalar(_other(add, erf), 1.0) \
+                    or len(self.consumers.get(scale.output[0], [])) != 1:
+                continue
+            p, q = _other(mul, add), _other(half, mul)  # x and 0.5, in either order (the exporters differ)
+            if not ((p == x and self._is_scalar(q, 0.5)) or (q == x and self._is_scalar(p, 0.5))):
+                continue
+            self.fused |= {id(scale), id(erf), id(add), id(mul)}
+            self.gelu[id(half)] = x
+
+    def _sole_reader(self, name: str, op_type: str):
+        users = self.consumers.get(name, [])
+        ok = len(users) == 1 and users[0].op_type == op_type and name not in self.graph_outputs
+        return users[0] if ok else None
+
+    def _is_scalar(self, name: str | None, value: float) -> bool:
+        """Whether tensor `name` is a constant (initializer or Constant node) holding one value close to `value`."""
+        v = self.env.get(name) if name is not None else None
+        if v is None and name is not None:
+            node = next((n for n in self.graph.node if n.op_type == "Constant" and n.output[0] == name), None)
+            attr = next((a for a in node.attribute if a.name == "value"), None) if node is not None else None
+            v = numpy_helper.to_array(attr.t) if attr is not None else None
+        return isinstance(v, np.ndarray) and v.size == 1 and bool(np.isclose(float(v.reshape(-1)[0]), value,
+                                                                             rtol=1e-4))
+
     def _node(self, node: onnx.NodeProto) -> None:
         origin = node.name or node.output[0]
+        if id(node) in self.gelu:
+            x = self.env[self.gelu[id(node)]]
+            self.env[node.output[0]] = self._wrap(node, origin, lambda: self.low.gelu(x, approximate=False,
+                                                                                     origin=origin))
+            return
         ins = self._inputs(node)
         self.env[node.output[0]] = self._wrap(node, origin, lambda: self._lower(node, origin, ins))
 
@@ -121,6 +166,8 @@ class _Converter:
         if node.op_type == "Shape":
             return self._shape(node, ins[0])
         handler = OPS.get(node.op_type)
+        if node.op_type in NOT_IN_IR:
+            raise LoweringError(f"needs {NOT_IN_IR[node.op_type]}, which the IR does not have yet")
         if handler is None:
             raise LoweringError(f"unsupported op; supported: {SUPPORTED}")
         if any(self.consumers.get(o) or o in self.graph_outputs for o in node.output[1:] if o):
@@ -164,6 +211,14 @@ class _Converter:
             return np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
         except Exception as e:  # the reference runtime raises many types
             raise LoweringError(f"cannot evaluate this constant node ({_first_line(e)})") from None
+
+
+def _other(node: onnx.NodeProto | None, source: onnx.NodeProto) -> str | None:
+    """The input of two-input `node` that is not `source`'s output (None if there is no such single input)."""
+    if node is None or len(node.input) != 2:
+        return None
+    rest = [i for i in node.input if i != source.output[0]]
+    return rest[0] if len(rest) == 1 else None
 
 
 def _attr(a: onnx.AttributeProto):

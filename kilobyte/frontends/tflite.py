@@ -3,9 +3,10 @@
 Reading happens in two steps. `_parse` walks the flatbuffer with the `tflite` schema package into plain records,
 checking every index (buffer, tensor, opcode) and wrapping any flatbuffers/numpy failure into a one-line
 `ModelFileError` naming the file, so a truncated or corrupt file never shows a traceback. `_build` then turns the
-records into a `Graph`: per-op conversion lives in `tflite_ops`; SAME/VALID become explicit padding; tensors keep
-their names from the file; constant weights and biases keep their `QParams`; attribute tensors (PAD paddings, MEAN
-axes, RESHAPE shape) are consumed into node attrs.
+records into a `Graph`: constant shape arithmetic (SHAPE, PACK, int32 STRIDED_SLICE, ...) is evaluated into constant
+tensors first (`tflite_fold`); per-op conversion lives in `tflite_ops`; SAME/VALID become explicit padding; tensors
+keep their names from the file; constant weights and biases keep their `QParams`; attribute tensors (PAD paddings,
+MEAN axes, RESHAPE shape, ...) are consumed into node attrs.
 
 Round-trip rule: the `.tflite` writer (`kilobyte.export.tflite`) adds a PAD/PADV2 named `<out>.pad` before a
 window op whose padding TFLite cannot express; the reader folds exactly those back (a PAD before CONV_2D /
@@ -27,6 +28,7 @@ import tflite
 from ..errors import KilobyteError, ModelFileError, UnsupportedOpError
 from ..export import tflite_schema as S
 from ..ir import PARAM_OPS, Graph, GraphError, Node, QParams, Tensor
+from .tflite_fold import fold_constants
 from .tflite_ops import convert_op, find_folds
 
 _NP_TYPES = {S.T.FLOAT32: "<f4", S.T.INT8: "i1", S.T.INT32: "<i4", S.T.INT64: "<i8", S.T.UINT8: "u1",
@@ -203,7 +205,9 @@ def _build(fm: FileModel) -> Graph:
     if not fm.inputs or not fm.outputs or not fm.ops:
         raise ModelFileError(f"{fm.src}: the model has {len(fm.inputs)} inputs, {len(fm.outputs)} outputs and "
                              f"{len(fm.ops)} operators; it needs at least one of each")
+    constant = fold_constants(fm)  # shape arithmetic -> constant tensors, before anything reads them
     folds = find_folds(fm)
+    folds.skipped |= constant
     nodes: list[Node] = []
     extra: dict[str, Tensor] = {}
     for op in fm.ops:

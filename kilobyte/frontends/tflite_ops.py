@@ -2,10 +2,13 @@
 
 One function per builtin operator. SAME/VALID become explicit (top, bottom, left, right) padding with TFLite's
 rule (`tflite_schema.same_pads`, and `transpose_conv_crop` for TRANSPOSE_CONV, whose padding crops its output);
-fused activations map to `Activation`; PAD paddings, MEAN axes, the RESHAPE shape and the resize size are read from
-their constant tensors into attrs. `find_folds` recognises the PAD/PADV2 operators the Kilobyte writer inserted
-(output named `<out>.pad`) so the window op that reads them gets its explicit padding back, and the STRIDED_SLICE it
-puts after a TRANSPOSE_CONV whose crop SAME/VALID cannot express (input named `<out>.uncropped`).
+fused activations map to `Activation`; PAD paddings, MEAN / REDUCE_MAX axes, the RESHAPE shape, TRANSPOSE perm, TILE
+multiples, STRIDED_SLICE begin/end/strides and the resize size are read from their constant tensors (constant in the
+file, or folded by `tflite_fold`) into attrs. STRIDED_SLICE masks and negative indices are resolved as TFLite Micro
+resolves them (`tflite_index.slice_bounds`); its shrink axes become a RESHAPE after the slice. `find_folds`
+recognises the PAD/PADV2 operators the Kilobyte writer inserted (output named `<out>.pad`) so the window op that
+reads them gets its explicit padding back, and the STRIDED_SLICE it puts after a TRANSPOSE_CONV whose crop SAME/VALID
+cannot express (input named `<out>.uncropped`).
 """
 
 from __future__ import annotations
@@ -37,9 +40,13 @@ from ..ir import (
     ReshapeAttrs,
     ResizeAttrs,
     SoftmaxAttrs,
+    StridedSliceAttrs,
     Tensor,
+    TileAttrs,
+    TransposeAttrs,
     TransposeConvAttrs,
 )
+from .tflite_index import SliceBounds, slice_bounds
 
 B = S.B
 _WINDOW_OPS = (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.MAX_POOL_2D)
@@ -306,6 +313,68 @@ def _concat(fm, op, folds, extra):
     return [_node(fm, op, Op.CONCAT, op.inputs, attrs)]
 
 
+def _ints(fm, op, k: int, what: str) -> list[int]:
+    data = _const(fm, op, k, what)
+    if data.dtype.kind not in "iu":
+        raise ModelFileError(f"{_where(fm, op)}: {what} (input {k}) must hold integers, not {data.dtype}")
+    return [int(v) for v in data.reshape(-1)]
+
+
+def _transpose(fm, op, folds, extra):
+    perm, rank = _ints(fm, op, 1, "perm"), len(fm.tensors[op.inputs[0]].shape)
+    if sorted(perm) != list(range(rank)):
+        raise ModelFileError(f"{_where(fm, op)}: perm {perm} is not a permutation of the input's {rank} axes")
+    return [_node(fm, op, Op.TRANSPOSE, op.inputs[:1], TransposeAttrs(tuple(perm)))]
+
+
+def _tile(fm, op, folds, extra):
+    multiples = _ints(fm, op, 1, "multiples")
+    return [_node(fm, op, Op.TILE, op.inputs[:1], TileAttrs(tuple(multiples)))]
+
+
+def _reduce_max(fm, op, folds, extra):
+    axes = tuple(_ints(fm, op, 1, "axis"))
+    keep = bool(op.options is not None and _options(fm, op, "ReducerOptions").KeepDims())
+    return [_node(fm, op, Op.REDUCE_MAX, op.inputs[:1], MeanAttrs(axes, keep))]
+
+
+def strided_slice_bounds(fm, op) -> SliceBounds:
+    """Read a STRIDED_SLICE operator's begin/end/strides tensors and masks and resolve them for its input shape."""
+    shape = fm.tensors[op.inputs[0]].shape
+    begin, end, strides = (_ints(fm, op, k, what) for k, what in ((1, "begin"), (2, "end"), (3, "strides")))
+    if not len(begin) == len(end) == len(strides) == len(shape):
+        raise ModelFileError(f"{_where(fm, op)}: begin/end/strides have {len(begin)}/{len(end)}/{len(strides)} "
+                             f"entries for a rank-{len(shape)} input")
+    opts = _options(fm, op, "StridedSliceOptions") if op.options is not None else None
+    masks = (0, 0, 0) if opts is None else (opts.BeginMask(), opts.EndMask(), opts.ShrinkAxisMask())
+    if opts is not None and (opts.EllipsisMask() or opts.NewAxisMask() or opts.Offset()):
+        raise _unsupported(fm, op, f"ellipsis_mask {opts.EllipsisMask()}, new_axis_mask {opts.NewAxisMask()}, "
+                                   f"offset {bool(opts.Offset())}: TFLite Micro ignores these, so it would not "
+                                   f"compute what TFLite does; only begin, end and shrink_axis masks are supported")
+    try:
+        return slice_bounds(shape, begin, end, strides, *masks)
+    except ValueError as e:
+        raise _unsupported(fm, op, str(e)) from None
+
+
+def _strided_slice(fm, op, folds, extra):
+    bounds = strided_slice_bounds(fm, op)
+    x, y = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
+    if bounds.out_shape != y.shape:
+        raise ModelFileError(f"{_where(fm, op)}: the slice has shape {bounds.out_shape}, the output tensor {y.shape}")
+    attrs = StridedSliceAttrs(bounds.begin, bounds.end, bounds.strides)
+    if not bounds.shrink:
+        return [_node(fm, op, Op.STRIDED_SLICE, op.inputs[:1], attrs)]
+    # shrink axes: the slice keeps them (size 1), a RESHAPE drops them; the slice is quantised as the output, so the
+    # int8 checks compare the file's input and output
+    mid = f"{y.name}.slice"
+    quant = None if y.quant is None else QParams(y.quant[0], y.quant[1], None)
+    extra[mid] = Tensor(mid, bounds.kept_shape, S.TFL_TO_DTYPE.get(x.type, "float32"), None, quant)
+    origin = f"tflite operator {op.index} STRIDED_SLICE"
+    return [Node(mid, Op.STRIDED_SLICE, (x.name,), (mid,), attrs, origin),
+            Node(y.name, Op.RESHAPE, (mid,), (y.name,), ReshapeAttrs(y.shape), origin)]
+
+
 def _softmax(fm, op, folds, extra):
     _check_softmax_output(fm, op, SOFTMAX_OUTPUT_QPARAMS)
     beta = _options(fm, op, "SoftmaxOptions").Beta() if op.options is not None else 1.0
@@ -409,6 +478,10 @@ _CONVERT = {
     B.PADV2: _pad,
     B.RESHAPE: _reshape,
     B.CONCATENATION: _concat,
+    B.TRANSPOSE: _transpose,
+    B.STRIDED_SLICE: _strided_slice,
+    B.TILE: _tile,
+    B.REDUCE_MAX: _reduce_max,
     B.SOFTMAX: _softmax,
     B.LOG_SOFTMAX: _log_softmax,
     B.QUANTIZE: _plain(Op.QUANTIZE),

@@ -20,7 +20,7 @@ from torch import fx, nn
 from ..errors import UnsupportedOpError
 from ..ir import Graph
 from .lowering import Lowering, LoweringError, Value
-from .torch_ops import FUNCTIONS, METHODS, SUPPORTED, module_handler
+from .torch_ops import EITHER_OPERAND, FUNCTIONS, METHODS, SUPPORTED, missing_ir_op, module_handler
 
 
 def from_torch(module: nn.Module, input_shape: tuple) -> Graph:
@@ -157,13 +157,11 @@ class _Converter:
             return self._call_method(node.target, origin, args, kwargs)
         if node.target is getattr and args[1] == "shape":
             return torch.Size(args[0].shape)
-        return self._call(FUNCTIONS.get(node.target) if _hashable(node.target) else None, origin, args, kwargs)
+        handler = FUNCTIONS.get(node.target) if _hashable(node.target) else None
+        return self._call(handler, origin, args, kwargs, node.target)
 
     def _call_module(self, mod: nn.Module, origin: str, args, kwargs):
-        handler = module_handler(mod)
-        if handler is None:
-            raise LoweringError(f"unsupported op; supported: {SUPPORTED}")
-        return self._call(handler, origin, (mod, *args), kwargs)
+        return self._call(module_handler(mod), origin, (mod, *args), kwargs, mod)
 
     def _call_method(self, name: str, origin: str, args, kwargs):
         x = args[0]
@@ -174,10 +172,13 @@ class _Converter:
             return len(x.shape)
         if name == "contiguous":
             return x
-        return self._call(METHODS.get(name), origin, args, kwargs)
+        return self._call(METHODS.get(name), origin, args, kwargs, name)
 
-    def _call(self, handler, origin: str, args, kwargs):
+    def _call(self, handler, origin: str, args, kwargs, target):
         if handler is None:
+            missing = missing_ir_op(target)
+            if missing:
+                raise LoweringError(f"needs {missing}, which the IR does not have yet")
             raise LoweringError(f"unsupported op; supported: {SUPPORTED}")
         try:  # bind first, so a wrong call is reported as such and never hides a bug inside a handler
             bound = inspect.signature(handler).bind(self.low, origin, *args, **kwargs)
@@ -185,7 +186,7 @@ class _Converter:
             raise LoweringError(f"arguments not understood ({e})") from None
         values = list(bound.arguments.values())[2:]  # after (low, origin): [module,] main input, ...
         main = values[1] if isinstance(values[0], nn.Module) else values[0]
-        if not isinstance(main, (Value, list, tuple)):
+        if not isinstance(main, (Value, list, tuple)) and handler not in EITHER_OPERAND:
             raise LoweringError("the op's main input is a constant, not an activation")
         return handler(self.low, origin, *args, **kwargs)
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ir import Activation, Graph, Node, Op
 from ..ir.shapes import transpose_conv_out_size
+from .movement import move_values
 from .upsample import resize_bilinear_float, resize_nearest, transpose_conv_sum
 
 
@@ -156,6 +157,8 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return args[0].reshape(a.shape)
     if op is Op.CONCAT:
         return _act(np.concatenate(args, axis=a.axis), a.activation)
+    if op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX):
+        return move_values(node, args[0])
     if op is Op.SOFTMAX:
         return _softmax(args[0], a.beta)
     if op is Op.LOG_SOFTMAX:

@@ -7,16 +7,20 @@ integer parameters so the C runtime can be tested against them directly, and `re
 `mul_node_params` / `activation_range_of` derive those parameters from a graph exactly as TFLite Micro's Prepare
 functions do.
 
-Ops `quantize()` never emits serve int8 graphs imported from `.tflite` files:
+Beyond the conv / pool / ADD core:
 - MEAN (`mean_int8`, TFLM's integer MEAN; its requantisation in `mean_multiplier`, shared with the code generator);
 - SOFTMAX and LOG_SOFTMAX (`kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields);
 - SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
-  element); MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output must share params;
-- LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU and a standing RELU / RELU6: the 256-entry table of
-  `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
+  element), either operand may be a constant; MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output
+  must share params;
+- LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
+  that `unary_node_table` builds, the same table the C kernel reads;
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
   TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
-- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`).
+- QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
+- TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
+  input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
+  TFLite Micro's kernels copy bytes without looking).
 
 Integer semantics follow TFLite's reference kernels: convolutions accumulate `w · (x - zp_in)` (padding contributes
 nothing, i.e. the input is padded with its zero point) in int32, add the int32 bias and requantise per output
@@ -48,6 +52,7 @@ from ..quant.arith import (
     requantize,
     requantize_values,
 )
+from .movement import batched
 from .softmax import (
     LOG_SOFTMAX_OUTPUT_QPARAMS,
     SOFTMAX_OUTPUT_QPARAMS,
@@ -116,7 +121,7 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
     if op in (Op.PAD, Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
         return _eval_moving(graph, node, args)
-    if op is Op.MEAN:  # quantize() never emits MEAN; graphs imported from .tflite files may have it
+    if op is Op.MEAN:
         return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *tensor_qparams(graph, node.inputs[0]),
                          *tensor_qparams(graph, node.outputs[0]))
     if op is Op.QUANTIZE and args[0].dtype in (np.int8, np.uint8):  # uint8 <-> int8 at a model's edges
@@ -129,6 +134,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return dequantize_values(args[0], *tensor_qparams(graph, node.inputs[0]))
     if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
         return _eval_softmax(graph, node, args[0])
+    if op in MOVEMENT_OPS:
+        check_shared_qparams(graph, node)
+        return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
     if op in UNARY_OPS:
         return apply_table(args[0], unary_node_table(graph, node))
     if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
@@ -138,8 +146,10 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
 
 _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
                                     Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
-                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, Op.TRANSPOSE_CONV,
-                                    Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR, *UNARY_OPS})
+                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
+                                    Op.TILE, Op.REDUCE_MAX, Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR,
+                                    Op.RESIZE_BILINEAR})
+MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -155,6 +165,8 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
             raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
         return np.concatenate(args, axis=node.attrs.axis)
     if node.op is Op.RESHAPE:
+        if args[0].shape == graph.tensors[node.inputs[0]].shape:  # one sample: the new shape as it is (rank 0 too)
+            return args[0].reshape(tuple(node.attrs.shape))
         return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
 
@@ -306,6 +318,22 @@ def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
         raise KilobyteError(f"{where}: {e}") from None
 
 
+def check_shared_qparams(graph: Graph, node: Node) -> None:
+    """A TRANSPOSE / STRIDED_SLICE / TILE / REDUCE_MAX node's int8 input and output must share quantisation params
+    (its kernel moves or compares raw int8 values); otherwise a one-line `UnsupportedOpError` naming the node."""
+    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
+    if x.dtype != y.dtype or x.qparams != y.qparams:
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): input '{x.name}' ({x.dtype}, "
+                                 f"{_fmt_qparams(x.qparams)}) and output ({y.dtype}, {_fmt_qparams(y.qparams)}) must "
+                                 f"share dtype and quantisation params (the kernel moves raw values)")
+
+
+def _fmt_qparams(q) -> str:
+    if q is None:
+        return "no quantisation"
+    return f"scale {[float(v) for v in q.scale]}, zero point {[int(v) for v in q.zero_point]}"
+
+
 def _require_same_qparams(graph: Graph, node: Node) -> None:
     want = graph.tensors[node.outputs[0]].qparams
     for t in node.inputs:
@@ -445,8 +473,7 @@ def mean_int8(x, axes, keepdims: bool, input_scale, input_zp: int, output_scale,
 
     `sum(x - zp_in)` over the n reduced values is requantised with `QuantizeMultiplier(s_in / s_out)` into which
     1/n is folded: `k = min(floor(log2 n), 32, 31 + shift)`, `multiplier = (multiplier << k) / n` (truncating),
-    `shift -= k`; then `+ zp_out` and the int8 clamp. `quantize()` emits AVG_POOL_2D instead (see kilobyte.quant);
-    this kernel serves int8 graphs imported from `.tflite` files.
+    `shift -= k`; then `+ zp_out` and the int8 clamp.
     """
     axes = tuple(sorted({a % x.ndim for a in axes}))
     n = int(np.prod([x.shape[a] for a in axes]))

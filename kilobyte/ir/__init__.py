@@ -22,6 +22,9 @@ from .ops import (
                   ReshapeAttrs,
                   ResizeAttrs,
                   SoftmaxAttrs,
+                  StridedSliceAttrs,
+                  TileAttrs,
+                  TransposeAttrs,
                   TransposeConvAttrs,
 )
 from .shapes import ShapeError, conv_out_size, infer_shape
@@ -30,5 +33,6 @@ __all__ = [
     "ATTRS_TYPE", "DTYPES", "PARAM_OPS", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
     "DepthwiseAttrs", "FullyConnectedAttrs", "GeluAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs",
     "MeanAttrs", "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ResizeAttrs",
-    "ShapeError", "SoftmaxAttrs", "Tensor", "TransposeConvAttrs", "conv_out_size", "infer_shape",
+    "ShapeError", "SoftmaxAttrs", "StridedSliceAttrs", "Tensor", "TileAttrs", "TransposeAttrs", "TransposeConvAttrs",
+    "conv_out_size", "infer_shape",
 ]

@@ -39,7 +39,10 @@ class GraphBuilder:
         return name
 
     def const(self, name: str, data: np.ndarray, qparams: QParams | None = None) -> str:
-        data = np.ascontiguousarray(data)
+        """A constant tensor; a read-only broadcast of one value (all strides 0, e.g. `np.broadcast_to(0, shape)`)
+        is kept as it is, costing no memory per element, for graphs that are measured but never run."""
+        if not (data.ndim and data.strides == (0,) * data.ndim):
+            data = np.ascontiguousarray(data)
         if data.dtype == np.float64:
             data = data.astype(np.float32)
         data.setflags(write=False)
@@ -70,5 +73,8 @@ class GraphBuilder:
     def shape(self, tensor: str) -> tuple[int, ...]:
         return self.tensors[tensor].shape
 
-    def build(self, outputs) -> Graph:
-        return Graph(dict(self.tensors), tuple(self.nodes), tuple(self.inputs), tuple(outputs), self.name).verify()
+    def build(self, outputs, *, verify: bool = True) -> Graph:
+        """The graph; `verify=False` skips `Graph.verify` for graphs built by code that is itself tested to build
+        valid graphs, in loops that build thousands (architecture search)."""
+        graph = Graph(dict(self.tensors), tuple(self.nodes), tuple(self.inputs), tuple(outputs), self.name)
+        return graph.verify() if verify else graph

@@ -29,6 +29,11 @@ class Op(enum.Enum):
     PAD = "PAD"
     RESHAPE = "RESHAPE"
     CONCAT = "CONCAT"
+    # Data movement imported from .tflite files: output values are input values (shared quantisation params).
+    TRANSPOSE = "TRANSPOSE"
+    STRIDED_SLICE = "STRIDED_SLICE"
+    TILE = "TILE"
+    REDUCE_MAX = "REDUCE_MAX"
     SOFTMAX = "SOFTMAX"
     LOG_SOFTMAX = "LOG_SOFTMAX"
     # int8 unary activations: the C code runs each as one 256-entry lookup table (kb_lut).
@@ -108,7 +113,8 @@ class AddAttrs:
 
 @dataclass(frozen=True)
 class MeanAttrs:
-    """MEAN over NHWC axes (global average pooling is axes=(1, 2))."""
+    """MEAN and REDUCE_MAX over axes of the input (global average pooling is MEAN over axes=(1, 2)); each axis in
+    [-rank, rank), repeats allowed (TFLite's ResolveAxis drops them)."""
 
     axes: tuple[int, ...] = (1, 2)
     keepdims: bool = False
@@ -130,6 +136,32 @@ class ReshapeAttrs:
 class ConcatAttrs:
     axis: int = 3
     activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class TransposeAttrs:
+    """TRANSPOSE: output axis i is input axis perm[i] (numpy's `transpose`); NCHW -> NHWC is perm=(0, 2, 3, 1)."""
+
+    perm: tuple[int, ...] = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class StridedSliceAttrs:
+    """STRIDED_SLICE with TFLite's masks and negative indices already resolved (at import): along axis i the output
+    takes input indices `range(begin[i], end[i], strides[i])`, which is never empty; 0 <= begin[i] < size, end[i] in
+    [-1, size] (-1 only with a negative stride: the slice runs down to index 0). Rank is kept: TFLite's shrink axes
+    become a RESHAPE after it."""
+
+    begin: tuple[int, ...] = ()
+    end: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TileAttrs:
+    """TILE: the input repeated multiples[i] >= 1 times along axis i (numpy's `tile` with equal ranks)."""
+
+    multiples: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,6 +236,10 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.PAD: PadAttrs,
     Op.RESHAPE: ReshapeAttrs,
     Op.CONCAT: ConcatAttrs,
+    Op.TRANSPOSE: TransposeAttrs,
+    Op.STRIDED_SLICE: StridedSliceAttrs,
+    Op.TILE: TileAttrs,
+    Op.REDUCE_MAX: MeanAttrs,
     Op.SOFTMAX: SoftmaxAttrs,
     Op.LOG_SOFTMAX: NoAttrs,
     Op.LOGISTIC: NoAttrs,

@@ -11,6 +11,11 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
 - Everything else streams: none.
+
+TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (family `movement`) are not spatially local: an output pixel of a
+transpose or slice comes from elsewhere in the map (a strided slice's patch of output reads a strided, not a
+contiguous, input box; a transpose may swap H or W with C), so a patch stage ends before them. None runs in place:
+their output overlaps their input only when it is a copy, and RESHAPE covers that.
 """
 
 from __future__ import annotations
@@ -90,13 +95,15 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="two inputs of the same shape (no broadcast); TFLite's left shift 20"),
     KernelContract(Op.SUB, "add", "kb_add_params",
                    constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of the "
-                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); fused ReLU/ReLU6"),
+                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); either may be a constant (a per-"
+                   "channel shift); fused ReLU/ReLU6"),
     KernelContract(Op.MUL, "elementwise", "kb_mul_params",
                    constraints="two activations of the same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C) "
-                   "(squeeze-excite); one output rescale; fused ReLU/ReLU6"),
+                   "(squeeze-excite); either may be a constant (a per-channel scale); one output rescale; fused "
+                   "ReLU/ReLU6"),
     *(KernelContract(op, "elementwise", "kb_minmax_params",
                      constraints="inputs and output share quantisation params; same shape or a (1,1,1,C) operand "
-                     "broadcast over (1,H,W,C)") for op in (Op.MAXIMUM, Op.MINIMUM)),
+                     "broadcast over (1,H,W,C), either may be a constant") for op in (Op.MAXIMUM, Op.MINIMUM)),
     KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
                    constraints="input and output share quantisation params"),
     KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
@@ -107,6 +114,19 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONCAT, "concat", local=True,
                    constraints="channel axis; producers write straight into their slice, else a channel copy"),
     KernelContract(Op.MEAN, "mean", "kb_mean_params", constraints="the reduced axes are one contiguous run"),
+    KernelContract(Op.TRANSPOSE, "movement", "kb_strides_params",
+                   constraints="any permutation of up to 4 axes (NCHW -> NHWC is (0, 2, 3, 1)); input and output share "
+                   "quantisation params; one strided copy (kb_strided_copy); not spatially local: ends a patch stage"),
+    KernelContract(Op.STRIDED_SLICE, "movement", "kb_strides_params",
+                   constraints="up to 4 axes; begin, end and shrink masks, negative indices and strides (resolved "
+                   "at import as TFLite Micro does; ellipsis, new-axis and offset are refused: TFLite Micro ignores "
+                   "them); input and output share quantisation params; one strided copy; not spatially local"),
+    KernelContract(Op.TILE, "movement", "kb_strides_params",
+                   constraints="up to 4 axes; input and output share quantisation params; a strided copy with repeats "
+                   "(TFLite Micro has no TILE: checked against TFLite's interpreter); not spatially local"),
+    KernelContract(Op.REDUCE_MAX, "movement", "kb_strides_params",
+                   constraints="any axes of up to 4, keep_dims either way; input and output share quantisation params "
+                   "(TFLite Micro requires it); raw int8 maximum (kb_reduce_max)"),
     KernelContract(Op.SOFTMAX, "softmax", "kb_softmax_params",
                    constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); a float SOFTMAX "
                    "after a DEQUANTIZE at the output is left to the caller"),

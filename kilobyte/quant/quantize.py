@@ -1,20 +1,29 @@
 """Quantisation stage: post-training full-integer quantisation of an inference graph (TFLite's int8 specification).
 
-`quantize(graph, calibration_inputs)` calibrates every activation (see `calibrate`), then rewrites the float graph
-into the int8 graph every later stage relies on:
+`quantize(graph, calibration_inputs)` lowers what `prepare_for_inference` could not fold (a BATCH_NORM becomes MUL /
+SUB by constants, `lower_batchnorm`, and a RELU after it fuses), calibrates every activation (see `calibrate`), then
+rewrites the float graph into the int8 graph every later stage relies on, choosing the output parameters TFLite's
+converter chooses:
 
 - activations (graph inputs and outputs included) are int8 per-tensor asymmetric, zero point in [-128, 127], the
   range widened to contain 0 and the zero point nudged to an integer as TFLite's `GetAsymmetricQuantizationParams`;
-- weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D axis 0, DEPTHWISE axis 3,
-  FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with scale `s_in · s_w[c]`, axis 0;
-- ops that move values without rescaling share one set of params between input and output: MAX_POOL_2D,
-  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, and CONCAT (all inputs and the output: TFLite Micro's int8 concat copies
-  bytes), each group taking the union of its members' calibrated ranges; ADD, convolutions and FC get their own;
-- MEAN over (H, W) becomes AVG_POOL_2D with a full-size kernel (plus a RESHAPE when `keepdims` is False), keeping the
-  input's params: the rounded integer average of `kb_avg_pool` (TFLite Micro's own int8 MEAN, with 1/n folded into
-  its multiplier, is reproduced by `interp.int8_ref.mean_int8` and the C kernel `kb_mean` for graphs imported from
-  `.tflite` files);
-- a final SOFTMAX stays float at the graph edge: int8 logits -> DEQUANTIZE -> SOFTMAX (float32 output).
+  that covers CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, ADD, SUB, MUL, MEAN, HARD_SWISH,
+  LEAKY_RELU, GELU and a RELU left standing (each calibrated on its own);
+- weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D and TRANSPOSE_CONV
+  axis 0, DEPTHWISE axis 3, FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with
+  scale `s_in · s_w[c]`, axis 0; a constant operand of SUB / MUL is int8 per tensor from its own range (of
+  MAXIMUM / MINIMUM: their shared params);
+- ops that move values without rescaling share one set of params between inputs and output: MAX_POOL_2D,
+  AVG_POOL_2D, RESHAPE, PAD, IDENTITY, TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, RESIZE_NEAREST_NEIGHBOR,
+  RESIZE_BILINEAR, CONCAT (TFLite Micro's int8 concat
+  copies bytes), MAXIMUM, MINIMUM (they compare raw int8 values) and a standing RELU6 (TFLite Micro's never
+  rescales), each group taking the union of its members' calibrated ranges;
+- LOGISTIC and an int8 SOFTMAX output scale 1/256 with zero point -128, LOG_SOFTMAX 16/256 with zero point 127: the
+  only outputs TFLite's kernels write; a group of shared params holding such an output takes these params, and may
+  then hold nothing else computed (e.g. a CONCAT of a LOGISTIC with a conv output would need a requantisation);
+- MEAN stays MEAN (TFLite's integer mean, `kb_mean`), with its own output params;
+- a final SOFTMAX (a graph output read by no node) stays float at the graph edge: int8 logits -> DEQUANTIZE -> SOFTMAX
+  (float32 output); a SOFTMAX inside the graph is int8.
 """
 
 from __future__ import annotations
@@ -22,20 +31,47 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..ir import Activation, Graph, Node, Op, PoolAttrs, QParams, ReshapeAttrs, Tensor
+from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
+from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS
+from ..ir import Activation, Graph, Node, Op, QParams, Tensor
+from ..transforms.fold_batchnorm import can_fold
+from ..transforms.fuse_activation import can_fuse, fuse_activation
+from ..transforms.lower_batchnorm import lower_batchnorm
 from .arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round_half_away
 from .calibrate import Range, calibrate
 
-SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.MEAN, Op.CONCAT})
-WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0}
-NOT_INFERENCE = {Op.BATCH_NORM: "fold it", Op.RELU: "fuse it", Op.RELU6: "fuse it"}
+SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.CONCAT, Op.MAXIMUM,
+                            Op.MINIMUM, Op.RELU6, Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX,
+                            Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR})
+FIXED_QPARAMS = {Op.LOGISTIC: LOGISTIC_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS,
+                 Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
+WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0, Op.TRANSPOSE_CONV: 0}
+CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})
 
 
 def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentile: float = 99.99) -> Graph:
     """The int8 version of the float inference `graph`, calibrated on `calibration_inputs` (see `calibrate`)."""
     _check_float_inference_graph(graph)
+    graph = fuse_activation(lower_batchnorm(graph))
     ranges = calibrate(graph, calibration_inputs, method=method, percentile=percentile)
-    qparams = activation_qparams(graph, ranges)
+    return rewrite_int8(graph, activation_qparams(graph, ranges))
+
+
+def int8_structure(graph: Graph, verify: bool = True) -> Graph:
+    """The int8 graph `quantize` would give, with every activation at scale 1, zero point 0: the same nodes,
+    tensors, shapes and dtypes, so planning it gives the compiled model's SRAM, Flash and MACs — without
+    calibrating (architecture search measures candidates that have no trained weights yet)."""
+    _check_float_inference_graph(graph)
+    graph = fuse_activation(lower_batchnorm(graph))
+    unit = QParams.per_tensor(1.0, 0)
+    return rewrite_int8(graph, {t: unit for t in graph.tensors if graph.tensors[t].data is None},
+                        params=_placeholder_params, verify=verify)
+
+
+def rewrite_int8(graph: Graph, qparams: dict[str, QParams], params=None, verify: bool = True) -> Graph:
+    """The float inference `graph` rewritten to int8 with the given activation params (see the module doc);
+    `params(graph, node, qparams)` gives a weighted node's int8 weight and int32 bias tensors (default: quantised)."""
+    params = params or _quantize_params
     tensors: dict[str, Tensor] = {}
     nodes: list[Node] = []
     taken = set(graph.tensors) | {n.name for n in graph.nodes}
@@ -43,48 +79,45 @@ def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentil
         tensors[name] = _int8_activation(graph.tensors[name], qparams[name])
     for node in graph.nodes:
         out = graph.tensors[node.outputs[0]]
-        if node.op is Op.MEAN:
-            new_nodes, new_tensors = _mean_as_avg_pool(graph, node, qparams[out.name], taken)
-        elif node.op is Op.SOFTMAX:
+        if _is_final_softmax(graph, node):
             new_nodes, new_tensors = _softmax_at_edge(graph, node, tensors[node.inputs[0]], taken)
         else:
             new_nodes = [node]
-            new_tensors = [_int8_activation(out, qparams[out.name]), *_quantize_params(graph, node, qparams)]
+            new_tensors = [_int8_activation(out, qparams[out.name]), *params(graph, node, qparams)]
         for t in new_tensors:
             if t.name in tensors and tensors[t.name] != t:
                 raise KilobyteError(f"tensor '{t.name}' is shared by nodes that quantise it differently "
                                     f"(e.g. one bias read with two input scales); give each node its own copy")
             tensors[t.name] = t
         nodes.extend(new_nodes)
-    return Graph(tensors, tuple(nodes), graph.inputs, graph.outputs, graph.name).verify()
+    result = Graph(tensors, tuple(nodes), graph.inputs, graph.outputs, graph.name)
+    return result.verify() if verify else result
 
 
 def _check_float_inference_graph(graph: Graph) -> None:
     if any(t.dtype == "int8" for t in graph.tensors.values()):
         raise KilobyteError(f"graph '{graph.name}' is already quantised (it has int8 tensors)")
     for n in graph.nodes:
-        if n.op in NOT_INFERENCE:
+        if (n.op is Op.BATCH_NORM and can_fold(graph, n)) or (n.op in (Op.RELU, Op.RELU6) and can_fuse(graph, n)):
+            what = "fold it into" if n.op is Op.BATCH_NORM else "fuse it into"
             raise KilobyteError(f"node '{n.name}' ({n.op.value}): quantize() needs an inference graph; "
-                                f"run kilobyte.transforms.prepare_for_inference first to {NOT_INFERENCE[n.op]}")
+                                f"run kilobyte.transforms.prepare_for_inference first to {what} its producer")
         if n.op in (Op.QUANTIZE, Op.DEQUANTIZE):
             raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): the float graph must not convert types")
-        if n.op is Op.MEAN and not _is_spatial_mean(graph, n):
-            raise UnsupportedOpError(f"node '{n.name}' (MEAN): int8 supports the mean over axes (1, 2) of an NHWC "
-                                     f"tensor only, got axes {n.attrs.axes}")
-        if n.op is Op.SOFTMAX and (graph.consumers(n.outputs[0]) or n.outputs[0] not in graph.outputs):
-            raise UnsupportedOpError(f"node '{n.name}' (SOFTMAX): only a final softmax (a graph output read by no "
-                                     f"node) is supported; it stays float after an int8 DEQUANTIZE")
         consts = [t for t in n.inputs if graph.tensors[t].is_const]
-        if consts and n.op not in WEIGHT_AXIS:
+        if n.op is Op.BATCH_NORM:
+            consts = consts[4:]  # its gamma, beta, mean and variance become MUL / SUB constants
+        allowed = WEIGHT_AXIS.keys() | CONSTANT_OPERAND_OPS
+        if consts and (n.op not in allowed or len(consts) == len(n.inputs)):
             raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): constant operand '{consts[0]}' cannot be "
-                                     f"quantised (only conv / depthwise / FC weights and biases can be constants)")
+                                     f"quantised (only conv / depthwise / FC weights and biases, and one operand of "
+                                     f"SUB / MUL / MAXIMUM / MINIMUM can be constants)")
         if n.op is Op.CONCAT and n.attrs.activation is not Activation.NONE:
             raise UnsupportedOpError(f"node '{n.name}' (CONCAT): int8 concat cannot fuse an activation")
 
 
-def _is_spatial_mean(graph: Graph, n: Node) -> bool:
-    rank = len(graph.tensors[n.inputs[0]].shape)
-    return rank == 4 and sorted(a % rank for a in n.attrs.axes) == [1, 2]
+def _is_final_softmax(graph: Graph, n: Node) -> bool:
+    return n.op is Op.SOFTMAX and not graph.consumers(n.outputs[0]) and n.outputs[0] in graph.outputs
 
 
 # -- activation parameters -------------------------------------------------------------------------------------------
@@ -111,7 +144,8 @@ def choose_qparams(lo: float, hi: float) -> QParams:
 
 
 def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QParams]:
-    """QParams of every activation tensor: ranges united over groups that must share params (see module doc)."""
+    """QParams of every activation tensor: ranges united over groups that must share params, and the params TFLite
+    prescribes for the outputs of LOGISTIC, SOFTMAX and LOG_SOFTMAX (see the module doc)."""
     parent: dict[str, str] = {}
 
     def find(t: str) -> str:
@@ -119,16 +153,44 @@ def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QPar
             t = parent[t]
         return t
 
+    ranges = dict(ranges)
     for n in graph.nodes:
         if n.op in SHARED_QPARAMS:
-            for t in graph.activation_inputs(n):
+            for t in n.inputs:
                 parent[find(t)] = find(n.outputs[0])
+                if graph.tensors[t].is_const:  # a MAXIMUM / MINIMUM constant: its values join the group's range
+                    data = graph.tensors[t].data
+                    ranges[t] = (float(data.min()), float(data.max()))
     union: dict[str, Range] = {}
     for t, (lo, hi) in ranges.items():
         root = find(t)
         old_lo, old_hi = union.get(root, (lo, hi))
         union[root] = (min(old_lo, lo), max(old_hi, hi))
-    return {t: choose_qparams(*union[find(t)]) for t in ranges}
+    fixed = _fixed_qparams(graph, find, ranges)
+    return {t: fixed.get(find(t)) or choose_qparams(*union[find(t)]) for t in ranges if not graph.tensors[t].is_const}
+
+
+def _fixed_qparams(graph: Graph, find, ranges) -> dict[str, QParams]:
+    """Group root -> the params TFLite fixes for the LOGISTIC / SOFTMAX / LOG_SOFTMAX output in that group. Every
+    other member must be moved there by a shared-params op (nothing else could produce values on that scale)."""
+    fixed: dict[str, tuple[QParams, Node]] = {}
+    for n in graph.nodes:
+        if n.op in FIXED_QPARAMS and not _is_final_softmax(graph, n):
+            scale, zero_point = FIXED_QPARAMS[n.op]
+            q, root = QParams.per_tensor(float(scale), zero_point), find(n.outputs[0])
+            if root in fixed and fixed[root][0] != q:
+                raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): its output shares quantisation params with "
+                                         f"the output of node '{fixed[root][1].name}', but TFLite fixes them "
+                                         f"differently")
+            fixed[root] = (q, n)
+    for t in ranges:
+        if find(t) in fixed and not graph.tensors[t].is_const:
+            producer, owner = graph.producer(t), fixed[find(t)][1]
+            if producer is None or producer.op not in SHARED_QPARAMS | FIXED_QPARAMS.keys():
+                raise UnsupportedOpError(f"tensor '{t}' must share quantisation params with the output of node "
+                                         f"'{owner.name}' ({owner.op.value}), which TFLite fixes; a requantisation "
+                                         f"between them is not supported")
+    return {root: q for root, (q, _) in fixed.items()}
 
 
 def _int8_activation(t: Tensor, q: QParams) -> Tensor:
@@ -158,7 +220,10 @@ def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray
 
 
 def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
-    """int8 weight and int32 bias tensors of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node."""
+    """int8 weight and int32 bias tensors of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node, or the int8
+    constant operand of a SUB / MUL / MAXIMUM / MINIMUM node."""
+    if node.op in CONSTANT_OPERAND_OPS:
+        return [_constant_operand(graph.tensors[t], node, qparams) for t in node.inputs if graph.tensors[t].is_const]
     if node.op not in WEIGHT_AXIS:
         return []
     axis = WEIGHT_AXIS[node.op]
@@ -176,6 +241,32 @@ def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> l
     return out
 
 
+def _placeholder_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
+    """int8 / int32 zero tensors of `_quantize_params`'s shapes and dtypes; the weights a read-only broadcast view
+    (no memory per weight: a candidate's weights are never read, only counted)."""
+    if node.op not in WEIGHT_AXIS:
+        return []
+    w, out = graph.tensors[node.inputs[1]], []
+    n = w.shape[WEIGHT_AXIS[node.op]]
+    unit = QParams(np.ones(n, np.float32), np.zeros(n, np.int64), WEIGHT_AXIS[node.op])
+    out.append(Tensor(w.name, w.shape, "int8", np.broadcast_to(_INT8_ZERO, w.shape), unit))
+    if len(node.inputs) > 2:
+        b = graph.tensors[node.inputs[2]]
+        bias_q = QParams(unit.scale, unit.zero_point, 0)
+        out.append(Tensor(b.name, b.shape, "int32", np.zeros(b.shape, np.int32), bias_q))
+    return out
+
+
+_INT8_ZERO = np.int8(0)
+
+
+def _constant_operand(t: Tensor, node: Node, qparams: dict[str, QParams]) -> Tensor:
+    """A constant operand as int8 per tensor: with its own range (SUB, MUL), or the params it shares (MAXIMUM,
+    MINIMUM, whose kernels compare raw values)."""
+    q = qparams[node.outputs[0]] if node.op in SHARED_QPARAMS else choose_qparams(t.data.min(), t.data.max())
+    return _const(t, quantize_values(t.data, q.scale[0], q.zero_point[0]), q)
+
+
 def _const(t: Tensor, data: np.ndarray, q: QParams) -> Tensor:
     data.setflags(write=False)
     return Tensor(t.name, t.shape, str(data.dtype), data, q)
@@ -189,20 +280,6 @@ def _fresh(base: str, taken: set[str]) -> str:
         name = f"{base}_{k}"
     taken.add(name)
     return name
-
-
-def _mean_as_avg_pool(graph: Graph, node: Node, q: QParams, taken: set[str]):
-    """MEAN over (H, W) -> AVG_POOL_2D with a full-size kernel (+ RESHAPE to drop the unit axes)."""
-    n, h, w, c = graph.tensors[node.inputs[0]].shape
-    out = graph.tensors[node.outputs[0]]
-    pool_attrs = PoolAttrs(kernel=(h, w), stride=(1, 1))
-    if node.attrs.keepdims:
-        return [Node(node.name, Op.AVG_POOL_2D, node.inputs[:1], node.outputs, pool_attrs, node.origin)], [
-            _int8_activation(out, q)]
-    pooled = _fresh(f"{node.name}_pool", taken)
-    nodes = [Node(pooled, Op.AVG_POOL_2D, node.inputs[:1], (pooled,), pool_attrs, node.origin),
-             Node(node.name, Op.RESHAPE, (pooled,), node.outputs, ReshapeAttrs(out.shape), node.origin)]
-    return nodes, [Tensor(pooled, (n, 1, 1, c), "int8", None, q), _int8_activation(out, q)]
 
 
 def _softmax_at_edge(graph: Graph, node: Node, logits: Tensor, taken: set[str]):

@@ -39,6 +39,7 @@ KERNEL_FILES = {
     "softmax": "kb_softmax.c",
     "elementwise": "kb_elementwise.c",
     "lut": "kb_lut.c",
+    "movement": "kb_movement.c",
     "resize": "kb_resize.c",
     "transpose_conv": "kb_transpose_conv.c",
 }
@@ -112,10 +113,18 @@ SoftmaxParams = _struct("SoftmaxParams", """rows depth input_multiplier input_le
     reverse_scaling_divisor reverse_scaling_right_shift""")
 RequantizeParams = _struct("RequantizeParams", "n in_offset out_offset mult shift")
 ResizeParams = _struct("ResizeParams", "in_w c in_cstride out_h out_w out_cstride")
+
+
+class StridesParams(ctypes.Structure):
+    """kb_strides_params: four loop axes (dims, input and output byte steps) and the first input byte."""
+
+    _fields_ = [("dims", ctypes.c_int32 * 4), ("in_step", ctypes.c_int32 * 4), ("out_step", ctypes.c_int32 * 4),
+                ("in_start", ctypes.c_int32)]
+
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
            "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
            "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams,
-           "kb_resize_params": ResizeParams}
+           "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _I16 = ctypes.POINTER(ctypes.c_int16)
@@ -149,6 +158,8 @@ SIGNATURES = {
     "kb_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
     "kb_log_softmax": [ctypes.POINTER(SoftmaxParams), _I8, _I8],
     "kb_lut": [ctypes.c_int32, ctypes.c_int32, _I8, _I8, ctypes.c_int32, _I8, ctypes.c_int32],
+    "kb_strided_copy": [ctypes.POINTER(StridesParams), _I8, _I8],
+    "kb_reduce_max": [ctypes.POINTER(StridesParams), _I8, _I8],
     "kb_transpose_conv": [_conv, *_WEIGHTED],
     "kb_resize_nearest": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
     "kb_resize_bilinear": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
@@ -167,4 +178,5 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 __all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
            "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES",
-           "STRUCTS", "SoftmaxParams", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]
+           "STRUCTS", "SoftmaxParams", "StridesParams", "build_cached", "build_shared", "load", "sanitizer_env",
+           "sources_for"]

@@ -4,8 +4,9 @@ Modules in processing order: `inplace` (storage units, and the in-place / fusion
 (the scratch each kernel set reads, from `kilobyte.kernels`), `liveness` (lifetimes and live bytes of one order),
 `reorder` (the order with the smallest peak), `patch` (the patch-based first stage), `arena` (offsets for
 lifetimes), `plan` (`make_plan`: the planner's named steps, then verification), `estimate` (`estimate_resources`:
-the same steps without verification or C, for search) and `execute` (runs an int8 graph inside one simulated arena
-exactly as planned).
+the same steps without verification or C, for search; its Flash from `flash`, the Flash model of the linked firmware,
+and `code_size`, its table measured on Cortex-M ELF files by bench/calibrate_flash.py) and `execute` (runs an int8
+graph inside one simulated arena exactly as planned).
 """
 
 from .arena import ArenaResult, plan_arena, plan_groups, plan_offsets

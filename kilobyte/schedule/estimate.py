@@ -2,9 +2,11 @@
 
 Architecture search asks this of hundreds of thousands of candidates, and must get exactly the compiler's numbers:
 so it runs the planner's own steps (`plan.plan_steps`: storage, order, lifetimes, scratch, arena layout) and stops
-before `assemble_plan` / `verify_plan` and code generation. Flash is the constant data the generated `model.c` holds
-(int8 weights, int32 biases — zeros when the graph has none —, per-channel int32 multipliers and shifts) plus an
-estimate of the runtime kernel code (`CODE_BYTES_PER_KERNEL` per kernel family the model calls).
+before `assemble_plan` / `verify_plan` and code generation. Flash is what the linked Cortex-M firmware will hold:
+the constant data the generated `model.c` holds (int8 weights, int32 biases — zeros when the graph has none —,
+per-channel int32 multipliers and shifts; exact) plus `code_bytes`, everything else the firmware links — the runtime
+functions the model calls, the generated layer code and parameter structs, and the firmware harness — from the table
+measured on linked ELF files (`flash.py`, `code_size.py`; never below the measured Flash, within 3 % or 1 KB of it).
 `tests/schedule/test_estimate.py` holds every figure equal to `make_plan` and the compiled project.
 """
 
@@ -16,12 +18,13 @@ from ..errors import KilobyteError
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
 from ..ir import Graph, Op
+from ..ir.shapes import BINARY_OPS
 from ..kernels import contract_for
+from ..transforms.fuse_activation import can_fuse
+from .flash import WEIGHTED_OPS, code_bytes, generated_code
 from .plan import input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
-CODE_BYTES_PER_KERNEL = 2048  # Flash estimate of one kernel family's code (host builds cannot measure Cortex-M code)
-WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV)
 LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
 
 
@@ -31,28 +34,34 @@ class Resources:
     arena_bytes: int  # the one static arena
     scratch_bytes: int  # largest scratch of any step (or patch tile)
     input_bytes: int  # caller-owned input
-    weight_bytes: int  # constant arrays of model.c
-    code_bytes: int  # runtime kernel code (estimate)
+    weight_bytes: int  # constant arrays of model.c (exact)
+    code_bytes: int  # the rest of the linked firmware's Flash, harness included (an upper bound: flash.py)
     macs: int  # incl. a patch stage's repeated MACs
     families: tuple[str, ...]  # runtime kernel families the generated C calls (sorted)
+    functions: tuple[str, ...] = ()  # runtime functions the generated C calls (sorted; kernels.calls)
 
     @property
     def flash_bytes(self) -> int:
+        """Flash of the linked firmware (weights + code_bytes): what the fit verdict compares with the device's."""
         return self.weight_bytes + self.code_bytes
 
 
 def constant_bytes(graph: Graph) -> int:
     """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
     weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift; per
-    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6) its 256-byte table; per resize its int16
+    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6) its 256-byte table; per constant operand of a
+    binary op its int8 values (one per channel for a per-channel or single-value constant); per resize its int16
     table of source rows and columns."""
     total = 0
     for node in graph.nodes:
+        out_shape = graph.tensors[node.outputs[0]].shape
         if node.op in WEIGHTED_OPS:
-            out_c = graph.tensors[node.outputs[0]].shape[-1]
-            total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_c
+            total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_shape[-1]
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES
+        elif node.op in BINARY_OPS:
+            consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
+            total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)
         elif node.op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
             total += 2 * _resize_entries(graph, node)
     return total
@@ -70,8 +79,7 @@ def _resize_entries(graph: Graph, node) -> int:
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     """The runtime families the generated C calls for this plan (contract families; a fused conv + ADD calls
     `conv_add`; a concat whose inputs are all written into their slices, and a RESHAPE, call nothing). In a float
-    graph a MEAN counts as `pool`: quantize() turns it into AVG_POOL_2D, which is what the compiled model calls; a
-    RELU / RELU6 counts only in an int8 graph (in a float one the inference transforms fuse it into its producer)."""
+    graph a RELU / RELU6 the inference transforms would fuse into its producer counts for nothing."""
     stage = steps.draft.stage
     in_stage = set(stage.nodes) if stage else set()
     fused_adds = set(steps.life.fused.values())
@@ -85,9 +93,8 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
         elif node.op is Op.CONCAT and name not in in_stage:
             if any(t not in steps.storage.slice_of for t in node.inputs):
                 families.add("concat")
-        elif node.op is Op.MEAN and graph.tensors[node.inputs[0]].dtype != "int8":
-            families.add("pool")
-        elif node.op in (Op.RELU, Op.RELU6) and graph.tensors[node.inputs[0]].dtype != "int8":
+        elif node.op in (Op.RELU, Op.RELU6) and graph.tensors[node.inputs[0]].dtype != "int8" \
+                and can_fuse(graph, node):
             pass  # fused before compiling: no kb_lut
         elif contract_for(node).family:
             families.add(contract_for(node).family)
@@ -96,8 +103,9 @@ def kernel_families(graph: Graph, steps) -> tuple[str, ...]:
     return tuple(sorted(families))
 
 
-def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> Resources:
+def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, *, core: str | None = None) -> Resources:
     """SRAM, Flash and MACs of `graph` planned with `options`: `make_plan`'s and the compiled project's figures.
+    Flash is the linked firmware's for `core` ("cortex-m4", ...; None: the largest of the calibrated cores).
 
     >>> import numpy as np
     >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
@@ -109,9 +117,10 @@ def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> 
     (2048, 2048, 36864, ('conv',))
     """
     steps = plan_steps(graph, options)
-    families = kernel_families(graph, steps)
+    code = generated_code(graph, steps)
     return Resources(
         peak_bytes=steps.layout.peak, arena_bytes=steps.layout.arena.arena_bytes, scratch_bytes=steps.scratch_bytes,
         input_bytes=input_bytes(graph),
-        weight_bytes=constant_bytes(graph), code_bytes=CODE_BYTES_PER_KERNEL * len(families),
-        macs=plan_macs(graph, steps.draft.stage)[0], families=families)
+        weight_bytes=constant_bytes(graph), code_bytes=code_bytes(code, options.kernels, core),
+        macs=plan_macs(graph, steps.draft.stage)[0], families=kernel_families(graph, steps),
+        functions=tuple(sorted(code.functions)))

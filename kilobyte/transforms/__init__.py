@@ -12,6 +12,7 @@ from .edit import drop_unused_tensors
 from .fold_batchnorm import fold_batchnorm
 from .fold_pad import fold_pad
 from .fuse_activation import fuse_activation
+from .lower_batchnorm import lower_batchnorm
 from .lower_depthwise import lower_depthwise_multiplier
 
 # Identities first (they hide conv -> BN and conv -> ReLU pairs), BN before activations (BN sits between the conv
@@ -27,4 +28,4 @@ def prepare_for_inference(graph: Graph) -> Graph:
 
 
 __all__ = ["INFERENCE_PASSES", "drop_identity", "drop_unused_tensors", "fold_batchnorm", "fold_pad",
-           "fuse_activation", "lower_depthwise_multiplier", "prepare_for_inference"]
+           "fuse_activation", "lower_batchnorm", "lower_depthwise_multiplier", "prepare_for_inference"]

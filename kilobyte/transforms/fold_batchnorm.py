@@ -43,6 +43,11 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return drop_unused_tensors(graph)
 
 
+def can_fold(graph: Graph, bn: Node) -> bool:
+    """Whether `fold_batchnorm` would fold the BATCH_NORM node `bn` into its producer."""
+    return _foldable_producer(graph, bn) is not None
+
+
 def _foldable_producer(graph: Graph, bn: Node) -> Node | None:
     x = bn.inputs[0]
     p = graph.producer(x)

@@ -1,9 +1,9 @@
 """Transforms stage: fuse a RELU / RELU6 node into its producer's `activation` attribute.
 
-TFLite kernels (and ours) clamp the output of conv, depthwise, fully connected, add, pooling and concat for free,
-so a separate activation node only costs a pass over memory and one more buffer. Fusion happens when the activation
-is the producer's sole reader (another reader must still see the unclamped values) and the producer has no fused
-activation yet.
+TFLite kernels (and ours) clamp the output of conv, depthwise, fully connected, add, sub, mul, pooling and concat for
+free, so a separate activation node only costs a pass over memory and one more buffer. Fusion happens when the
+activation is the producer's sole reader (another reader must still see the unclamped values) and the producer has no
+fused activation yet.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import dataclasses
 from ..ir import Activation, Graph, Node, Op
 from .edit import bypass, drop_unused_tensors, replace_node, sole_reader
 
-FUSABLE = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.AVG_POOL_2D, Op.MAX_POOL_2D,
-                     Op.CONCAT})
+FUSABLE = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV, Op.ADD, Op.SUB,
+                     Op.MUL, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.CONCAT})
 ACTIVATION = {Op.RELU: Activation.RELU, Op.RELU6: Activation.RELU6}
 
 
@@ -39,6 +39,11 @@ def fuse_activation(graph: Graph) -> Graph:
         graph = replace_node(graph, dataclasses.replace(producer, attrs=attrs))
         graph = bypass(graph, act, producer.outputs[0])
     return drop_unused_tensors(graph)
+
+
+def can_fuse(graph: Graph, act: Node) -> bool:
+    """Whether `fuse_activation` would fold the RELU / RELU6 node `act` into its producer."""
+    return _fusable_producer(graph, act) is not None
 
 
 def _fusable_producer(graph: Graph, act: Node) -> Node | None:

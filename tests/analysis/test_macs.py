@@ -74,3 +74,16 @@ def test_binary_ops_count_one_op_per_output_element_and_no_macs():
     g = b.build([y])
     assert {n.name: (node_macs(g, n), node_ops(g, n)) for n in g.nodes} == {
         name: (0, 4 * 5 * 6) for name in ("mul_0", "sub_0", "maximum_0", "minimum_0")}
+
+
+def test_data_movement_costs_nothing_and_reduce_max_compares_every_input():
+    from kilobyte.ir import StridedSliceAttrs, TileAttrs, TransposeAttrs
+
+    b = GraphBuilder()
+    x = b.input((1, 4, 5, 6))
+    t = b.node(Op.TRANSPOSE, [x], TransposeAttrs((0, 3, 1, 2)))
+    s = b.node(Op.STRIDED_SLICE, [t], StridedSliceAttrs((0, 0, 3, 0), (1, 6, -1, 5), (1, 2, -1, 1)))
+    r = b.node(Op.TILE, [s], TileAttrs((1, 1, 2, 1)))
+    g = b.build([b.node(Op.REDUCE_MAX, [r], MeanAttrs((1, 2), False))])
+    assert [node_macs(g, n) for n in g.nodes] == [0, 0, 0, 0]
+    assert [node_ops(g, n) for n in g.nodes] == [0, 0, 0, 3 * 8 * 5]

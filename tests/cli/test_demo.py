@@ -1,4 +1,8 @@
-"""CLI: `kilobyte demo` — the README's main job — end to end (one epoch to keep the suite fast)."""
+"""CLI: `kilobyte demo` — the README's main job — end to end, with 5 of its 20 epochs to keep the suite fast.
+
+The full run (20 epochs, >= 97 % int8 on the 1,000 held-out images) is `bench/bench_train.py`, results in
+docs/benchmarks.md.
+"""
 
 import json
 
@@ -6,12 +10,13 @@ from kilobyte.cli import main
 
 
 def test_demo_end_to_end(capsys, tmp_path):
-    code = main(["demo", "--epochs", "1", "--out", str(tmp_path / "demo"), "--json"])
+    code = main(["demo", "--epochs", "5", "--threads", "1", "--out", str(tmp_path / "demo"), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     s = json.loads(out)
     assert s["bit_exact"] is True and s["verified_inputs"] >= 8
-    assert s["float_accuracy"] > 0.5  # one epoch on 4,000 images already learns MNIST
+    assert s["int8_accuracy"] >= 0.95  # measured: 96.7 % (5 epochs; 20 epochs: 98.2 %)
+    assert s["epochs_run"] <= 5 and 1 <= s["best_epoch"] <= s["epochs_run"] and s["val_accuracy"] > 0.9
     # the 1 %-of-float acceptance lives in tests/quant/test_mnist_accuracy.py; here only a sanity bound
     assert abs(s["int8_accuracy"] - s["float_accuracy"]) < 0.05
     assert s["fits"] and s["device"] == "STM32F412"

@@ -4,10 +4,13 @@ Each model is an int8 3x3 conv on the input, a second operand — another conv o
 MEAN (keepdims) of the first conv, a (1,1,1,C) per-channel operand as squeeze-excite multiplies by — the op, and a
 3x3 conv after it. MAXIMUM / MINIMUM operands share the op's quantisation (TFLite compares raw values). Each is
 compiled with the default plan and checked by `verify_project` (host build, run_int8, TFLM on the project's
-model.tflite, one ASan/UBSan run). Other broadcasts are refused with a one-line error naming the node.
+model.tflite, one ASan/UBSan run). A constant operand (per-channel, single value or full) is a const array in
+model.c. Other broadcasts are refused with a one-line error naming the node.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -88,15 +91,28 @@ def test_other_broadcasts_are_one_line_errors(tmp_path):
     assert "\n" not in msg and "'mul_0'" in msg and "(1, 4, 1, 6)" in msg
 
 
-def test_constant_operand_is_a_one_line_error(tmp_path):
-    """A MUL by a constant tensor runs in the reference but has no C kernel yet: refused, naming node and tensor."""
+@pytest.mark.parametrize("op,shape", [(Op.MUL, (1, 1, 1, 6)), (Op.SUB, (1, 1, 1, 1)), (Op.MAXIMUM, (1, 4, 5, 6)),
+                                      (Op.MINIMUM, (1, 1, 1, 6))])
+def test_constant_operand_is_a_const_array(tmp_path, op, shape):
+    """A per-channel scale / shift (what quantize() makes of an unfoldable batch norm), a single value, or a full
+    tensor: the constant becomes a const array in model.c (a single value repeated over the channels) read with
+    pixel stride 0 unless it has the output's shape; C == reference == TFLite Micro, and the estimate counts its
+    bytes."""
     rng = np.random.default_rng(2)
-    b = GraphBuilder("const_mul")
+    b = GraphBuilder("const_operand")
     x = b.input((1, 4, 5, 3), "int8", qparams=QParams.per_tensor(0.02, 0))
-    a = conv(b, rng, x, 6, QParams.per_tensor(0.05, 0))
-    k = b.const("scale", rng.integers(-128, 128, (1, 1, 1, 6)).astype(np.int8), QParams.per_tensor(0.01, 0))
-    graph = b.build([b.node(Op.MUL, [a, k], dtype="int8", qparams=QParams.per_tensor(0.05, 0))])
-    with pytest.raises(UnsupportedOpError) as err:
-        compile_graph(graph, tmp_path / "m")
-    msg = str(err.value)
-    assert "\n" not in msg and "'mul_0'" in msg and "'scale'" in msg and "constant" in msg
+    q = QParams.per_tensor(0.05, 3)
+    a = conv(b, rng, x, 6, q)
+    shared = op in (Op.MAXIMUM, Op.MINIMUM)
+    k = b.const("k", rng.integers(-128, 128, shape).astype(np.int8), q if shared else QParams.per_tensor(0.01, -5))
+    operands = [k, a] if op is Op.SUB else [a, k]  # a constant first operand too
+    y = b.node(op, operands, None if shared else AddAttrs(), dtype="int8",
+               qparams=q if shared else QParams.per_tensor(0.04, -7))
+    result = compile_graph(b.build([y]), tmp_path / "m")
+    text = (result.out_dir / "src" / "model.c").read_text()
+    assert "kb_k_" in text and (("_cstride = 0" in text) == (shape != (1, 4, 5, 6)))
+    arrays = re.findall(r"^(?:static )?const (int8_t|int32_t) kb_\w+\[(\d+)\]", text, re.M)  # model.c's data
+    flash = sum(int(n) * (1 if t == "int8_t" else 4) for t, n in arrays)
+    assert estimate_resources(result.graph, PlanOptions()).weight_bytes == flash
+    report = verify_project(result.out_dir, n_random=3, sanitize=False)
+    assert report.ok, "; ".join(report.mismatches)

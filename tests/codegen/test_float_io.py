@@ -6,39 +6,21 @@ Oracles: TensorFlow Lite Micro on the file itself (float in, float out) and `ver
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
-from random_nets import quantized
+from random_nets import float_edges, quantized
 
 from kilobyte.api import compile_model, load
 from kilobyte.codegen import HostModel
 from kilobyte.codegen.verify import verify_project
 from kilobyte.export.tflite import to_tflite
-from kilobyte.ir import Node, Op, Tensor
 from kilobyte.targets.tflm import run_tflm
-
-
-def _float_edges(q, head: bool, tail: bool):
-    tensors, nodes, inputs, outputs = dict(q.tensors), list(q.nodes), q.inputs, q.outputs
-    if head:
-        x = q.inputs[0]
-        tensors["x_float"] = Tensor("x_float", q.tensors[x].shape, "float32", None, None)
-        nodes.insert(0, Node(x, Op.QUANTIZE, ("x_float",), (x,), None))
-        inputs = ("x_float",)
-    if tail:
-        y = q.outputs[0]
-        tensors["y_float"] = Tensor("y_float", q.tensors[y].shape, "float32", None, None)
-        nodes.append(Node("y_float", Op.DEQUANTIZE, (y,), ("y_float",), None))
-        outputs = ("y_float",)
-    return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=outputs).verify()
 
 
 @pytest.mark.parametrize("head,tail", [(True, True), (True, False), (False, True)])
 def test_float_interface_compiles_as_it_is(tmp_path, head, tail):
     q, _ = quantized(load("kws-dscnn").graph, seed=4, n=4)
-    data = to_tflite(_float_edges(q, head, tail))
+    data = to_tflite(float_edges(q, head, tail))
     path = tmp_path / "float_io.tflite"
     path.write_bytes(data)
     model = load(str(path))

@@ -1,7 +1,7 @@
 """Acceptance (code generator): int8 MEAN as `.tflite` files have it, compiled to C, gives the same bytes as the numpy
 reference (`mean_int8`, TFLite Micro's QuantizedMeanOrSum) and TFLite Micro.
 
-Graphs: tests/random_nets.mean_model (`quantize()` itself emits AVG_POOL_2D, so these are built int8 directly): a 3x3
+Graphs: tests/random_nets.mean_model (built int8 directly, so the params are chosen rather than calibrated): a 3x3
 conv, a MEAN with its own output scale and zero point over (H, W) — 7x7, 5x5 with 70 channels (more than one of
 kb_mean's 64-channel passes), 1x3, 1x1, 112x112 (n = 12544) — with keepdims false or true (then a RESHAPE), an FC
 head; two MEANs concatenated (each written into its slice of the concat); and means over H alone, over C, over

@@ -1,11 +1,13 @@
 """The elementwise ops added for real models (MUL, SUB, MAXIMUM, MINIMUM, and the table ops LOGISTIC, HARD_SWISH,
-LEAKY_RELU, RELU) and the int8 MEAN compiled for Cortex-M: bit-exact with the numpy reference under QEMU (M7),
-built with the portable and the DSP kernel sets (`verify_on_target`: QEMU == host C == reference).
+LEAKY_RELU, RELU), the int8 MEAN and the data-movement ops (TRANSPOSE at a model's NCHW head, STRIDED_SLICE into
+concat slices, REDUCE_MAX, TILE) compiled for Cortex-M: bit-exact with the numpy reference under QEMU (M7), built with
+the portable and the DSP kernel sets (`verify_on_target`: QEMU == host C == reference).
 """
 
 from __future__ import annotations
 
 import pytest
+from random_nets import movement_model
 from test_binary_codegen import binary_model
 from test_unary_codegen import unary_model
 
@@ -17,7 +19,9 @@ MODELS = [("mul", lambda: binary_model(Op.MUL, "per-channel")), ("sub", lambda: 
           ("maximum", lambda: binary_model(Op.MAXIMUM, "per-channel")),
           ("minimum", lambda: binary_model(Op.MINIMUM, "equal")),
           *((op.value.lower(), lambda op=op: unary_model(op, seed=3))
-            for op in (Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU))]
+            for op in (Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU)),
+          *((kind, lambda kind=kind: movement_model(kind, seed=5))
+            for kind in ("transpose-nchw-head", "slice-rows", "reduce-max-hw", "tile"))]
 
 
 @pytest.mark.parametrize("name,build", MODELS, ids=[m[0] for m in MODELS])

@@ -1,8 +1,8 @@
 """Acceptance (code generator): generated C == numpy reference == TFLite Micro, bit for bit, on 200 random graphs.
 
 200 random int8 graphs (tests/random_nets.py: conv k 1/3/5/7, stride 1/2, dilation, asymmetric padding; depthwise
-k 3/5/7; residual ADD; CONCAT; avg/max pooling; PAD; MEAN or flatten + FC, the MEAN quantised to a global
-AVG_POOL_2D or, in odd seeds, kept as the MEAN a .tflite file has (kb_mean); some ending in a float softmax left to
+k 3/5/7; residual ADD; CONCAT; avg/max pooling; PAD; MEAN or flatten + FC, the MEAN kept as TFLite's MEAN (kb_mean)
+or, in even seeds, rewritten as a full-image AVG_POOL_2D before quantising; some ending in a float softmax left to
 the host) in four groups of 50, one group per planner configuration: per layer, and with a patch stage (a random valid
 prefix of the graph, a random patch grid), each with the in-place rules on (depthwise over its input, ADD into a
 dead input, fused 1x1 conv + ADD, reshape aliasing, concat producers writing their slice) and off. A group is
@@ -73,7 +73,7 @@ def groups(tmp_path_factory):
             results, inputs = [], []
             for seed in range(first, first + N_PER_GROUP):
                 qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3],
-                                           tflite_mean=seed % 2 == 1)
+                                           mean_as_pool=seed % 2 == 0)
                 options = base
                 if patched:
                     patch = _patch_option(split_float_tail(qgraph)[0], seed)

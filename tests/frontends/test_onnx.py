@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from breadth_models import to_ir_layout as to_nhwc
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
@@ -23,8 +24,6 @@ from kilobyte.transforms import prepare_for_inference
 ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32, "mnist-cnn": 28}  # others (mobile nets): 48 px, width 0.35
 
 
-def to_nhwc(a: np.ndarray) -> np.ndarray:
-    return a.transpose(0, 2, 3, 1) if a.ndim == 4 else a
 
 
 def check_against_onnxruntime(model: bytes | onnx.ModelProto, atol: float = 1e-4):
@@ -102,12 +101,12 @@ def test_missing_file():
 
 
 def test_unsupported_op_names_the_node(tmp_path, export_onnx):
-    path = tmp_path / "silu.onnx"
-    path.write_bytes(export_onnx(nn.Sequential(nn.Conv2d(3, 4, 3), nn.SiLU()), (1, 3, 8, 8)))
+    path = tmp_path / "tanh.onnx"
+    path.write_bytes(export_onnx(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh()), (1, 3, 8, 8)))
     with pytest.raises(UnsupportedOpError) as e:
         from_onnx(path)
     msg = str(e.value)
-    assert msg.startswith(f"{path}: node '/1/Sigmoid' (ONNX Sigmoid): unsupported op; supported: ")
+    assert msg.startswith(f"{path}: node '/1/Tanh' (ONNX Tanh): unsupported op; supported: ")
     assert "\n" not in msg
 
 
@@ -184,12 +183,85 @@ def test_concat_and_residual_add():
     assert g.nodes[1].op is Op.DEPTHWISE_CONV_2D and g.nodes[2].attrs.axis == 3
 
 
+def test_activations_and_arithmetic_with_constants():
+    """Exporters' forms: HardSigmoid with its own alpha / beta, Max / Min of three operands, constants on either side
+    of Sub / Mul / Add, Div and Neg (all per-channel or scalar: BATCH_NORM), a (1, C, 1, 1) Mul broadcast."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]),
+        helper.make_node("HardSigmoid", ["c"], ["hs"], alpha=0.3, beta=0.4),
+        helper.make_node("HardSwish", ["c"], ["hw"]),
+        helper.make_node("LeakyRelu", ["c"], ["lr"], alpha=-0.5),
+        helper.make_node("Sigmoid", ["c"], ["sg"]),
+        helper.make_node("Max", ["hs", "hw", "lr"], ["mx"]),
+        helper.make_node("Min", ["mx", "sg"], ["mn"]),
+        helper.make_node("Sub", ["k", "mn"], ["s1"]),  # constant - activation
+        helper.make_node("Mul", ["s1", "scale"], ["s2"]),  # per-channel (C, 1, 1) scale
+        helper.make_node("Div", ["s2", "four"], ["s3"]),
+        helper.make_node("Neg", ["s3"], ["s4"]),
+        helper.make_node("Add", ["bias", "s4"], ["s5"]),
+        helper.make_node("GlobalAveragePool", ["s5"], ["g"]),
+        helper.make_node("Mul", ["s5", "g"], ["se"]),  # squeeze-excite broadcast
+        helper.make_node("Sub", ["se", "c"], ["d"]),
+        helper.make_node("LogSoftmax", ["d"], ["y"], axis=1),
+    ]
+    inits = {"w": rand(5, 3, 1, 1), "k": np.float32(0.5), "scale": rand(5, 1, 1), "four": np.float32(4),
+             "bias": rand(1, 5, 1, 1)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 3, 4, 6], inits, [1, 5, 4, 6], opset=14))
+    used = [n.op for n in g.nodes]
+    assert used.count(Op.MAXIMUM) == 2 and Op.MINIMUM in used and used[-1] is Op.LOG_SOFTMAX
+    assert next(n for n in g.nodes if n.op is Op.LEAKY_RELU).attrs.alpha == -0.5
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_one_dimensional_nodes_squeeze_unsqueeze_and_unit_transpose(opset):
+    """(1, C, L) tensors: 1-D Conv (SAME_UPPER, dilation), BatchNormalization, pools, GlobalMaxPool; Squeeze /
+    Unsqueeze with axes as an attribute (opset 11) or an input (13); a Transpose that only moves a unit axis."""
+    axes = (lambda name, values: {"axes": values}) if opset < 13 else (lambda name, values: {})
+    axes_in = (lambda name: []) if opset < 13 else (lambda name: [name])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3], auto_pad="SAME_UPPER", strides=[2]),
+        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"]),
+        helper.make_node("Conv", ["b", "dw"], ["d"], kernel_shape=[3], pads=[2, 1], dilations=[2], group=6),
+        helper.make_node("AveragePool", ["d"], ["a"], kernel_shape=[3], pads=[1, 1], count_include_pad=1),
+        helper.make_node("MaxPool", ["a"], ["m"], kernel_shape=[2], strides=[2]),
+        helper.make_node("GlobalMaxPool", ["m"], ["gm"]),  # (1, 6, 1)
+        helper.make_node("Unsqueeze", ["gm", *axes_in("ax3")], ["u"], **axes("u", [3])),  # (1, 6, 1, 1)
+        helper.make_node("Transpose", ["u"], ["t"], perm=[0, 1, 3, 2]),
+        helper.make_node("Squeeze", ["t", *axes_in("ax23")], ["y"], **axes("y", [2, 3])),  # (1, 6)
+    ]
+    c = 6
+    inits = {"w": rand(c, 4, 3), "dw": rand(c, 1, 3), "gamma": rand(c) + 2, "beta": rand(c), "mean": rand(c),
+             "var": np.abs(rand(c)) + 0.5}
+    if opset >= 13:
+        inits |= {"ax3": np.array([3], np.int64), "ax23": np.array([2, 3], np.int64)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 4, 19], inits, [1, c], opset=opset))
+    assert g.tensors["input"].shape == (1, 1, 19, 4)
+    assert [n.op for n in g.nodes] == [Op.CONV_2D, Op.BATCH_NORM, Op.DEPTHWISE_CONV_2D, Op.PAD, Op.AVG_POOL_2D,
+                                       Op.MAX_POOL_2D, Op.MAX_POOL_2D, Op.RESHAPE]
+    assert g.nodes[0].attrs.padding == (0, 0, 1, 1) and g.nodes[2].attrs.dilation == (1, 2)
+
+
+@pytest.mark.parametrize("op,inits,needle", [
+    ("Erf", {}, "needs GELU"),
+    ("Tile", {"repeats": np.array([1, 1, 2, 1], np.int64)}, "needs TILE"),
+    ("Slice", {"starts": np.array([1], np.int64), "ends": np.array([3], np.int64)}, "needs STRIDED_SLICE"),
+])
+def test_nodes_the_ir_lacks_name_what_they_need(op, inits, needle):
+    model = make_model([helper.make_node(op, ["x", *inits], ["y"])], [1, 3, 4, 4], inits, [1])
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(model)
+    assert f"node 'y' (ONNX {op}): {needle}" in str(e.value) and "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("node,inits,needle", [
-    (helper.make_node("Add", ["x", "k"], ["y"]), {"k": rand(1, 3, 4, 4)}, "(ONNX Add): second operand"),
+    (helper.make_node("Add", ["x", "k"], ["y"]), {"k": rand(1, 3, 4, 4)}, "(ONNX Add): constant term of shape"),
     (helper.make_node("Conv", ["x", "w"], ["y"], group=3), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): grouped"),
     (helper.make_node("Conv", ["x", "w"], ["y"], group=1), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): conv input"),
     (helper.make_node("ReduceMean", ["x"], ["y"], axes=[1]), {}, "only the spatial axes"),
     (helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), {"lo": np.float32(-1), "hi": np.float32(1)}, "clip to"),
+    (helper.make_node("Max", ["x", "k"], ["y"]), {"k": np.float32(0)}, "maximum with a constant operand"),
+    (helper.make_node("Div", ["k", "x"], ["y"]), {"k": np.float32(1)}, "only division by a constant"),
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1]), {}, "the IR has no TRANSPOSE"),
 ])
 def test_unsupported_onnx_forms(node, inits, needle):
     model = make_model([node], [1, 3, 4, 4] if node.op_type != "Conv" else [1, 6, 4, 4], inits, [1], opset=13)
@@ -211,3 +283,73 @@ def test_equivalence_reports_the_first_difference(random_net):
     restrided = dataclasses.replace(conv, attrs=dataclasses.replace(conv.attrs, dilation=(2, 2)))
     with pytest.raises(AssertionError, match="dilation"):
         assert_graphs_equivalent(a, a.replace(nodes=(restrided,) + a.nodes[1:]))
+
+
+def _resize(mode: str, coords: str, size=None, scales=None, **extra):
+    inits = {"roi": np.zeros(0, np.float32)}
+    inputs = ["x", "roi"]
+    if scales is not None:
+        inits["scales"] = np.array(scales, np.float32)
+        inputs.append("scales")
+    else:
+        inits |= {"scales": np.zeros(0, np.float32), "sizes": np.array(size, np.int64)}
+        inputs += ["scales", "sizes"]
+    return helper.make_node("Resize", inputs, ["y"], mode=mode, coordinate_transformation_mode=coords, **extra), inits
+
+
+@pytest.mark.parametrize("mode,coords,size,scales,extra", [
+    ("nearest", "asymmetric", None, [1, 1, 2, 2], {"nearest_mode": "floor"}),  # PyTorch's nearest
+    ("nearest", "asymmetric", [1, 3, 7, 5], None, {"nearest_mode": "floor"}),
+    ("nearest", "half_pixel", [1, 3, 9, 6], None, {"nearest_mode": "round_prefer_ceil"}),  # nearest-exact
+    ("nearest", "tf_half_pixel_for_nn", [1, 3, 9, 6], None, {"nearest_mode": "floor"}),
+    ("nearest", "align_corners", [1, 3, 7, 7], None, {"nearest_mode": "round_prefer_ceil"}),
+    ("linear", "pytorch_half_pixel", None, [1, 1, 2, 2], {}),  # PyTorch's bilinear, align_corners=False
+    ("linear", "half_pixel", [1, 3, 7, 9], None, {}),
+    ("linear", "align_corners", [1, 3, 9, 7], None, {}),
+    ("linear", "asymmetric", [1, 3, 6, 10], None, {}),
+])
+def test_resize_matches_onnxruntime(mode, coords, size, scales, extra):
+    node, inits = _resize(mode, coords, size, scales, **extra)
+    out = size or [1, 3, 8, 10]
+    g = check_against_onnxruntime(make_model([node], [1, 3, 4, 5], inits, out, opset=13), atol=1e-5)
+    assert [n.op for n in g.nodes] == [Op.RESIZE_NEAREST_NEIGHBOR if mode == "nearest" else Op.RESIZE_BILINEAR]
+
+
+@pytest.mark.parametrize("kernel,strides,pads,output_padding", [
+    (2, [2, 2], [0, 0, 0, 0], [0, 0]), (3, [2, 2], [1, 1, 1, 1], [1, 1]), (3, [1, 2], [1, 0, 1, 2], [0, 1]),
+    (4, [3, 3], [0, 1, 2, 0], [2, 0])])
+def test_conv_transpose_matches_onnxruntime(kernel, strides, pads, output_padding):
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[kernel] * 2, strides=strides,
+                            pads=pads, output_padding=output_padding)
+    h, w = 4, 5
+    out = [1, 6] + [(d - 1) * s + kernel - pads[i] - pads[i + 2] + output_padding[i]
+                    for i, (d, s) in enumerate(zip((h, w), strides))]
+    g = check_against_onnxruntime(make_model([node], [1, 3, h, w], {"w": rand(3, 6, kernel, kernel), "b": rand(6)},
+                                             out))
+    assert [n.op for n in g.nodes] == [Op.TRANSPOSE_CONV]
+
+
+def test_gelu_reduce_max_and_1d_conv_transpose_match_onnxruntime():
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], kernel_shape=[3], strides=[2], pads=[1, 0]),
+             helper.make_node("Gelu", ["t"], ["g"], approximate="tanh"),
+             helper.make_node("ReduceMax", ["g", "axes"], ["y"], keepdims=1)]
+    inits = {"w": rand(4, 5, 3), "axes": np.array([1], np.int64)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 4, 9], inits, [1, 1, 18], opset=20))
+    assert [n.op for n in g.nodes][:3] == [Op.TRANSPOSE_CONV, Op.GELU, Op.REDUCE_MAX]
+
+
+@pytest.mark.parametrize("node,inits,needle", [
+    (helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="cubic"),
+     {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}, "Resize mode='cubic'"),
+    (helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest"),
+     {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)},
+     "nearest_mode='round_prefer_floor'; TFLite's rounding is 'round_prefer_ceil'"),
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2, 2], output_shape=[8, 8]),
+     {"w": rand(3, 2, 2, 2)}, "output_shape"),
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2, 2], group=3),
+     {"w": rand(3, 1, 2, 2)}, "groups=3"),
+])
+def test_upsampling_it_cannot_express_is_a_one_line_error(node, inits, needle):
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(make_model([node], [1, 3, 4, 4], inits, [1], opset=13))
+    assert needle in str(e.value) and "node 'y'" in str(e.value) and "\n" not in str(e.value)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from breadth_models import to_ir_layout as to_nhwc
 from torch import nn
 
 from kilobyte import zoo
@@ -19,8 +20,6 @@ from kilobyte.ir import Op
 ZOO_SIZES = {"vgg-small": 32, "resnet-small": 32, "mnist-cnn": 28}  # others (mobile nets): 64 px, width 0.35
 
 
-def to_nhwc(a: np.ndarray) -> np.ndarray:
-    return a.transpose(0, 2, 3, 1) if a.ndim == 4 else a
 
 
 def check_against_torch(module: nn.Module, shape, graph=None, atol: float = 1e-4):
@@ -160,19 +159,19 @@ def test_depth_multiplier_and_dilation():
 
 
 def test_unsupported_module_names_node_and_op():
-    act = nn.Sequential(OrderedDict(conv=nn.Conv2d(8, 8, 1), act=nn.SiLU()))
+    act = nn.Sequential(OrderedDict(conv=nn.Conv2d(8, 8, 1), act=nn.Tanh()))
     module = nn.Sequential(OrderedDict(features=nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(),
                                                               act)))
     with pytest.raises(UnsupportedOpError) as e:
         from_torch(module, (1, 3, 8, 8))
     msg = str(e.value)
-    assert msg.startswith("node 'features.3.act' (torch.nn.SiLU): unsupported op; supported: ") and "\n" not in msg
+    assert msg.startswith("node 'features.3.act' (torch.nn.Tanh): unsupported op; supported: ") and "\n" not in msg
 
 
 @pytest.mark.parametrize("make,shape,needle", [
     (lambda: nn.LSTM(8, 16, batch_first=True), (1, 5, 8), "node 'lstm' (torch.nn.LSTM): unsupported op"),
     (lambda: nn.Sequential(nn.Conv2d(4, 8, 3, groups=2)), (1, 4, 6, 6), "(torch.nn.Conv2d): grouped convolution"),
-    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.Sigmoid()), (1, 3, 6, 6), "node '1' (torch.nn.Sigmoid)"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh()), (1, 3, 6, 6), "node '1' (torch.nn.Tanh)"),
     (lambda: nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 3, 5, 5), "ceil_mode"),
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")), (1, 3, 6, 6), "padding_mode"),
 ])
@@ -183,15 +182,210 @@ def test_unsupported_inputs_get_one_line_errors(make, shape, needle):
 
 
 def test_unsupported_function_and_untraceable_model():
-    class Sig(nn.Module):
+    class Tanh(nn.Module):
         def forward(self, x):
-            return torch.sigmoid(x)
+            return torch.tanh(x)
 
     class Branchy(nn.Module):
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
-    with pytest.raises(UnsupportedOpError, match=r"^node 'sigmoid' \(torch\.sigmoid\): unsupported op"):
-        from_torch(Sig(), (1, 3, 4, 4))
+    with pytest.raises(UnsupportedOpError, match=r"^node 'tanh' \(torch\.tanh\): unsupported op"):
+        from_torch(Tanh(), (1, 3, 4, 4))
     with pytest.raises(UnsupportedOpError, match=r"^model Branchy: torch\.fx cannot trace"):
         from_torch(Branchy(), (1, 3, 4, 4))
+
+
+# -- activations and arithmetic --------------------------------------------------------------------------------------
+class Arithmetic(nn.Module):
+    """Every activation and arithmetic form, functional and as modules, including constants on either side."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.se = nn.Conv2d(3, 6, 3, padding=1), nn.Conv2d(6, 6, 1)
+        self.act = nn.Sequential(nn.Hardswish(), nn.LeakyReLU(0.2), nn.SiLU(), nn.Hardsigmoid(), nn.Sigmoid())
+        self.register_buffer("shift", torch.linspace(-1, 1, 6).reshape(6, 1, 1))
+
+    def forward(self, x):
+        y = self.conv(x * 2.0 - 1.0)
+        a = F.hardswish(y) + F.leaky_relu(y, 0.05) - F.silu(y) * 0.5
+        b = torch.sigmoid(self.se(a.mean((2, 3), keepdim=True)))  # squeeze-excite: (1, C, 1, 1) over (1, C, H, W)
+        z = torch.maximum(a * b, y.sigmoid()) - torch.minimum(self.act(y), 3 + a)
+        z = torch.max(z, F.hardsigmoid(y)) / 4 - self.shift
+        z = torch.sub(1.0, -z).mul(y)
+        return F.log_softmax(z, dim=1), torch.softmax(torch.min(z, y), 1)
+
+
+def test_activations_and_arithmetic_match_pytorch():
+    g = check_against_torch(Arithmetic(), (1, 3, 6, 5))
+    used = set(ops(g))
+    assert {Op.HARD_SWISH, Op.LEAKY_RELU, Op.LOGISTIC, Op.MUL, Op.SUB, Op.MAXIMUM, Op.MINIMUM, Op.LOG_SOFTMAX,
+            Op.SOFTMAX, Op.BATCH_NORM, Op.RELU6} <= used
+    assert Op.ADD in used  # two activations of one shape
+    se_mul = next(n for n in g.nodes if n.op is Op.MUL and g.tensors[n.inputs[1]].shape == (1, 1, 1, 6))
+    assert g.tensors[se_mul.inputs[0]].shape == (1, 6, 5, 6)
+
+
+def test_hardsigmoid_is_relu6_of_a_shift_then_a_scale():
+    """relu6(x + 3) / 6: after the inference transforms the shift is in the conv bias and the ReLU6 fused, leaving
+    the 1/6 — quantize() makes it a MUL by a constant, as TFLite's converter writes hard sigmoid."""
+    from kilobyte.quant import quantize
+    from kilobyte.transforms import prepare_for_inference
+
+    module = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Hardsigmoid())
+    g = prepare_for_inference(check_against_torch(module, (1, 3, 4, 4)))
+    assert ops(g) == [Op.CONV_2D, Op.BATCH_NORM] and g.nodes[0].attrs.activation.value == "RELU6"
+    q = quantize(g, np.random.default_rng(0).normal(size=(8, 4, 4, 3)).astype(np.float32))
+    assert ops(q) == [Op.CONV_2D, Op.MUL]
+    const = q.tensors[q.nodes[1].inputs[1]]
+    assert const.dtype == "int8" and const.shape == (1, 1, 1, 4)
+    np.testing.assert_allclose((const.data.astype(np.float32) - const.qparams.zero_point[0]) * const.qparams.scale[0],
+                               1 / 6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("expr,needle", [
+    (lambda x: x * x.mean(1, keepdim=True), "mean over axes (1,)"),
+    (lambda x: torch.maximum(x, torch.zeros(1)), "maximum with a constant operand"),
+    (lambda x: x * torch.arange(75.0).reshape(1, 3, 5, 5), "varies along more than the channel axis"),
+    (lambda x: 2.0 / x, "main input is a constant"),
+    (lambda x: x + x.mean((2, 3)), "add of shapes (1, 3, 5, 5) and (1, 3)"),
+])
+def test_arithmetic_that_has_no_lowering_is_refused(expr, needle):
+    class Net(nn.Module):
+        def forward(self, x):
+            return expr(x)
+
+    with pytest.raises(UnsupportedOpError) as e:
+        from_torch(Net(), (1, 3, 5, 5))
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+# -- 1-D signals: (N, C, L) is an IR image (N, 1, L, C) ---------------------------------------------------------------
+class Signal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Conv1d(5, 8, 3, padding="same"), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
+                               nn.Conv1d(8, 8, 5, stride=2, padding=2, groups=8), nn.ZeroPad1d((1, 2)),
+                               nn.AvgPool1d(3, 1, 1))
+        self.w = nn.Parameter(torch.randn(6, 5, 3))
+        self.fc = nn.Linear(8 * 9 + 6, 4)
+
+    def forward(self, x):  # (1, 5, 25)
+        y = self.a(x)  # (1, 8, 9): flattened channel-major, so the Linear's columns are permuted
+        z = F.adaptive_max_pool1d(F.conv1d(x, self.w, dilation=2), 1)  # (1, 6, 1)
+        w = F.adaptive_avg_pool1d(F.max_pool1d(x, 3, 2), 1).squeeze(-1)  # (1, 5)
+        return self.fc(torch.cat([y.flatten(1), z.view(1, -1)], 1)), torch.softmax(w, -1)
+
+
+def test_one_dimensional_layers_match_pytorch(randomize_bn):
+    g = check_against_torch(randomize_bn(Signal(), 0), (1, 5, 25))
+    assert g.tensors["input"].shape == (1, 1, 25, 5)
+    convs = [n for n in g.nodes if n.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D)]
+    assert [g.tensors[n.inputs[1]].shape[1] for n in convs] == [1, 1, 1]  # 1 x k windows
+    assert convs[0].attrs.padding == (0, 0, 1, 1) and convs[2].attrs.dilation == (1, 2)
+    pad = next(n for n in g.nodes if n.op is Op.PAD)
+    assert pad.attrs.pads == ((0, 0), (0, 0), (1, 2), (0, 0))
+
+
+def test_shape_only_methods_emit_no_transpose():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 6, (1, 3))
+
+        def forward(self, x):  # (1, 4, 9)
+            y = self.conv(x.unsqueeze(2)).squeeze(2)  # a 1-D conv written as a 2-D one: no node for either
+            y = y.permute(0, 1, 2).unsqueeze(2)  # (1, 6, 1, 7): the same IR tensor (1, 1, 7, 6), no node
+            z = y.squeeze(2).unsqueeze(-1).transpose(2, 3)  # unit axes moved only: RESHAPEs, no transpose
+            return y.mean((2, 3)), z
+
+    g = check_against_torch(Net(), (1, 4, 9))
+    mean = next(n for n in g.nodes if n.op is Op.MEAN)
+    assert mean.inputs[0] == "conv_2d_0" and mean.attrs.axes == (1, 2)
+    assert sorted(op.value for op in ops(g)) == ["CONV_2D", "MEAN", "RESHAPE", "RESHAPE"]
+
+
+def test_transpose_that_moves_data_is_refused():
+    class Net(nn.Module):
+        def forward(self, x):
+            return x.transpose(1, 2)
+
+    with pytest.raises(UnsupportedOpError, match=r"transpose \[0, 2, 1\].*the IR has no TRANSPOSE"):
+        from_torch(Net(), (1, 4, 9))
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda: Lambda(lambda x: x.amax((2, 3))), "(Tensor.amax): needs REDUCE_MAX"),
+    (lambda: Lambda(lambda x: torch.max(x, 1)[0]), "(torch.max): a maximum reduction needs REDUCE_MAX"),
+    (lambda: Lambda(lambda x: x[:, :, 1:]), "(operator.getitem): slicing a tensor needs STRIDED_SLICE"),
+    (lambda: Lambda(lambda x: x.repeat(1, 2, 1, 1)), "(Tensor.repeat): needs TILE"),
+    (lambda: Lambda(lambda x: x * x.mean((2, 3), keepdim=True).expand_as(x)), "(Tensor.expand_as): needs TILE (sub,"),
+])
+def test_ops_the_ir_lacks_name_what_they_need(make, needle):
+    with pytest.raises(UnsupportedOpError) as e:
+        from_torch(make(), (1, 3, 4, 4))
+    assert needle in str(e.value) and "which the IR does not have yet" in str(e.value) and "\n" not in str(e.value)
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class Upsampler(nn.Module):
+    """Every upsampling form PyTorch offers for 2-D and 1-D, and both GELUs."""
+
+    def __init__(self):
+        super().__init__()
+        self.t1 = nn.ConvTranspose2d(3, 6, 3, stride=2, padding=1, output_padding=1)
+        self.t2 = nn.ConvTranspose2d(6, 4, (2, 3), stride=(2, 1), padding=(0, 1))
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.up_nn = nn.UpsamplingNearest2d(scale_factor=2)
+        self.up_bl = nn.UpsamplingBilinear2d(size=(9, 13))
+        self.gelu = nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        y = F.gelu(self.t1(x))
+        a = self.up(self.gelu(self.t2(y)))
+        b = F.interpolate(y, size=(11, 7), mode="nearest-exact")
+        c = F.interpolate(self.up_nn(y), scale_factor=0.5, mode="nearest")
+        d = F.interpolate(y, size=(5, 6), mode="bilinear", align_corners=True)
+        return a, b, self.up_bl(c) + 0, d
+
+
+def test_upsampling_and_gelu_match_pytorch():
+    module = Upsampler().eval()
+    g = from_torch(module, (1, 3, 4, 5))
+    x = torch.randn(1, 3, 4, 5)
+    with torch.no_grad():
+        want = module(x)
+    got = run_float(g, x.numpy().transpose(0, 2, 3, 1))
+    for name, ref in zip(g.outputs, want):
+        np.testing.assert_allclose(got[name], ref.numpy().transpose(0, 2, 3, 1), rtol=0, atol=1e-5, err_msg=name)
+    assert {Op.TRANSPOSE_CONV, Op.GELU, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR} <= {n.op for n in g.nodes}
+
+
+def test_conv_transpose_1d_matches_pytorch():
+    module = nn.ConvTranspose1d(4, 3, 5, stride=3, padding=2, output_padding=1).eval()
+    g = from_torch(module, (1, 4, 7))
+    x = torch.randn(1, 4, 7)
+    with torch.no_grad():
+        want = module(x).numpy()
+    got = run_float(g, x.numpy().transpose(0, 2, 1)[:, None])[g.outputs[0]]
+    np.testing.assert_allclose(got, want.transpose(0, 2, 1)[:, None], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda: Lambda(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic")), "mode='bicubic'"),
+    (lambda: Lambda(lambda x: F.interpolate(x, scale_factor=1.3)), "fractional sizes"),
+    (lambda: nn.ConvTranspose2d(3, 6, 2, groups=3), "groups=3"),
+    (lambda: nn.ConvTranspose2d(3, 6, 2, dilation=2), "dilation=(2, 2)"),
+])
+def test_upsampling_it_cannot_express_is_a_one_line_error(make, needle):
+    with pytest.raises(UnsupportedOpError) as e:
+        from_torch(make(), (1, 3, 4, 4))
+    assert needle in str(e.value) and "\n" not in str(e.value)

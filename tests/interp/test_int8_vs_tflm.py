@@ -228,7 +228,7 @@ def test_random_graph_bit_exact(case, method):
     assert_bit_exact(qgraph, quantize_input(qgraph, samples[3:]))
 
 
-# -- MEAN as imported .tflite files have it (quantize() itself emits AVG_POOL_2D) --------------------------------------
+# -- MEAN with any axes and params, as imported .tflite files may have it ---------------------------------------------
 AXES = st.sampled_from([(1, 2), (2, 1), (1,), (3,), (1, 2, 3)])
 
 

@@ -48,3 +48,45 @@ def test_binary_ops_broadcast_like_numpy():
             infer_shape(op, None, [(1, 4, 5, 6)])
     with pytest.raises(ShapeError, match="add operands differ"):  # ADD keeps its equal-shapes rule
         infer_shape(Op.ADD, None, [(1, 4, 5, 6), (1, 1, 1, 6)])
+
+
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
+def test_data_movement_shapes_match_numpy(shape, data):
+    """TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX give the shapes numpy's transpose, slicing, tile and max give."""
+    import numpy as np
+
+    from kilobyte.ir import MeanAttrs, StridedSliceAttrs, TileAttrs, TransposeAttrs
+
+    x = np.zeros(shape)
+    perm = tuple(data.draw(st.permutations(range(len(shape)))))
+    assert infer_shape(Op.TRANSPOSE, TransposeAttrs(perm), [tuple(shape)]) == np.transpose(x, perm).shape
+    begin = [data.draw(st.integers(0, d - 1)) for d in shape]
+    strides = [data.draw(st.sampled_from([-2, -1, 1, 3])) for _ in shape]
+    end = [data.draw(st.integers(b + 1, d)) if s > 0 else data.draw(st.integers(-1, b - 1))
+           for b, d, s in zip(begin, shape, strides)]
+    want = x[tuple(slice(b, None if e < 0 else e, s) for b, e, s in zip(begin, end, strides))].shape
+    assert infer_shape(Op.STRIDED_SLICE, StridedSliceAttrs(tuple(begin), tuple(end), tuple(strides)),
+                       [tuple(shape)]) == want
+    reps = tuple(data.draw(st.integers(1, 3)) for _ in shape)
+    assert infer_shape(Op.TILE, TileAttrs(reps), [tuple(shape)]) == np.tile(x, reps).shape
+    axes = tuple(data.draw(st.sets(st.integers(-len(shape), len(shape) - 1), min_size=1)))
+    keep = data.draw(st.booleans())
+    want = x.max(axis=tuple({a % len(shape) for a in axes}), keepdims=keep).shape
+    assert infer_shape(Op.REDUCE_MAX, MeanAttrs(axes, keep), [tuple(shape)]) == want
+
+
+def test_data_movement_errors():
+    from kilobyte.ir import MeanAttrs, StridedSliceAttrs, TileAttrs, TransposeAttrs
+
+    with pytest.raises(ShapeError, match="not a permutation"):
+        infer_shape(Op.TRANSPOSE, TransposeAttrs((0, 1, 1, 2)), [(1, 2, 3, 4)])
+    with pytest.raises(ShapeError, match="empty or out of range"):
+        infer_shape(Op.STRIDED_SLICE, StridedSliceAttrs((0, 2, 0, 0), (1, 2, 3, 4), (1, 1, 1, 1)), [(1, 2, 3, 4)])
+    with pytest.raises(ShapeError, match="empty or out of range"):
+        infer_shape(Op.STRIDED_SLICE, StridedSliceAttrs((0, 0, 0, 0), (1, -1, 3, 4), (1, 1, 1, 1)), [(1, 2, 3, 4)])
+    with pytest.raises(ShapeError, match="one entry per axis"):
+        infer_shape(Op.STRIDED_SLICE, StridedSliceAttrs((0,), (1,), (1,)), [(1, 2)])
+    with pytest.raises(ShapeError, match="positive count"):
+        infer_shape(Op.TILE, TileAttrs((1, 0)), [(1, 2)])
+    with pytest.raises(ShapeError, match="out of range"):
+        infer_shape(Op.REDUCE_MAX, MeanAttrs((4,), False), [(1, 2, 3, 4)])

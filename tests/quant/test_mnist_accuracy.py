@@ -35,7 +35,12 @@ def trained():
 
     train, test = load_dataset("mnist").split(4000)
     torch.manual_seed(0)  # the initial weights too, so the test sees the same model every run
-    model = train_classifier(_small_cnn(), train.x, train.y, epochs=3, seed=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # two xdist workers with two threads each on two cores: ~5x slower
+    try:
+        model = train_classifier(_small_cnn(), train.x, train.y, epochs=3, seed=0)
+    finally:
+        torch.set_num_threads(threads)
     graph = prepare_for_inference(from_torch(model, (1, 1, 28, 28)))
     return graph, train, test
 

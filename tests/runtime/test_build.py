@@ -1,6 +1,6 @@
 """Runtime stage tests of the build side (kilobyte/runtime/__init__.py): struct mirrors, self-contained kernel files
-(host gcc and arm-none-eabi-gcc), and test_kernels.py / test_softmax_kernel.py / test_lut_kernel.py rerun against an
-ASan/UBSan build of the kernels."""
+(host gcc and arm-none-eabi-gcc), and test_kernels.py / test_softmax_kernel.py / test_lut_kernel.py /
+test_movement_kernel.py rerun against an ASan/UBSan build of the kernels."""
 
 import os
 import re
@@ -19,14 +19,14 @@ M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
 
 def test_structs_match_header():
-    """The ctypes mirrors list the same int32 fields, in the same order, as kilobyte.h."""
+    """The ctypes mirrors list the same int32 fields (or int32 arrays), in the same order, as kilobyte.h."""
     text = re.sub(r"/\*.*?\*/", "", (rt.C_DIR / "kilobyte.h").read_text(), flags=re.S)
     structs = {name: body for body, name in re.findall(r"typedef struct \{(.*?)\} (\w+);", text, re.S)}
     assert set(structs) == set(rt.STRUCTS)
     for name, body in structs.items():
         decls = [d.strip() for d in body.split(";") if d.strip()]
         assert all(d.startswith("int32_t ") for d in decls), name
-        fields = [f.strip() for d in decls for f in d.removeprefix("int32_t ").split(",")]
+        fields = [re.sub(r"\[\d+\]$", "", f.strip()) for d in decls for f in d.removeprefix("int32_t ").split(",")]
         assert fields == [f for f, _ in rt.STRUCTS[name]._fields_], name
 
 
@@ -63,7 +63,8 @@ def test_kernels_under_sanitizers():
     """Rerun the kernel tests against kernels built with -fsanitize=address,undefined (libasan preloaded)."""
     env = {**os.environ, **rt.sanitizer_env(), "KB_RUNTIME_SANITIZE": "1"}
     here = Path(__file__).parent
-    files = [str(here / f) for f in ("test_kernels.py", "test_softmax_kernel.py", "test_lut_kernel.py")]
+    files = [str(here / f) for f in ("test_kernels.py", "test_softmax_kernel.py", "test_lut_kernel.py",
+                                             "test_movement_kernel.py")]
     cmd = [sys.executable, "-m", "pytest", *files, "-q", "-x", "-p", "no:cacheprovider"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here.parents[1], timeout=300)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

@@ -436,7 +436,7 @@ def test_pool(kb_lib, case, c, op, act, seed, data):
 @EXAMPLES
 @given(hw=st.tuples(st.integers(1, 10), st.integers(1, 10)), c=st.integers(1, 11), seed=st.integers(0, 2**32))
 def test_global_average_pool(kb_lib, hw, c, seed):
-    """MEAN over (H, W): the quantiser rewrites it to AVG_POOL_2D with the whole image as the window."""
+    """AVG_POOL_2D with the whole image as the window (a full-image AvgPool2d; a MEAN stays kb_mean)."""
     rng = np.random.default_rng(seed)
     g, x = pool_graph(Op.AVG_POOL_2D, hw, c, hw, (1, 1), (0, 0, 0, 0), Activation.NONE, rng)
     got = run_pool(kb_lib, "kb_avg_pool", g, x, (c, c, 0), rng)

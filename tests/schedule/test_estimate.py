@@ -1,7 +1,8 @@
 """Tests for schedule/estimate.py: `estimate_resources` gives exactly `make_plan`'s and the compiled project's figures.
 
 Oracles: `make_plan` (which verifies its plan), and the generated C project: the manifest's kernel families and
-arena, and the constant arrays declared in `model.c`, parsed from the text.
+arena, the constant arrays declared in `model.c`, and the rest of its Flash as the Flash model counts it from the
+text (`model_c_code.project_code`: the functions it calls, its layer functions, patch loop, structs and tables).
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ import re
 
 import numpy as np
 import pytest
+from model_c_code import project_code
 from random_nets import quantized, random_graph
 
 from kilobyte.codegen import compile_graph
-from kilobyte.schedule.estimate import CODE_BYTES_PER_KERNEL, estimate_resources
+from kilobyte.schedule.estimate import estimate_resources
+from kilobyte.schedule.flash import code_bytes
 from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions
 
 N_RANDOM = 300
-ARRAY = re.compile(r"^(?:static )?const (int8_t|int32_t) kb_(?:w|b|mult|shift|lut)_\w+\[(\d+)\]", re.M)
+ARRAY = re.compile(r"^(?:static )?const (int8_t|int32_t) kb_(?:w|b|mult|shift|lut|k)_\w+\[(\d+)\]", re.M)
 
 
 def _options(rng) -> PlanOptions:
@@ -33,16 +36,18 @@ def _c_constant_bytes(project) -> int:
     return sum(int(n) * (1 if t == "int8_t" else 4) for t, n in ARRAY.findall(text))
 
 
-def _check(graph, options, out_dir) -> None:
+def _check(graph, options, out_dir, core: str | None = None) -> None:
     result = compile_graph(graph, out_dir, options)
-    est = estimate_resources(result.graph, options)
+    est = estimate_resources(result.graph, options, core=core)
     plan, m = result.plan, result.manifest
     assert (est.peak_bytes, est.arena_bytes, est.scratch_bytes, est.input_bytes, est.macs) == (
         plan.peak_bytes, plan.arena_bytes, plan.scratch_bytes, plan.input_bytes, plan.macs)
     assert (est.arena_bytes, est.peak_bytes, est.macs) == (m["arena_bytes"], m["peak_bytes"], m["macs"])
     assert list(est.families) == m["kernels"]
     assert est.weight_bytes == _c_constant_bytes(result.out_dir)
-    assert est.flash_bytes == est.weight_bytes + CODE_BYTES_PER_KERNEL * len(m["kernels"])
+    code = project_code((result.out_dir / "src" / "model.c").read_text(), len(m["outputs"]))
+    assert est.functions == tuple(sorted(code.functions))
+    assert est.flash_bytes == est.weight_bytes + code_bytes(code, options.kernels, core)
 
 
 def test_estimate_equals_plan_and_project_on_random_graphs(tmp_path):
@@ -62,7 +67,7 @@ def test_estimate_equals_plan_and_project_on_the_zoo(tmp_path, name, width, res,
 
     graph = load(name, width=width, resolution=res).graph
     qgraph, _ = quantized(graph, 0)
-    _check(qgraph, options, tmp_path / "m")
+    _check(qgraph, options, tmp_path / "m", core="cortex-m7")
 
 
 def test_estimate_of_a_float_graph_equals_its_plan():
@@ -78,13 +83,13 @@ def test_estimate_of_a_float_graph_equals_its_plan():
 
 @pytest.mark.parametrize("name", ["mnist-cnn", "vgg-small"])
 def test_estimate_of_a_float_graph_names_the_compiled_families(tmp_path, name):
-    """A float MEAN is counted as the AVG_POOL_2D quantize() makes of it (vgg-small also has max pooling: one
-    family), so the float graph's Flash estimate is the compiled model's."""
+    """A float MEAN is counted as the int8 MEAN quantize() keeps (kb_mean; vgg-small also has max pooling), so the
+    float graph's Flash estimate is the compiled model's."""
     from kilobyte.api import load
 
     graph = load(name, resolution=28 if name == "mnist-cnn" else 32).graph
     assert any(n.op.value == "MEAN" for n in graph.nodes)
     qgraph, _ = quantized(graph, 0)
     m = compile_graph(qgraph, tmp_path / "m").manifest
-    assert "pool" in m["kernels"] and "mean" not in m["kernels"]
+    assert "mean" in m["kernels"]
     assert list(estimate_resources(graph).families) == m["kernels"]

@@ -7,7 +7,7 @@ What runs, exactly:
   holds MbV2 w0.35 but not MbV2-RD, MnasNet or Proxyless at w0.35 (over by 52-87 KB; asserted for MbV2-RD, the
   smallest overflow: the link fails with DoesNotFitError), so those three run on the M55 at width 0.25.
 - 50 random float graphs (conv k 1/3/5/7, stride 1/2, dilation, asymmetric padding; depthwise k 3/5/7; residual ADD;
-  CONCAT; avg/max pooling; PAD; MEAN (in odd seeds kept as TFLite's MEAN) or flatten + FC; odd channel counts; a
+  CONCAT; avg/max pooling; PAD; MEAN (in even seeds a full-image AVG_POOL_2D) or flatten + FC; odd channel counts; a
   float softmax tail), quantised with random calibration, compiled one by one, then BUNDLED: one firmware per (core,
   kernel set) holds all 50 generated model.c files (each with its kb_invoke / kb_arena renamed, nothing else
   touched) and one QEMU run executes all of them, so every graph runs on every core on two inputs (M4, M7, M55 with
@@ -15,6 +15,9 @@ What runs, exactly:
 - 10 int8 graphs with MEAN as .tflite files have it (tests/random_nets.mean_model: over H and W from 1x1 to
   112x112, keepdims, concat slices, over H, C, or W and C), bundled the same way, on every core with portable kernels
   and on the M7 with dsp ones (kb_mean has one portable version).
+- Every data-movement and upsampling graph of tests/random_nets (MOVEMENTS, UPSAMPLES), bundled the same way, on
+  every core with portable kernels and on the M7 with dsp ones.
+- An int8 model with a float interface (`kb_invoke_float`) on M4, M7 (dsp) and M55: floats bit-equal to the host's.
 - MbV2 w0.35 r144 (patch-based plan) built for STM32F746: measured SRAM against the plan, stack high-water mark.
 - An over-budget model (MbV2 w1.0 r224 for STM32F410) fails the link with the readable message (`kilobyte compile`:
   exit 2).
@@ -30,7 +33,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from random_nets import inputs_for, mean_model, quantized, random_graph, write_bundle
+from random_nets import (
+    MOVEMENTS,
+    UPSAMPLES,
+    float_edges,
+    inputs_for,
+    mean_model,
+    movement_model,
+    quantized,
+    random_graph,
+    upsample_model,
+    write_bundle,
+)
 
 from kilobyte.errors import DoesNotFitError
 from kilobyte.interp import run_int8
@@ -158,7 +172,7 @@ def bundle(tmp_path_factory) -> Bundle:
     results, inputs = [], []
     for seed in range(N_RANDOM_GRAPHS):
         qgraph, unseen = quantized(random_graph(seed), seed, spread=(0.5, 1.0, 4.0)[seed % 3],
-                                   tflite_mean=seed % 2 == 1)
+                                   mean_as_pool=seed % 2 == 0)
         results.append(compile_graph(qgraph, root / f"random-{seed}", PlanOptions(kernels="dsp"),
                                      model_name=f"random_{seed}"))
         inputs.append(inputs_for(qgraph, unseen, seed))
@@ -215,6 +229,86 @@ def test_mean_models_bit_exact_on_qemu(mean_bundle, tmp_path, target, kernels):
     build = build_firmware(mean_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
     failures = mean_bundle.failures(build)
     assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
+
+
+# --- data movement and upsampling (kb_movement.c, kb_resize.c, kb_transpose_conv.c, GELU's table) --------------------
+
+@pytest.fixture(scope="module")
+def op_bundle(tmp_path_factory) -> Bundle:
+    """Every tests/random_nets.movement_model and upsample_model graph (TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX,
+    nearest / bilinear resizes in each coordinate mode, transpose convolutions with each crop, GELU; see
+    tests/codegen/test_movement_codegen.py and test_upsample_codegen.py) in one bundle, two random inputs each."""
+    from kilobyte.codegen import compile_graph
+
+    root = tmp_path_factory.mktemp("ops")
+    results, inputs = [], []
+    models = [(f"mv_{k}", movement_model(kind, seed=k)) for k, kind in enumerate(MOVEMENTS)]
+    models += [(f"up_{k}", upsample_model(kind, seed=k)) for k, kind in enumerate(UPSAMPLES)]
+    for k, (name, graph) in enumerate(models):
+        results.append(compile_graph(graph, root / name, PlanOptions(kernels="dsp"), model_name=name))
+        rng = np.random.default_rng(k)
+        shape = graph.tensors[graph.inputs[0]].shape
+        inputs.append([rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)])
+    return Bundle(root, results, inputs)
+
+
+@pytest.mark.parametrize("target,kernels", [(t, "portable") for t in TARGETS] + [("cortex-m7", "dsp")])
+def test_movement_and_upsampling_bit_exact_on_qemu(op_bundle, tmp_path, target, kernels):
+    families = {f for r in op_bundle.results for f in r.manifest["kernels"]}
+    assert {"movement", "resize", "transpose_conv", "lut"} <= families
+    build = build_firmware(op_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    failures = op_bundle.failures(build)
+    assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
+
+
+# --- the float interface (kb_invoke_float: float QUANTIZE in, int8 core, DEQUANTIZE out) ----------------------------
+
+def float_firmware_dir(project: Path, root: Path, n_in: int, n_out: int) -> Path:
+    """A copy of `project` whose kb_invoke (what the firmware calls, on bytes) is kb_invoke_float: the generated
+    kb_invoke becomes kb_invoke_int8 (model.c's own call inside kb_invoke_float included) and the firmware's buffers
+    hold 4-byte floats. Nothing of the generated float code is touched."""
+    import shutil
+
+    shutil.copytree(project, root)
+    src = root / "src"
+    (src / "model.h").rename(src / "model_core.h")
+    text = (src / "model.c").read_text()
+    (src / "model.c").write_text(text.replace('#include "model.h"', '#define kb_invoke kb_invoke_int8\n'
+                                                                      '#include "model_core.h"'))
+    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_INPUT_BYTES {4 * n_in}\n"
+                                 f"#define KB_OUTPUT_BYTES {4 * n_out}\n"
+                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
+    (src / "float_adapter.c").write_text(
+        '#include "model_core.h"\n'
+        "void kb_invoke(const int8_t *input, int8_t *output)\n"
+        "{\n    kb_invoke_float((const float *)(const void *)input, (float *)(void *)output);\n}\n")
+    return root
+
+
+@pytest.mark.parametrize("target,kernels", [("cortex-m4", "portable"), ("cortex-m7", "dsp"),
+                                            ("cortex-m55", "portable")])
+def test_float_interface_bit_exact_on_qemu(tmp_path, target, kernels):
+    """An int8 model with a float interface (as the TFLite converter writes it): kb_invoke_float under QEMU gives the
+    host build's floats bit for bit (the same float QUANTIZE rounding and DEQUANTIZE products on the target's FPU)."""
+    from kilobyte.api import compile_model, load
+    from kilobyte.codegen import HostModel
+    from kilobyte.export.tflite import to_tflite
+
+    q, _ = quantized(load("kws-dscnn").graph, seed=4, n=4)
+    path = tmp_path / "float_io.tflite"
+    path.write_bytes(to_tflite(float_edges(q, True, True)))
+    result = compile_model(load(str(path)), tmp_path / "c", kernels=kernels)
+    shape = q.tensors[q.inputs[0]].shape
+    n_out = int(np.prod(q.tensors[q.outputs[0]].shape))
+    fw_dir = float_firmware_dir(result.out_dir, tmp_path / "fw-model", int(np.prod(shape)), n_out)
+    build = build_firmware(fw_dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    host = HostModel(result.out_dir)
+    rng = np.random.default_rng(1)
+    for scale in (0.5, 2.0, 40.0):  # inside, around and far beyond the input's int8 range
+        x = rng.normal(0, scale, shape).astype(np.float32)
+        want = host.invoke_float(x).reshape(-1)
+        got = run_qemu(build, np.frombuffer(x.tobytes(), np.int8)).output.view(np.float32)
+        assert got.tobytes() == want.astype(np.float32).tobytes(), f"{target}: {np.abs(got - want).max()}"
 
 
 # --- memory: measured against the plan, and over budget -------------------------------------------------------------

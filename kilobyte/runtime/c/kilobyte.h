@@ -12,7 +12,7 @@
  * Nothing here allocates or checks arguments: the code generator checks everything before it emits a call.
  * MEAN as TFLite files have it (1/n folded into the requantisation) is kb_mean; the quantiser itself rewrites a
  * float MEAN to AVG_POOL_2D (global average pooling = kb_avg_pool with the whole image as the window). RESHAPE has
- * no kernel (it aliases its input, or is one memmove).
+ * no kernel (it aliases its input, or is one memmove); TRANSPOSE, STRIDED_SLICE and TILE are one strided copy.
  */
 #ifndef KILOBYTE_H
 #define KILOBYTE_H
@@ -94,6 +94,16 @@ typedef struct {
     int32_t mult, shift;                      /* QuantizeMultiplier(s_in / s_out) with 1/reduce folded in */
     int32_t out_offset;                       /* output zero point */
 } kb_mean_params;
+
+/* TRANSPOSE, STRIDED_SLICE, TILE (kb_strided_copy) and REDUCE_MAX (kb_reduce_max): four nested loops, outermost
+ * first; loop axis k takes dims[k] steps of in_step[k] input bytes (negative: a reversed axis; 0: TILE's repeats) and
+ * out_step[k] output bytes (0: an axis REDUCE_MAX reduces), from input byte in_start and output byte 0. */
+typedef struct {
+    int32_t dims[4];
+    int32_t in_step[4];
+    int32_t out_step[4];
+    int32_t in_start;
+} kb_strides_params;
 
 /* SOFTMAX and LOG_SOFTMAX (TFLite int8): `rows` rows of `depth` contiguous values, normalised along each row.
  * The fields are TFLite Micro's Prepare results for the input scale (and beta): see kb_softmax.c. */
@@ -199,6 +209,11 @@ void kb_log_softmax(const kb_softmax_params *p, const int8_t *in, int8_t *out);
  * given pixel strides; out may be in. */
 void kb_lut(int32_t pixels, int32_t c, const int8_t table[256], const int8_t *in, int32_t in_cstride, int8_t *out,
             int32_t out_cstride);
+
+/* kb_movement.c -------------------------------------------------------------------------------------------------- */
+/* in and out must not overlap. */
+void kb_strided_copy(const kb_strides_params *p, const int8_t *in, int8_t *out);
+void kb_reduce_max(const kb_strides_params *p, const int8_t *in, int8_t *out);
 
 /* kb_resize.c ---------------------------------------------------------------------------------------------------- */
 /* src: out_h source rows, then out_w source columns. taps: (lo, hi, frac) per output row, then per output column. */

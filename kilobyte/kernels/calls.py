@@ -1,0 +1,87 @@
+"""Kernels stage: the runtime function each node calls — the C entry points, named as the code generator emits them.
+
+The code generator (`codegen/layers.py`, `codegen/patch_loop.py`) writes the calls and the Flash model
+(`schedule/flash.py`) counts the code they pull into the linked firmware, so both ask this module: a conv's variant
+(1x1 fast path, unrolled 3x3, general), an in-place depthwise conv's unrolled variant, an ADD or a SUB, ... Only the
+functions a model calls are linked (`-ffunction-sections -Wl,--gc-sections`), and in the DSP set a 1x1 conv and a
+general one differ by 4 KB, so the family alone does not say how much code a model has.
+
+>>> ENTRY_POINTS["pool"]
+('kb_avg_pool', 'kb_max_pool')
+"""
+
+from __future__ import annotations
+
+from ..ir import Graph, Node, Op
+from .contracts import contract_for
+
+# Kernel family -> the functions of its C file that generated code may call (`runtime.KERNEL_FILES`). `memmove` is
+# the C library's: a RESHAPE that cannot alias its input copies its bytes with it.
+ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    "conv": ("kb_conv", "kb_conv_1x1", "kb_conv_3x3"),
+    "conv_add": ("kb_conv_1x1_add",),
+    "depthwise": ("kb_depthwise", "kb_depthwise_inplace", "kb_depthwise_inplace_3x3", "kb_depthwise_inplace_5x5",
+                  "kb_depthwise_inplace_7x7"),
+    "fc": ("kb_fully_connected",),
+    "add": ("kb_add", "kb_sub"),
+    "pool": ("kb_avg_pool", "kb_max_pool"),
+    "mean": ("kb_mean",),
+    "concat": ("kb_copy_channels",),
+    "pad": ("kb_pad",),
+    "quantize": ("kb_requantize_u8_i8", "kb_requantize_i8_u8"),
+    "softmax": ("kb_softmax", "kb_log_softmax"),
+    "elementwise": ("kb_mul", "kb_maximum", "kb_minimum"),
+    "lut": ("kb_lut",),
+    "movement": ("kb_strided_copy", "kb_reduce_max"),
+    "resize": ("kb_resize_nearest", "kb_resize_bilinear"),
+    "transpose_conv": ("kb_transpose_conv",),
+    "reshape": ("memmove",),
+}
+INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
+              (7, 7): "kb_depthwise_inplace_7x7"}
+_BY_OP = {Op.FULLY_CONNECTED: "kb_fully_connected", Op.ADD: "kb_add", Op.SUB: "kb_sub", Op.MUL: "kb_mul",
+          Op.MAXIMUM: "kb_maximum", Op.MINIMUM: "kb_minimum", Op.AVG_POOL_2D: "kb_avg_pool",
+          Op.MAX_POOL_2D: "kb_max_pool", Op.MEAN: "kb_mean", Op.PAD: "kb_pad", Op.CONCAT: "kb_copy_channels",
+          Op.SOFTMAX: "kb_softmax", Op.LOG_SOFTMAX: "kb_log_softmax", Op.TRANSPOSE: "kb_strided_copy",
+          Op.STRIDED_SLICE: "kb_strided_copy", Op.TILE: "kb_strided_copy", Op.REDUCE_MAX: "kb_reduce_max",
+          Op.RESIZE_NEAREST_NEIGHBOR: "kb_resize_nearest", Op.RESIZE_BILINEAR: "kb_resize_bilinear",
+          Op.TRANSPOSE_CONV: "kb_transpose_conv"}
+
+
+def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
+    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical)."""
+    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
+        return "kb_conv_1x1"
+    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
+        return "kb_conv_3x3"
+    return "kb_conv"
+
+
+def inplace_depthwise_kernel(node: Node, kernel: tuple[int, int]) -> str:
+    """The in-place depthwise variant: unrolled 3x3/5x5/7x7 need dilation 1, otherwise the general one."""
+    if node.attrs.dilation != (1, 1):
+        return "kb_depthwise_inplace"
+    return INPLACE_DW.get(kernel, "kb_depthwise_inplace")
+
+
+def node_function(graph: Graph, node: Node, in_place: bool = False) -> str | None:
+    """The runtime function `node`'s layer calls (`in_place`: the plan runs it over its input), or None for a node
+    that calls none (RESHAPE, an identity). A fused conv + ADD calls `kb_conv_1x1_add` instead (`ENTRY_POINTS`).
+
+    >>> import numpy as np
+    >>> from kilobyte.ir import ConvAttrs, GraphBuilder
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.CONV_2D, [b.input((1, 8, 8, 4))], ConvAttrs(), params={"weight": np.zeros((16, 1, 1, 4))})
+    >>> node_function(b.build([y]), b.nodes[0])
+    'kb_conv_1x1'
+    """
+    if node.op is Op.CONV_2D:
+        return conv_kernel(node, tuple(graph.tensors[node.inputs[1]].shape[1:3]))
+    if node.op is Op.DEPTHWISE_CONV_2D:
+        kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
+        return inplace_depthwise_kernel(node, kernel) if in_place else "kb_depthwise"
+    if node.op is Op.QUANTIZE:
+        return "kb_requantize_u8_i8" if graph.tensors[node.inputs[0]].dtype == "uint8" else "kb_requantize_i8_u8"
+    if node.op in _BY_OP:
+        return _BY_OP[node.op]
+    return "kb_lut" if contract_for(node).family == "lut" else None

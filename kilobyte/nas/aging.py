@@ -1,0 +1,123 @@
+"""Search stage: μNAS's aging evolution with random scalarisation, and Pareto fronts (papers/003 §3.5, Eq. 2;
+papers/search-specs.md C.3).
+
+Each candidate has objective values f (to minimise: error, peak SRAM, Flash / model size, MACs, ...) and each
+objective a soft bound b. Whenever a parent is chosen, fresh weights are drawn — 1/λᵢ ~ U[0, bᵢ] — and the candidate
+with the smallest maxᵢ λᵢ·fᵢ wins, so that over many rounds every trade-off between the objectives is explored
+(the equivalent form μNAS's code computes is used: maxᵢ min(fᵢ/bᵢ, 10) / uᵢ with uᵢ ~ U(0, 1); the cap keeps one
+far-out objective from deciding alone).
+
+`aging_evolution` is the steady-state loop: `population` random architectures first, then each round samples
+`sample` members of the population (with replacement), takes the scalarised best as parent, applies one morphism,
+evaluates the child, appends it and removes the oldest member. Evaluation goes through `submit` / `collect`
+callbacks so that several can be in flight (a local pool or Ray): a new child is produced as soon as any evaluation
+finishes, as μNAS's Ray scheduler did; with one in flight the run is fully deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# μNAS Table 3, MNIST: error, peak memory (bytes), model size (parameters ~ bytes at int8), MACs
+MNIST_BOUNDS = {"error": 0.035, "peak_bytes": 2.5 * 1024, "weight_bytes": 4.5e3, "macs": 30e6}
+CAP = 10.0
+
+
+@dataclass(frozen=True)
+class AgingConfig:
+    population: int = 100
+    sample: int = 25
+    rounds: int = 2000  # evaluations in all, the initial population included
+    bounds: dict = field(default_factory=lambda: dict(MNIST_BOUNDS))
+    in_flight: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    arch: object
+    objectives: dict  # name -> value (smaller is better)
+    index: int  # evaluation order
+    parent: int | None = None  # index of the parent (None: random initial)
+    morphism: str | None = None
+
+
+def scalarised(objectives: dict, bounds: dict, u: np.ndarray) -> float:
+    """maxᵢ min(fᵢ / bᵢ, CAP) / uᵢ over the bounded objectives (in `bounds`' order), u ∈ (0, 1]."""
+    ratios = [min(objectives[name] / bound, CAP) for name, bound in bounds.items()]
+    return float(max(r / ui for r, ui in zip(ratios, u)))
+
+
+def choose_parent(population: Sequence[Candidate], bounds: dict, rng: np.random.Generator, sample: int) -> Candidate:
+    """The scalarised best of `sample` members drawn with replacement, under freshly drawn weights."""
+    u = 1.0 - rng.random(len(bounds))  # (0, 1]: never divide by zero
+    picks = [population[int(i)] for i in rng.integers(len(population), size=sample)]
+    return min(picks, key=lambda c: (scalarised(c.objectives, bounds, u), c.index))
+
+
+def aging_evolution(space, evaluate: Callable[[object], dict], config: AgingConfig,
+                    on_result: Callable[[Candidate], None] | None = None, submit=None, collect=None
+                    ) -> list[Candidate]:
+    """Run the loop (module doc); returns every evaluated candidate in evaluation order. `evaluate(arch)` gives the
+    objectives; or `submit(index, arch)` starts one and `collect()` returns a finished (index, objectives)."""
+    rng = np.random.default_rng(config.seed)
+    pending: dict[int, tuple[object, int | None, str | None]] = {}
+    if submit is None:
+        done: deque = deque()
+
+        def submit(index, arch):
+            done.append((index, evaluate(arch)))
+
+        def collect():
+            return done.popleft()
+
+    history: list[Candidate] = []
+    population: deque[Candidate] = deque()
+    issued = 0
+
+    def issue(arch, parent=None, morphism=None):
+        nonlocal issued
+        pending[issued] = (arch, parent, morphism)
+        submit(issued, arch)
+        issued += 1
+
+    while issued < min(config.population, config.rounds) and len(pending) < config.in_flight:
+        issue(space.sample(rng))
+    while pending:
+        index, objectives = collect()
+        arch, parent, morphism = pending.pop(index)
+        cand = Candidate(arch, dict(objectives), index, parent, morphism)
+        history.append(cand)
+        population.append(cand)
+        if len(population) > config.population:
+            population.popleft()  # the oldest dies
+        if on_result is not None:
+            on_result(cand)
+        while issued < config.rounds and len(pending) < config.in_flight:
+            if issued < config.population:
+                issue(space.sample(rng))
+            else:
+                p = choose_parent(list(population), config.bounds, rng, config.sample)
+                child, name = space.mutate(p.arch, rng)
+                issue(child, p.index, name)
+    return history
+
+
+def dominates(a: dict, b: dict, names: Sequence[str]) -> bool:
+    return all(a[n] <= b[n] for n in names) and any(a[n] < b[n] for n in names)
+
+
+def pareto_front(candidates: Sequence[Candidate], names: Sequence[str]) -> list[Candidate]:
+    """The non-dominated candidates over objectives `names` (all minimised), in evaluation order; of candidates with
+    equal objectives the first evaluated stays."""
+    front = []
+    for c in candidates:
+        if any(dominates(o.objectives, c.objectives, names) or
+               (all(o.objectives[n] == c.objectives[n] for n in names) and o.index < c.index) for o in candidates):
+            continue
+        front.append(c)
+    return front

@@ -1,0 +1,130 @@
+"""Search stage: one architecture description -> the IR graph (for resources) and the PyTorch module (for training).
+
+`layers(space, arch)` is the one description: the ordered list of convolutions, adds and the head that both builders
+walk. `build_graph` emits it through the IR's `GraphBuilder` directly — no PyTorch, no tracing — as the inference
+graph `from_torch` + `prepare_for_inference` give for `build_module`'s module (BatchNorm folded, ReLU6 fused, the same
+node names); tests/nas/test_build.py holds the two equal. Weights are zeros unless a `weights` iterator gives
+(OHWI weight, bias) per convolution / linear layer in order; resources need only the shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs
+from .space import Arch, MBSpace
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    cin: int
+    cout: int
+    kernel: int
+    stride: int = 1
+    depthwise: bool = False
+    relu6: bool = True
+
+
+@dataclass(frozen=True)
+class MBBlock:
+    """An inverted-residual block: the convolutions in order and whether its input is added to its output."""
+
+    convs: tuple[ConvLayer, ...]
+    residual: bool
+    stage: int  # -1: the fixed MB1 block
+
+
+@dataclass(frozen=True)
+class Network:
+    in_channels: int
+    resolution: int
+    stem: ConvLayer
+    blocks: tuple[MBBlock, ...]
+    head: ConvLayer
+    num_classes: int
+
+
+def mb_block(cin: int, cout: int, kernel: int, expand: int, stride: int, stage: int) -> MBBlock:
+    """1x1 expand (none when expand == 1) -> kxk depthwise -> 1x1 linear projection; residual when shapes match."""
+    hidden = cin * expand
+    convs = ([ConvLayer(cin, hidden, 1)] if expand != 1 else []) + [
+        ConvLayer(hidden, hidden, kernel, stride, depthwise=True), ConvLayer(hidden, cout, 1, relu6=False)]
+    return MBBlock(tuple(convs), stride == 1 and cin == cout, stage)
+
+
+def network(space: MBSpace, arch: Arch) -> Network:
+    """The layers of `arch` in `space`: stem, MB1 k3 block, each stage's first `depth` blocks, head."""
+    stem_c, first_c, stage_c, head_c = space.channels(arch.width)
+    blocks = [mb_block(stem_c, first_c, 3, 1, 1, -1)]
+    blocks[0] = MBBlock(blocks[0].convs, False, -1)  # the fixed first block never adds its input (MCUNet)
+    cin = first_c
+    for s, (d, genes) in enumerate(zip(arch.depths, arch.blocks)):
+        for i, (k, e) in enumerate(genes[:d]):
+            blocks.append(mb_block(cin, stage_c[s], k, e, space.stage_strides[s] if i == 0 else 1, s))
+            cin = stage_c[s]
+    return Network(space.in_channels, arch.resolution, ConvLayer(space.in_channels, stem_c, 3, 2), tuple(blocks),
+                   ConvLayer(cin, head_c, 1), space.num_classes)
+
+
+def _zeros(shape_w, n_out) -> tuple[np.ndarray, np.ndarray]:
+    """Placeholder weights: a broadcast zero (no memory per weight) and a zero bias."""
+    return np.broadcast_to(np.float32(0), shape_w), np.zeros(n_out, np.float32)
+
+
+def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, np.ndarray]] | None = None,
+                name: str = "tinynas", verify: bool = True) -> Graph:
+    """The float inference graph of `arch` (NHWC, batch 1), through the IR builder (`verify=False`: skip the
+    graph check, for the resource evaluator's thousands of candidates; tests build with it on)."""
+    net = network(space, arch)
+    b = GraphBuilder(name)
+    x = b.input((1, net.resolution, net.resolution, net.in_channels))
+
+    def conv(x: str, layer: ConvLayer) -> str:
+        pad = layer.kernel // 2
+        act = Activation.RELU6 if layer.relu6 else Activation.NONE
+        stride = (layer.stride, layer.stride)
+        if layer.depthwise:
+            shape = (1, layer.kernel, layer.kernel, layer.cout)
+            w, bias = next(weights) if weights is not None else _zeros(shape, layer.cout)
+            return b.node(Op.DEPTHWISE_CONV_2D, [x], DepthwiseAttrs(stride, (pad,) * 4, activation=act),
+                          params={"weight": w, "bias": bias})
+        shape = (layer.cout, layer.kernel, layer.kernel, layer.cin)
+        w, bias = next(weights) if weights is not None else _zeros(shape, layer.cout)
+        return b.node(Op.CONV_2D, [x], ConvAttrs(stride, (pad,) * 4, activation=act),
+                      params={"weight": w, "bias": bias})
+
+    x = conv(x, net.stem)
+    for block in net.blocks:
+        y = x
+        for layer in block.convs:
+            y = conv(y, layer)
+        x = b.node(Op.ADD, [x, y]) if block.residual else y
+    x = conv(x, net.head)
+    x = b.node(Op.MEAN, [x], MeanAttrs((1, 2), keepdims=True))
+    x = b.node(Op.RESHAPE, [x], ReshapeAttrs((1, net.head.cout)))
+    w, bias = next(weights) if weights is not None else _zeros((net.num_classes, net.head.cout), net.num_classes)
+    x = b.node(Op.FULLY_CONNECTED, [x], params={"weight": w, "bias": bias})
+    return b.build([x], verify=verify)
+
+
+def build_module(space: MBSpace, arch: Arch):
+    """The standalone PyTorch module of `arch` (zoo `MobileNet` skeleton, NCHW, ReLU6, BatchNorm)."""
+    from ..zoo.blocks import BlockSpec, MobileNet
+
+    net = network(space, arch)
+    first, *rest = net.blocks
+    specs = [(first.convs[-1].cout, BlockSpec(1, first.convs[-1].cout, 3, 1, residual=False))]
+    for block in rest:
+        dw = next(c for c in block.convs if c.depthwise)
+        cin = block.convs[0].cin
+        specs.append((block.convs[-1].cout, BlockSpec(dw.cout // cin, block.convs[-1].cout, dw.kernel, dw.stride)))
+    return MobileNet(net.stem.cout, specs, net.head.cout, net.num_classes, in_channels=net.in_channels,
+                     dropout=space.dropout)
+
+
+def input_shape(space: MBSpace, arch: Arch) -> tuple[int, int, int, int]:
+    """NCHW input shape of the PyTorch module (batch 1)."""
+    return (1, space.in_channels, arch.resolution, arch.resolution)

@@ -1,0 +1,150 @@
+"""Search stage: what a candidate architecture costs on the device — the compiler's own figures, fast.
+
+`ResourceEvaluator.evaluate(arch)` builds the candidate's IR graph (`build.build_graph`, placeholder weights), takes
+the int8 structure `quantize()` would give (`quant.int8_structure`), and runs the planner's own steps
+(`schedule.estimate_resources`): peak SRAM with operator reordering and in-place rules (and the best patch stage when
+`PlanOptions.patch` asks for one), Flash = the constant arrays of the generated `model.c` + the rest of the linked
+firmware for the device's core (`schedule/flash.py`: runtime code, layer code, harness; measured on ELF files), MACs.
+So a candidate's figures are exactly what `kilobyte compile` reports for the same network (tests/nas/
+test_resources.py holds them equal on 300 random architectures).
+
+Searches ask this hundreds of thousands of times, so:
+- results are cached per network (`Arch.key()`: genes of inactive blocks do not matter);
+- `fits(arch, budget)` decides with exact early exits before planning: Flash and MACs come from the layer list
+  alone (`flash_lower_bound` is the constant arrays plus `flash.code_lower_bound` of the kernel families every
+  candidate calls — the firmware base and the code every function of those families links —, which the planned
+  figure can only exceed), so a candidate over the Flash or MAC budget is rejected without building a graph.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..quant.quantize import int8_structure
+from ..schedule.estimate import Resources, estimate_resources
+from ..schedule.flash import code_lower_bound
+from ..schedule.plan_types import PlanOptions
+from .build import Network, build_graph, network
+from .space import Arch, MBSpace
+
+REQUANT_BYTES_PER_CHANNEL = 12  # int32 bias + int32 multiplier + int32 shift per output channel (model.c)
+ALWAYS_CALLED = ("conv", "depthwise", "fc", "mean")  # kernel families every network of an MBConv space calls
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A device's limits for a candidate. SRAM counts the planned arena, plus the caller-owned input with
+    `count_input` and `sram_reserve` bytes the firmware needs besides (its stack): the sum the linked firmware's
+    SRAM comes to (see `device_budget`). Flash counts model.c's constants and the kernel code."""
+
+    sram_bytes: int
+    flash_bytes: int
+    max_macs: int | None = None
+    count_input: bool = False
+    sram_reserve: int = 0
+
+    def sram_of(self, r: Resources) -> int:
+        return r.arena_bytes + (r.input_bytes if self.count_input else 0) + self.sram_reserve
+
+    def admits(self, r: Resources) -> bool:
+        return (self.sram_of(r) <= self.sram_bytes and r.flash_bytes <= self.flash_bytes
+                and (self.max_macs is None or r.macs <= self.max_macs))
+
+
+def device_budget(sram_bytes: int, flash_bytes: int, max_macs: int | None = None) -> Budget:
+    """The budget that keeps a model inside a device by the measured firmware: arena + input buffer + the Cortex-M
+    firmware's stack reserve within the SRAM."""
+    from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
+
+    return Budget(sram_bytes, flash_bytes, max_macs, count_input=True, sram_reserve=DEFAULT_STACK_BYTES)
+
+
+def layer_counts(net: Network) -> tuple[int, int]:
+    """(constant bytes of model.c, MACs) from the layer list alone: int8 weights + 12 bytes per output channel of
+    every weighted layer; MACs of the convolutions and the classifier (adds and pooling count none)."""
+    h = net.resolution
+    weights = macs = 0
+
+    def conv(layer, h):
+        nonlocal weights, macs
+        out_h = -(-h // layer.stride)
+        per_out = layer.kernel * layer.kernel * (1 if layer.depthwise else layer.cin)
+        weights += per_out * layer.cout + REQUANT_BYTES_PER_CHANNEL * layer.cout
+        macs += per_out * layer.cout * out_h * out_h
+        return out_h
+
+    h = conv(net.stem, h)
+    for block in net.blocks:
+        for layer in block.convs:
+            h = conv(layer, h)
+    conv(net.head, h)
+    weights += (net.head.cout + REQUANT_BYTES_PER_CHANNEL) * net.num_classes
+    macs += net.head.cout * net.num_classes
+    return weights, macs
+
+
+class ResourceEvaluator:
+    """Exact, cached resource figures of a space's candidates under one set of plan options, with Flash for `core`
+    (the device's; None: the largest of the calibrated cores)."""
+
+    def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000,
+                 core: str | None = None):
+        self.space = space
+        self.options = options or PlanOptions()
+        self.core = core
+        self.code_floor = code_lower_bound(ALWAYS_CALLED, self.options.kernels, core)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, Resources] = OrderedDict()
+        self.planned = 0  # candidates planned (cache misses), for benchmarks
+
+    def evaluate(self, arch: Arch) -> Resources:
+        """SRAM, Flash and MACs of `arch` as `kilobyte compile` gives them (cached per network)."""
+        key = arch.key()
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        graph = int8_structure(build_graph(self.space, arch, verify=False), verify=False)
+        result = estimate_resources(graph, self.options, core=self.core)
+        self.planned += 1
+        self._cache[key] = result
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    def cached(self, arch: Arch) -> Resources | None:
+        """`arch`'s figures if it has been planned already, else None (never plans)."""
+        return self._cache.get(arch.key())
+
+    def flash_lower_bound(self, arch: Arch) -> int:
+        """Bytes of Flash `arch` needs at least: its constant arrays plus the firmware base and the code every
+        function of the families every candidate calls links (planning only adds: layers, structs, functions)."""
+        return layer_counts(network(self.space, arch))[0] + self.code_floor
+
+    def fits(self, arch: Arch, budget: Budget) -> bool:
+        """Whether `arch` meets `budget`, planning it only when Flash, MACs and the SRAM bound cannot already tell."""
+        net = network(self.space, arch)
+        weights, macs = layer_counts(net)
+        if weights + self.code_floor > budget.flash_bytes:
+            return False
+        if self.options.patch is None:  # a patch stage adds MACs and beats the per-layer bound
+            if budget.max_macs is not None and macs > budget.max_macs:
+                return False
+            extra = (net.in_channels * net.resolution ** 2 if budget.count_input else 0) + budget.sram_reserve
+            if sram_lower_bound(net) + extra > budget.sram_bytes:
+                return False
+        return budget.admits(self.evaluate(arch))
+
+
+def sram_lower_bound(net: Network) -> int:
+    """Bytes any per-layer plan of `net` has live at once, at least: a (non-depthwise) convolution has no in-place
+    rule, so its whole int8 input and output coexist while it runs (a conv fused with the ADD after it writes the
+    ADD's output, of the same size). The stem is left out: its input is the caller's buffer, outside the peak."""
+    bound, h = 0, -(-net.resolution // net.stem.stride)
+    for layer in [c for b in net.blocks for c in b.convs] + [net.head]:
+        out_h = -(-h // layer.stride)
+        if not layer.depthwise:
+            bound = max(bound, layer.cin * h * h + layer.cout * out_h * out_h)
+        h = out_h
+    return bound

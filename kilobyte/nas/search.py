@@ -1,0 +1,361 @@
+"""Search stage: `kilobyte search` — TinyNAS from a task and a device to a verified C library.
+
+The phases, each a function below, in order; each commits its result to the store (`search.sqlite` in the output
+directory) so that `--resume` skips what is done:
+
+1. `choose_space`: search-space optimisation over (width, resolution) for the device's SRAM and Flash.
+2. `train_supernet`: the largest network, then the weight-sharing supernet (checkpoint every epoch).
+3. `run_evolution`: evolution over the chosen space; fitness = held-out accuracy with inherited weights after BN
+   recalibration; constraints checked by the `ResourceEvaluator` (the compiler's planner); every evaluation
+   committed as it finishes. Optionally random search with as many evaluations (`random_baseline`).
+4. `finetune`: the winner extracted with its inherited weights and trained further with the training recipe
+   (`kilobyte.train.fit`: augmentation, one-cycle rate, BN recalibration, early stopping on the validation split).
+5. `deploy`: int8 PTQ, plan, C library, verification against the numpy reference and TensorFlow Lite Micro,
+   float/int8 accuracy on the held-out test split (never seen by any phase before), measured Flash/SRAM from the
+   firmware ELF when the Arm toolchain is present, and the report (`report.json`, `pareto.png`, `space_cdf.png`).
+
+Data: the dataset's labelled images are split into train (the first `train_fraction`) and a held-out test split;
+the last `val_images` training images are the search's validation split (evolution fitness); the supernet and the
+fine-tuning train on the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import KilobyteError
+from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
+from .resources import Budget, ResourceEvaluator, device_budget
+from .space import Arch, MBSpace
+from .space_opt import optimize_space, require_fit, write_report
+from .store import SearchStore
+from .supernet_train import SupernetTraining
+
+
+class SearchError(KilobyteError):
+    """A search that cannot run as asked (bad data, settings)."""
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Everything that determines a search's result (stored, and compared on `--resume`)."""
+
+    device: str
+    sram_bytes: int
+    flash_bytes: int
+    max_macs: int | None = None
+    data: str = "mnist"
+    seed: int = 0
+    widths: tuple[float, ...] = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+    resolutions: tuple[int, ...] | None = None  # None: around the data's own resolution (see `data_resolutions`)
+    space_samples: int = 1000
+    train_fraction: float = 0.8  # of the labelled images; the rest is the held-out test split
+    val_images: int = 500
+    train_images: int | None = None  # cap on supernet/fine-tune training images (None: all)
+    training: SupernetTraining = field(default_factory=SupernetTraining)
+    evolution: EvolutionConfig = field(default_factory=lambda: EvolutionConfig(population=40, parents=10,
+                                                                               generations=6))
+    finetune_epochs: int = 40  # the training recipe's epochs (early stopping may end it sooner)
+    finetune_lr: float = 0.1  # the recipe's peak rate, from inherited weights
+    random_baseline: bool = False
+    kernels: str = "portable"
+
+    def settings(self) -> dict:
+        return json.loads(json.dumps(asdict(self)))
+
+
+def data_resolutions(native: int) -> tuple[int, ...]:
+    """Input resolutions searched for images of side `native`: from about half to 1.5x, in steps of 4 pixels."""
+    lo = max(8, int(math.ceil(native * 0.5 / 4) * 4))
+    hi = max(lo, int(native * 1.5 // 4 * 4))
+    return tuple(range(lo, hi + 1, 4))
+
+
+@dataclass
+class SearchContext:
+    config: SearchConfig
+    out_dir: Path
+    store: SearchStore
+    workers: int = 1
+    ray_address: str | None = None
+    progress: bool = False
+    log: object = print
+    device: object = None  # targets.devices.Device: the firmware fit is measured for it
+
+
+def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int) -> MBSpace:
+    return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
+                   resolutions=tuple(config.resolutions or data_resolutions(native)))
+
+
+def _budget(config: SearchConfig) -> Budget:
+    return device_budget(config.sram_bytes, config.flash_bytes, config.max_macs)
+
+
+def load_split(config: SearchConfig):
+    """(train, val, test) NHWC datasets of the search's data (see the module doc)."""
+    from ..data import load_dataset
+
+    ds = load_dataset(config.data, seed=config.seed)
+    if ds.y is None:
+        raise SearchError(f"--data {config.data}: search needs labelled images (a folder of class sub-folders, an "
+                          f".npz with 'y', or a bundled set)")
+    n_train = int(len(ds.x) * config.train_fraction)
+    if n_train - config.val_images < 100 or len(ds.x) - n_train < 50:
+        raise SearchError(f"--data {config.data}: {len(ds.x)} images are too few to split into train, "
+                          f"{config.val_images} validation and a test split")
+    train, test = ds.split(n_train)
+    fit, val = train.split(n_train - config.val_images)
+    if config.train_images is not None:
+        fit = fit.split(min(config.train_images, len(fit.x)))[0]
+    return fit, val, test
+
+
+# -- 1. space ----------------------------------------------------------------------------------------------------------
+def choose_space(ctx: SearchContext, space: MBSpace) -> tuple[float, int]:
+    done = ctx.store.phase_result("space")
+    if done is not None:
+        return done["width"], done["resolution"]
+    ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} resolutions, "
+            f"{ctx.config.space_samples} samples each ...")
+    choice = optimize_space(space, _budget(ctx.config), samples=ctx.config.space_samples, seed=ctx.config.seed,
+                            options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress,
+                            core=_core(ctx))
+    best = require_fit(choice)
+    write_report(choice, ctx.out_dir)
+    result = {"width": best.width, "resolution": best.resolution, "mean_macs": best.mean_macs,
+              "fitting": best.fitting, "sampled": best.sampled}
+    ctx.store.finish_phase("space", result)
+    return best.width, best.resolution
+
+
+def _core(ctx: SearchContext) -> str | None:
+    """The device's core, which the Flash estimate is for (None when the device is unknown: the largest core)."""
+    from ..errors import KilobyteError
+    from ..targets.devices import get_device
+
+    try:
+        return (ctx.device or get_device(ctx.config.device)).core
+    except KilobyteError:
+        return None
+
+
+def _plan_options(config: SearchConfig):
+    from ..schedule.plan_types import PlanOptions
+
+    return PlanOptions(kernels=config.kernels)
+
+
+# -- 2. supernet -------------------------------------------------------------------------------------------------------
+def train_supernet(ctx: SearchContext, net, x, y) -> None:
+    from .supernet_train import load_weights, train_phase
+
+    ckpt = ctx.out_dir / "supernet.pt"
+    if ctx.store.phase_result("supernet") is not None:
+        load_weights(net, ckpt)
+        return
+    cfg = ctx.config.training
+    if ctx.store.phase_result("largest") is None:
+        ctx.log(f"[2/5] training the largest network ({cfg.largest_epochs} epochs) ...")
+        history = train_phase(net, "largest", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
+        ctx.store.finish_phase("largest", {"history": history})
+    if cfg.supernet_epochs and ckpt.exists():
+        load_weights(net, ckpt)  # resumed runs start from the stored weights, not from initialisation
+    ctx.log(f"      training the supernet ({cfg.supernet_epochs} epochs, {cfg.subnets_per_batch} subnets per batch"
+            f"{' + largest + smallest' if cfg.sandwich else ''}) ...")
+    history = train_phase(net, "supernet", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
+    ctx.store.finish_phase("supernet", {"history": history})
+
+
+# -- 3. evolution ------------------------------------------------------------------------------------------------------
+def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y):
+    from tqdm import tqdm
+
+    from .parallel import ScorerSpec, open_fitness
+
+    cfg = ctx.config
+    resources = ResourceEvaluator(space, _plan_options(cfg), core=_core(ctx))
+    budget = _budget(cfg)
+    spec = ScorerSpec.of(net, calib_x, val_x, val_y)
+    total = cfg.evolution.population * (cfg.evolution.generations + 1)
+    ctx.log(f"[3/5] evolution: population {cfg.evolution.population}, {cfg.evolution.generations} generations "
+            f"({'Ray ' + ctx.ray_address if ctx.ray_address else f'{ctx.workers} worker(s)'}) ...")
+    bar = tqdm(total=total, desc="evolution", unit="subnet", disable=not ctx.progress, leave=False)
+    try:
+        with open_fitness(spec, ctx.workers, ctx.ray_address) as fitness:
+            evo = evolve(space, resources, budget, fitness, cfg.evolution, store=ctx.store,
+                         on_result=lambda s: bar.update(1))
+            rnd = None
+            if cfg.random_baseline:
+                rnd = random_search(space, resources, budget, fitness, evo.evaluations, seed=cfg.seed,
+                                    store=ctx.store)
+    except NothingFitsError:
+        raise SearchError(f"no subnet of the chosen space w{space.widths[0]:g} r{space.resolutions[0]} fits "
+                          f"{budget.sram_bytes:,} B SRAM / {budget.flash_bytes:,} B Flash") from None
+    finally:
+        bar.close()
+    ctx.store.finish_phase("evolution", {"best": evo.best.arch.to_json(), "accuracy": evo.best.accuracy,
+                                         "evaluations": evo.evaluations, "curve": evo.best_so_far(),
+                                         "random": None if rnd is None else {
+                                             "best": rnd.best.arch.to_json(), "accuracy": rnd.best.accuracy,
+                                             "curve": rnd.best_so_far()}})
+    return evo, rnd
+
+
+# -- 4. fine-tune ------------------------------------------------------------------------------------------------------
+def finetune_config(config: SearchConfig, resolution: int):
+    """The training recipe (`kilobyte.train`) the winner is fine-tuned with, from its inherited weights."""
+    from ..train import TrainConfig
+
+    return TrainConfig(epochs=config.finetune_epochs, lr=config.finetune_lr, seed=config.seed, resolution=resolution)
+
+
+def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
+    """The winner extracted with its inherited weights, trained by the recipe (augmentation, one-cycle rate, label
+    smoothing, BN recalibration, early stopping on the validation split). Deterministic, so a search killed during
+    fine-tuning re-runs it to the same weights; the result is saved atomically to DIR/finetune.pt."""
+    from ..train import fit as train
+    from .supernet_train import _atomic_save, load_weights
+
+    module = net.extract(arch)
+    ckpt = ctx.out_dir / "finetune.pt"
+    if ctx.store.phase_result("finetune") is not None:
+        load_weights(module, ckpt)
+        return module.eval()
+    cfg = finetune_config(ctx.config, arch.resolution)
+    ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
+    result = train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
+    _atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
+    ctx.store.finish_phase("finetune", result.to_dict())
+    return module.eval()
+
+
+# -- 5. deploy ---------------------------------------------------------------------------------------------------------
+def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) -> dict:
+    from ..targets.devices import get_device
+
+    ctx.log("[5/5] int8, plan, C library, verification against TFLite Micro ...")
+    device = ctx.device or get_device(ctx.config.device)
+    result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", _plan_options(ctx.config),
+                           device, progress=ctx.progress)
+    planned = ResourceEvaluator(space, _plan_options(ctx.config), core=device.core).evaluate(arch)
+    result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
+                         "flash_bytes": planned.flash_bytes, "input_bytes": planned.input_bytes}
+    return result
+
+
+def deploy_module(module, resolution: int, fit, test, out_dir, options, device, name: str = "tinynas",
+                  progress: bool = False) -> dict:
+    """A trained float classifier (NCHW input at `resolution`) to a verified C library in `out_dir`: int8 PTQ on 128
+    training images, plan, compile, verification against the numpy reference and TensorFlow Lite Micro, float and
+    int8 top-1 on the held-out `test` split (int8 by the generated C itself), the device fit (measured on the linked
+    firmware when the Arm toolchain is present). The search's last phase, and the baselines' of bench_search.py."""
+    import torch
+
+    from ..api import _from_module
+    from ..cli.compile_cmd import fit_report, measured_fit
+    from ..codegen import HostModel, compile_graph
+    from ..codegen.verify import verify_project
+    from ..quant.quantize import quantize, quantize_input
+    from .supernet_train import resize
+
+    module = module.eval()
+    channels = fit.x.shape[-1]
+    graph = _from_module(name, module, (1, channels, resolution, resolution)).graph
+    calib = resize(fit.x[:128], resolution).numpy().transpose(0, 2, 3, 1)
+    int8 = quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
+    result = compile_graph(int8, out_dir, options, model_name=name)
+    ver = verify_project(result.out_dir, n_random=8, progress=progress)
+    test_x = resize(test.x, resolution)
+    with torch.no_grad():
+        float_acc = float((module(test_x).argmax(1).numpy() == test.y).mean())
+    host = HostModel(result.out_dir)
+    nhwc = test_x.numpy().transpose(0, 2, 3, 1)
+    int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
+                              for i in range(len(nhwc))]))
+    report, _ = measured_fit(fit_report(result, device), result, device)
+    return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "bit_exact": ver.ok,
+            "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
+            "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
+            "model_dir": str(result.out_dir)}
+
+
+# -- the whole search --------------------------------------------------------------------------------------------------
+def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: int = 1,
+               ray_address: str | None = None, progress: bool = False, log=print, device=None) -> dict:
+    """Run (or resume) a search into `out_dir`; returns the report (also written to `report.json`)."""
+    import torch
+
+    from .supernet import SuperNet
+    from .supernet_train import resize
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = SearchStore(out_dir / "search.sqlite", config.settings(), resume=resume)
+    try:
+        ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device)
+        fit, val, test = load_split(config)
+        n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
+        space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1])
+        width, resolution = choose_space(ctx, space)
+        torch.manual_seed(config.seed)
+        net = SuperNet(space, width, resolution)
+        x, y = resize(fit.x, resolution), torch.from_numpy(fit.y)
+        train_supernet(ctx, net, x, y)
+        calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
+        evo, rnd = run_evolution(ctx, net, net.space, calib_x, resize(val.x, resolution), torch.from_numpy(val.y))
+        module = finetune(ctx, net, evo.best.arch, fit, val)
+        deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
+        report = {**deployed, "evaluations": evo.evaluations,
+                  "space": {"width": width, "resolution": resolution},
+                  "architecture": evo.best.arch.to_json(), "description": evo.best.arch.describe(),
+                  "search_accuracy": evo.best.accuracy,
+                  "random_search": None if rnd is None else {"accuracy": rnd.best.accuracy,
+                                                             "evaluations": rnd.evaluations},
+                  "device": config.device, "budget": {"sram_bytes": config.sram_bytes,
+                                                      "flash_bytes": config.flash_bytes},
+                  "seconds": time.perf_counter() - started, "out_dir": str(out_dir)}
+        _write_pareto(store, config, out_dir)
+        tmp = out_dir / "report.json.tmp"
+        tmp.write_text(json.dumps(report, indent=1))
+        os.replace(tmp, out_dir / "report.json")
+        return report
+    finally:
+        store.close()
+
+
+def _write_pareto(store: SearchStore, config: SearchConfig, out_dir: Path) -> None:
+    """`pareto.png`: validation accuracy vs peak SRAM and vs Flash of every evaluated candidate."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    evals = store.evaluations()
+    if not evals:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+    for ax, key, limit, label in ((axes[0], "peak_bytes", config.sram_bytes, "peak SRAM (KB)"),
+                                  (axes[1], "flash_bytes", config.flash_bytes, "Flash (KB)")):
+        for phase, color in (("evolution", "tab:blue"), ("random", "tab:gray")):
+            pts = [(e.resources[key] / 1024, e.accuracy * 100) for e in evals if e.phase == phase]
+            if pts:
+                ax.scatter(*zip(*pts), s=8, color=color, label=phase, alpha=0.6)
+        ax.axvline(limit / 1024, color="red", linestyle="--", linewidth=1)
+        ax.set_xlabel(label)
+    axes[0].set_ylabel("validation accuracy (%)")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    tmp = out_dir / "pareto.tmp.png"
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, out_dir / "pareto.png")

@@ -1,0 +1,145 @@
+"""Search stage: the search store — one SQLite file in the output directory that makes a search resumable.
+
+Every finished evaluation is committed as it finishes (architecture JSON, resources, accuracy, phase, generation,
+index, seed, seconds); each finished phase commits its result. A search killed at any moment (SIGKILL included) and
+restarted with `--resume` replays its deterministic schedule and takes every finished evaluation from here instead of
+recomputing it, so nothing finished is lost or repeated. SQLite's journal makes each commit all-or-nothing.
+
+The first row of `meta` records the search's settings; resuming with different settings, or opening a file that is
+not a Kilobyte store (or is damaged), is a one-line `StoreError` — never a silent restart.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import KilobyteError
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS evaluations (
+    phase TEXT NOT NULL, generation INTEGER NOT NULL, idx INTEGER NOT NULL,
+    arch TEXT NOT NULL, arch_key TEXT NOT NULL, seed INTEGER NOT NULL,
+    accuracy REAL NOT NULL, resources TEXT NOT NULL, seconds REAL NOT NULL,
+    PRIMARY KEY (phase, generation, idx));
+CREATE TABLE IF NOT EXISTS phases (name TEXT PRIMARY KEY, result TEXT NOT NULL);
+"""
+
+
+class StoreError(KilobyteError):
+    """The search store cannot be used: damaged, not a store, or made by a search with other settings."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    phase: str
+    generation: int
+    idx: int
+    arch: str  # Arch JSON
+    arch_key: str
+    seed: int
+    accuracy: float
+    resources: dict
+    seconds: float
+
+
+class SearchStore:
+    """The SQLite store of one search (`path`); `settings` must match the stored ones when the file exists."""
+
+    def __init__(self, path: str | Path, settings: dict, *, resume: bool):
+        self.path = Path(path)
+        existed = self.path.exists()
+        if existed and not resume:
+            raise StoreError(f"{self.path}: a search store already exists; pass --resume to continue it or choose "
+                             f"another --out")
+        if resume and not existed:
+            raise StoreError(f"{self.path}: no search store to resume")
+        settings = json.loads(json.dumps({"schema": SCHEMA_VERSION, **settings}))
+        if not existed:
+            self._create(settings)
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None)  # autocommit; explicit transactions below
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(SCHEMA)
+            stored = dict(self.db.execute("SELECT key, value FROM meta"))
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: not a readable search store ({e})") from None
+        if not stored:
+            raise StoreError(f"{self.path}: the store has no settings recorded (damaged or not Kilobyte's)")
+        else:
+            try:
+                old = json.loads(stored["settings"])
+            except (KeyError, json.JSONDecodeError):
+                raise StoreError(f"{self.path}: the store's settings are unreadable (damaged)") from None
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            if diff:
+                k = diff[0]
+                raise StoreError(f"{self.path}: stored search has {k}={old.get(k)!r}, this run {settings.get(k)!r}; "
+                                 f"resume with the same settings or choose another --out")
+        self.settings = settings
+
+    def _create(self, settings: dict) -> None:
+        """Write a new store (schema + settings) under a temporary name, then rename it into place: a search killed
+        while creating it leaves either no store or a complete one, never a store without settings."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".new")
+        for stale in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm"),
+                      tmp.with_name(tmp.name + "-journal")):
+            stale.unlink(missing_ok=True)
+        db = sqlite3.connect(tmp)
+        try:
+            db.executescript(SCHEMA)
+            db.execute("INSERT INTO meta VALUES ('settings', ?)", (json.dumps(settings, sort_keys=True),))
+            db.commit()
+        finally:
+            db.close()
+        tmp.replace(self.path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- evaluations -------------------------------------------------------------------------------------------------
+    def add(self, e: Evaluation) -> None:
+        """Commit one finished evaluation. One already stored is not replaced; it is counted in `meta.repeated`
+        (a search replaying its schedule takes stored results instead of recomputing them, so this stays 0)."""
+        try:
+            self.db.execute("INSERT INTO evaluations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (e.phase, e.generation, e.idx, e.arch, e.arch_key, e.seed, e.accuracy,
+                             json.dumps(e.resources, sort_keys=True), e.seconds))
+        except sqlite3.IntegrityError:
+            self.db.execute("INSERT INTO meta VALUES ('repeated', '1') "
+                            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    def repeated(self) -> int:
+        """Evaluations computed again although already stored (0 unless something is wrong)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key='repeated'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def get(self, phase: str, generation: int, idx: int) -> Evaluation | None:
+        row = self.db.execute("SELECT * FROM evaluations WHERE phase=? AND generation=? AND idx=?",
+                              (phase, generation, idx)).fetchone()
+        return None if row is None else self._evaluation(row)
+
+    def evaluations(self, phase: str | None = None) -> list[Evaluation]:
+        q = "SELECT * FROM evaluations" + (" WHERE phase=?" if phase else "") + " ORDER BY phase, generation, idx"
+        return [self._evaluation(r) for r in self.db.execute(q, (phase,) if phase else ())]
+
+    def count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+
+    @staticmethod
+    def _evaluation(row) -> Evaluation:
+        return Evaluation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]), row[8])
+
+    # -- phases ------------------------------------------------------------------------------------------------------
+    def phase_result(self, name: str) -> dict | None:
+        row = self.db.execute("SELECT result FROM phases WHERE name=?", (name,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def finish_phase(self, name: str, result: dict) -> None:
+        self.db.execute("INSERT OR REPLACE INTO phases VALUES (?, ?)", (name, json.dumps(result, sort_keys=True)))

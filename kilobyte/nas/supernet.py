@@ -1,0 +1,150 @@
+"""Search stage: the TinyNAS weight-sharing supernet of one (width, resolution) configuration (thesis Appendix).
+
+The supernet holds the largest network of the configuration (kernel 7, expand 6, full depth) and runs any of its
+subnets by slicing (papers/search-specs.md A.3):
+- elastic kernel: the central k x k window of each 7 x 7 depthwise kernel (no transform matrix);
+- elastic expand: the first e·C channels of the 6·C hidden channels (1x1 expand rows, depthwise channels, BN
+  entries, projection columns);
+- elastic depth: the first d blocks of each stage.
+`set_active(arch)` selects a subnet; `extract(arch)` returns the standalone `build.build_module` network with the
+inherited weights (its outputs equal the supernet's with `arch` active — tests/nas/test_supernet.py).
+BatchNorm statistics are shared across subnets, so evaluate a subnet after `train.recalibrate_bn` (20 x 64 images
+in the thesis).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..zoo.blocks import init_weights
+from .build import ConvLayer, MBBlock, build_module, network
+from .space import Arch, MBSpace
+
+
+class DynamicConvBN(nn.Module):
+    """Conv (no bias) + BN (+ ReLU6) whose active input/output channels and kernel are set per forward pass."""
+
+    def __init__(self, layer: ConvLayer):
+        super().__init__()
+        self.layer = layer
+        groups = layer.cout if layer.depthwise else 1
+        self.conv = nn.Conv2d(layer.cin, layer.cout, layer.kernel, layer.stride, layer.kernel // 2, groups=groups,
+                              bias=False)
+        self.bn = nn.BatchNorm2d(layer.cout)
+        self.active = (layer.cin, layer.cout, layer.kernel)
+
+    def weight(self, cin: int, cout: int, k: int) -> torch.Tensor:
+        """The active slice of the weight: first `cout` filters, first `cin` inputs, central k x k."""
+        w = self.conv.weight
+        w = w[:cout] if self.layer.depthwise else w[:cout, :cin]
+        if k != self.layer.kernel:
+            start = (self.layer.kernel - k) // 2
+            w = w[:, :, start:start + k, start:start + k]
+        return w
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cin, cout, k = self.active
+        w = self.weight(cin, cout, k).contiguous()
+        y = F.conv2d(x, w, None, self.layer.stride, k // 2, 1, cout if self.layer.depthwise else 1)
+        bn, momentum = self.bn, 0.0
+        if self.training:  # as nn.BatchNorm2d: momentum None means a cumulative average (BN recalibration)
+            bn.num_batches_tracked += 1
+            momentum = bn.momentum if bn.momentum is not None else 1.0 / float(bn.num_batches_tracked)
+        y = F.batch_norm(y, bn.running_mean[:cout], bn.running_var[:cout], bn.weight[:cout], bn.bias[:cout],
+                         self.training, momentum, bn.eps)
+        return F.relu6(y) if self.layer.relu6 else y
+
+
+class DynamicBlock(nn.Module):
+    """An MB block of the largest network (expand 6, kernel 7 unless the slot is fixed) that runs any (k, e)."""
+
+    def __init__(self, block: MBBlock):
+        super().__init__()
+        self.block = block
+        self.layers = nn.ModuleList(DynamicConvBN(layer) for layer in block.convs)
+        self.cin = block.convs[0].cin
+        self.residual = block.residual
+
+    def set_active(self, kernel: int, expand: int) -> None:
+        hidden = self.cin * expand
+        convs = list(self.layers)
+        if len(convs) == 3:
+            convs[0].active = (self.cin, hidden, 1)
+        convs[-2].active = (hidden, hidden, kernel)
+        convs[-1].active = (hidden, convs[-1].layer.cout, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for layer in self.layers:
+            y = layer(y)
+        return x + y if self.residual else y
+
+
+class SuperNet(nn.Module):
+    """All subnets of `space` at one (width, resolution) configuration, sharing weights."""
+
+    def __init__(self, space: MBSpace, width: float, resolution: int, dropout: float | None = None):
+        super().__init__()
+        self.space = space.with_config(width, resolution)
+        self.largest_arch = self.space.largest()
+        net = network(self.space, self.largest_arch)
+        self.stem = DynamicConvBN(net.stem)
+        self.first = DynamicBlock(net.blocks[0])
+        self.stage_index = [b.stage for b in net.blocks[1:]]
+        self.blocks = nn.ModuleList(DynamicBlock(b) for b in net.blocks[1:])
+        self.head = DynamicConvBN(net.head)
+        self.dropout = nn.Dropout(self.space.dropout if dropout is None else dropout)
+        self.classifier = nn.Linear(net.head.cout, net.num_classes)
+        init_weights(self)  # the zoo's MobileNet initialisation: untrained subnets stay numerically sane
+        self.set_active(self.largest_arch)
+
+    def _slots(self, arch: Arch):
+        """(module, (kernel, expand) or None when skipped) for every block slot, in order."""
+        position = {}
+        for block, stage in zip(self.blocks, self.stage_index):
+            i = position.get(stage, 0)
+            position[stage] = i + 1
+            yield block, arch.blocks[stage][i] if i < arch.depths[stage] else None
+
+    def set_active(self, arch: Arch) -> None:
+        self.space.check(arch)
+        self.active = arch
+        self.first.set_active(3, 1)
+        for block, genes in self._slots(arch):
+            if genes is not None:
+                block.set_active(*genes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.first(self.stem(x))
+        for block, genes in self._slots(self.active):
+            if genes is not None:
+                x = block(x)
+        x = self.head(x)
+        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+        return self.classifier(self.dropout(x))
+
+    @torch.no_grad()
+    def extract(self, arch: Arch) -> nn.Module:
+        """The standalone network of `arch` (`build.build_module`) carrying the supernet's weights and BN state."""
+        self.set_active(arch)
+        module = build_module(self.space, arch)
+        dynamic = [self.stem, *self.first.layers]
+        for block, genes in self._slots(arch):
+            if genes is not None:
+                dynamic.extend(block.layers)
+        dynamic.append(self.head)
+        convs = [m for m in module.modules() if isinstance(m, nn.Conv2d)]
+        bns = [m for m in module.modules() if isinstance(m, nn.BatchNorm2d)]
+        assert len(convs) == len(dynamic) == len(bns)
+        for src, conv, bn in zip(dynamic, convs, bns):
+            cin, cout, k = src.active
+            conv.weight.copy_(src.weight(cin, cout, k))
+            for name in ("weight", "bias", "running_mean", "running_var"):
+                getattr(bn, name).copy_(getattr(src.bn, name)[:cout])
+            bn.num_batches_tracked.copy_(src.bn.num_batches_tracked)
+        linear = [m for m in module.modules() if isinstance(m, nn.Linear)][0]
+        linear.weight.copy_(self.classifier.weight)
+        linear.bias.copy_(self.classifier.bias)
+        return module.eval()

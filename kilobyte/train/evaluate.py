@@ -1,0 +1,54 @@
+"""Training stage: accuracy of a float torch module and of a quantised graph, and the tensor plumbing both share.
+
+Datasets are NHWC float32 numpy arrays (as `kilobyte.data` loads them); torch wants NCHW. `float_accuracy` runs the
+module in eval mode; `int8_accuracy` runs Kilobyte's int8 reference interpreter — TFLite's exact arithmetic, so the
+number is the one the generated C and TFLite Micro give.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def to_nchw_tensor(x: np.ndarray):
+    """NHWC numpy images -> an NCHW torch tensor."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+
+
+def resize_to(x, resolution: int | None):
+    """NCHW images resized bilinearly to resolution x resolution (unchanged if None or already that size)."""
+    import torch.nn.functional as F
+
+    if resolution is None or tuple(x.shape[2:]) == (resolution, resolution):
+        return x
+    return F.interpolate(x, size=(resolution, resolution), mode="bilinear", align_corners=False)
+
+
+def float_accuracy(module, x: np.ndarray, y: np.ndarray, batch_size: int = 256, resolution: int | None = None) -> float:
+    """Top-1 accuracy of a torch module on NHWC images (resized to `resolution` if given); leaves it in eval mode."""
+    import torch
+
+    module.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(x), batch_size):
+            logits = module(resize_to(to_nchw_tensor(x[i:i + batch_size]), resolution))
+            correct += int((logits.argmax(1).numpy() == y[i:i + batch_size]).sum())
+    return correct / len(x)
+
+
+def int8_accuracy(graph, x: np.ndarray, y: np.ndarray, batch_size: int = 250) -> float:
+    """Top-1 accuracy of a quantised graph on float NHWC images `x`, run by the int8 reference interpreter.
+
+    The images are quantised with the graph input's parameters (TFLite QUANTIZE) and must already have its shape.
+    """
+    from ..interp import run_int8
+    from ..quant import quantize_input
+
+    correct = 0
+    for i in range(0, len(x), batch_size):
+        logits = run_int8(graph, quantize_input(graph, x[i:i + batch_size]))[graph.outputs[0]]
+        correct += int((logits.reshape(len(logits), -1).argmax(-1) == y[i:i + batch_size]).sum())
+    return correct / len(x)

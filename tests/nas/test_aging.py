@@ -1,0 +1,134 @@
+"""μNAS's aging evolution with random scalarisation (issue #15 item 4): the scalarisation formula, parent choice,
+population ageing, determinism, in-flight evaluations, and a search on a synthetic objective that it must beat
+random search on; Pareto fronts against a brute-force definition."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from kilobyte.nas.aging import (
+    AgingConfig,
+    Candidate,
+    aging_evolution,
+    choose_parent,
+    dominates,
+    pareto_front,
+    scalarised,
+)
+from kilobyte.nas.unas_build import network
+from kilobyte.nas.unas_space import UnasSpace
+
+SPACE = UnasSpace(input_shape=(12, 12, 1), num_classes=4)
+BOUNDS = {"error": 0.1, "size": 1000.0}
+
+
+def synthetic(arch) -> dict:
+    """A cheap stand-in for training: 'error' falls with depth and width, 'size' is the real parameter count."""
+    net = network(SPACE, arch)
+    params = sum(s.cout * (s.kernel[0] * s.kernel[1] * (1 if s.depthwise else s.cin) + 1) if s.kind == "conv"
+                 else s.cout * (s.cin + 1) if s.kind == "dense" else 0 for s in net.steps)
+    convs = [s for s in net.steps if s.kind == "conv"]
+    capacity = sum(s.cout for s in convs) + 5 * len(convs)
+    return {"error": 1.0 / (1.0 + 0.02 * capacity), "size": float(params)}
+
+
+def test_scalarisation_is_mu_nas_formula():
+    objs = {"error": 0.05, "size": 3000.0}
+    u = np.array([0.5, 0.25])
+    assert scalarised(objs, BOUNDS, u) == pytest.approx(max(0.5 / 0.5, 3.0 / 0.25))
+    assert scalarised({"error": 50.0, "size": 0.0}, BOUNDS, np.array([1.0, 1.0])) == 10.0  # capped at 10 bounds
+
+
+def test_parent_is_the_scalarised_best_of_the_sample():
+    pop = [Candidate(i, {"error": e, "size": s}, i)
+           for i, (e, s) in enumerate([(0.5, 10), (0.01, 5000), (0.02, 200), (0.6, 20)])]
+    chosen = set()
+    for seed in range(200):
+        got = choose_parent(pop, BOUNDS, np.random.default_rng(seed), 25)
+        r = np.random.default_rng(seed)  # replay the same draws by hand
+        u = 1.0 - r.random(2)
+        picks = [pop[int(i)] for i in r.integers(4, size=25)]
+        assert got is min(picks, key=lambda c: (scalarised(c.objectives, BOUNDS, u), c.index))
+        assert not (got.index == 3 and pop[0] in picks)  # (0.6, 20) is dominated by (0.5, 10): never preferred
+        chosen.add(got.index)
+    assert {0, 1, 2} <= chosen  # every non-dominated trade-off wins under some weights
+
+
+def test_population_ages_and_runs_are_deterministic():
+    cfg = AgingConfig(population=12, sample=4, rounds=60, bounds=BOUNDS, seed=3)
+    seen = []
+    runs = [aging_evolution(SPACE, synthetic, cfg, on_result=seen.append) for _ in range(2)]
+    assert [c.arch for c in runs[0]] == [c.arch for c in runs[1]] and len(runs[0]) == 60
+    assert [c.index for c in runs[0]] == list(range(60)) and seen[:60] == runs[0]
+    assert all(c.parent is None for c in runs[0][:12]) and all(c.parent is not None for c in runs[0][12:])
+    for c in runs[0][12:]:  # a parent is a member of the population alive when the child was issued: not too old
+        assert c.index - 12 <= c.parent < c.index
+        assert not SPACE.problems(c.arch) and c.morphism in SPACE.morphisms
+
+
+def test_in_flight_evaluations_complete_in_any_order():
+    """With 3 in flight and results coming back out of order, every issued evaluation is collected once."""
+    cfg = AgingConfig(population=8, sample=3, rounds=40, bounds=BOUNDS, in_flight=3, seed=1)
+    queue = []
+    rng = np.random.default_rng(9)
+
+    def submit(index, arch):
+        queue.append((index, synthetic(arch)))
+
+    def collect():
+        return queue.pop(int(rng.integers(len(queue))))
+
+    history = aging_evolution(SPACE, None, cfg, submit=submit, collect=collect)
+    assert sorted(c.index for c in history) == list(range(40)) and not queue
+    assert [c.index for c in history] != list(range(40))  # the order really was shuffled
+
+
+def hypervolume_2d(points, ref) -> float:
+    """Area dominated by `points` (minimised) inside the box below `ref`."""
+    pts = sorted((x, y) for x, y in points if x < ref[0] and y < ref[1])
+    area, best_y = 0.0, ref[1]  # sweep: between consecutive x, the lowest y so far bounds the strip
+    xs = [x for x, _ in pts] + [ref[0]]
+    for i, (x, y) in enumerate(pts):
+        best_y = min(best_y, y)
+        area += (xs[i + 1] - x) * (ref[1] - best_y)
+    return area
+
+
+def test_beats_random_search_on_a_synthetic_objective():
+    """Mean over 3 seeds of the dominated area (error x size, inside the bounds): evolution > random search at
+    equal evaluations."""
+    bounds = {"error": 0.5, "size": 20000.0}
+
+    def hv(history):
+        return hypervolume_2d([(c.objectives["error"], c.objectives["size"]) for c in history],
+                              (bounds["error"], bounds["size"]))
+
+    evo, rnd = [], []
+    for seed in range(3):
+        cfg = AgingConfig(population=20, sample=5, rounds=200, bounds=bounds, seed=seed)
+        evo.append(hv(aging_evolution(SPACE, synthetic, cfg)))
+        rng = np.random.default_rng(1000 + seed)
+        rnd.append(hv([Candidate(a, synthetic(a), i) for i, a in enumerate(SPACE.sample(rng) for _ in range(200))]))
+    assert np.mean(evo) > np.mean(rnd) > 0, (evo, rnd)
+
+
+def test_hypervolume_2d_by_hand():
+    assert hypervolume_2d([(1, 3), (2, 1)], (4, 4)) == 1 * 1 + 2 * 3  # x in [1,2): 1 tall; [2,4): 3 tall
+    assert hypervolume_2d([(5, 1)], (4, 4)) == 0.0
+
+
+def test_pareto_front_matches_brute_force():
+    rng = np.random.default_rng(4)
+    cands = [Candidate(i, {"a": float(rng.integers(10)), "b": float(rng.integers(10)), "c": float(rng.integers(4))}, i)
+             for i in range(60)]
+    names = ("a", "b", "c")
+    front = pareto_front(cands, names)
+    for c in cands:
+        dominated = any(dominates(o.objectives, c.objectives, names) for o in cands)
+        duplicate = any(o.index < c.index and all(o.objectives[n] == c.objectives[n] for n in names) for o in cands)
+        assert (c in front) == (not dominated and not duplicate)
+    for x, y in itertools.combinations(front, 2):
+        assert not dominates(x.objectives, y.objectives, names) and not dominates(y.objectives, x.objectives, names)

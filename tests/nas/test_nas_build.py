@@ -1,0 +1,62 @@
+"""One architecture description, two builders: the IR graph built directly equals what `from_torch` gives for the
+PyTorch module of the same architecture — node for node, shapes, MACs, parameters and float outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from bn_helpers import randomise_bn
+
+from kilobyte.analysis.macs import node_macs
+from kilobyte.api import _from_module
+from kilobyte.interp.float_ref import run_float
+from kilobyte.ir import Op
+from kilobyte.ir.compare import assert_graphs_equivalent
+from kilobyte.nas.build import build_graph, build_module, input_shape
+from kilobyte.nas.space import MBSpace
+
+SPACE = MBSpace(num_classes=10, in_channels=1, widths=(0.2, 0.35, 0.5), resolutions=(28, 32, 40))
+
+
+def folded_weights(module):
+    """(OHWI or (1,k,k,C) weight, bias) per conv+BN pair and the Linear, folded here independently of the
+    frontend: w·γ/√(σ²+ε), β − μ·γ/√(σ²+ε)."""
+    mods = list(module.modules())
+    for i, m in enumerate(mods):
+        if isinstance(m, torch.nn.Conv2d):
+            bn = mods[i + 1]
+            scale = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach().numpy()
+            w = m.weight.detach().numpy() * scale[:, None, None, None]
+            bias = (bn.bias.detach().numpy() - bn.running_mean.numpy() * scale)
+            w = w.transpose(1, 2, 3, 0) if m.groups > 1 else w.transpose(0, 2, 3, 1)
+            yield w.astype(np.float32), bias.astype(np.float32)
+        elif isinstance(m, torch.nn.Linear):
+            yield m.weight.detach().numpy(), m.bias.detach().numpy()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_graph_equals_traced_module(seed):
+    arch = SPACE.sample(np.random.default_rng(seed))
+    module = build_module(SPACE, arch).eval()
+    randomise_bn(module, seed)
+    traced = _from_module("arch", module, input_shape(SPACE, arch)).graph
+    direct = build_graph(SPACE, arch, weights=folded_weights(module), name=traced.name)
+    assert_graphs_equivalent(direct, traced, rtol=1e-4, atol=1e-5)
+    assert sum(node_macs(direct, n) for n in direct.nodes) == sum(node_macs(traced, n) for n in traced.nodes)
+    x = np.random.default_rng(seed).standard_normal((1, arch.resolution, arch.resolution, 1)).astype(np.float32)
+    out = run_float(direct, {direct.inputs[0]: x})[direct.outputs[0]]
+    with torch.no_grad():
+        ref = module(torch.from_numpy(x.transpose(0, 3, 1, 2))).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-4)
+    weights = sum(m.weight.numel() for m in module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)))
+    assert weights == sum(direct.tensors[n.inputs[1]].numel for n in direct.nodes
+                          if n.op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED))
+
+
+def test_zero_weight_graph_has_the_same_structure():
+    arch = SPACE.largest()
+    a = build_graph(SPACE, arch)
+    b = build_graph(SPACE, arch, weights=folded_weights(build_module(SPACE, arch).eval()))
+    assert [(n.op, n.attrs, tuple(a.tensors[t].shape for t in n.inputs)) for n in a.nodes] == \
+        [(n.op, n.attrs, tuple(b.tensors[t].shape for t in n.inputs)) for n in b.nodes]

@@ -1,0 +1,82 @@
+"""Search evaluations on a real two-node local Ray cluster (`ray start --head` + a second node joining it): the same
+results as the local process pool, and the work really spread over both nodes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+from kilobyte.nas.evolution import EvolutionConfig, evolve
+from kilobyte.nas.parallel import RayError, ScorerSpec, open_fitness
+from kilobyte.nas.resources import Budget, ResourceEvaluator
+from kilobyte.nas.space import MBSpace
+from kilobyte.nas.supernet import SuperNet
+
+SPACE = MBSpace(num_classes=10, in_channels=1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray(*args, env):
+    ray = shutil.which("ray", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.run([ray, *args], capture_output=True, text=True, timeout=180, env=env)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    port = _free_port()
+    tmp = tempfile.mkdtemp(prefix="kbray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--num-cpus", "1", "--object-store-memory", str(100 * 1024 ** 2), "--disable-usage-stats"]
+    head = _ray("start", "--head", "--port", str(port), "--include-dashboard=false",
+                "--temp-dir", str(tmp), *common, env=env)
+    assert head.returncode == 0, head.stderr[-2000:]
+    try:
+        node = _ray("start", "--address", f"127.0.0.1:{port}", *common, env=env)
+        assert node.returncode == 0, node.stderr[-2000:]
+        yield f"127.0.0.1:{port}"
+    finally:
+        _ray("stop", "--force", env=env)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _spec():
+    torch.manual_seed(0)
+    net = SuperNet(SPACE, 0.2, 16)
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 1, 16, 16), dtype=np.float32)
+    return ScorerSpec.of(net, x, rng.random((40, 1, 16, 16), dtype=np.float32), rng.integers(0, 10, 40))
+
+
+def test_ray_cluster_gives_the_local_pool_results(cluster):
+    spec = _spec()
+    space = SPACE.with_config(0.2, 16)
+    evaluator = ResourceEvaluator(space)
+    budget = Budget(32 * 1024, 256 * 1024)
+    config = EvolutionConfig(population=8, parents=3, generations=2, seed=4)
+    with open_fitness(spec, workers=2) as fitness:
+        local = evolve(space, evaluator, budget, fitness, config)
+    with open_fitness(spec, ray_address=cluster) as fitness:
+        remote = evolve(space, evaluator, budget, fitness, config)
+        nodes = dict(fitness.nodes)
+    assert remote.history == local.history and remote.best == local.best
+    assert len(nodes) == 2 and sum(nodes.values()) == remote.evaluations, nodes
+
+
+def test_unreachable_cluster_is_a_one_line_error():
+    port = _free_port()
+    with pytest.raises(RayError, match=f"--ray 127.0.0.1:{port}: cannot connect"):
+        with open_fitness(_spec(), ray_address=f"127.0.0.1:{port}"):
+            pass

@@ -1,0 +1,68 @@
+"""TinyNAS search-space optimisation: the thesis's trends over a grid of budgets, determinism, the report, and the
+one-line error when nothing fits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kilobyte.nas.resources import Budget
+from kilobyte.nas.space import MBSpace
+from kilobyte.nas.space_opt import NoSpaceFitsError, optimize_space, optimize_spaces, require_fit, write_report
+
+KB = 1024
+IMAGENET = MBSpace(num_classes=1000, in_channels=3)  # the thesis's 9 widths x 12 resolutions
+SRAMS = (128 * KB, 192 * KB, 256 * KB, 320 * KB, 512 * KB)
+FLASHES = (512 * KB, 1024 * KB, 2048 * KB)
+
+
+def test_trends_of_the_thesis_hold_over_a_grid_of_budgets():
+    """Thesis Fig. 5-5: more SRAM at fixed Flash -> the chosen resolution does not fall (here: unless the chosen
+    width rises, which happens at 2 MB, where Flash no longer caps the width and extra SRAM buys width instead);
+    more Flash at fixed SRAM -> the chosen width does not fall."""
+    budgets = [Budget(s, f) for f in FLASHES for s in SRAMS]
+    choices = dict(zip(((b.sram_bytes, b.flash_bytes) for b in budgets),
+                       optimize_spaces(IMAGENET, budgets, samples=60, workers=2)))
+    best = {k: (c.best.width, c.best.resolution) for k, c in choices.items()}
+    assert len(best) == len(SRAMS) * len(FLASHES) and all(c.best for c in choices.values())
+    for f in FLASHES:
+        for lo, hi in zip(SRAMS, SRAMS[1:]):
+            (w0, r0), (w1, r1) = best[lo, f], best[hi, f]
+            assert r1 >= r0 or w1 > w0, (f, lo, hi, best[lo, f], best[hi, f])
+            assert w1 >= w0
+    for s in SRAMS:
+        for lo, hi in zip(FLASHES, FLASHES[1:]):
+            assert best[s, hi][0] >= best[s, lo][0], (s, lo, hi)
+    # and the resolution really rises with SRAM at 1 MB (not a flat, vacuous grid)
+    assert best[512 * KB, 1024 * KB][1] > best[128 * KB, 1024 * KB][1]
+
+
+def test_same_result_for_any_number_of_workers():
+    space = MBSpace(num_classes=10, in_channels=1, widths=(0.2, 0.5), resolutions=(24, 32, 48))
+    budget = Budget(24 * KB, 160 * KB)
+    a = optimize_space(space, budget, samples=40, workers=1)
+    b = optimize_space(space, budget, samples=40, workers=2)
+    assert a == b and a.best is not None
+    assert all(c.fitting <= c.sampled for c in a.configs)
+    assert a.best.mean_macs == max(c.mean_macs for c in a.configs)
+
+
+def test_report_files(tmp_path):
+    space = MBSpace(num_classes=10, in_channels=1, widths=(0.2, 0.3), resolutions=(24, 32))
+    choice = optimize_space(space, Budget(32 * KB, 128 * KB), samples=20, workers=1)
+    paths = write_report(choice, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["best"]["width"] == choice.best.width and len(data["configs"]) == 4
+    assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_impossible_budget_says_what_the_smallest_network_needs():
+    space = MBSpace(num_classes=10, in_channels=1, widths=(0.2,), resolutions=(24, 32))
+    choice = optimize_space(space, Budget(1 * KB, 1 * KB), samples=10, workers=1)
+    with pytest.raises(NoSpaceFitsError, match=r"no architecture in any of the 2 .* B Flash$") as e:
+        require_fit(choice)
+    assert "\n" not in str(e.value)
+    choice = optimize_space(space, Budget(1 * KB, 10 ** 7), samples=10, workers=1)
+    with pytest.raises(NoSpaceFitsError, match=r"smallest sampled network needs [\d,]+ B SRAM"):
+        require_fit(choice)
