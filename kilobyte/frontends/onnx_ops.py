@@ -21,8 +21,7 @@ SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, Har
 
 # ONNX operators whose IR op is not there yet: the error names what they need.
 NOT_IN_IR = {"Slice": "STRIDED_SLICE", "Tile": "TILE",
-             "Erf": "GELU (only the exporters' GELU chain x * 0.5 * (1 + erf(x / sqrt 2)) is recognised)",
-             "Tanh": "GELU (only the exporters' tanh GELU chain is recognised; TANH is not in the IR)"}
+             "Erf": "GELU (only the exporters' GELU chain x * 0.5 * (1 + erf(x / sqrt 2)) is recognised)"}
 
 FLOAT_MAX = 3.0e38  # ONNX's Clip attribute defaults are +-FLT_MAX: treat anything this large as "no bound"
 
