@@ -2,9 +2,11 @@
 
 The project's `model.tflite` is read back with our own `.tflite` reader; the numpy int8 interpreter and TFLM run it;
 the host C build (ctypes) runs the same inputs; a sanitizer build (ASan/UBSan, guard bytes around the arena) runs a
-few of them. A model with an op TFLite Micro has no kernel for (GELU) is checked without it: its report's engines
-say so. Any differing byte is a failure with the input index and the number of differing values. The same checks
-on a Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify DIR --target ...`).
+few of them. A model with an op TFLite Micro has no kernel for (GELU, TILE) is checked against TFLite's own
+interpreter instead (`kilobyte.targets.litert`, engine "tflite") when it is installed, else without a TFLite engine:
+the report's engines say which. Any differing byte is a failure with the input index and the number of differing
+values. The same checks on a Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify
+DIR --target ...`).
 """
 
 from __future__ import annotations
@@ -89,6 +91,16 @@ def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
     return dequantize_values(x, m["input"]["scale"], m["input"]["zero_point"]) if m.get("float_head") else x
 
 
+def _tflite_engine(core) -> str | None:
+    """"tflm" when TFLite Micro runs every op of `core`, else "tflite" when TFLite's interpreter is installed."""
+    from ..targets.litert import litert_available
+    from ..targets.tflm import tflm_missing_ops
+
+    if not tflm_missing_ops(core):
+        return "tflm"
+    return "tflite" if litert_available() else None
+
+
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
                    sanitize: bool = True, progress: bool = False) -> VerifyReport:
     from ..interp import run_int8
@@ -99,18 +111,19 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     core, _ = reference_graph(project)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
-    if tflm:
-        from ..targets.tflm import tflm_missing_ops
-
-        tflm = not tflm_missing_ops(core)
-    report = VerifyReport(len(xs), ("c-host", "reference") + (("tflm",) if tflm else ()))
+    oracle = _tflite_engine(core) if tflm else None
+    report = VerifyReport(len(xs), ("c-host", "reference") + ((oracle,) if oracle else ()))
     for i, x in enumerate(tqdm(xs, desc="verify", unit="input", disable=not progress, leave=False)):
         got = {"c-host": host(x).reshape(-1), "reference": flat_outputs(run_int8(core, x), core.outputs)}
-        if tflm:
+        feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
+        if oracle == "tflm":
             from ..targets.tflm import run_tflm
 
-            feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
             got["tflm"] = flat_outputs(run_tflm(tfl, feed, preserve_all=True).tensors, core.outputs)
+        elif oracle == "tflite":
+            from ..targets.litert import run_litert
+
+            got["tflite"] = flat_outputs(run_litert(tfl, feed, core.outputs), core.outputs)
         for name, y in got.items():
             if name != "reference" and not np.array_equal(y, got["reference"]):
                 n = int(np.sum(y != got["reference"]))
