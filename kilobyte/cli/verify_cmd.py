@@ -18,13 +18,15 @@ def register(sub) -> None:
         "verify", help="check a compiled model bit for bit: host C (or Cortex-M under QEMU) == numpy reference == TFLM",
         description="Build the project in DIR for the host (strict warnings; plus an ASan/UBSan build with guard "
         "bytes around the arena), run it on random and dataset inputs, and compare every output byte with "
-        "Kilobyte's numpy int8 reference and TensorFlow Lite Micro. With --target, build the firmware for that "
+        "Kilobyte's numpy int8 reference and TensorFlow Lite Micro (TFLite's interpreter for a model with an op "
+        "TFLite Micro lacks, when kilobyte[litert] is installed). With --target, build the firmware for that "
         "Cortex-M core instead and run every input under QEMU: its output must equal the numpy reference and the "
         "host C build bit for bit. Exit code 1 on any mismatch, fault or timeout; 2 if it does not fit --device.")
     p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
     p.add_argument("--samples", type=int, default=8, help="random inputs (default 8)")
     p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, .npz, folder)")
-    p.add_argument("--no-tflm", action="store_true", help="skip TensorFlow Lite Micro (host check only)")
+    p.add_argument("--no-tflm", action="store_true",
+                   help="skip TensorFlow Lite Micro (and TFLite's interpreter, its stand-in on GELU and TILE)")
     p.add_argument("--no-sanitize", action="store_true", help="skip the ASan/UBSan build (host check only)")
     add_target_args(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
