@@ -4,8 +4,9 @@ Most nodes become one operator. TFLite only knows SAME/VALID padding, so a windo
 neither becomes PAD (CONV_2D, DEPTHWISE_CONV_2D: pads with the zero point) or PADV2 with the dtype minimum
 (MAX_POOL_2D) followed by the VALID op; AVG_POOL_2D cannot be padded that way (TFLite divides by the count of
 in-image taps) and is refused. A TRANSPOSE_CONV whose crop is neither SAME's nor VALID's (PyTorch's k=3, s=2, p=1,
-output_padding=1 crops the top row, SAME the bottom one) becomes a VALID TRANSPOSE_CONV into a taller uncropped
-output followed by a STRIDED_SLICE (a byte copy) of the IR's rows and columns. Attributes TFLite keeps in tensors (PAD
+output_padding=1 crops the top row, SAME the bottom one) becomes a VALID TRANSPOSE_CONV into the whole uncropped
+output followed by a STRIDED_SLICE (a byte copy) of the IR's rows and columns: TFLite (unlike TFLite Micro) refuses
+an output size from which it cannot derive the input size back. Attributes TFLite keeps in tensors (PAD
 paddings, MEAN / REDUCE_MAX axes, RESHAPE shape, TRANSPOSE perm, STRIDED_SLICE begin/end/strides, TILE multiples,
 resize size, TRANSPOSE_CONV output shape) become int32 constants. A resolved STRIDED_SLICE end of -1 (a negative
 stride running down to index 0) cannot be written as an index (TFLite reads -1 as the last element): that axis gets
@@ -211,21 +212,27 @@ def _resize(graph: Graph, node: Node):
 
 
 def _transpose_conv(graph: Graph, node: Node):
-    """TFLite's operand order (output shape, weight, input, bias); the output shape is an int32 constant."""
+    """TFLite's operand order (output shape, weight, input, bias); the output shape is an int32 constant. SAME or
+    VALID when one of them crops as the IR does *and* gives back the input size from the output size (TFLite checks
+    that, TFLite Micro does not); otherwise a VALID TRANSPOSE_CONV into the whole uncropped output (plus the rows and
+    columns a negative crop after appends, fewer than the stride) and a STRIDED_SLICE of the IR's output."""
     a = node.attrs
     out = graph.tensors[node.outputs[0]]
+    in_hw = graph.tensors[node.inputs[0]].shape[1:3]
     kernel = graph.tensors[node.inputs[1]].shape[1:3]
     crop = (a.padding[0], a.padding[2])
     opts = {"StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node)}
     for mode in (S.SAME, S.VALID):
-        if _transpose_crops(mode, out.shape[1:3], kernel, a.stride) == crop:
+        if _transpose_crops(mode, in_hw, out.shape[1:3], kernel, a.stride) == crop:
             return _transpose_conv_op(node, out, {**opts, "Padding": mode})
-    # Uncropped rows and columns on the top and left, then a slice of the IR's output.
+    appended = (max(-a.padding[1], 0), max(-a.padding[3], 0))
+    if any(e >= s for e, s in zip(appended, a.stride)):
+        raise KilobyteError(f"node '{node.name}': TRANSPOSE_CONV crop {a.padding} appends {max(appended)} rows or "
+                            f"columns, TFLite at most stride - 1 ({a.stride}); PyTorch's output_padding stays below "
+                            f"the stride")
+    full_hw = tuple((n - 1) * s + k + e for n, s, k, e in zip(in_hw, a.stride, kernel, appended))
     name = S.uncropped_tensor_name(out.name)
-    full = Tensor(name, (out.shape[0], out.shape[1] + crop[0], out.shape[2] + crop[1], out.shape[3]), out.dtype, None,
-                  out.qparams)
-    if _transpose_crops(S.VALID, full.shape[1:3], kernel, a.stride) != (0, 0):
-        raise KilobyteError(f"node '{node.name}': TRANSPOSE_CONV crop {a.padding} cannot be written for TFLite")
+    full = Tensor(name, (out.shape[0], *full_hw, out.shape[3]), out.dtype, None, out.qparams)
     ops, tensors = _transpose_conv_op(node, full, {**opts, "Padding": S.VALID})
     begin = _const(f"{out.name}.begin", np.array([0, crop[0], crop[1], 0], np.int32))
     end = _const(f"{out.name}.end", np.array([full.shape[0], crop[0] + out.shape[1], crop[1] + out.shape[2],
@@ -235,7 +242,11 @@ def _transpose_conv(graph: Graph, node: Node):
     return ops, tensors + [full, begin, end, strides]
 
 
-def _transpose_crops(mode: int, out_hw, kernel, stride) -> tuple[int, int]:
+def _transpose_crops(mode: int, in_hw, out_hw, kernel, stride) -> tuple[int, int] | None:
+    """The (top, left) crop TFLite applies in padding `mode` for this output size, or None when TFLite would refuse
+    the sizes (the input size it derives from the output differs from the real one)."""
+    if any(S.transpose_conv_windows(mode, o, k, s) != n for n, o, k, s in zip(in_hw, out_hw, kernel, stride)):
+        return None
     return tuple(S.transpose_conv_crop(mode, o, k, s) for o, k, s in zip(out_hw, kernel, stride))
 
 

@@ -168,6 +168,19 @@ def _c_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
+def transpose_conv_windows(mode: int, out_size: int, k: int, stride: int) -> int:
+    """The input size TFLite's TRANSPOSE_CONV derives from the output size along one axis (the conv output size of
+    `ComputePaddingHeightWidth` run from the output's side). TFLite (not TFLite Micro) refuses a file in which this
+    differs from the real input size.
+
+    >>> transpose_conv_windows(SAME, 14, 4, 2), transpose_conv_windows(VALID, 15, 3, 2)
+    (7, 7)
+    """
+    if mode == SAME:
+        return _c_div(out_size + stride - 1, stride)
+    return _c_div(out_size + stride - k, stride)
+
+
 def transpose_conv_crop(mode: int, out_size: int, k: int, stride: int) -> int:
     """The rows (columns) TFLite's TRANSPOSE_CONV crops before its output along one axis, for padding `mode` and the
     output size the file gives: `ComputePaddingHeightWidth` run from the output's side (TFLite's padding.h, C integer
@@ -176,10 +189,7 @@ def transpose_conv_crop(mode: int, out_size: int, k: int, stride: int) -> int:
     >>> transpose_conv_crop(SAME, 14, 4, 2), transpose_conv_crop(SAME, 14, 3, 2), transpose_conv_crop(VALID, 15, 3, 2)
     (1, 0, 0)
     """
-    if mode == SAME:
-        windows = _c_div(out_size + stride - 1, stride)
-    else:
-        windows = _c_div(out_size + stride - k, stride)
+    windows = transpose_conv_windows(mode, out_size, k, stride)
     return max((windows - 1) * stride + k - out_size, 0) // 2
 
 

@@ -6,8 +6,9 @@ Every case is a one-op graph written by Kilobyte's `.tflite` writer and read bac
 attributes TFLite Micro runs are the ones the reference ran). Resizes draw odd and even sizes up and down, with every
 align_corners / half_pixel_centers combination TFLite accepts; transposed convolutions draw kernels, strides 1-3 and
 the crops of SAME, VALID and PyTorch's padding + output_padding (which the writer turns into a VALID TRANSPOSE_CONV
-and a STRIDED_SLICE), with and without bias and fused ReLU / ReLU6. A few cases also have an oracle that needs no
-TFLite at all (nearest upsampling by whole factors is `np.repeat`).
+and a STRIDED_SLICE), with and without bias and fused ReLU / ReLU6 — and TFLite's own interpreter, which checks
+output sizes TFLite Micro takes on trust, runs the same files to the same values. A few cases also have an oracle
+that needs no TFLite at all (nearest upsampling by whole factors is `np.repeat`).
 """
 
 from __future__ import annotations
@@ -178,7 +179,10 @@ def test_transpose_conv_bit_exact(hw, cin, cout, kernel, stride, form, bias, act
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     graph = transpose_conv_graph(rng, (1, *hw, cin), cout, kernel, stride, padding, bias, act)
     assert graph.tensors[graph.outputs[0]].shape[1:3] == tuple(out for out, _, _ in axes)
-    bit_exact_with_tflm(graph, random_input((1, *hw, cin), rng))
+    x = random_input((1, *hw, cin), rng)
+    ours = bit_exact_with_tflm(graph, x)
+    # TFLite itself (stricter than TFLite Micro about output sizes) takes the file too and agrees
+    assert_same(ours, run_litert(to_tflite(graph), {"x": x})[graph.outputs[0]])
 
 
 @pytest.mark.parametrize("form,p,output_padding", [("same", 0, 0), ("valid", 0, 0), ("torch", 1, 1), ("torch", 0, 1),
@@ -234,3 +238,14 @@ def test_tflm_has_no_gelu():
     with pytest.raises(Exception, match="GELU"):
         tflm.run_tflm(to_tflite(graph), np.zeros((1, 4), np.int8), preserve_all=False)
     assert tflm.tflm_missing_ops(graph) == ["GELU"]
+
+
+def test_transpose_conv_appending_a_stride_or_more_cannot_be_written():
+    """A crop after of -stride or less appends rows TFLite cannot express (its output may exceed the uncropped size
+    by stride - 1 at most; PyTorch's output_padding stays below the stride too): a one-line error naming the node."""
+    rng = np.random.default_rng(0)
+    graph = transpose_conv_graph(rng, (1, 3, 3, 2), 4, (3, 3), (2, 2), (0, -2, 0, 0), True, Activation.NONE)
+    with pytest.raises(KilobyteError) as err:
+        to_tflite(graph)
+    msg = str(err.value)
+    assert "\n" not in msg and f"node '{graph.nodes[0].name}'" in msg and "stride - 1" in msg
