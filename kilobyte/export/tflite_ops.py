@@ -6,13 +6,14 @@ neither becomes PAD (CONV_2D, DEPTHWISE_CONV_2D: pads with the zero point) or PA
 in-image taps) and is refused. A TRANSPOSE_CONV whose crop is neither SAME's nor VALID's (PyTorch's k=3, s=2, p=1,
 output_padding=1 crops the top row, SAME the bottom one) becomes a VALID TRANSPOSE_CONV into the whole uncropped
 output followed by a STRIDED_SLICE (a byte copy) of the IR's rows and columns: TFLite (unlike TFLite Micro) refuses
-an output size from which it cannot derive the input size back. Attributes TFLite keeps in tensors (PAD
-paddings, MEAN / REDUCE_MAX axes, RESHAPE shape, TRANSPOSE perm, STRIDED_SLICE begin/end/strides, TILE multiples,
-resize size, TRANSPOSE_CONV output shape) become int32 constants. A resolved STRIDED_SLICE end of -1 (a negative
-stride running down to index 0) cannot be written as an index (TFLite reads -1 as the last element): that axis gets
-its end_mask bit instead. Every added tensor is named after the IR output it serves (`<out>.pad`, `<out>.axes`,
-`<out>.uncropped`, ...), so the writer is deterministic and the reader can recognise (and fold back) what the writer
-added.
+an output size from which it cannot derive the input size back. Attributes TFLite keeps in tensors (PAD paddings,
+MEAN / REDUCE_MAX axes, RESHAPE shape, TRANSPOSE perm, STRIDED_SLICE begin/end/strides, TILE multiples, resize
+size, TRANSPOSE_CONV output shape) become int32 constants. A resolved STRIDED_SLICE end of -1 (a negative stride
+running down to index 0) cannot be written as an index (TFLite reads -1 as the last element): that axis gets its
+end_mask bit instead. An int8 CONV_2D without a bias gets a zero int32 one: TFLite, unlike TFLite Micro, refuses an
+int8 conv without, and TFLite's converter always writes one. Every added tensor is named after the IR output it
+serves (`<out>.pad`, `<out>.axes`, `<out>.uncropped`, `<out>.zero_bias`, ...), so the writer is deterministic and
+the reader can recognise (and fold back) what the writer added.
 """
 
 from __future__ import annotations
@@ -119,7 +120,24 @@ def _conv(graph: Graph, node: Node):
             "DilationWFactor": a.dilation[1], "DilationHFactor": a.dilation[0]}
     if node.op is Op.DEPTHWISE_CONV_2D:
         opts = {**opts, "DepthMultiplier": a.depth_multiplier}
+    elif len(params) == 1 and graph.tensors[params[0]].dtype == "int8" and _quantised(graph, node.inputs[0]):
+        bias = _zero_bias(graph, node)
+        params, tensors = (*params, bias.name), tensors + [bias]
     return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x, *params), node.outputs, opts)], tensors
+
+
+def _quantised(graph: Graph, name: str) -> bool:
+    return graph.tensors[name].qparams is not None
+
+
+def _zero_bias(graph: Graph, node: Node) -> Tensor:
+    """Zeros at TFLite's bias scale (input scale times each weight scale) for an int8 CONV_2D without a bias."""
+    w = graph.tensors[node.inputs[1]].qparams
+    s_in = graph.tensors[node.inputs[0]].qparams.scale[0]
+    n = graph.tensors[node.inputs[1]].shape[0]
+    scale = np.broadcast_to(np.float32(s_in) * w.scale.astype(np.float32), (n,)).astype(np.float32)
+    q = QParams(scale, np.zeros(n, np.int64), 0)
+    return Tensor(S.zero_bias_tensor_name(node.outputs[0]), (n,), "int32", np.zeros(n, np.int32), q)
 
 
 def _fully_connected(graph: Graph, node: Node):

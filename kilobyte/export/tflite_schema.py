@@ -198,6 +198,12 @@ def pad_tensor_name(out: str) -> str:
     return f"{out}.pad"
 
 
+def zero_bias_tensor_name(out: str) -> str:
+    """Name of the zero int32 bias the writer gives an int8 CONV_2D that has none (TFLite, unlike TFLite Micro,
+    refuses an int8 conv without a bias; the reader drops it again, like `pad_tensor_name`)."""
+    return f"{out}.zero_bias"
+
+
 def uncropped_tensor_name(out: str) -> str:
     """Name of the uncropped TRANSPOSE_CONV output the writer slices into `out` when TFLite's SAME/VALID cannot
     express the IR's crop (the reader's fold marker, like `pad_tensor_name`)."""

@@ -216,12 +216,19 @@ def _conv(fm, op, folds, extra):
     w = _const(fm, op, 1, "weight")
     x, padding = _window_input(fm, op, folds, opts.Padding(), w.shape[1:3], stride, dilation)
     act = _act(fm, op, opts.FusedActivationFunction())
-    params = [i for i in op.inputs[1:3] if i >= 0]
+    params = [i for i in op.inputs[1:3] if i >= 0 and not _writer_zero_bias(fm, op, i)]
     if depthwise:
         cin = fm.tensors[x].shape[3]
         attrs = DepthwiseAttrs(stride, padding, dilation, max(w.shape[3] // max(cin, 1), 1), act)
         return [_node(fm, op, Op.DEPTHWISE_CONV_2D, [x, *params], attrs)]
     return [_node(fm, op, Op.CONV_2D, [x, *params], ConvAttrs(stride, padding, dilation, act))]
+
+
+def _writer_zero_bias(fm, op, i: int) -> bool:
+    """Whether tensor `i` is the zero bias the writer gives an int8 CONV_2D without one (dropped again)."""
+    t = fm.tensors[i]
+    out = fm.tensors[op.outputs[0]].name
+    return t.name == S.zero_bias_tensor_name(out) and t.data is not None and not np.any(t.data)
 
 
 def _pool(fm, op, folds, extra):

@@ -320,3 +320,22 @@ def test_upsampling_operands_that_disagree_are_one_line_errors():
         with pytest.raises(ModelFileError) as err:
             from_tflite(model)
         assert needle in str(err.value) and "\n" not in str(err.value) and "operator 0" in str(err.value)
+
+
+def test_int8_conv_without_bias_is_written_with_a_zero_one_and_read_without():
+    """TFLite (not TFLite Micro) refuses an int8 CONV_2D without a bias: the file gets zeros at the bias scale, which
+    TFLite then runs like TFLite Micro, and the reader drops them again."""
+    from litert_oracle import run_litert
+
+    from kilobyte.interp import run_int8
+
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("no_bias")
+    x = b.input((1, 5, 4, 3), "int8", "x", qp(0.05, 3))
+    w = b.const("w", rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8),
+                QParams(np.linspace(0.01, 0.02, 4).astype(np.float32), np.zeros(4, np.int64), 0))
+    g = b.build([b.node(Op.CONV_2D, [x, w], ConvAttrs(padding=(1, 1, 1, 1)), dtype="int8", qparams=qp(0.1, -2))])
+    model = to_tflite(g)
+    assert from_tflite(model) == g
+    xs = rng.integers(-128, 128, (1, 5, 4, 3)).astype(np.int8)
+    np.testing.assert_array_equal(run_litert(model, {"x": xs})["conv_2d_0"], run_int8(g, xs)["conv_2d_0"])
