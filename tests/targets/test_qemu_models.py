@@ -16,7 +16,8 @@ What runs, exactly:
   112x112, keepdims, concat slices, over H, C, or W and C), bundled the same way, on every core with portable kernels
   and on the M7 with dsp ones (kb_mean has one portable version).
 - Every data-movement and upsampling graph of tests/random_nets (MOVEMENTS, UPSAMPLES), bundled the same way, on
-  every core with portable kernels and on the M7 with dsp ones.
+  every core with portable kernels and on the M7 with dsp ones; 24 random decoders (tests/random_decoders.py) on the
+  M4 (portable) and the M7 (dsp).
 - An int8 model with a float interface (`kb_invoke_float`) on M4, M7 (dsp) and M55: floats bit-equal to the host's.
 - MbV2 w0.35 r144 (patch-based plan) built for STM32F746: measured SRAM against the plan, stack high-water mark.
 - An over-budget model (MbV2 w1.0 r224 for STM32F410) fails the link with the readable message (`kilobyte compile`:
@@ -258,6 +259,33 @@ def test_movement_and_upsampling_bit_exact_on_qemu(op_bundle, tmp_path, target, 
     assert {"movement", "resize", "transpose_conv", "lut"} <= families
     build = build_firmware(op_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
     failures = op_bundle.failures(build)
+    assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
+
+
+@pytest.fixture(scope="module")
+def decoder_bundle(tmp_path_factory) -> Bundle:
+    """24 random decoders (tests/random_decoders.py: transposed convolutions of every crop form, resizes in every
+    coordinate mode, resize-into-CONCAT skips, GELU in every fourth seed), quantised and compiled for the DSP kernel
+    set, two inputs each."""
+    from random_decoders import random_decoder
+
+    from kilobyte.codegen import compile_graph
+
+    root = tmp_path_factory.mktemp("decoders")
+    results, inputs = [], []
+    for seed in range(7000, 7024):
+        qgraph, unseen = quantized(random_decoder(seed, gelu=seed % 4 == 3), seed)
+        results.append(compile_graph(qgraph, root / f"d{seed}", PlanOptions(kernels="dsp"), model_name=f"d{seed}"))
+        inputs.append(inputs_for(qgraph, unseen, seed))
+    return Bundle(root, results, inputs)
+
+
+@pytest.mark.parametrize("target,kernels", [("cortex-m4", "portable"), ("cortex-m7", "dsp")])
+def test_random_decoders_bit_exact_on_qemu(decoder_bundle, tmp_path, target, kernels):
+    ops = {n.op for r in decoder_bundle.results for n in r.graph.nodes}
+    assert {Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR, Op.GELU} <= ops
+    build = build_firmware(decoder_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    failures = decoder_bundle.failures(build)
     assert not failures, f"{target}/{kernels} differs from run_int8: " + "; ".join(failures)
 
 
