@@ -5,7 +5,8 @@ the nodes in their (topological) file order. Initializers are constants; a node 
 `Constant`/`Shape`/`Gather`/`Concat` chains exporters leave behind to compute a reshape target or pads — is
 evaluated on the spot with ONNX's reference implementation, and `Shape` of an activation is its static shape. Every
 other node goes through the op table in `onnx_ops.py` to the shared `Lowering` (NCHW -> NHWC), the same one the
-PyTorch frontend uses. A `MatMul` whose only consumer adds a constant becomes one FULLY_CONNECTED with bias.
+PyTorch frontend uses. A `MatMul` whose only consumer adds a constant becomes one FULLY_CONNECTED with bias; the
+GELU chains exporters write below opset 20 (`onnx_gelu.py`) become one GELU each.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from onnx import helper, numpy_helper
 from ..errors import ModelFileError, UnsupportedOpError
 from ..ir import Graph
 from .lowering import Lowering, LoweringError, Value
+from .onnx_gelu import find_gelu_chains
 from .onnx_ops import NOT_IN_IR, OPS, SUPPORTED, matmul
 
 
@@ -67,8 +69,8 @@ class _Converter:
                 self.consumers.setdefault(name, []).append(node)
         self.graph_outputs = {o.name for o in proto.graph.output}
         self.fused: set[int] = set()  # ids of nodes already lowered as part of another (MatMul's Add, GELU chains)
-        self.gelu: dict[int, str] = {}  # id of a GELU chain's last Mul -> the chain's input
-        self._find_gelu_chains()
+        self.gelu = find_gelu_chains(proto.graph)  # id of a GELU chain's last Mul -> the chain
+        self.fused |= {id(n) for chain in self.gelu.values() for n in chain.nodes[:-1]}
 
     def run(self) -> Graph:
         for inp in self.graph.input:
@@ -110,50 +112,13 @@ class _Converter:
             ins.append(self.env[name] if name else None)
         return ins
 
-    def _find_gelu_chains(self) -> None:
-        """The exporters' exact GELU, x / sqrt(2) (or x * (1 / sqrt 2)) -> Erf -> + 1 -> * x -> * 0.5 (the two Muls in
-        either order), whose intermediate values nothing else reads: the last Mul becomes one GELU of x, the other four
-        nodes none."""
-        producer = {o: n for n in self.graph.node for o in n.output}
-        for erf in (n for n in self.graph.node if n.op_type == "Erf"):
-            scale = producer.get(erf.input[0])
-            if scale is None or scale.op_type not in ("Div", "Mul") or len(scale.input) != 2:
-                continue
-            x = scale.input[0]
-            want = np.sqrt(2.0) if scale.op_type == "Div" else np.sqrt(0.5)
-            add = self._sole_reader(erf.output[0], "Add")
-            mul = self._sole_reader(add.output[0], "Mul") if add is not None else None
-            half = self._sole_reader(mul.output[0], "Mul") if mul is not None else None
-            if half is None or not self._is_scalar(scale.input[1], want) or not self._is_scalar(_other(add, erf), 1.0) \
-                    or len(self.consumers.get(scale.output[0], [])) != 1:
-                continue
-            p, q = _other(mul, add), _other(half, mul)  # x and 0.5, in either order (the exporters differ)
-            if not ((p == x and self._is_scalar(q, 0.5)) or (q == x and self._is_scalar(p, 0.5))):
-                continue
-            self.fused |= {id(scale), id(erf), id(add), id(mul)}
-            self.gelu[id(half)] = x
-
-    def _sole_reader(self, name: str, op_type: str):
-        users = self.consumers.get(name, [])
-        ok = len(users) == 1 and users[0].op_type == op_type and name not in self.graph_outputs
-        return users[0] if ok else None
-
-    def _is_scalar(self, name: str | None, value: float) -> bool:
-        """Whether tensor `name` is a constant (initializer or Constant node) holding one value close to `value`."""
-        v = self.env.get(name) if name is not None else None
-        if v is None and name is not None:
-            node = next((n for n in self.graph.node if n.op_type == "Constant" and n.output[0] == name), None)
-            attr = next((a for a in node.attribute if a.name == "value"), None) if node is not None else None
-            v = numpy_helper.to_array(attr.t) if attr is not None else None
-        return isinstance(v, np.ndarray) and v.size == 1 and bool(np.isclose(float(v.reshape(-1)[0]), value,
-                                                                             rtol=1e-4))
-
     def _node(self, node: onnx.NodeProto) -> None:
         origin = node.name or node.output[0]
-        if id(node) in self.gelu:
-            x = self.env[self.gelu[id(node)]]
-            self.env[node.output[0]] = self._wrap(node, origin, lambda: self.low.gelu(x, approximate=False,
-                                                                                     origin=origin))
+        chain = self.gelu.get(id(node))
+        if chain is not None:
+            x = self.env[chain.x]
+            self.env[node.output[0]] = self._wrap(node, origin, lambda: self.low.gelu(
+                x, approximate=chain.approximate, origin=origin))
             return
         ins = self._inputs(node)
         self.env[node.output[0]] = self._wrap(node, origin, lambda: self._lower(node, origin, ins))
@@ -211,14 +176,6 @@ class _Converter:
             return np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
         except Exception as e:  # the reference runtime raises many types
             raise LoweringError(f"cannot evaluate this constant node ({_first_line(e)})") from None
-
-
-def _other(node: onnx.NodeProto | None, source: onnx.NodeProto) -> str | None:
-    """The input of two-input `node` that is not `source`'s output (None if there is no such single input)."""
-    if node is None or len(node.input) != 2:
-        return None
-    rest = [i for i in node.input if i != source.output[0]]
-    return rest[0] if len(rest) == 1 else None
 
 
 def _attr(a: onnx.AttributeProto):

@@ -17,7 +17,7 @@ SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, Har
              "Gemm, MatMul(+Add), AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, ReduceMean, Add, Sub, Mul, "
              "Div by a constant, Neg, Max, Min, Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose of unit axes, "
              "Dropout, Identity, Pad, Softmax, LogSoftmax, ConvTranspose (1-D, 2-D), Resize / Upsample (nearest, "
-             "linear), Gelu and the Erf GELU chain, ReduceMax")
+             "linear), Gelu and the exporters' Erf and Tanh GELU chains, ReduceMax")
 
 # ONNX operators whose IR op is not there yet: the error names what they need.
 NOT_IN_IR = {"Slice": "STRIDED_SLICE", "Tile": "TILE",

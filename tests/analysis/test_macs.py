@@ -3,7 +3,18 @@
 import numpy as np
 
 from kilobyte.analysis import node_flash_bytes, node_macs, node_ops, node_params
-from kilobyte.ir import ConvAttrs, DepthwiseAttrs, GraphBuilder, MeanAttrs, Op, PoolAttrs, ReshapeAttrs
+from kilobyte.ir import (
+    ConvAttrs,
+    DepthwiseAttrs,
+    GeluAttrs,
+    GraphBuilder,
+    MeanAttrs,
+    Op,
+    PoolAttrs,
+    ReshapeAttrs,
+    ResizeAttrs,
+    TransposeConvAttrs,
+)
 
 
 def _graph():
@@ -87,3 +98,24 @@ def test_data_movement_costs_nothing_and_reduce_max_compares_every_input():
     g = b.build([b.node(Op.REDUCE_MAX, [r], MeanAttrs((1, 2), False))])
     assert [node_macs(g, n) for n in g.nodes] == [0, 0, 0, 0]
     assert [node_ops(g, n) for n in g.nodes] == [0, 0, 0, 3 * 8 * 5]
+
+
+def test_upsampling_macs_ops_and_flash():
+    """TRANSPOSE_CONV: weight elements times *input* pixels (every tap scattered, cropped ones too); a bilinear
+    resize one interpolation per output element, a nearest one nothing; GELU one op per element."""
+    b = GraphBuilder()
+    x = b.input((1, 4, 5, 3))
+    t = b.node(Op.TRANSPOSE_CONV, [x], TransposeConvAttrs((2, 2), (1, 0, 1, 0)),
+               params={"weight": np.zeros((6, 3, 3, 3)), "bias": np.zeros(6)})  # -> (1, 8, 10, 6)
+    r = b.node(Op.RESIZE_BILINEAR, [t], ResizeAttrs((11, 13), half_pixel_centers=True))
+    n = b.node(Op.RESIZE_NEAREST_NEIGHBOR, [r], ResizeAttrs((22, 26)))
+    g = b.build([b.node(Op.GELU, [n], GeluAttrs())])
+    assert g.tensors[t].shape == (1, 8, 10, 6)
+    by = {nd.op: nd for nd in g.nodes}
+    assert node_macs(g, by[Op.TRANSPOSE_CONV]) == 6 * 3 * 3 * 3 * 4 * 5
+    assert [node_macs(g, by[op]) for op in (Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR, Op.GELU)] == [0, 0, 0]
+    assert [node_ops(g, by[op]) for op in (Op.TRANSPOSE_CONV, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR,
+                                           Op.GELU)] == [0, 11 * 13 * 6, 0, 22 * 26 * 6]
+    assert node_params(g, by[Op.TRANSPOSE_CONV]) == 162 + 6
+    assert node_flash_bytes(g, by[Op.TRANSPOSE_CONV]) == 162 + 6 * 4
+    assert node_flash_bytes(g, by[Op.RESIZE_BILINEAR]) == 0

@@ -1,4 +1,4 @@
-"""Six ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
+"""Seven ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
 
 Each `Case` holds a factory (seeded weights, randomised BatchNorm statistics), its NCHW / NCL input shape and the
 calibration data it is quantised with.
@@ -8,7 +8,9 @@ calibration data it is quantised with.
 - `unet`: a two-level U-Net (max pool down, nn.Upsample up, torch.cat skip);
 - `lenet`: LeNet-5 on 28x28 digits ending in log_softmax;
 - `decoder`: LeakyReLU and ConvTranspose2d upsampling, sigmoid output;
-- `gelu_head`: GELU convs and a global max pool (nn.AdaptiveMaxPool2d(1) -> MAX_POOL_2D);
+- `segmentation_decoder`: a stride-2 ConvTranspose2d with PyTorch's padding and output_padding, bilinear
+  resizes with and without align_corners, a nearest resize to a given size, a sigmoid mask head;
+- `gelu_head`: GELU convs (exact, then tanh) and a global max pool (nn.AdaptiveMaxPool2d(1) -> MAX_POOL_2D);
 - `kws_conv1d`: keyword spotting over 40 MFCC bands x 49 frames, Conv1d / BatchNorm1d / MaxPool1d /
   AdaptiveAvgPool1d, then Linear.
 """
@@ -81,11 +83,25 @@ class Decoder(nn.Module):
         return self.body(x)
 
 
+class SegmentationDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 12, 3, stride=2, padding=1), nn.ReLU())
+        self.up1 = nn.Sequential(nn.ConvTranspose2d(12, 8, 3, stride=2, padding=1, output_padding=1), nn.ReLU())
+        self.up2 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.head = nn.Sequential(nn.Conv2d(8, 3, 1), nn.Sigmoid())  # per-class mask probabilities
+
+    def forward(self, x):  # (N, 3, 24, 20)
+        y = self.up2(self.up1(self.stem(x)))  # (N, 8, 48, 40)
+        y = F.interpolate(y, size=(33, 27), mode="bilinear", align_corners=True)
+        return self.head(F.interpolate(y, size=(24, 20), mode="nearest"))
+
+
 class GeluHead(nn.Module):
     def __init__(self):
         super().__init__()
         self.features = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.GELU(),
-                                      nn.Conv2d(16, 32, 3, stride=2), nn.GELU())
+                                      nn.Conv2d(16, 32, 3, stride=2), nn.GELU(approximate="tanh"))
         self.pool = nn.AdaptiveMaxPool2d(1)
         self.fc = nn.Linear(32, 5)
 
@@ -118,6 +134,7 @@ CASES = {
     "unet": Case(UNet, (1, 3, 16, 16)),
     "lenet": Case(LeNet, (1, 1, 28, 28), data="digits"),
     "decoder": Case(Decoder, (1, 8, 4, 4)),
+    "segmentation_decoder": Case(SegmentationDecoder, (1, 3, 24, 20)),
     "gelu_head": Case(GeluHead, (1, 3, 16, 16)),
     "kws_conv1d": Case(KeywordSpotter, (1, 40, 49)),
 }

@@ -1,13 +1,14 @@
-"""Breadth (ONNX): the six modules of tests/frontends/breadth_models.py exported with `torch.onnx.export`, from `.onnx`
-to C verified against TFLite Micro.
+"""Breadth (ONNX): the seven modules of tests/frontends/breadth_models.py exported with `torch.onnx.export`, from
+`.onnx` to C verified against TFLite Micro.
 
 Both exporters run offline: the TorchScript one (`dynamo=False`, opset 17) and the torch.export one (`dynamo=True`,
 opset 18, via onnxscript), which writes some layers differently (AdaptiveAvgPool1d as Unsqueeze + ReduceMean with
 axes as an input + Squeeze, a global max pool as ReduceMax). Each export is imported with `from_onnx` and taken
 through `check_pipeline`: float IR == ONNX Runtime, quantised, compiled, the C == numpy reference == TFLite Micro
 byte for byte (TFLite's own interpreter for GELU, which TFLite Micro lacks), and the int8 output within a few
-quantisation steps of ONNX Runtime's. The exports exercise Resize (nearest, asymmetric / floor), ConvTranspose, the
-exporters' Erf chain for GELU and, from the torch.export exporter, ReduceMax.
+quantisation steps of ONNX Runtime's. The exports exercise Resize (nearest, asymmetric / floor; linear with
+PyTorch's half-pixel and with align_corners), ConvTranspose (with PyTorch's padding and output_padding), the
+exporters' Erf and tanh chains for GELU below opset 20 and, from the torch.export exporter, ReduceMax.
 """
 
 from __future__ import annotations

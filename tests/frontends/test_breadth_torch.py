@@ -1,4 +1,5 @@
-"""Breadth (PyTorch): six ordinary modules a new user tries first, from `nn.Module` to C verified against TFLite Micro.
+"""Breadth (PyTorch): seven ordinary modules a new user tries first, from `nn.Module` to C verified against TFLite
+Micro.
 
 Each case of tests/frontends/breadth_models.py is imported with `from_torch` and taken through `check_pipeline`:
 float IR == PyTorch, quantised, compiled, the C == numpy reference == TFLite Micro byte for byte, and the int8 output
@@ -28,5 +29,6 @@ def test_module_imports_quantises_and_runs_bit_exact(name, tmp_path):
     expected = {"mobilenet_v3_block": {Op.HARD_SWISH, Op.LOGISTIC, Op.MUL, Op.MEAN},
                 "lenet": {Op.LOG_SOFTMAX}, "kws_conv1d": {Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.MAX_POOL_2D, Op.MEAN},
                 "unet": {Op.RESIZE_NEAREST_NEIGHBOR, Op.CONCAT}, "decoder": {Op.TRANSPOSE_CONV, Op.LEAKY_RELU},
+                "segmentation_decoder": {Op.TRANSPOSE_CONV, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR},
                 "gelu_head": {Op.GELU}}
     assert expected.get(name, set()) <= set(result["ops"])

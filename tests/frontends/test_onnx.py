@@ -338,6 +338,65 @@ def test_gelu_reduce_max_and_1d_conv_transpose_match_onnxruntime():
     assert [n.op for n in g.nodes][:3] == [Op.TRANSPOSE_CONV, Op.GELU, Op.REDUCE_MAX]
 
 
+def _gelu_chain(approximate: bool, cube: str, x_first: bool, const_first: bool):
+    """An exporter GELU chain on x, ending in "y": exact (x / sqrt 2 -> Erf) or tanh (x^3 as Mul(x, Mul(x, x)) or
+    Pow), then + 1, and * x, * 0.5 in either order; `const_first` puts every constant on a binary op's left."""
+    def mul(a, k, out):
+        return helper.make_node("Mul", [k, a] if const_first else [a, k], [out])
+
+    if approximate:
+        cubed = [helper.make_node("Pow", ["x", "three"], ["x3"])] if cube == "pow" else [
+            helper.make_node("Mul", ["x", "x"], ["x2"]), helper.make_node("Mul", ["x", "x2"], ["x3"])]
+        head = [*cubed, mul("x3", "kappa", "kx3"), helper.make_node("Add", ["x", "kx3"], ["inner"]),
+                mul("inner", "beta", "u"), helper.make_node("Tanh", ["u"], ["f"])]
+    else:
+        head = [helper.make_node("Div", ["x", "sqrt2"], ["u"]) if cube == "div" else mul("x", "rsqrt2", "u"),
+                helper.make_node("Erf", ["u"], ["f"])]
+    first, second = ("x", "half") if x_first else ("half", "x")
+    tail = [helper.make_node("Add", ["one", "f"] if const_first else ["f", "one"], ["p"]),
+            helper.make_node("Mul", [first, "p"], ["q"]), helper.make_node("Mul", ["q", second], ["y"])]
+    inits = {"sqrt2": np.float32(np.sqrt(2)), "rsqrt2": np.float32(np.sqrt(0.5)), "one": np.float32(1),
+             "half": np.float32(0.5), "three": np.float32(3), "kappa": np.float32(0.044715),
+             "beta": np.float32(np.sqrt(2 / np.pi))}
+    used = {i for n in head + tail for i in n.input}
+    return head + tail, {k: v for k, v in inits.items() if k in used}
+
+
+GELU_CHAINS = [(a, c, x, k) for a, cubes in ((False, ("div", "mul")), (True, ("mul", "pow"))) for c in cubes
+               for x in (True, False) for k in (True, False)]
+
+
+@pytest.mark.parametrize("approximate,cube,x_first,const_first", GELU_CHAINS)
+def test_exporter_gelu_chains_become_one_gelu(approximate, cube, x_first, const_first):
+    nodes, inits = _gelu_chain(approximate, cube, x_first, const_first)
+    g = check_against_onnxruntime(make_model(nodes, [1, 3, 4, 5], inits, [1, 3, 4, 5], opset=13), atol=1e-5)
+    assert [n.op for n in g.nodes] == [Op.GELU] and g.nodes[0].attrs.approximate == approximate
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu_chain_with_a_value_read_elsewhere_is_not_fused(approximate):
+    """The chain's Erf / Tanh input is also a graph output: the chain is not a GELU, and its Erf / Tanh (which the
+    IR lacks; the supported list names the chains) is a one-line error naming it."""
+    nodes, inits = _gelu_chain(approximate, "mul", True, False)
+    model = make_model(nodes, [1, 3, 4, 5], inits, [1, 3, 4, 5], opset=13)
+    model.graph.output.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, 3, 4, 5]))
+    op, reason = ("Tanh", "unsupported op; supported: ") if approximate else ("Erf", "needs GELU")
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(model)
+    assert f"node 'f' (ONNX {op}): {reason}" in str(e.value) and "\n" not in str(e.value)
+    assert "GELU chains" in str(e.value) or not approximate
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("opset,dynamo", [(13, False), (17, False), (18, True), (20, False)])
+def test_exported_nn_gelu_is_one_gelu_at_every_opset(approximate, opset, dynamo, export_onnx):
+    """nn.GELU as both exporters write it: the Erf / Tanh chains below opset 20, the Gelu operator from it."""
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), nn.GELU(approximate=approximate))
+    g = check_against_onnxruntime(export_onnx(module, (1, 3, 8, 7), opset=opset, dynamo=dynamo), atol=1e-5)
+    assert [n.op for n in g.nodes] == [Op.CONV_2D, Op.GELU]
+    assert g.nodes[1].attrs.approximate == (approximate == "tanh")
+
+
 @pytest.mark.parametrize("node,inits,needle", [
     (helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="cubic"),
      {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}, "Resize mode='cubic'"),

@@ -31,6 +31,7 @@ from kilobyte.ir import (
     PoolAttrs,
     QParams,
     Tensor,
+    TransposeConvAttrs,
 )
 
 B = tflite.BuiltinOperator
@@ -258,3 +259,64 @@ def test_corrupted_bytes_never_escape_as_raw_exceptions(model_bytes, data):
         from_tflite(bytes(buf))
     except KilobyteError as e:
         assert "\n" not in str(e)
+
+
+# -- upsampling operators as other writers lay them out ------------------------------------------------------------
+def _transpose_conv_file(out_shape, padding, given=None, slice_to=None):
+    """A float TRANSPOSE_CONV (k3, stride 2, no bias operand) of x (1, 3, 4, 2), optionally followed by a foreign
+    STRIDED_SLICE (not named as the writer names its own) cutting one row and column off the top and left."""
+    w = np.random.default_rng(0).standard_normal((5, 3, 3, 2)).astype(np.float32)
+    full = "t" if slice_to is not None else "y"
+    tensors = [t("x", (1, 3, 4, 2)), t("w", w.shape, data=w),
+               t("shape", (4,), "int32", given if given is not None else out_shape), t(full, out_shape)]
+    ops = [TflOp(B.TRANSPOSE_CONV, ("shape", "w", "x"), (full,), {"Padding": padding, "StrideH": 2, "StrideW": 2})]
+    if slice_to is not None:
+        end = [1, 1 + slice_to[0], 1 + slice_to[1], 5]
+        tensors += [t("b", (4,), "int32", [0, 1, 1, 0]), t("e", (4,), "int32", end), t("s", (4,), "int32", [1] * 4),
+                    t("y", (1, *slice_to, 5))]
+        ops.append(TflOp(B.STRIDED_SLICE, (full, "b", "e", "s"), ("y",), {}))
+    return craft(tensors, ops, ["x"], ["y"])
+
+
+@pytest.mark.parametrize("padding,out_shape,crop", [
+    (tflite.Padding.SAME, (1, 6, 8, 5), (0, 1, 0, 1)),  # TFLite's SAME: in * stride, the extra row at the bottom
+    (tflite.Padding.VALID, (1, 7, 9, 5), (0, 0, 0, 0)),
+    (tflite.Padding.VALID, (1, 8, 10, 5), (0, -1, 0, -1)),  # a taller output only the bias reaches
+])
+def test_foreign_transpose_conv_runs_like_tflm(padding, out_shape, crop):
+    from kilobyte.targets.tflm import run_tflm
+
+    model = _transpose_conv_file(out_shape, padding)
+    g = from_tflite(model)
+    assert [n.op for n in g.nodes] == [Op.TRANSPOSE_CONV] and g.nodes[0].attrs.padding == crop
+    assert g.nodes[0].inputs == ("x", "w")  # no bias operand: none in the IR either
+    x = np.random.default_rng(1).standard_normal((1, 3, 4, 2)).astype(np.float32)
+    want = run_tflm(model, x, preserve_all=False).outputs["y"]
+    np.testing.assert_allclose(run_float(g, x)["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_only_the_writers_own_slice_folds_into_the_crop():
+    """A slice named `<out>.uncropped`'s reader is the writer's crop and folds back; another writer's slice of a
+    TRANSPOSE_CONV stays a STRIDED_SLICE — both compute the same values."""
+    x = np.random.default_rng(2).standard_normal((1, 3, 4, 2)).astype(np.float32)
+    foreign = from_tflite(_transpose_conv_file((1, 7, 9, 5), tflite.Padding.VALID, slice_to=(5, 7)))
+    assert [n.op for n in foreign.nodes] == [Op.TRANSPOSE_CONV, Op.STRIDED_SLICE]
+    b = GraphBuilder("own")
+    w = b.const("w", foreign.tensors["w"].data)
+    b_x = b.input((1, 3, 4, 2), name="x")
+    own = b.build([b.node(Op.TRANSPOSE_CONV, [b_x, w], TransposeConvAttrs((2, 2), (1, 1, 1, 1)))])
+    read = from_tflite(to_tflite(own))
+    assert read == own and [n.op for n in read.nodes] == [Op.TRANSPOSE_CONV]
+    np.testing.assert_allclose(run_float(read, x)[read.outputs[0]], run_float(foreign, x)[foreign.outputs[0]],
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_upsampling_operands_that_disagree_are_one_line_errors():
+    bad_shape = _transpose_conv_file((1, 7, 9, 5), tflite.Padding.VALID, given=[1, 7, 8, 5])
+    resize = craft([t("x", (1, 2, 2, 1)), t("size", (3,), "int32", [4, 4, 1]), t("y", (1, 4, 4, 1))],
+                   [TflOp(B.RESIZE_NEAREST_NEIGHBOR, ("x", "size"), ("y",), {})], ["x"], ["y"])
+    for model, needle in ((bad_shape, "output shape operand [1, 7, 8, 5] differs"),
+                          (resize, "size int32[3] is not two integers")):
+        with pytest.raises(ModelFileError) as err:
+            from_tflite(model)
+        assert needle in str(err.value) and "\n" not in str(err.value) and "operator 0" in str(err.value)

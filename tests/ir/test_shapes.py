@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kilobyte.ir import ConvAttrs, Op, PoolAttrs, ReshapeAttrs, ShapeError, infer_shape
+from kilobyte.ir import ConvAttrs, Op, PoolAttrs, ReshapeAttrs, ResizeAttrs, ShapeError, TransposeConvAttrs, infer_shape
 
 
 @given(h=st.integers(7, 30), w=st.integers(7, 30), k=st.sampled_from([1, 3, 5, 7]), s=st.integers(1, 2),
@@ -90,3 +90,40 @@ def test_data_movement_errors():
         infer_shape(Op.TILE, TileAttrs((1, 0)), [(1, 2)])
     with pytest.raises(ShapeError, match="out of range"):
         infer_shape(Op.REDUCE_MAX, MeanAttrs((4,), False), [(1, 2, 3, 4)])
+
+
+@given(h=st.integers(1, 9), w=st.integers(1, 9), k=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+       s=st.tuples(st.integers(1, 3), st.integers(1, 3)), data=st.data())
+def test_transpose_conv_shape_matches_torch(h, w, k, s, data):
+    """PyTorch's padding p and output_padding op (< stride) are the crop (p, p - op) on each axis."""
+    import torch
+
+    p = [data.draw(st.integers(0, kk - 1)) for kk in k]
+    op = [data.draw(st.integers(0, ss - 1)) for ss in s]
+    if any((n - 1) * ss + kk - 2 * pp + oo < 1 for n, ss, kk, pp, oo in zip((h, w), s, k, p, op)):
+        return  # PyTorch refuses an empty output (so does the rule: test_upsampling_errors)
+    out = torch.nn.functional.conv_transpose2d(torch.zeros(1, 2, h, w), torch.zeros(2, 3, *k), stride=s, padding=p,
+                                               output_padding=op)
+    attrs = TransposeConvAttrs(s, (p[0], p[0] - op[0], p[1], p[1] - op[1]))
+    assert infer_shape(Op.TRANSPOSE_CONV, attrs, [(1, h, w, 2), (3, *k, 2)]) == (1, out.shape[2], out.shape[3], 3)
+
+
+@pytest.mark.parametrize("op", [Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR])
+def test_resize_shape_is_the_size(op):
+    assert infer_shape(op, ResizeAttrs((7, 3), align_corners=True), [(2, 4, 5, 6)]) == (2, 7, 3, 6)
+
+
+def test_upsampling_errors():
+    with pytest.raises(ShapeError, match="both align_corners and half_pixel_centers"):
+        infer_shape(Op.RESIZE_BILINEAR, ResizeAttrs((8, 8), True, True), [(1, 4, 4, 3)])
+    infer_shape(Op.RESIZE_NEAREST_NEIGHBOR, ResizeAttrs((8, 8), True, True), [(1, 4, 4, 3)])  # TFLite allows it
+    with pytest.raises(ShapeError, match="two positive sizes"):
+        infer_shape(Op.RESIZE_NEAREST_NEIGHBOR, ResizeAttrs((0, 8)), [(1, 4, 4, 3)])
+    with pytest.raises(ShapeError, match="not NHWC"):
+        infer_shape(Op.RESIZE_BILINEAR, ResizeAttrs((8, 8)), [(1, 4, 3)])
+    with pytest.raises(ShapeError, match="does not match weight"):
+        infer_shape(Op.TRANSPOSE_CONV, TransposeConvAttrs(), [(1, 4, 4, 3), (8, 3, 3, 2)])
+    with pytest.raises(ShapeError, match="leaves no output"):
+        infer_shape(Op.TRANSPOSE_CONV, TransposeConvAttrs((1, 1), (2, 1, 0, 0)), [(1, 1, 4, 3), (8, 3, 3, 3)])
+    with pytest.raises(ShapeError, match="leaves no output"):
+        infer_shape(Op.TRANSPOSE_CONV, TransposeConvAttrs((1, 1), (-1, 0, 0, 0)), [(1, 4, 4, 3), (8, 3, 3, 3)])

@@ -18,6 +18,7 @@ from kilobyte.ir import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
+    GeluAttrs,
     GraphBuilder,
     LeakyReluAttrs,
     MeanAttrs,
@@ -25,6 +26,8 @@ from kilobyte.ir import (
     PoolAttrs,
     QParams,
     ReshapeAttrs,
+    ResizeAttrs,
+    TransposeConvAttrs,
 )
 from kilobyte.quant import calibrate, choose_qparams, dequantize_output, quantize, quantize_input
 
@@ -149,3 +152,62 @@ def test_constant_operand_rules():
     two = b.const("two", np.full((1, 4), 2.0, np.float32))
     with pytest.raises(UnsupportedOpError, match="mul_0.*'two'"):  # both operands constant: nothing to quantise
         quantize(b.build([b.node(Op.ADD, [x, b.node(Op.MUL, [two, two])])]), np.zeros((1, 4), np.float32))
+
+
+# -- decoders: TRANSPOSE_CONV, resizes, GELU --------------------------------------------------------------------------
+def decoder_net(seed: int, gelu: bool):
+    """A float decoder: conv -> TRANSPOSE_CONV (k3 s2, PyTorch's padding 1 / output_padding 1, fused ReLU) ->
+    bilinear resize (half-pixel centres) -> [GELU (tanh in odd seeds)] -> nearest resize by 2 -> conv."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(f"decoder_{seed}")
+    x = b.input((1, 5, 6, 3))
+    y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)),
+               params={"weight": rng.normal(0, 0.3, (8, 3, 3, 3)), "bias": rng.normal(0, 0.3, 8)})
+    y = b.node(Op.TRANSPOSE_CONV, [y], TransposeConvAttrs((2, 2), (1, 0, 1, 0), Activation.RELU),
+               params={"weight": rng.normal(0, 0.2, (6, 3, 3, 8)) * rng.uniform(0.2, 2, (6, 1, 1, 1)),
+                       "bias": rng.normal(0, 0.3, 6)})
+    y = b.node(Op.RESIZE_BILINEAR, [y], ResizeAttrs((13, 15), half_pixel_centers=True))
+    if gelu:
+        y = b.node(Op.GELU, [y], GeluAttrs(approximate=seed % 2 == 1))
+    y = b.node(Op.RESIZE_NEAREST_NEIGHBOR, [y], ResizeAttrs((26, 30)))
+    return b.build([b.node(Op.CONV_2D, [y], ConvAttrs(), params={"weight": rng.normal(0, 0.5, (4, 1, 1, 6))})])
+
+
+def decoder_samples(seed: int, n: int) -> np.ndarray:
+    return np.random.default_rng(seed + 200).normal(0, 1.0, (n, 5, 6, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_decoder_params_are_tflites(seed):
+    """Resizes share their input's params (TFLite Micro never rescales them); TRANSPOSE_CONV weights are int8
+    per output channel (axis 0, symmetric) with int32 biases at s_in * s_w; GELU is calibrated on its own."""
+    fg = decoder_net(seed, gelu=True)
+    q = quantize(fg, decoder_samples(seed, 16))
+    t = q.tensors
+    for op in (Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR):
+        n = nodes_of(q, op)[0]
+        assert t[n.inputs[0]].qparams == t[n.outputs[0]].qparams, op
+    tc = nodes_of(q, Op.TRANSPOSE_CONV)[0]
+    w, bias = t[tc.inputs[1]], t[tc.inputs[2]]
+    assert w.dtype == "int8" and w.qparams.axis == 0 and w.qparams.scale.size == 6
+    assert not w.qparams.zero_point.any() and (np.abs(w.data).max(axis=(1, 2, 3)) == 127).all()
+    assert bias.dtype == "int32"
+    np.testing.assert_allclose(bias.qparams.scale, t[tc.inputs[0]].qparams.scale[0] * w.qparams.scale, rtol=1e-6)
+    assert tc.attrs.activation is Activation.RELU and t[tc.outputs[0]].qparams.zero_point[0] == -128
+    g = nodes_of(q, Op.GELU)[0]
+    assert t[g.outputs[0]].qparams == choose_qparams(*calibrate(fg, decoder_samples(seed, 16))[g.outputs[0]])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_decoder_compiles_bit_exact_with_tflm_and_tracks_float(seed, tmp_path):
+    """C == reference == TFLite Micro; on the calibration inputs (no value outside its calibrated range) the int8
+    output stays within a few output steps of the float graph's."""
+    fg = decoder_net(seed, gelu=False)
+    data = decoder_samples(seed, 16)
+    q = quantize(fg, data)
+    report = verify_project(compile_graph(q, tmp_path / "m").out_dir, n_random=4)
+    assert report.ok and report.engines == ("c-host", "reference", "tflm"), report.mismatches
+    got = dequantize_output(q, run_int8(q, quantize_input(q, data))[q.outputs[0]])
+    want = np.concatenate([run_float(fg, x[None])[fg.outputs[0]] for x in data])
+    steps = np.abs(got - want) / float(q.tensors[q.outputs[0]].qparams.scale[0])
+    assert steps.max() < 6 and np.median(steps) < 1, (steps.max(), np.median(steps))
