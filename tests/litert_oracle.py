@@ -24,3 +24,19 @@ def run_litert(model_bytes: bytes, inputs: dict[str, np.ndarray]) -> dict[str, n
         interp.set_tensor(d["index"], np.ascontiguousarray(inputs[d["name"]]))
     interp.invoke()
     return {d["name"]: np.array(interp.get_tensor(d["index"])) for d in interp.get_output_details()}
+
+
+def assert_project_equals_litert(project, n: int = 3) -> None:
+    """A compiled project's host C build equals TFLite's interpreter on the project's own model.tflite, on `n` of
+    `verify_project`'s inputs."""
+    import json
+
+    from kilobyte.codegen import HostModel
+    from kilobyte.codegen.verify import verify_inputs
+
+    model = (project / "model.tflite").read_bytes()
+    host = HostModel(project)
+    m = json.loads((project / "kilobyte.json").read_text())
+    for x in verify_inputs(project, n, None):
+        want = run_litert(model, {m["input"]["name"]: x})[m["output"]["name"]]
+        np.testing.assert_array_equal(host(x).reshape(want.shape), want)

@@ -121,3 +121,20 @@ def pareto_front(candidates: Sequence[Candidate], names: Sequence[str]) -> list[
             continue
         front.append(c)
     return front
+
+
+def hypervolume(points: Sequence[Sequence[float]], ref: Sequence[float]) -> float:
+    """Volume dominated by `points` (all objectives minimised) inside the box below reference point `ref`: slabs
+    between consecutive values of the first objective, each the hypervolume of the points at or before it in the
+    other objectives (exact; O(n^d), fine for the fronts of a search)."""
+    pts = sorted((tuple(p) for p in points if all(x < r for x, r in zip(p, ref))), key=lambda p: p[0])
+    if not pts:
+        return 0.0
+    if len(ref) == 1:
+        return float(ref[0] - pts[0][0])
+    volume = 0.0
+    for i, p in enumerate(pts):
+        width = (pts[i + 1][0] if i + 1 < len(pts) else ref[0]) - p[0]
+        if width > 0:
+            volume += width * hypervolume([q[1:] for q in pts[:i + 1]], ref[1:])
+    return float(volume)

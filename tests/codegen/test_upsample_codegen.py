@@ -11,15 +11,12 @@ crop (top and left), stride 1 with a fused ReLU, and unequal strides; exact and 
 
 from __future__ import annotations
 
-import json
-
-import numpy as np
 import pytest
-from litert_oracle import run_litert
+from litert_oracle import assert_project_equals_litert
 from random_nets import UPSAMPLES, upsample_model
 
-from kilobyte.codegen import HostModel, compile_graph
-from kilobyte.codegen.verify import verify_inputs, verify_project
+from kilobyte.codegen import compile_graph
+from kilobyte.codegen.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.ir import GraphBuilder, Op, QParams, ResizeAttrs
 from kilobyte.schedule.estimate import estimate_resources
@@ -51,17 +48,7 @@ def test_c_equals_reference_equals_tflm(tmp_path, kind, options):
     assert report.inputs == 3 and report.engines[2:] == (("tflm",) if op is not Op.GELU else ("tflite",))
     assert report.ok, "; ".join(report.mismatches)
     if op is Op.GELU:  # the test's own oracle too, not only verify_project's
-        _assert_equal_to_tflite(result.out_dir)
-
-
-def _assert_equal_to_tflite(project) -> None:
-    """GELU projects: the host C build equals TFLite's interpreter on the project's model.tflite."""
-    model = (project / "model.tflite").read_bytes()
-    host = HostModel(project)
-    m = json.loads((project / "kilobyte.json").read_text())
-    for x in verify_inputs(project, 3, None):
-        want = run_litert(model, {m["input"]["name"]: x})[m["output"]["name"]]
-        np.testing.assert_array_equal(host(x).reshape(want.shape), want)
+        assert_project_equals_litert(result.out_dir)
 
 
 def test_resize_with_other_output_params_is_a_one_line_error(tmp_path):

@@ -132,3 +132,19 @@ def test_pareto_front_matches_brute_force():
         assert (c in front) == (not dominated and not duplicate)
     for x, y in itertools.combinations(front, 2):
         assert not dominates(x.objectives, y.objectives, names) and not dominates(y.objectives, x.objectives, names)
+
+
+def test_hypervolume_equals_counting_cells():
+    """Integer points in [0, 6)^3: the dominated volume below (6, 6, 6) is the number of unit cells some point is at or
+    below in every objective; also in 1-D and 2-D, and the general function agrees with the 2-D sweep."""
+    from kilobyte.nas.aging import hypervolume
+
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        pts = [tuple(int(v) for v in rng.integers(0, 6, 3)) for _ in range(int(rng.integers(1, 9)))]
+        cells = sum(any(all(p[i] <= c[i] for i in range(3)) for p in pts)
+                    for c in itertools.product(range(6), repeat=3))
+        assert hypervolume(pts, (6, 6, 6)) == cells
+        flat = [p[:2] for p in pts]
+        assert hypervolume(flat, (6, 6)) == hypervolume_2d(flat, (6, 6))
+    assert hypervolume([(2,), (4,)], (5,)) == 3 and hypervolume([(7, 1)], (6, 6)) == 0
