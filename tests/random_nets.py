@@ -420,6 +420,26 @@ def stage_side(graph, outputs) -> int:
     return min(min(graph.tensors[t].shape[1:3]) for t in outputs)
 
 
+def compile_bundle(root: Path, models) -> tuple[list, list[list[np.ndarray]], Path, list]:
+    """Compile `models` — (name, int8 graph, plan options, its test inputs) — each into root/<name>, and bundle them
+    (`write_bundle`) into root/bundle: (compile results, inputs per model, bundle dir, slices)."""
+    from kilobyte.codegen import compile_graph
+
+    results, inputs = [], []
+    for name, graph, options, xs in models:
+        results.append(compile_graph(graph, root / name, options, model_name=name))
+        inputs.append(xs)
+    return results, inputs, root / "bundle", write_bundle(root / "bundle", [r.out_dir for r in results])
+
+
+def pack_inputs(inputs: list[list[np.ndarray]], slices, i: int, size: int) -> np.ndarray:
+    """The bundle's packed input: input `i` of every model in its slice (`write_bundle`'s offsets), `size` bytes."""
+    x = np.zeros(size, np.int8)
+    for (off, n, _, _), xs in zip(slices, inputs):
+        x[off:off + n] = xs[i].reshape(-1)
+    return x
+
+
 def _align(n: int, to: int = 16) -> int:
     return -(-n // to) * to
 

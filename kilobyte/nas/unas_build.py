@@ -27,7 +27,7 @@ from ..ir import (
     PoolAttrs,
     ReshapeAttrs,
 )
-from .unas_space import UArch, UnasSpace
+from .unas_space import UArch, ULayer, UnasSpace
 
 
 @dataclass(frozen=True)
@@ -127,11 +127,7 @@ def network(space: UnasSpace, arch: UArch) -> UNet:
     return UNet(tuple(steps), tuple(shapes), space.num_classes)
 
 
-class _OneByOne:
-    type, kernel, channels, stride, bn, relu = "1x1", 1, 1, 1, False, False
-
-
-_ONE_BY_ONE = _OneByOne()
+_ONE_BY_ONE = ULayer("1x1", 1, 1, 1, bn=False, relu=False)  # a parallel block's channel fix (channels: the target's)
 
 
 def _zeros(shape, n):

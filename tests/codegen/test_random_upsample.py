@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from litert_oracle import run_litert
 from random_decoders import random_decoder
-from random_nets import inputs_for, quantized, write_bundle
+from random_nets import compile_bundle, inputs_for, pack_inputs, quantized
 
-from kilobyte.codegen import HostModel, build_executable, compile_graph, run_executable
+from kilobyte.codegen import HostModel, build_executable, run_executable
 from kilobyte.codegen.host import manifest
 from kilobyte.interp import run_int8
 from kilobyte.ir import Op
@@ -53,24 +53,14 @@ def groups(tmp_path_factory):
     def get(name):
         if name not in cache:
             first, options = GROUPS[name]
-            root = tmp_path_factory.mktemp(name)
-            results, inputs = [], []
+            models = []
             for seed in range(first, first + N_PER_GROUP):
                 qgraph, unseen = quantized(random_decoder(seed, gelu=seed % 4 == 3), seed)
-                results.append(compile_graph(qgraph, root / f"d{seed}", options, model_name=f"d{seed}"))
-                inputs.append(inputs_for(qgraph, unseen, seed))
-            slices = write_bundle(root / "bundle", [r.out_dir for r in results])
-            cache[name] = (results, inputs, root / "bundle", slices)
+                models.append((f"d{seed}", qgraph, options, inputs_for(qgraph, unseen, seed)))
+            cache[name] = compile_bundle(tmp_path_factory.mktemp(name), models)
         return cache[name]
 
     return get
-
-
-def _packed(inputs, slices, i: int, size: int) -> np.ndarray:
-    x = np.zeros(size, np.int8)
-    for (off, n, _, _), xs in zip(slices, inputs):
-        x[off:off + n] = xs[i].reshape(-1)
-    return x
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
@@ -85,7 +75,7 @@ def test_c_equals_reference_equals_tflm(groups, group):
         for k, r in enumerate(results):  # poison every arena: nothing may be read before it is written
             arena = (ctypes.c_int8 * r.plan.arena_bytes).in_dll(host.lib, f"kb_arena_{k}")
             ctypes.memmove(arena, rng.integers(-128, 128, len(arena), dtype=np.int8).tobytes(), len(arena))
-        y = host(_packed(inputs, slices, i, host.in_shape[0]))
+        y = host(pack_inputs(inputs, slices, i, host.in_shape[0]))
         for k, (r, (_, _, off, n)) in enumerate(zip(results, slices)):
             x = inputs[k][i]
             engines = {"c-host": y[off:off + n], "reference": run_int8(r.graph, x)[r.graph.outputs[0]].reshape(-1),
@@ -101,7 +91,7 @@ def test_sanitizer_build(groups):
     results, inputs, bundle, slices = groups("default")
     exe = build_executable(bundle, sanitize=True)
     m = manifest(bundle)
-    y = run_executable(exe, _packed(inputs, slices, 1, m["input"]["shape"][0]), (m["output"]["shape"][0],))
+    y = run_executable(exe, pack_inputs(inputs, slices, 1, m["input"]["shape"][0]), (m["output"]["shape"][0],))
     for k, (r, (_, _, off, n)) in enumerate(zip(results, slices)):
         want = run_int8(r.graph, inputs[k][1])[r.graph.outputs[0]].reshape(-1)
         assert np.array_equal(y[off:off + n], want), f"{r.graph.name}: sanitizer build differs"

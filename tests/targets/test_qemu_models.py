@@ -41,6 +41,7 @@ from random_nets import (
     inputs_for,
     mean_model,
     movement_model,
+    pack_inputs,
     quantized,
     random_graph,
     upsample_model,
@@ -148,10 +149,7 @@ class Bundle:
         self.slices = write_bundle(self.dir, [r.out_dir for r in self.results])
 
     def packed_input(self, i: int, size: int) -> np.ndarray:
-        x = np.zeros(size, np.int8)
-        for (off, n, _, _), xs in zip(self.slices, self.inputs):
-            x[off:off + n] = xs[i].reshape(-1)
-        return x
+        return pack_inputs(self.inputs, self.slices, i, size)
 
     def failures(self, build) -> list[str]:
         """Every (model, input) whose output under QEMU differs from run_int8."""
