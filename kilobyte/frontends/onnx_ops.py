@@ -108,26 +108,37 @@ _NEAREST_ROUNDING = {"asymmetric": "floor", "tf_half_pixel_for_nn": "floor", "ha
 
 
 def resize(low: Lowering, origin, attrs, ins, opset):
-    """Resize (opset 10+) and Upsample (opset 7-9) of the H and W axes, nearest or (bi)linear, mapped onto TFLite's
-    resize flags: asymmetric = no flags, half_pixel (and PyTorch's) = half_pixel_centers, align_corners. Nearest
-    rounding must be the one that gives TFLite's indices (`_NEAREST_ROUNDING`; PyTorch exports asymmetric / floor)."""
-    x = _act(ins[0])
+    """Resize of the H and W axes, nearest or (bi)linear. Opset 10 takes (X, scales) with asymmetric coordinates and
+    floor rounding; opset 11 on (X, roi, scales, sizes) and the coordinate / rounding attributes."""
+    if opset < 11:
+        return _resize(low, origin, attrs, ins[0], ins[1] if len(ins) > 1 else None, None, "asymmetric", "floor")
+    return _resize(low, origin, attrs, ins[0], ins[2] if len(ins) > 2 else None, ins[3] if len(ins) > 3 else None,
+                   attrs.get("coordinate_transformation_mode", "half_pixel"),
+                   attrs.get("nearest_mode", "round_prefer_floor"))
+
+
+def upsample(low: Lowering, origin, attrs, ins, opset):
+    """Upsample (opsets 7-9; scales an attribute up to opset 8, an input from 9): asymmetric coordinates, floor."""
+    scales = np.asarray(attrs["scales"], np.float32) if "scales" in attrs else ins[1] if len(ins) > 1 else None
+    return _resize(low, origin, attrs, ins[0], scales, None, "asymmetric", "floor")
+
+
+def _resize(low: Lowering, origin, attrs, x, scales, sizes, coords: str, rounding: str):
+    """Resize / Upsample mapped onto TFLite's resize flags: asymmetric = no flags, half_pixel (and PyTorch's) =
+    half_pixel_centers, align_corners. Nearest rounding must be the one that gives TFLite's indices
+    (`_NEAREST_ROUNDING`; PyTorch exports asymmetric / floor)."""
+    x = _act(x)
     if len(x.shape) != 4:
         raise LoweringError(f"Resize of a rank-{len(x.shape)} input; only (N, C, H, W) images")
     mode = attrs.get("mode", "nearest")
-    upsample = len(ins) == 2 and "coordinate_transformation_mode" not in attrs and opset < 10
-    coords = "asymmetric" if upsample or opset < 11 else attrs.get("coordinate_transformation_mode", "half_pixel")
     if mode not in _RESIZE_COORDS or coords not in _RESIZE_COORDS[mode]:
         raise LoweringError(f"Resize mode={mode!r} with coordinate_transformation_mode={coords!r}; supported: "
                             f"nearest or linear with {', '.join(_RESIZE_COORDS['linear'])}")
-    rounding = attrs.get("nearest_mode", "round_prefer_floor")
     if mode == "nearest" and rounding != _NEAREST_ROUNDING[coords]:
         raise LoweringError(f"Resize nearest with coordinate_transformation_mode={coords!r} and "
                             f"nearest_mode={rounding!r}; TFLite's rounding is {_NEAREST_ROUNDING[coords]!r} there")
     if attrs.get("antialias", 0):
         raise LoweringError("Resize with antialias is not supported")
-    sizes = ins[3] if len(ins) > 3 and ins[3] is not None else None
-    scales = ins[1] if upsample else ins[2] if len(ins) > 2 else None
     if sizes is not None:
         out = tuple(int(v) for v in _const(sizes, "Resize sizes"))
     elif scales is not None and np.size(scales):
@@ -374,7 +385,7 @@ def transpose(low: Lowering, origin, attrs, ins, opset):
 
 
 OPS = {
-    "Conv": conv, "ConvTranspose": conv_transpose, "Resize": resize, "Upsample": resize, "Gelu": gelu,
+    "Conv": conv, "ConvTranspose": conv_transpose, "Resize": resize, "Upsample": upsample, "Gelu": gelu,
     "ReduceMax": reduce_max, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
     "HardSwish": hard_swish, "HardSigmoid": hard_sigmoid, "LeakyRelu": leaky_relu, "Gemm": gemm, "MatMul": matmul,
     "AveragePool": average_pool, "MaxPool": max_pool, "GlobalAveragePool": global_average_pool,

@@ -315,6 +315,16 @@ def test_resize_matches_onnxruntime(mode, coords, size, scales, extra):
     assert [n.op for n in g.nodes] == [Op.RESIZE_NEAREST_NEIGHBOR if mode == "nearest" else Op.RESIZE_BILINEAR]
 
 
+@pytest.mark.parametrize("op,opset,mode", [("Upsample", 9, "nearest"), ("Upsample", 9, "linear"),
+                                           ("Resize", 10, "nearest"), ("Resize", 10, "linear")])
+def test_opset_9_upsample_and_opset_10_resize_match_onnxruntime(op, opset, mode):
+    """The older forms: (X, scales) inputs, asymmetric coordinates, floor rounding, no nearest_mode attribute."""
+    node = helper.make_node(op, ["x", "scales"], ["y"], mode=mode)
+    inits = {"scales": np.array([1, 1, 2, 3], np.float32)}
+    g = check_against_onnxruntime(make_model([node], [1, 3, 4, 5], inits, [1, 3, 8, 15], opset=opset), atol=1e-5)
+    assert [n.op for n in g.nodes] == [Op.RESIZE_NEAREST_NEIGHBOR if mode == "nearest" else Op.RESIZE_BILINEAR]
+
+
 @pytest.mark.parametrize("kernel,strides,pads,output_padding", [
     (2, [2, 2], [0, 0, 0, 0], [0, 0]), (3, [2, 2], [1, 1, 1, 1], [1, 1]), (3, [1, 2], [1, 0, 1, 2], [0, 1]),
     (4, [3, 3], [0, 1, 2, 0], [2, 0])])
