@@ -222,7 +222,7 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     smoothing, BN recalibration, early stopping on the validation split). Deterministic, so a search killed during
     fine-tuning re-runs it to the same weights; the result is saved atomically to DIR/finetune.pt."""
     from ..train import fit as train
-    from .supernet_train import _atomic_save, load_weights
+    from .supernet_train import atomic_save, load_weights
 
     module = net.extract(arch)
     ckpt = ctx.out_dir / "finetune.pt"
@@ -232,7 +232,7 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     cfg = finetune_config(ctx.config, arch.resolution)
     ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
     result = train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
-    _atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
+    atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
     ctx.store.finish_phase("finetune", result.to_dict())
     return module.eval()
 

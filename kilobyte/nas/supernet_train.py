@@ -66,7 +66,8 @@ def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tenso
     return out.gather(3, cols)
 
 
-def _atomic_save(obj, path: Path) -> None:
+def atomic_save(obj, path: Path) -> None:
+    """torch.save to a temporary name, then rename: a kill leaves the old checkpoint or the new one, never half."""
     tmp = path.with_name(path.name + ".tmp")
     torch.save(obj, tmp)
     os.replace(tmp, path)
@@ -121,7 +122,7 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             net.set_active(net.largest_arch)
         history.append({"phase": phase, "epoch": epoch, "loss": float(np.mean(losses))})
         if checkpoint is not None:
-            _atomic_save({"phase": phase, "epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
+            atomic_save({"phase": phase, "epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
                           "history": history}, checkpoint)
     bar.close()
     return history
