@@ -35,6 +35,7 @@ class AgingConfig:
     bounds: dict = field(default_factory=lambda: dict(MNIST_BOUNDS))
     in_flight: int = 1
     seed: int = 0
+    strategy: str = "aging"  # or "random": every candidate sampled, none bred (the baseline of equal evaluations)
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,30 @@ def choose_parent(population: Sequence[Candidate], bounds: dict, rng: np.random.
     return min(picks, key=lambda c: (scalarised(c.objectives, bounds, u), c.index))
 
 
-def aging_evolution(space, evaluate: Callable[[object], dict], config: AgingConfig,
-                    on_result: Callable[[Candidate], None] | None = None, submit=None, collect=None
-                    ) -> list[Candidate]:
-    """Run the loop (module doc); returns every evaluated candidate in evaluation order. `evaluate(arch)` gives the
-    objectives; or `submit(index, arch)` starts one and `collect()` returns a finished (index, objectives)."""
-    rng = np.random.default_rng(config.seed)
-    pending: dict[int, tuple[object, int | None, str | None]] = {}
+@dataclass(frozen=True)
+class Issued:
+    """A candidate handed to evaluation: what a resumed search must evaluate again if it never finished."""
+
+    index: int
+    arch: object
+    parent: int | None = None
+    morphism: str | None = None
+
+
+def aging_evolution(space, evaluate: Callable[[object], dict] | None, config: AgingConfig,
+                    on_result: Callable[[Candidate], None] | None = None, submit=None, collect=None, *,
+                    history: Sequence[Candidate] = (), unfinished: Sequence[Issued] = (),
+                    on_issue: Callable[[Issued], None] | None = None) -> list[Candidate]:
+    """Run the loop (module doc); returns every evaluated candidate in the order evaluations finished. `evaluate(arch)`
+    gives the objectives; or `submit(index, arch)` starts one and `collect()` returns a finished (index, objectives).
+
+    Resuming: `history` is what finished before (in finishing order) and `unfinished` what was issued but never
+    finished; those are submitted again first, then the loop goes on from the next index. Each issue draws from its
+    own generator (seeded by the search seed and the candidate's index), so with one evaluation in flight a resumed
+    run issues exactly what an uninterrupted one would. `on_issue` sees every candidate before it is submitted."""
+    if config.strategy not in ("aging", "random"):
+        raise ValueError(f"aging_evolution: strategy {config.strategy!r} (aging or random)")
+    pending: dict[int, Issued] = {}
     if submit is None:
         done: deque = deque()
 
@@ -75,35 +93,50 @@ def aging_evolution(space, evaluate: Callable[[object], dict], config: AgingConf
         def collect():
             return done.popleft()
 
-    history: list[Candidate] = []
-    population: deque[Candidate] = deque()
-    issued = 0
+    history = list(history)
+    population: deque[Candidate] = deque(history[-config.population:])
+    issued = 1 + max([c.index for c in history] + [i.index for i in unfinished], default=-1)
 
-    def issue(arch, parent=None, morphism=None):
+    def start(item: Issued) -> None:
+        pending[item.index] = item
+        submit(item.index, item.arch)
+
+    def issue() -> None:
         nonlocal issued
-        pending[issued] = (arch, parent, morphism)
-        submit(issued, arch)
+        rng = np.random.default_rng([config.seed, issued])
+        if issued < config.population or config.strategy == "random":
+            item = Issued(issued, space.sample(rng))
+        else:
+            p = choose_parent(list(population), config.bounds, rng, config.sample)
+            child, name = space.mutate(p.arch, rng)
+            item = Issued(issued, child, p.index, name)
         issued += 1
+        if on_issue is not None:
+            on_issue(item)
+        start(item)
 
-    while issued < min(config.population, config.rounds) and len(pending) < config.in_flight:
-        issue(space.sample(rng))
+    for item in unfinished:
+        start(item)
+
+    def top_up() -> None:
+        while issued < config.rounds and len(pending) < config.in_flight:
+            if config.strategy == "aging" and issued >= config.population and \
+                    len(population) < min(config.population, issued):
+                return  # the initial population is not all back yet: breed from all of it
+            issue()
+
+    top_up()
     while pending:
         index, objectives = collect()
-        arch, parent, morphism = pending.pop(index)
-        cand = Candidate(arch, dict(objectives), index, parent, morphism)
+        item = pending.pop(index)
+        cand = Candidate(item.arch, dict(objectives), index, item.parent, item.morphism)
         history.append(cand)
         population.append(cand)
         if len(population) > config.population:
             population.popleft()  # the oldest dies
         if on_result is not None:
             on_result(cand)
-        while issued < config.rounds and len(pending) < config.in_flight:
-            if issued < config.population:
-                issue(space.sample(rng))
-            else:
-                p = choose_parent(list(population), config.bounds, rng, config.sample)
-                child, name = space.mutate(p.arch, rng)
-                issue(child, p.index, name)
+        top_up()
     return history
 
 

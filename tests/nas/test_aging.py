@@ -86,6 +86,52 @@ def test_in_flight_evaluations_complete_in_any_order():
     assert [c.index for c in history] != list(range(40))  # the order really was shuffled
 
 
+class Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where,kill_after", [("result", 5), ("result", 12), ("issue", 12), ("issue", 30),
+                                              ("result", 40)])
+def test_resumed_run_issues_what_an_uninterrupted_one_would(where, kill_after):
+    """Killed after `kill_after` results, or right after candidate `kill_after` was issued (recorded, never
+    evaluated) — in the initial population, at its end, during breeding — then resumed from what finished and what
+    was issued: the same candidates, parents and morphisms as one uninterrupted run, and nothing evaluated twice."""
+    cfg = AgingConfig(population=12, sample=4, rounds=50, bounds=BOUNDS, seed=7)
+    whole = aging_evolution(SPACE, synthetic, cfg)
+    finished, issued, calls = [], {}, []
+
+    def counted(arch):
+        calls.append(arch)
+        return synthetic(arch)
+
+    def on_result(c):
+        finished.append(c)
+        if where == "result" and len(finished) == kill_after:
+            raise Killed
+
+    def on_issue(i):
+        issued[i.index] = i
+        if where == "issue" and i.index == kill_after:
+            raise Killed
+
+    with pytest.raises(Killed):
+        aging_evolution(SPACE, counted, cfg, on_result=on_result, on_issue=on_issue)
+    unfinished = [i for k, i in issued.items() if k not in {c.index for c in finished}]
+    assert len(unfinished) == (where == "issue")
+    rest = aging_evolution(SPACE, counted, cfg, history=finished, unfinished=unfinished,
+                           on_issue=lambda i: issued.__setitem__(i.index, i))
+    assert [(c.arch, c.parent, c.morphism, c.objectives) for c in rest] == \
+        [(c.arch, c.parent, c.morphism, c.objectives) for c in whole]
+    assert len(calls) == 50
+
+
+def test_random_strategy_breeds_nothing():
+    cfg = AgingConfig(population=5, sample=2, rounds=20, bounds=BOUNDS, seed=2, strategy="random")
+    history = aging_evolution(SPACE, synthetic, cfg)
+    assert len(history) == 20 and all(c.parent is None and c.morphism is None for c in history)
+    assert len({c.arch for c in history}) > 15
+
+
 def hypervolume_2d(points, ref) -> float:
     """Area dominated by `points` (minimised) inside the box below `ref`."""
     pts = sorted((x, y) for x, y in points if x < ref[0] and y < ref[1])
