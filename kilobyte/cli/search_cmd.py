@@ -1,9 +1,11 @@
-"""CLI stage: `kilobyte search` — find the most accurate network that fits a device, and compile it (TinyNAS).
+"""CLI stage: `kilobyte search` — find the most accurate network that fits a device, and compile it (TinyNAS), or
+the Pareto front of tiny networks over error, SRAM, model size and MACs (`--strategy unas`, μNAS).
 
-Arguments become a `nas.search.SearchConfig` (what decides the result, stored with the search) plus how to run it
-(workers, Ray, progress); `nas.search.run_search` does the work. `--minutes` scales the training epochs and the
-evolution's generations from the 15-minute preset, before the run starts: the same arguments always give the same
-search, so `--resume` can replay it.
+Arguments become a `nas.search.SearchConfig` or a `nas.unas_search.UnasConfig` (what decides the result, stored with
+the search) plus how to run it (workers, Ray, progress); `nas.search.run_search` / `nas.unas_search.run_unas` do the
+work, and `--export N` writes a member of a finished μNAS front as a `.tflite`. `--minutes` scales the training
+epochs and the evolution's generations (μNAS: the evaluations) from the 15-minute preset, before the run starts: the
+same arguments always give the same search, so `--resume` can replay it.
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ def parse_size(text: str) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "search", help="find the most accurate network that fits a device (TinyNAS), train, int8, compile, verify",
+        "search", help="find the most accurate network that fits a device (TinyNAS; or μNAS: --strategy unas)",
         description="TinyNAS on your data and device: choose the (width, resolution) search space whose fitting "
         "networks have the most MACs, train a weight-sharing supernet, evolve subnets under the device's SRAM and "
         "Flash (measured by the same planner that compiles the winner), fine-tune the winner, quantise it to int8, "
         "generate and verify the C library against TensorFlow Lite Micro, and report accuracy on a held-out test "
-        "split. Every evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.")
+        "split. --strategy unas runs μNAS instead: aging evolution with random scalarisation over a granular space "
+        "of small CNNs, every candidate trained (pruned during training by default), quantised and planned, and "
+        "reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate member inside "
+        "the --bounds is compiled and verified, and any member can be exported (--export N). Every evaluation is "
+        "committed to DIR/search.sqlite: a killed search continues with --resume.")
+    p.add_argument("--strategy", choices=("tinynas", "unas"), default="tinynas",
+                   help="tinynas (default): a supernet searched for the device; unas: μNAS's Pareto search")
     add_device_arg(p, default="stm32f410")
     p.add_argument("--data", default="mnist",
                    help="labelled images: mnist, digits, a .npz (x, y) or a folder of class sub-folders "
@@ -47,7 +55,8 @@ def register(sub) -> None:
     p.add_argument("--max-macs", type=float, default=None, metavar="M", help="at most M million MACs per inference")
     p.add_argument("--minutes", type=float, default=PRESET_MINUTES,
                    help=f"time to plan for on 2 cores: scales epochs and generations (default {PRESET_MINUTES})")
-    p.add_argument("--resume", action="store_true", help="continue the search stored in DIR (same arguments)")
+    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
+                   help="continue the search stored in DIR (default: --out; same arguments)")
     p.add_argument("--workers", type=int, default=None,
                    help="local processes evaluating subnets (default: the CPU count)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -65,6 +74,20 @@ def register(sub) -> None:
     adv.add_argument("--train-images", type=int, default=None, help="use at most this many training images")
     adv.add_argument("--random-baseline", action="store_true",
                      help="also run random search with as many evaluations, and report it")
+    un = p.add_argument_group("μNAS (--strategy unas)")
+    un.add_argument("--evaluations", type=int, default=None,
+                    help="candidates to train and measure (default: 20 per --minutes)")
+    un.add_argument("--sample", type=int, default=None, help="aging evolution's sample size (default population/4)")
+    un.add_argument("--bounds", default=None, metavar="K=V,...",
+                    help="soft bounds of the objectives: error, peak (SRAM), size (int8 model bytes), macs; e.g. "
+                    "error=0.035,peak=2.5KB,size=4.5K,macs=30M (default: μNAS's for mnist, ours for digits)")
+    un.add_argument("--prune", choices=("structured", "unstructured", "none"), default="structured",
+                    help="pruning during training, the sparsity a gene of each candidate (default structured)")
+    un.add_argument("--sparsity", default=None, metavar="LO,HI",
+                    help="range of the sparsity gene (default 0.05,0.8: μNAS's MNIST range)")
+    un.add_argument("--random", action="store_true", help="random search instead of evolution (the baseline)")
+    un.add_argument("--export", type=int, default=None, metavar="N",
+                    help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -108,11 +131,17 @@ def run(args) -> int:
     from ..nas.search import run_search
     from .common import get_device
 
+    if args.export is not None:
+        return _export(args)
+    if isinstance(args.resume, str):
+        args.out, args.resume = args.resume, True
     device = get_device(args)
     if device is None:
         raise KilobyteError("search needs a --device (see `kilobyte devices`)")
-    config = config_from_args(args, device)
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    if args.strategy == "unas":
+        return _run_unas(args, device, workers)
+    config = config_from_args(args, device)
     quiet = args.json
     report = run_search(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
                         progress=not quiet, log=(lambda *a: None) if quiet else print, device=device)
@@ -145,3 +174,108 @@ def _print_report(r: dict) -> None:
     print()
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
+
+
+# -- μNAS ------------------------------------------------------------------------------------------------------------
+BOUND_NAMES = {"error": "error", "peak": "peak_bytes", "size": "weight_bytes", "macs": "macs"}
+SUFFIX = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)[bB]?\s*$")
+
+
+def parse_bounds(text: str) -> dict:
+    """'error=0.035,peak=2.5KB,size=4.5K,macs=30M' -> objective bounds (K = 1024 for peak, 1000 otherwise)."""
+    out = {}
+    for part in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, value = part.partition("=")
+        key = BOUND_NAMES.get(name.strip().lower())
+        m = SUFFIX.match(value)
+        if not sep or key is None or not m:
+            raise KilobyteError(f"--bounds '{part}': expected NAME=VALUE with NAME one of "
+                                f"{', '.join(BOUND_NAMES)}, e.g. peak=2.5KB or macs=30M")
+        base = 1024 if key == "peak_bytes" else 1000
+        out[key] = float(m.group(1)) * {"": 1, "k": base, "m": base * base}[m.group(2).lower()]
+    if not out:
+        raise KilobyteError("--bounds: give at least one NAME=VALUE")
+    return out
+
+
+def unas_config_from_args(args, device):
+    from ..nas.unas_search import DEFAULT_BOUNDS, UnasConfig
+
+    if args.minutes <= 0:
+        raise KilobyteError("--minutes must be positive")
+    evaluations = args.evaluations or max(10, round(20 * args.minutes))
+    population = args.population or min(100, max(4, evaluations // 3))
+    bounds = parse_bounds(args.bounds) if args.bounds else dict(DEFAULT_BOUNDS.get(args.data, DEFAULT_BOUNDS["mnist"]))
+    sparsity = (0.05, 0.80)
+    if args.sparsity:
+        try:
+            lo, hi = (float(v) for v in args.sparsity.split(","))
+            sparsity = (lo, hi)
+        except ValueError:
+            raise KilobyteError(f"--sparsity '{args.sparsity}': expected LO,HI, e.g. 0.05,0.8") from None
+    epochs = 8
+    if args.epochs:
+        try:
+            epochs = int(args.epochs)
+        except ValueError:
+            raise KilobyteError(f"--epochs '{args.epochs}': μNAS trains each candidate for one number of epochs, "
+                                f"e.g. 8") from None
+    return UnasConfig(data=args.data, seed=args.seed, evaluations=evaluations, population=population,
+                      sample=args.sample or max(2, population // 4), bounds=bounds,
+                      strategy="random" if args.random else "aging", prune=args.prune, sparsity=sparsity,
+                      epochs=epochs, train_images=args.train_images, in_flight=0, core=device.core,
+                      kernels=args.kernels)
+
+
+def _run_unas(args, device, workers: int) -> int:
+    from ..nas.unas_search import run_unas
+
+    config = unas_config_from_args(args, device)
+    quiet = args.json
+    report = run_unas(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
+                      progress=not quiet, log=(lambda *a: None) if quiet else print, device=device)
+    if args.json:
+        print_json(report)
+    else:
+        _print_unas(report)
+    deployed = report.get("deployed")
+    if deployed is not None and not deployed["bit_exact"]:
+        return 1
+    return 0 if deployed is not None else 2
+
+
+def _print_unas(r: dict) -> None:
+    print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "
+          f"held-out test accuracy")
+    print(f"  {'#':>3} {'int8':>6} {'float':>6} {'SRAM':>8} {'+input':>8} {'size':>8} {'Flash':>8} {'MACs':>8} "
+          f"{'sparse':>6}  architecture")
+    for i, m in enumerate(r["pareto"]):
+        mark = "*" if i == r["chosen"] else " "
+        print(f"{mark} {i:>3} {m['int8_accuracy'] * 100:5.1f}% {m['float_accuracy'] * 100:5.1f}% "
+              f"{m['peak_bytes']:>7,}B {m['peak_bytes'] + m['input_bytes']:>7,}B {m['weight_bytes']:>7,}B "
+              f"{kb(m['flash_bytes']):>8} {m['macs'] / 1e3:>7,.0f}K {m['sparsity'] * 100:5.0f}%  {m['description']}")
+    print(f"\n  hypervolume (bound units) {r['hypervolume']:.4f}; training {r['seconds_train'] / 60:.1f} min, "
+          f"resource evaluation {r['resource_share'] * 100:.2f} % of it; {r['seconds'] / 60:.1f} min in all")
+    d = r.get("deployed")
+    if d is None:
+        print("  no member is inside every bound: nothing compiled (export one with --export N)")
+    else:
+        print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C), bit-exact with TFLM: "
+              f"{'yes' if d['bit_exact'] else 'NO'}; {d['verdict']}; C library {d['model_dir']}")
+    print(f"  export a member: kilobyte search --resume {r['out_dir']} --export N --out model.tflite")
+
+
+def _export(args) -> int:
+    from ..nas.unas_search import export_member
+
+    if not isinstance(args.resume, str):
+        raise KilobyteError("--export N needs the finished search: --resume DIR --export N --out model.tflite")
+    if not args.out.endswith(".tflite"):
+        raise KilobyteError(f"--export: --out {args.out} must name the .tflite file to write")
+    member = export_member(args.resume, args.export, args.out)
+    if args.json:
+        print_json(member)
+    else:
+        print(f"member {args.export}: int8 {member['int8_accuracy'] * 100:.1f} %, peak {member['peak_bytes']:,} B, "
+              f"size {member['weight_bytes']:,} B, {member['macs']:,} MACs -> {member['tflite']}")
+    return 0

@@ -98,7 +98,8 @@ class RayError(KilobyteError):
 
 
 @contextmanager
-def _ray_fitness(spec: ScorerSpec, address: str):
+def _ray_session(address: str):
+    """Ray connected to the cluster at `address` (or the one this process is already connected to)."""
     try:
         import ray
     except ImportError:
@@ -113,6 +114,15 @@ def _ray_fitness(spec: ScorerSpec, address: str):
             raise RayError(f"--ray {address}: cannot connect to the Ray cluster ({type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
     try:
+        yield ray
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+@contextmanager
+def _ray_fitness(spec: ScorerSpec, address: str):
+    with _ray_session(address) as ray:
         actor_cls = ray.remote(num_cpus=1)(_RayScorer)
         n = max(1, int(ray.cluster_resources().get("CPU", 1)))
         spec_ref = ray.put(spec)
@@ -135,9 +145,6 @@ def _ray_fitness(spec: ScorerSpec, address: str):
                 yield i, accuracy
         fitness.nodes = {}  # Ray node id -> evaluations it ran (tests check the work was spread)
         yield fitness
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -162,3 +169,107 @@ class _RayScorer:
 
     def score(self, arch_json: str) -> tuple[float, str]:
         return self.scorer(Arch.from_json(arch_json)), self.node
+
+
+# -- a general pool of tasks: submit(key, payload), collect() -> (key, result) -----------------------------------------
+class TaskPool:
+    """Runs `make_worker(spec)(payload)` for submitted payloads — in this process (workers <= 1: each task runs when
+    collected, in submission order), on a local process pool, or on Ray actors (one per cluster CPU, round robin) —
+    and hands back results as they finish. Every worker runs torch on one thread, so a task gives the same result
+    wherever it runs. `nodes` counts tasks per Ray node (empty elsewhere)."""
+
+    def __init__(self, submit, collect, capacity: int):
+        self.submit, self.collect, self.capacity, self.nodes = submit, collect, capacity, {}
+
+
+_WORKER: dict = {}
+
+
+def _task_init(make_worker, spec) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    _WORKER["run"] = make_worker(spec)
+
+
+def _task_run(payload):
+    return _WORKER["run"](payload)
+
+
+@contextmanager
+def _one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextmanager
+def open_pool(make_worker, spec, workers: int = 1, ray_address: str | None = None):
+    """A `TaskPool` (class doc). `make_worker` must be a module-level function (it is pickled to the workers)."""
+    if ray_address:
+        with _ray_session(ray_address) as ray:
+            actor_cls = ray.remote(num_cpus=1)(_RayWorker)
+            n = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            spec_ref = ray.put(spec)
+            actors = [actor_cls.remote(make_worker, spec_ref) for _ in range(n)]
+            running: dict = {}
+            turn = [0]
+
+            def submit(key, payload):
+                actor = actors[turn[0] % len(actors)]
+                turn[0] += 1
+                running[actor.run.remote(payload)] = key
+
+            def collect():
+                done, _ = ray.wait(list(running), num_returns=1)
+                key = running.pop(done[0])
+                result, node = ray.get(done[0])
+                pool.nodes[node] = pool.nodes.get(node, 0) + 1
+                return key, result
+
+            pool = TaskPool(submit, collect, n)
+            yield pool
+    elif workers <= 1:
+        worker = make_worker(spec)
+        queue: list = []
+
+        def submit(key, payload):
+            queue.append((key, payload))
+
+        def collect():
+            key, payload = queue.pop(0)
+            with _one_thread():
+                return key, worker(payload)
+
+        yield TaskPool(submit, collect, 1)
+    else:
+        with ProcessPoolExecutor(workers, initializer=_task_init, initargs=(make_worker, spec)) as executor:
+            futures: dict = {}
+
+            def submit(key, payload):
+                futures[executor.submit(_task_run, payload)] = key
+
+            def collect():
+                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+                first = min(done, key=futures.get)
+                return futures.pop(first), first.result()
+
+            yield TaskPool(submit, collect, workers)
+
+
+class _RayWorker:
+    def __init__(self, make_worker, spec):
+        import ray
+        import torch
+
+        torch.set_num_threads(1)
+        self.worker = make_worker(spec)
+        self.node = ray.get_runtime_context().get_node_id()
+
+    def run(self, payload):
+        return self.worker(payload), self.node

@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS evaluations (
     accuracy REAL NOT NULL, resources TEXT NOT NULL, seconds REAL NOT NULL,
     PRIMARY KEY (phase, generation, idx));
 CREATE TABLE IF NOT EXISTS phases (name TEXT PRIMARY KEY, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS issued (
+    phase TEXT NOT NULL, idx INTEGER NOT NULL, arch TEXT NOT NULL, parent INTEGER, morphism TEXT,
+    PRIMARY KEY (phase, idx));
 """
 
 
@@ -135,6 +138,18 @@ class SearchStore:
     @staticmethod
     def _evaluation(row) -> Evaluation:
         return Evaluation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]), row[8])
+
+    # -- issued candidates (searches with evaluations in flight) -------------------------------------------------------
+    def issue(self, phase: str, idx: int, arch: str, parent: int | None, morphism: str | None) -> None:
+        """Record a candidate handed to evaluation, before it runs: a resumed search evaluates again those issued
+        but not finished (in `evaluations`) rather than drawing new ones, so its course does not change."""
+        self.db.execute("INSERT OR REPLACE INTO issued VALUES (?, ?, ?, ?, ?)", (phase, idx, arch, parent, morphism))
+
+    def unfinished(self, phase: str) -> list[tuple[int, str, int | None, str | None]]:
+        """(idx, arch, parent, morphism) of candidates issued in `phase` without a finished evaluation, by idx."""
+        return list(self.db.execute(
+            "SELECT idx, arch, parent, morphism FROM issued WHERE phase=? AND idx NOT IN "
+            "(SELECT idx FROM evaluations WHERE phase=?) ORDER BY idx", (phase, phase)))
 
     # -- phases ------------------------------------------------------------------------------------------------------
     def phase_result(self, name: str) -> dict | None:
