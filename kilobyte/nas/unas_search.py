@@ -41,6 +41,7 @@ from .aging import CAP, MNIST_BOUNDS, AgingConfig, Candidate, Issued, aging_evol
 from .unas_space import UArch, UnasSpace
 
 OBJECTIVES = ("error", "peak_bytes", "weight_bytes", "macs")
+CALIBRATION = 128  # PTQ calibration images: the first of the training split, as deploy_module takes them
 PRUNE_MODES = ("structured", "unstructured", "none")
 # μNAS Table 3 bounds for the bundled sets (digits: 8x8 images, 10 classes; our choice, scaled from MNIST's by input)
 DEFAULT_BOUNDS = {"mnist": dict(MNIST_BOUNDS),
@@ -235,7 +236,7 @@ def evaluate_genome(space: UnasSpace, config: UnasConfig, evaluator, genome: Gen
     else:
         t1 = time.perf_counter()
         module, arch, sparsity = train_candidate(space, config, genome, fit, seed)
-        int8 = quantise_module(space, module, fit[0][:64])
+        int8 = quantise_module(space, module, fit[0][:CALIBRATION])
         out.update(error=1.0 - int8_accuracy(int8, val[0], val[1]),
                    float_error=1.0 - float_accuracy(module, val[0], val[1]), sparsity=sparsity, arch=arch.to_json())
         buf = io.BytesIO()
@@ -400,7 +401,7 @@ def _report(store, config: UnasConfig, space: UnasSpace, out_dir: Path, fit, tes
                   "val_error": r["error"], "peak_bytes": r["peak_bytes"], "input_bytes": r["input_bytes"],
                   "flash_bytes": r["flash_bytes"], "weight_bytes": r["weight_bytes"], "macs": r["macs"]}
         module = load_member(space, out_dir, member)
-        int8 = quantise_module(space, module, fit.x[:64])
+        int8 = quantise_module(space, module, fit.x[:CALIBRATION])
         member["int8_accuracy"] = int8_accuracy(int8, test.x, test.y)
         member["float_accuracy"] = float_accuracy(module, test.x, test.y)
         member["within_bounds"] = all(member[k] <= b for k, b in config.bounds.items() if k != "error")
@@ -460,7 +461,7 @@ def export_member(search_dir, n: int, out_path) -> dict:
     fit, _, _ = load_split(_config_of(settings))
     space = space_of(report["space"])
     module = load_member(space, search_dir, members[n])
-    int8 = quantise_module(space, module, fit.x[:64])
+    int8 = quantise_module(space, module, fit.x[:CALIBRATION])
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(out_path, to_tflite(int8))

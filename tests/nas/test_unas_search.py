@@ -1,0 +1,186 @@
+"""`kilobyte search --strategy unas` end to end on bundled digits with a tiny budget (issue #15 items 6–7): the JSON
+report's promised keys, a front that really is non-dominated, held-out accuracies that the exported `.tflite`
+reproduces, the chosen member compiled and bit-exact with TFLite Micro; a search SIGKILLed at three points that
+resumes to exactly the uninterrupted run (no finished evaluation lost or computed twice); one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from kilobyte.nas.aging import dominates
+
+BOUNDS = "error=0.9,peak=4KB,size=300K,macs=5M"  # loose: the chosen member is compiled and verified
+ARGS = ["search", "--strategy", "unas", "--data", "digits", "--evaluations", "14", "--population", "6",
+        "--epochs", "2", "--workers", "1", "--bounds", BOUNDS, "--prune", "none", "--json"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+MEMBER_KEYS = {"int8_accuracy", "float_accuracy", "peak_bytes", "input_bytes", "flash_bytes", "weight_bytes", "macs",
+               "sparsity", "architecture"}
+OBJ = ("val_error", "peak_bytes", "weight_bytes", "macs")
+
+
+def _cmd(out, *extra):
+    return [sys.executable, "-m", "kilobyte", *ARGS, "--out", str(out), *extra]
+
+
+def _rows(out):
+    db = sqlite3.connect(f"file:{out / 'search.sqlite'}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = db.execute("SELECT phase, generation, idx, arch, accuracy FROM evaluations "
+                          "ORDER BY generation").fetchall()
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        return rows, meta
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("unas") / "s"
+    run = subprocess.run(_cmd(out), capture_output=True, text=True, timeout=600, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return out, json.loads(run.stdout)
+
+
+def test_report_front_and_deployment(reference):
+    out, report = reference
+    assert {"pareto", "evaluations", "out_dir"} <= set(report) and report["evaluations"] == 14
+    front = report["pareto"]
+    assert front and all(MEMBER_KEYS <= set(m) for m in front)
+    for a in front:  # non-dominated among themselves, and no trained evaluation dominates a member
+        assert not any(dominates({k: b[k] for k in OBJ}, {k: a[k] for k in OBJ}, OBJ) for b in front)
+        assert 0.0 <= a["int8_accuracy"] <= 1.0 and a["peak_bytes"] > 0 and a["weight_bytes"] > 0
+    rows, meta = _rows(out)
+    assert len(rows) == 14 and int(meta.get("repeated", 0)) == 0
+    best_val = max(r[4] for r in rows)
+    assert min(m["val_error"] for m in front) == pytest.approx(1.0 - best_val)  # the most accurate is on the front
+    deployed = report["deployed"]
+    assert deployed["bit_exact"] is True
+    chosen = front[report["chosen"]]
+    assert chosen["within_bounds"] and deployed["int8_accuracy"] == pytest.approx(chosen["int8_accuracy"])
+    assert 0.0 <= report["resource_share"] < 0.5
+    for name in ("report.json", "pareto.png", "model/src/model.c"):
+        assert (out / name).exists(), name
+    assert {p.stem for p in (out / "weights").glob("*.pt")} == {str(m["index"]) for m in front}
+
+
+def test_exported_member_reproduces_its_reported_accuracy(reference, tmp_path):
+    """`--export N` writes an int8 .tflite whose accuracy on the held-out split (run by the int8 reference) is the
+    report's; `kilobyte compile` accepts it."""
+    from kilobyte.data import load_dataset
+    from kilobyte.frontends.tflite import from_tflite
+    from kilobyte.train import int8_accuracy
+
+    out, report = reference
+    n = len(report["pareto"]) - 1
+    path = tmp_path / "m.tflite"
+    run = subprocess.run([sys.executable, "-m", "kilobyte", "search", "--resume", str(out), "--export", str(n),
+                          "--out", str(path), "--json"], capture_output=True, text=True, timeout=300, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout)["member"] == n
+    ds = load_dataset("digits", seed=0)
+    test = ds.split(int(len(ds.x) * 0.8))[1]
+    graph = from_tflite(path)
+    assert int8_accuracy(graph, test.x, test.y) == pytest.approx(report["pareto"][n]["int8_accuracy"])
+    run = subprocess.run([sys.executable, "-m", "kilobyte", "compile", str(path), "--out", str(tmp_path / "c")],
+                         capture_output=True, text=True, timeout=300, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def _wait(proc, condition, timeout=300):
+    start = time.time()
+    while time.time() - start < timeout:
+        if proc.poll() is not None:
+            return False
+        try:
+            if condition():
+                return True
+        except sqlite3.Error:
+            pass
+        time.sleep(0.02)
+    return False
+
+
+def test_sigkill_at_three_points_then_resume(reference, tmp_path):
+    ref_out, ref_report = reference
+    out = tmp_path / "s"
+    points = [lambda: len(_rows(out)[0]) >= 2, lambda: len(_rows(out)[0]) >= 6, lambda: len(_rows(out)[0]) >= 10]
+    hits = []
+    for i, condition in enumerate(points):  # in the initial population, at its end, during breeding
+        proc = subprocess.Popen(_cmd(out, *(["--resume"] if i else [])), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=ENV)
+        hits.append(_wait(proc, condition))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert all(hits), hits
+    assert len(_rows(out)[0]) < 14
+    run = subprocess.run(_cmd(out, "--resume"), capture_output=True, text=True, timeout=600, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    rows, meta = _rows(out)
+    assert rows == _rows(ref_out)[0]  # every evaluation, same order, same result, none lost
+    assert int(meta.get("repeated", 0)) == 0  # none computed twice
+    strip = ("seconds",)
+    assert [{k: v for k, v in m.items() if k not in strip} for m in report["pareto"]] == \
+        [{k: v for k, v in m.items() if k not in strip} for m in ref_report["pareto"]]
+
+
+def test_one_line_errors(reference, tmp_path):
+    out, report = reference
+    cases = [
+        (["--bounds", "speed=3"], "--bounds 'speed=3'"),
+        (["--sparsity", "0.9,0.1", "--prune", "structured"], "--sparsity 0.9,0.1"),
+    ]
+    for extra, message in cases:
+        run = subprocess.run(_cmd(tmp_path / "x", *extra), capture_output=True, text=True, timeout=120, env=ENV)
+        assert run.returncode == 1 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr[-2000:]
+    n = len(report["pareto"])
+    run = subprocess.run([sys.executable, "-m", "kilobyte", "search", "--resume", str(out), "--export", str(n),
+                          "--out", str(tmp_path / "m.tflite")], capture_output=True, text=True, timeout=120, env=ENV)
+    assert run.returncode == 1 and f"has members 0..{n - 1}" in run.stderr and run.stderr.count("\n") == 1
+    assert not (tmp_path / "m.tflite").exists()
+    bad = tmp_path / "b"
+    bad.mkdir()
+    (bad / "search.sqlite").write_bytes(b"garbage" * 1000)
+    run = subprocess.run(_cmd(bad, "--resume"), capture_output=True, text=True, timeout=120, env=ENV)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and "not a readable search store" in run.stderr
+    run = subprocess.run(_cmd(out, "--resume", "--epochs", "3"), capture_output=True, text=True, timeout=120,
+                         env=ENV)
+    assert run.returncode == 1 and "resume with the same settings" in run.stderr
+
+
+def test_evaluation_is_the_same_on_every_worker():
+    """One candidate evaluated in this process and in a 2-process pool: identical objectives and weights (so local,
+    pool and Ray searches agree)."""
+    from dataclasses import asdict
+
+    from kilobyte.nas.parallel import open_pool
+    from kilobyte.nas.unas_build import UnasEvaluator
+    from kilobyte.nas.unas_search import EvalSpec, GenomeSpace, UnasConfig, load_split, make_worker
+    from kilobyte.nas.unas_space import UnasSpace
+
+    config = UnasConfig(data="digits", epochs=1, prune="none", bounds={"peak_bytes": 4096.0})
+    fit, val, _ = load_split(config)
+    space = UnasSpace(input_shape=(8, 8, 1))
+    genomes = GenomeSpace(space, config, UnasEvaluator(space))
+    rng = np.random.default_rng(3)
+    payloads = [(i, genomes.sample(rng).dumps()) for i in range(3)]
+    spec = EvalSpec(asdict(space), config.settings(), fit.x, fit.y, val.x, val.y)
+    results = {}
+    for workers in (1, 2):
+        with open_pool(make_worker, spec, workers) as pool:
+            for p in payloads:
+                pool.submit(p[0], p)
+            results[workers] = dict(pool.collect() for _ in payloads)
+    for i, _ in payloads:
+        a, b = results[1][i], results[2][i]
+        assert {k: v for k, v in a.items() if not k.startswith("seconds")} == \
+            {k: v for k, v in b.items() if not k.startswith("seconds")}
