@@ -80,3 +80,27 @@ def test_unreachable_cluster_is_a_one_line_error():
     with pytest.raises(RayError, match=f"--ray 127.0.0.1:{port}: cannot connect"):
         with open_fitness(_spec(), ray_address=f"127.0.0.1:{port}"):
             pass
+
+
+def test_unas_search_on_the_cluster_gives_the_local_results(cluster, tmp_path):
+    """A μNAS search (one evaluation in flight, so its course is fixed) on the two-node cluster: the same candidates
+    and objectives, in the same order, as in this process; the evaluations ran on both nodes."""
+    import sqlite3
+
+    from kilobyte.nas.unas_search import UnasConfig, run_unas
+
+    config = UnasConfig(data="digits", evaluations=8, population=4, sample=2, epochs=1, prune="none",
+                        bounds={"error": 0.5, "peak_bytes": 4096.0, "weight_bytes": 3e5}, seed=5)
+    quiet = dict(log=lambda *a: None, deploy=False)
+    local = run_unas(config, tmp_path / "local", **quiet)
+    remote = run_unas(config, tmp_path / "ray", ray_address=cluster, **quiet)
+
+    def rows(d):
+        db = sqlite3.connect(d / "search.sqlite")
+        try:
+            return db.execute("SELECT generation, idx, arch, accuracy FROM evaluations ORDER BY generation").fetchall()
+        finally:
+            db.close()
+    assert rows(tmp_path / "ray") == rows(tmp_path / "local") and len(rows(tmp_path / "local")) == 8
+    assert remote["pareto"] == local["pareto"]
+    assert len(remote["nodes"]) == 2 and sum(remote["nodes"].values()) == 8, remote["nodes"]
