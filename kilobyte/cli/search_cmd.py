@@ -85,6 +85,8 @@ def register(sub) -> None:
                     help="pruning during training, the sparsity a gene of each candidate (default structured)")
     un.add_argument("--sparsity", default=None, metavar="LO,HI",
                     help="range of the sparsity gene (default 0.05,0.8: μNAS's MNIST range)")
+    un.add_argument("--final-epochs", type=int, default=30, metavar="E",
+                    help="fine-tune the member chosen for deployment for E more epochs (default 30; 0: none)")
     un.add_argument("--random", action="store_true", help="random search instead of evolution (the baseline)")
     un.add_argument("--export", type=int, default=None, metavar="N",
                     help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
@@ -224,6 +226,7 @@ def unas_config_from_args(args, device):
                       sample=args.sample or max(2, population // 4), bounds=bounds,
                       strategy="random" if args.random else "aging", prune=args.prune, sparsity=sparsity,
                       epochs=epochs, train_images=args.train_images, in_flight=0, core=device.core,
+                      final_epochs=args.final_epochs,
                       kernels=args.kernels)
 
 
@@ -260,6 +263,9 @@ def _print_unas(r: dict) -> None:
     if d is None:
         print("  no member is inside every bound: nothing compiled (export one with --export N)")
     else:
+        f = r["final"]
+        print(f"  * chosen, fine-tuned {f['epochs']} epochs: float {f['float_accuracy'] * 100:.1f} %, "
+              f"int8 {f['int8_accuracy'] * 100:.1f} % (held-out)")
         print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C), bit-exact with TFLM: "
               f"{'yes' if d['bit_exact'] else 'NO'}; {d['verdict']}; C library {d['model_dir']}")
     print(f"  export a member: kilobyte search --resume {r['out_dir']} --export N --out model.tflite")

@@ -72,6 +72,7 @@ class UnasConfig:
     val_images: int = 500
     train_images: int | None = None
     skip_factor: float = CAP
+    final_epochs: int = 30  # the chosen member's fine-tuning with the recipe before deployment (0: none)
     in_flight: int = 1  # evaluations running at once (0: one per worker)
     core: str | None = None  # the Flash estimate's core
     kernels: str = "portable"
@@ -349,8 +350,10 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         report = _report(store, config, space, out_dir, fit, test, log)
         report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
                       repeated=store.repeated())
-        if deploy and report["chosen"] is not None:
-            report["deployed"] = _deploy(space, config, report, out_dir, fit, test, device, progress, log)
+        if report["chosen"] is not None:
+            report["final"] = _finetune(store, space, config, report, out_dir, fit, val, test, progress, log)
+            if deploy:
+                report["deployed"] = _deploy(space, config, report, out_dir, fit, test, device, progress, log)
         _write_pareto_plot(report, config, out_dir)
         tmp = out_dir / "report.json.tmp"
         tmp.write_text(json.dumps(report, indent=1))
@@ -429,7 +432,47 @@ def front_hypervolume(objectives: list[dict], bounds: dict) -> float:
     return hypervolume([[o[n] / bounds[n] for n in names] for o in objectives], [1.0] * len(names))
 
 
+def _finetune(store, space, config, report, out_dir, fit, val, test, progress, log) -> dict:
+    """The chosen member trained further by the recipe from its search weights (`final_epochs`, early stopping on
+    the validation split; pruned weights stay zero), saved to DIR/final.pt; held-out accuracies after it.
+    Deterministic, and committed as the store's "final" phase: a resumed search takes it from there."""
+    import torch
+
+    from ..train import TrainConfig, float_accuracy, int8_accuracy
+    from ..train import fit as train
+    from .supernet_train import atomic_save
+
+    member = report["pareto"][report["chosen"]]
+    module = load_member(space, out_dir, member)
+    ckpt = out_dir / "final.pt"
+    done = store.phase_result("final")
+    if done is not None and done["index"] == member["index"] and ckpt.exists():
+        module.load_state_dict(torch.load(ckpt, weights_only=True))
+        return done
+    if config.final_epochs:
+        log(f"fine-tuning Pareto member {report['chosen']} ({config.final_epochs} epochs, the training recipe) ...")
+        zeros = {name: (p != 0).float() for name, p in module.named_parameters() if p.ndim > 1}
+
+        def keep_pruned(step, total):  # unstructured pruning's zeros stay zeros
+            with torch.no_grad():
+                for name, p in module.named_parameters():
+                    if name in zeros:
+                        p.mul_(zeros[name])
+        cfg = TrainConfig(epochs=config.final_epochs, lr=config.lr / 2, seed=config.seed, warmup_fraction=0.1)
+        train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=progress, on_step=keep_pruned)
+    atomic_save(module.state_dict(), ckpt)
+    int8 = quantise_module(space, module.eval(), fit.x[:CALIBRATION])
+    result = {"index": member["index"], "epochs": config.final_epochs,
+              "int8_accuracy": int8_accuracy(int8, test.x, test.y),
+              "float_accuracy": float_accuracy(module, test.x, test.y)}
+    store.finish_phase("final", result)
+    return result
+
+
 def _deploy(space, config, report, out_dir, fit, test, device, progress, log) -> dict:
+    """The chosen member, fine-tuned, to a verified C library in DIR/model (`search.deploy_module`)."""
+    import torch
+
     from ..schedule.plan_types import PlanOptions
     from ..targets.devices import get_device
     from .search import deploy_module
@@ -438,6 +481,7 @@ def _deploy(space, config, report, out_dir, fit, test, device, progress, log) ->
     log(f"deploying Pareto member {report['chosen']} (index {member['index']}): int8, plan, C library, verification "
         f"against TFLite Micro ...")
     module = load_member(space, out_dir, member)
+    module.load_state_dict(torch.load(out_dir / "final.pt", weights_only=True))
     h = space.input_shape[0]
     return deploy_module(module, h, fit, test, out_dir / "model", PlanOptions(kernels=config.kernels),
                          device or get_device("stm32f410"), name="unas", progress=progress)
