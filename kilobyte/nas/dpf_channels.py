@@ -10,8 +10,10 @@ Producers that must keep all their channels, so that the pruned architecture res
 - the first convolution (μNAS's code never prunes the first layer);
 - every producer of an ADD's input (a serial block's output that parallel blocks add to, a parallel block's last
   layer or its 1x1 fix): the operands must keep equal channel counts;
-- the producer of a parallel block's input, and of the input of a parallel block's depthwise last layer: their
-  channel count decides whether `network` adds a 1x1 fix.
+- the producer of the input of a parallel block's depthwise last layer: its channel count decides whether
+  `network` adds a 1x1 fix;
+- the producer of a parallel block's input (issue #15 asks for it; the previous rule already covers the one case
+  where it matters, a block of depthwise layers only, so this rule only gives up some prunable channels).
 A convolution keeps at least 1 channel and a hidden dense layer `space.units[0]` units, so the pruned architecture
 stays inside the space. The classifier is never pruned.
 """
