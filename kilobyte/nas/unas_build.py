@@ -46,6 +46,7 @@ class Step:
     relu: bool = False
     pool: str = "max"
     pad: tuple[int, int] = (0, 0)  # (bottom, right)
+    origin: tuple[int, int] | None = None  # conv: (block, layer) of the gene it comes from; None for a 1x1 fix
 
 
 @dataclass(frozen=True)
@@ -73,13 +74,13 @@ def network(space: UnasSpace, arch: UArch) -> UNet:
             return v
         return emit(Step("pool", (v,), size, pool=kind), (h // size[0], w // size[1], c))
 
-    def conv(v: int, layer, cout: int | None = None) -> int:
+    def conv(v: int, layer, cout: int | None = None, origin: tuple[int, int] | None = None) -> int:
         h, w, c = shapes[v]
         depthwise = layer.type == "depthwise" and c > 1  # on one channel it is a plain conv (as PyTorch sees it)
         k = 1 if layer.type == "1x1" else min(layer.kernel, h, w)
         s = 1 if layer.type == "1x1" else layer.stride
         out_c = c if layer.type == "depthwise" else (cout if cout is not None else layer.channels)
-        return emit(Step("conv", (v,), (k, k), s, c, out_c, depthwise, layer.bn, layer.relu),
+        return emit(Step("conv", (v,), (k, k), s, c, out_c, depthwise, layer.bn, layer.relu, origin=origin),
                     ((h - k) // s + 1, (w - k) // s + 1, out_c))
 
     def tie(pending: list[int]) -> int:
@@ -100,13 +101,13 @@ def network(space: UnasSpace, arch: UArch) -> UNet:
         return x
 
     pending, last_in = [0], 0
-    for block in arch.blocks:
+    for b, block in enumerate(arch.blocks):
         if block.parallel:
             x = pool(last_in, "max", (2, 2)) if block.pool else last_in
             target = shapes[pending[0]][2]
             for j, layer in enumerate(block.layers):
                 last = j == len(block.layers) - 1
-                x = conv(x, layer, target if last else None)
+                x = conv(x, layer, target if last else None, (b, j))
             if shapes[x][2] != target:  # a depthwise last layer: a 1x1 conv brings the channels
                 x = conv(x, _ONE_BY_ONE, target)
             pending.append(x)
@@ -114,8 +115,8 @@ def network(space: UnasSpace, arch: UArch) -> UNet:
             x = tie(pending)
             last_in = x
             x = pool(x, "max", (2, 2)) if block.pool else x
-            for layer in block.layers:
-                x = conv(x, layer)
+            for j, layer in enumerate(block.layers):
+                x = conv(x, layer, origin=(b, j))
             pending = [x]
     x = tie(pending)
     x = pool(x, arch.pooling, (arch.pool_size, arch.pool_size))

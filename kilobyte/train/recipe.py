@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -67,11 +68,16 @@ class _Data:
 
 
 def fit(module, train_x: np.ndarray, train_y: np.ndarray, config: TrainConfig | None = None,
-        val: tuple[np.ndarray, np.ndarray] | None = None, progress: bool = False) -> TrainResult:
+        val: tuple[np.ndarray, np.ndarray] | None = None, progress: bool = False,
+        on_step: Callable[[int, int], None] | None = None) -> TrainResult:
     """Train `module` in place on NHWC float32 images `train_x` with integer labels `train_y`.
 
     `val`: validation images and labels; if None, `config.validation_fraction` of the training images are held out
     (none if 0, and then there is no early stopping). `progress`: a tqdm bar per epoch.
+    `on_step(step, total_steps)`: called after every optimiser step, with the number of steps taken so far (1 after
+    the first) and the number the schedule plans for (steps per epoch x epochs; fewer are taken if training stops
+    early). Not called by BatchNorm recalibration or validation, which take no step. Pruning during training
+    (nas/dpf.py) updates its masks here.
     """
     import torch
 
@@ -79,7 +85,7 @@ def fit(module, train_x: np.ndarray, train_y: np.ndarray, config: TrainConfig | 
     data = _split(train_x, train_y, config, val)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return _Loop(module, data, config, progress).run()
+        return _Loop(module, data, config, progress, on_step).run()
 
 
 def _split(x: np.ndarray, y: np.ndarray, config: TrainConfig, val) -> _Data:
@@ -101,10 +107,11 @@ def _split(x: np.ndarray, y: np.ndarray, config: TrainConfig, val) -> _Data:
 class _Loop:
     """The state of one run: optimiser, step counter, generator, best weights so far."""
 
-    def __init__(self, module, data: _Data, config: TrainConfig, progress: bool):
+    def __init__(self, module, data: _Data, config: TrainConfig, progress: bool, on_step=None):
         import torch
 
         self.module, self.data, self.config, self.progress = module, data, config, progress
+        self.on_step = on_step
         n = len(data.x)
         self.steps_per_epoch = n // config.batch_size if n >= config.batch_size else 1
         self.total_steps = self.steps_per_epoch * config.epochs
@@ -176,6 +183,8 @@ class _Loop:
             torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.config.clip_grad_norm)
         self.optimizer.step()
         self.step += 1
+        if self.on_step is not None:
+            self.on_step(self.step, self.total_steps)
         return float(loss.item())
 
     def validate(self) -> float | None:

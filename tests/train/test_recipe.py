@@ -116,3 +116,25 @@ def test_recipe_beats_the_plain_loop_at_equal_epochs(mnist):
     acc_plain, acc_recipe = float_accuracy(plain, test.x, test.y), float_accuracy(recipe, test.x, test.y)
     print(f"4 epochs: plain loop {acc_plain:.4f}, recipe {acc_recipe:.4f}")
     assert acc_recipe > acc_plain + 0.02
+
+
+def test_on_step_is_called_after_every_optimiser_step_only():
+    """100 images, 20 held out for validation, batches of 32, 2 epochs: 80 // 32 = 2 steps an epoch, so 4 calls
+    numbered 1..4 of 4, each after the weights moved — none from BatchNorm recalibration or validation, which run
+    forward passes but take no step."""
+    from torch import nn
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((100, 8, 8, 1)).astype(np.float32), rng.integers(0, 3, 100)
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 3))
+    calls, weights = [], [module[0].weight.detach().clone()]
+
+    def on_step(step, total):
+        calls.append((step, total))
+        weights.append(module[0].weight.detach().clone())
+
+    config = TrainConfig(epochs=2, batch_size=32, augment=False, validation_fraction=0.2, patience=None)
+    fit(module, x, y, config, on_step=on_step)
+    assert calls == [(i, 4) for i in range(1, 5)]
+    assert all(not torch.equal(a, b) for a, b in zip(weights, weights[1:]))
