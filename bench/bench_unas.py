@@ -1,0 +1,156 @@
+"""Benchmark: μNAS on the bundled data (issue #15) — the MNIST search under μNAS's bounds, pruning-aware vs plain
+search and aging evolution vs random search at equal evaluations (hypervolume over seeds), digits as a second task,
+throughput and the time share of resource evaluation.
+
+Each search is a `run_unas` into its own directory under --out (resumable: a killed benchmark continues where it
+stopped when run again with the same arguments). The front's hypervolume is `front_hypervolume` of the validation
+objectives (error as it is, resources in bound units, reference 1.0 / 2 bounds); the curve records it after every
+10 % of the evaluations. Writes bench/results/unas.json and prints markdown tables.
+
+    python bench/bench_unas.py [--out /tmp/bench-unas] [--workers 2] [--seeds 3] [--evaluations 120]
+                               [--main-evaluations 600] [--epochs 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MU_NAS_MNIST = {"accuracy": 0.9919, "peak_bytes": 480, "size": 488, "macs": 28.6e3}  # μNAS Table 4 (60k training)
+
+
+def curve(out: Path, bounds: dict, points: int = 10) -> list[tuple[int, float]]:
+    """Hypervolume of the front of the first n finished evaluations, n at every 1/points of the run."""
+    from kilobyte.nas.aging import Candidate, pareto_front
+    from kilobyte.nas.unas_search import OBJECTIVES, front_hypervolume
+
+    db = sqlite3.connect(f"file:{out / 'search.sqlite'}?mode=ro", uri=True)
+    rows = [json.loads(r[0]) for r in db.execute("SELECT resources FROM evaluations ORDER BY generation")]
+    db.close()
+    cands = [Candidate(None, {k: r[k] for k in OBJECTIVES}, i) for i, r in enumerate(rows) if r["trained"]]
+    order = {c.index: c for c in cands}
+    result = []
+    for k in range(1, points + 1):
+        n = round(len(rows) * k / points)
+        front = pareto_front([c for i, c in order.items() if i < n], OBJECTIVES)
+        result.append((n, front_hypervolume([c.objectives for c in front], bounds)))
+    return result
+
+
+def search(out: Path, workers: int, **config) -> dict:
+    from kilobyte.nas.unas_search import UnasConfig, run_unas
+
+    cfg = UnasConfig(**config)
+    resume = (out / "search.sqlite").exists()
+    t0 = time.perf_counter()
+    report = run_unas(cfg, out, resume=resume, workers=workers, progress=True, log=lambda *a: print(*a, flush=True),
+                      deploy=config.get("final_epochs", 0) > 0)
+    report["wall_seconds"] = time.perf_counter() - t0
+    report["curve"] = curve(out, cfg.bounds)
+    report["hypervolume_validation"] = report["curve"][-1][1]
+    return report
+
+
+def main() -> None:
+
+    from kilobyte.nas.unas_search import DEFAULT_BOUNDS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("/tmp/bench-unas"))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--evaluations", type=int, default=120, help="per comparison search")
+    ap.add_argument("--main-evaluations", type=int, default=600)
+    ap.add_argument("--digits-evaluations", type=int, default=200)
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--only", choices=("main", "compare", "digits"), default=None)
+    args = ap.parse_args()
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "unas.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+
+    def save():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        tmp.replace(path)
+
+    population = lambda n: min(100, max(10, n // 3))  # noqa: E731
+    if args.only in (None, "main"):
+        n = args.main_evaluations
+        r = search(args.out / "mnist-main", args.workers, data="mnist", evaluations=n, population=population(n),
+                   sample=max(2, population(n) // 4), epochs=args.epochs, prune="structured", final_epochs=30,
+                   in_flight=args.workers)
+        results["main"] = r
+        save()
+    if args.only in (None, "compare"):
+        n = args.evaluations
+        runs = results.setdefault("compare", {})
+        for seed in range(args.seeds):
+            for strategy, prune in (("aging", "structured"), ("aging", "none"), ("random", "structured")):
+                name = f"{strategy}-{prune}-s{seed}"
+                r = search(args.out / name, args.workers, data="mnist", evaluations=n, population=population(n),
+                           sample=max(2, population(n) // 4), epochs=args.epochs, prune=prune, strategy=strategy,
+                           seed=seed, final_epochs=0, in_flight=args.workers)
+                runs[name] = {k: r[k] for k in ("hypervolume_validation", "curve", "evaluations", "trained",
+                                                "wall_seconds", "seconds_train", "seconds_resources",
+                                                "resource_share")}
+                runs[name]["pareto"] = r["pareto"]
+                save()
+    if args.only in (None, "digits"):
+        n = args.digits_evaluations
+        r = search(args.out / "digits", args.workers, data="digits", evaluations=n, population=population(n),
+                   sample=max(2, population(n) // 4), epochs=args.epochs * 2, prune="structured",
+                   bounds=DEFAULT_BOUNDS["digits"], val_images=300, final_epochs=30, in_flight=args.workers)
+        results["digits"] = r
+        save()
+    report(results, args.seeds)
+
+
+def report(results: dict, seeds: int) -> None:
+    import numpy as np
+
+    if "main" in results:
+        m = results["main"]
+        print(f"\n## MNIST, μNAS bounds {m['bounds']}: {m['evaluations']} evaluations ({m['trained']} trained), "
+              f"{m['wall_seconds'] / 60:.1f} min, {m['evaluations'] / (m['wall_seconds'] / 60):.1f} evaluations/min, "
+              f"resource evaluation {m['resource_share'] * 100:.2f} % of training time\n")
+        print("| # | int8 (held-out) | float | peak SRAM | + input | model size | Flash | MACs | sparsity | arch |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for i, p in enumerate(m["pareto"]):
+            print(f"| {i}{'*' if i == m['chosen'] else ''} | {p['int8_accuracy'] * 100:.1f} | "
+                  f"{p['float_accuracy'] * 100:.1f} | {p['peak_bytes']} | {p['peak_bytes'] + p['input_bytes']} | "
+                  f"{p['weight_bytes']} | {p['flash_bytes']} | {p['macs']} | {p['sparsity']:.2f} | "
+                  f"`{p['description']}` |")
+        if m.get("deployed"):
+            d, f = m["deployed"], m["final"]
+            print(f"\nchosen (*), fine-tuned {f['epochs']} epochs: int8 {f['int8_accuracy'] * 100:.1f} % held-out; "
+                  f"compiled: int8 by the C {d['int8_accuracy'] * 100:.1f} %, bit-exact {d['bit_exact']}, "
+                  f"{d['verdict']}")
+    if "compare" in results:
+        runs = results["compare"]
+        print("\n## Hypervolume at equal evaluations (validation front; mean ± sd over seeds)\n")
+        print("| search | " + " | ".join(f"seed {s}" for s in range(seeds)) + " | mean | sd |")
+        print("|---|" + "---|" * (seeds + 2))
+        for kind in ("aging-structured", "aging-none", "random-structured"):
+            hv = [runs[f"{kind}-s{s}"]["hypervolume_validation"] for s in range(seeds) if f"{kind}-s{s}" in runs]
+            if hv:
+                print(f"| {kind} | " + " | ".join(f"{v:.3f}" for v in hv) +
+                      f" | {np.mean(hv):.3f} | {np.std(hv):.3f} |")
+    if "digits" in results:
+        d = results["digits"]
+        best = max(d["pareto"], key=lambda p: p["int8_accuracy"]) if d["pareto"] else None
+        print(f"\n## digits: {d['evaluations']} evaluations, front of {len(d['pareto'])}, hypervolume "
+              f"{d['hypervolume_validation']:.3f}" + (f"; most accurate member int8 {best['int8_accuracy'] * 100:.1f} "
+                                                      f"%, peak {best['peak_bytes']} B, size {best['weight_bytes']} B"
+                                                      if best else ""))
+
+
+if __name__ == "__main__":
+    main()
