@@ -155,12 +155,14 @@ def test_evaluator_equals_the_plan_of_the_quantised_module(kernels):
         assert ev.evaluate(arch) is r  # cached
 
 
-def test_objectives_of_a_candidate_trained_on_digits():
-    """A small candidate trained 3 epochs on scikit-learn's digits: int8 error on the validation split from the
-    quantised graph (close to the float error), and the evaluator's resources."""
+@pytest.mark.parametrize("prune,sparsity", [("none", 0.0), ("structured", 0.5)])
+def test_objectives_of_a_candidate_trained_on_digits(prune, sparsity):
+    """A small candidate trained 3 epochs on scikit-learn's digits (unpruned, and pruned by channel to half): int8
+    error on the validation split from the quantised graph (close to the float error), and the evaluator's resources
+    of the architecture it has after pruning (smaller than the unpruned one's when pruned)."""
     from kilobyte.data import load_dataset
     from kilobyte.nas.unas_build import UnasEvaluator
-    from kilobyte.nas.unas_eval import objectives
+    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome
 
     space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
     arch = UArch((UBlock((ULayer("full", 3, 16, 1),)), UBlock((ULayer("depthwise", 3, 1, 1), ULayer("1x1", 1, 24)))),
@@ -169,9 +171,29 @@ def test_objectives_of_a_candidate_trained_on_digits():
     train, val = (ds.x[:1200], ds.y[:1200]), (ds.x[1200:1500], ds.y[1200:1500])
     torch.set_num_threads(1)
     ev = UnasEvaluator(space)
-    obj = objectives(space, arch, train, val, epochs=3, evaluator=ev)
-    assert obj["error"] < 0.5 and abs(obj["error"] - obj["float_error"]) < 0.05, obj
-    r = ev.evaluate(arch)
+    config = UnasConfig(data="digits", epochs=3, prune=prune, bounds={"error": 0.1, "peak_bytes": 4096.0})
+    obj = evaluate_genome(space, config, ev, Genome(arch, sparsity), train, val, seed=0)
+    assert obj["trained"] and obj["error"] < 0.5 and abs(obj["error"] - obj["float_error"]) < 0.05, obj
+    r = ev.evaluate(UArch.from_json(obj["arch"]))
     assert (obj["peak_bytes"], obj["flash_bytes"], obj["weight_bytes"], obj["macs"]) == (
         r.peak_bytes, r.flash_bytes, r.weight_bytes, r.macs)
     assert obj["input_bytes"] == 64
+    dense = ev.evaluate(arch)
+    if sparsity:
+        assert obj["sparsity"] > 0.2 and r.weight_bytes < dense.weight_bytes and r.macs < dense.macs
+    else:
+        assert obj["arch"] == arch.to_json() and obj["sparsity"] == 0.0
+
+
+def test_candidates_far_over_a_bound_are_not_trained():
+    """Above `skip_factor` times a resource bound a candidate is measured but not trained: error 1.0."""
+    from kilobyte.nas.unas_build import UnasEvaluator
+    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome
+
+    space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
+    arch = UArch((UBlock((ULayer("full", 3, 64, 1),)),), "avg", 2, (32,))
+    ev = UnasEvaluator(space)
+    peak = ev.evaluate(arch).peak_bytes
+    config = UnasConfig(data="digits", prune="none", bounds={"peak_bytes": peak / 10.5}, skip_factor=10)
+    obj = evaluate_genome(space, config, ev, Genome(arch), None, None, seed=0)
+    assert not obj["trained"] and obj["error"] == 1.0 and obj["weights"] is None and obj["peak_bytes"] == peak
