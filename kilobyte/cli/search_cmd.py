@@ -85,8 +85,9 @@ def register(sub) -> None:
                     help="pruning during training, the sparsity a gene of each candidate (default structured)")
     un.add_argument("--sparsity", default=None, metavar="LO,HI",
                     help="range of the sparsity gene (default 0.05,0.8: μNAS's MNIST range)")
-    un.add_argument("--final-epochs", type=int, default=30, metavar="E",
-                    help="fine-tune the member chosen for deployment for E more epochs (default 30; 0: none)")
+    un.add_argument("--final-epochs", type=int, default=100, metavar="E",
+                    help="train the member chosen for deployment once more, on the training and validation images, "
+                    "for E epochs (default 100; 0: keep its search weights)")
     un.add_argument("--random", action="store_true", help="random search instead of evolution (the baseline)")
     un.add_argument("--export", type=int, default=None, metavar="N",
                     help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
@@ -264,7 +265,7 @@ def _print_unas(r: dict) -> None:
         print("  no member is inside every bound: nothing compiled (export one with --export N)")
     else:
         f = r["final"]
-        print(f"  * chosen, fine-tuned {f['epochs']} epochs: float {f['float_accuracy'] * 100:.1f} %, "
+        print(f"  * chosen, trained again {f['epochs']} epochs: float {f['float_accuracy'] * 100:.1f} %, "
               f"int8 {f['int8_accuracy'] * 100:.1f} % (held-out)")
         print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C), bit-exact with TFLM: "
               f"{'yes' if d['bit_exact'] else 'NO'}; {d['verdict']}; C library {d['model_dir']}")

@@ -22,7 +22,8 @@ The search (`run_unas`) commits every issued candidate before it runs and every 
 the store: finished evaluations are taken, issued but unfinished ones evaluated again, and with one evaluation in
 flight the run continues exactly as an uninterrupted one would. At the end: the Pareto front over (error, peak SRAM,
 model size, MACs) with held-out test accuracies, `pareto.png`, the member chosen for deployment (the most accurate
-one inside every bound) compiled to C and verified against TensorFlow Lite Micro, and `report.json`.
+one inside every bound, by validation) trained once more on all training images (`final_epochs`), compiled to C and
+verified against TensorFlow Lite Micro, and `report.json`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class UnasConfig:
     val_images: int = 500
     train_images: int | None = None
     skip_factor: float = CAP
-    final_epochs: int = 30  # the chosen member's fine-tuning with the recipe before deployment (0: none)
+    final_epochs: int = 100  # the chosen member's final training before deployment (0: its search weights)
     in_flight: int = 1  # evaluations running at once (0: one per worker)
     core: str | None = None  # the Flash estimate's core
     kernels: str = "portable"
@@ -351,7 +352,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
                       repeated=store.repeated())
         if report["chosen"] is not None:
-            report["final"] = _finetune(store, space, config, report, out_dir, fit, val, test, progress, log)
+            report["final"] = _final_training(store, space, config, report, out_dir, fit, val, test, log)
             if deploy:
                 report["deployed"] = _deploy(space, config, report, out_dir, fit, test, device, progress, log)
         _write_pareto_plot(report, config, out_dir)
@@ -437,35 +438,44 @@ def front_hypervolume(objectives: list[dict], bounds: dict) -> float:
                        [1.0] + [HV_REFERENCE] * len(names))
 
 
-def _finetune(store, space, config, report, out_dir, fit, val, test, progress, log) -> dict:
-    """The chosen member trained further by the recipe from its search weights (`final_epochs`, early stopping on
-    the validation split; pruned weights stay zero), saved to DIR/final.pt; held-out accuracies after it.
-    Deterministic, and committed as the store's "final" phase: a resumed search takes it from there."""
+def _final_training(store, space, config, report, out_dir, fit, val, test, log) -> dict:
+    """The chosen member trained once more, the way a chosen network is: on the training and validation images
+    together, for `final_epochs` with the recipe (no early stopping; the one-cycle rate ends low). Structured or no
+    pruning: its architecture (the pruned one) from scratch; unstructured: from its search weights, the pruned
+    weights kept at zero. Saved to DIR/final.pt; held-out accuracies after it. Deterministic, and committed as the
+    store's "final" phase: a resumed search takes it from there."""
     import torch
 
     from ..train import TrainConfig, float_accuracy, int8_accuracy
     from ..train import fit as train
-    from .supernet_train import atomic_save
+    from .unas_build import build_module
 
     member = report["pareto"][report["chosen"]]
     module = load_member(space, out_dir, member)
     ckpt = out_dir / "final.pt"
     done = store.phase_result("final")
     if done is not None and done["index"] == member["index"] and ckpt.exists():
-        module.load_state_dict(torch.load(ckpt, weights_only=True))
         return done
     if config.final_epochs:
-        log(f"fine-tuning Pareto member {report['chosen']} ({config.final_epochs} epochs, the training recipe) ...")
-        zeros = {name: (p != 0).float() for name, p in module.named_parameters() if p.ndim > 1}
+        log(f"final training of Pareto member {report['chosen']}: {config.final_epochs} epochs on the training and "
+            f"validation images ...")
+        zeros = {}
+        if config.prune == "unstructured":
+            zeros = {name: (p != 0).float() for name, p in module.named_parameters() if p.ndim > 1}
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(config.seed)
+                module = build_module(space, UArch.from_json(member["architecture"]))
 
-        def keep_pruned(step, total):  # unstructured pruning's zeros stay zeros
+        def keep_pruned(step, total):
             with torch.no_grad():
                 for name, p in module.named_parameters():
                     if name in zeros:
                         p.mul_(zeros[name])
-        cfg = TrainConfig(epochs=config.final_epochs, lr=config.lr / 2, seed=config.seed, warmup_fraction=0.1)
-        train(module, fit.x, fit.y, cfg, val=(val.x, val.y), on_step=keep_pruned)
-    atomic_save(module.state_dict(), ckpt)
+        cfg = TrainConfig(epochs=config.final_epochs, lr=config.lr, seed=config.seed, patience=None,
+                          validation_fraction=0.0, warmup_fraction=0.1)
+        train(module, np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y]), cfg, on_step=keep_pruned)
+    _atomic_torch_save(module.state_dict(), ckpt)
     int8 = quantise_module(space, module.eval(), fit.x[:CALIBRATION])
     result = {"index": member["index"], "epochs": config.final_epochs,
               "int8_accuracy": int8_accuracy(int8, test.x, test.y),
@@ -474,8 +484,16 @@ def _finetune(store, space, config, report, out_dir, fit, val, test, progress, l
     return result
 
 
+def _atomic_torch_save(obj, path: Path) -> None:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    _atomic_write(path, buf.getvalue())
+
+
 def _deploy(space, config, report, out_dir, fit, test, device, progress, log) -> dict:
-    """The chosen member, fine-tuned, to a verified C library in DIR/model (`search.deploy_module`)."""
+    """The chosen member after its final training to a verified C library in DIR/model (`search.deploy_module`)."""
     import torch
 
     from ..schedule.plan_types import PlanOptions
