@@ -17,7 +17,6 @@ a `.tflite` never renames the API a firmware calls. Everything else in `model.c`
 
 from __future__ import annotations
 
-import keyword
 import re
 from dataclasses import dataclass
 
@@ -28,9 +27,11 @@ DEFAULT_PREFIX = "kb"
 ARENA_ALIGN = 16  # bytes; the DSP kernels read the arena in words, the generated arena is aligned(16)
 TARGETS = ("cortex-m4", "cortex-m7", "cortex-m55")
 _PREFIX = re.compile(r"[a-z][a-z0-9_]{0,31}")
-# The generated invoke's own parameter and local names, and C keywords: an output may not be named like them.
-_TAKEN = {"input", "raw_input", "output", "auto", "char", "const", "double", "float", "int", "long", "short",
-          "signed", "static", "unsigned", "void", "volatile", "register", "return", "struct", "union", "while"}
+C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
+    inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+    volatile while""".split())
+# The generated invoke's own parameter and local names, and C keywords: an output parameter may not be named so.
+_TAKEN = C_KEYWORDS | {"input", "raw_input", "output"}
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class LibraryOptions:
     target: str = "cortex-m4"
 
     def __post_init__(self):
-        if not _PREFIX.fullmatch(self.prefix) or keyword.iskeyword(self.prefix):
+        if not _PREFIX.fullmatch(self.prefix) or self.prefix in C_KEYWORDS:
             raise KilobyteError(f"--prefix {self.prefix!r}: give a lower-case C identifier of at most 32 characters "
                                 "(letters, digits, '_', starting with a letter), e.g. --prefix kws")
         if self.prefix.startswith("kb_") or self.prefix in ("kilobyte", "fw"):
