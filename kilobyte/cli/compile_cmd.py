@@ -59,7 +59,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..api import compile_model
-
     from ..codegen import LibraryOptions
 
     device = get_device(args)

@@ -78,7 +78,8 @@ def _helpers(lib: LibraryOptions, m: dict) -> list[str]:
     for o in outs:
         if o["dtype"] != "int8":
             continue
-        name, m_ = ("output", u("OUTPUT")) if len(outs) == 1 else (o["param"], u(f"OUTPUT_{c_ident(o['name']).upper()}"))
+        one = len(outs) == 1
+        name, m_ = ("output", u("OUTPUT")) if one else (o["param"], u(f"OUTPUT_{c_ident(o['name']).upper()}"))
         body += [f"/* TFLite's DEQUANTIZE of output \"{o['name']}\" to floats. */",
                  f"static inline void {lib.symbol('dequantize_' + name)}(const int8_t *q, float *y)",
                  f"{{ kb_dequantize({m_}_BYTES, q, {m_}_SCALE, {m_}_ZERO_POINT, y); }}"]

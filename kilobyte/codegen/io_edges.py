@@ -54,7 +54,8 @@ def edge_source(edges: Edges, lib: LibraryOptions) -> str:
     out_t = "float" if edges.float_output else "int8_t"
     text = [f"void {lib.symbol('invoke_float')}(const {in_t} *input, {out_t} *output)", "{"]
     if edges.float_input:
-        text += [f"    static int8_t q_in[{lib.macro('INPUT_BYTES')}];", f"    {lib.symbol('quantize_input')}(input, q_in);"]
+        text += [f"    static int8_t q_in[{lib.macro('INPUT_BYTES')}];",
+                 f"    {lib.symbol('quantize_input')}(input, q_in);"]
     if edges.float_output:
         text += [f"    static int8_t q_out[{lib.macro('OUTPUT_BYTES')}];"]
     text += [f"    {lib.symbol('invoke')}({'q_in' if edges.float_input else 'input'}, "

@@ -62,7 +62,8 @@ int main(int argc, char **argv)
     @CALL@;  /* int8 or uint8, as the header says: the bytes are the same */
 #if KB_ARENA_GUARD
     for (long i = 0; i < KB_ARENA_GUARD; i++) {
-        if (@P@_arena_guarded[i] != GUARD_BYTE || @P@_arena_guarded[KB_ARENA_GUARD + @U@_ARENA_BYTES + i] != GUARD_BYTE) {
+        if (@P@_arena_guarded[i] != GUARD_BYTE ||
+            @P@_arena_guarded[KB_ARENA_GUARD + @U@_ARENA_BYTES + i] != GUARD_BYTE) {
             fprintf(stderr, "arena guard byte %ld overwritten\n", i);
             return 3;
         }

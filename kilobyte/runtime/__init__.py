@@ -210,6 +210,6 @@ def load(path: str | Path) -> ctypes.CDLL:
 
 
 __all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES",
-           "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files", "assembly_for", "build_cached", "build_shared", "load", "sanitizer_env",
-           "sources_for"]
+           "MinMaxParams", "MulParams", "PadParams", "RESTYPES", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS",
+           "SIGNATURES", "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files", "assembly_for", "build_cached",
+           "build_shared", "load", "sanitizer_env", "sources_for"]

@@ -53,7 +53,8 @@ def _two_heads():
     b = GraphBuilder("heads")
     f = b.node(Op.CONV_2D, [b.input((1, 8, 8, 3))], ConvAttrs((2, 2), (1, 1, 1, 1)),
                params={"weight": rng.normal(0, .5, (8, 3, 3, 3))})
-    scores = b.node(Op.CONV_2D, [f], ConvAttrs((1, 1), (0, 0, 0, 0)), params={"weight": rng.normal(0, .5, (3, 1, 1, 8))})
+    scores = b.node(Op.CONV_2D, [f], ConvAttrs((1, 1), (0, 0, 0, 0)),
+                    params={"weight": rng.normal(0, .5, (3, 1, 1, 8))})
     boxes = b.node(Op.AVG_POOL_2D, [f], PoolAttrs((2, 2), (2, 2)))
     return quantize(b.build([scores, boxes]), [rng.normal(size=(1, 8, 8, 3)).astype(np.float32) for _ in range(4)])
 
@@ -170,8 +171,8 @@ def test_arena_extern_leaves_the_arena_to_the_user(tmp_path):
     graph = _classifier()
     result = compile_graph(graph, tmp_path / "p", library=LibraryOptions(prefix="ext", arena_extern=True))
     obj = tmp_path / "model.o"
-    subprocess.run(["gcc", "-std=c99", "-c", f"-I{result.out_dir / 'src'}", str(result.out_dir / "src" /
-                                                                               "ext_model.c"), "-o", str(obj)], check=True)
+    src = result.out_dir / "src"
+    subprocess.run(["gcc", "-std=c99", "-c", f"-I{src}", str(src / "ext_model.c"), "-o", str(obj)], check=True)
     nm = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
     assert re.search(r"^\s+U ext_arena$", nm, re.M) and " B ext_arena" not in nm
     assert result.manifest["exports"] == ["ext_invoke"]

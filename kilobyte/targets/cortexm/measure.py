@@ -9,7 +9,7 @@ gives. Both are split by symbol name, following the code generator's naming cont
                       static helpers of the runtime files and model.c, and the runtime files' own static constant
                       tables (by the ELF's STT_FILE entries)
            other    = the rest (startup, semihosting, libc, parameter structs, strings)
-    sram:  arena    = the object kb_arena (<prefix>_arena);  stack = the .stack reserve;  other = firmware buffers, libc state
+    sram:  arena    = the object <prefix>_arena;  stack = the .stack reserve;  other = firmware buffers, libc state
 """
 
 from __future__ import annotations
