@@ -79,7 +79,7 @@ def output_params(names) -> list[str]:
     and kept clear of the invoke's own names.
 
     >>> output_params(["scores", "boxes:0", "input", "scores"])
-    ['scores', 'boxes_0', 'input_out', 'scores_2']
+    ['scores', 'boxes_0', 'input_out', 'scores_3']
     """
     params: list[str] = []
     for k, name in enumerate(names):
