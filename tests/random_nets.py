@@ -462,7 +462,7 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
     slices, calls, protos, n_in, n_out = [], [], [], 0, 0
     for k, project in enumerate(projects):
         for f in (project / "src").iterdir():
-            if f.name not in ("model.c", "model.h"):
+            if f.is_file() and f.name not in ("model.c", "model.h"):  # not src/arm/: the DSP files Arm builds use
                 assert not (src / f.name).exists() or (src / f.name).read_text() == f.read_text()
                 shutil.copyfile(f, src / f.name)
         shutil.copyfile(project / "src" / "model.h", src / f"model_{k}.h")

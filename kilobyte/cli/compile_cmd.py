@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from ..codegen.library import TARGETS
 from ..errors import DoesNotFitError, KilobyteError
 from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
 from .plan_cmd import add_mac_overhead_arg, parse_patch
@@ -19,7 +20,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "compile", help="generate a C library for the model (quantising float models first) and build it",
         description="Quantise a float model with calibration data (--data), plan its memory, generate model.c/"
-        "model.h with only the kernels it uses and a static arena of exactly the planned size, build it on the "
+        "model.h (NAME_model.c/.h with --prefix NAME) with only the kernels it uses and an arena of exactly the "
+        "planned size, plus a Makefile, a CMakeLists.txt and an arm-none-eabi toolchain file; build it on the "
         "host and print the fit report (SRAM = arena incl. scratch; Flash = the linked firmware's: weights + code, "
         "measured when arm-none-eabi-gcc is installed, else estimated). Exit code 2 if it "
         "does not fit --device.")
@@ -41,19 +43,32 @@ def register(sub) -> None:
                    "(default) six "
                    "only where the bytes are free anyway (the kernels also use the unwritten output and consumed "
                    "input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
+    p.add_argument("--prefix", default="kb", metavar="NAME",
+                   help="prefix of every exported name and generated file: NAME_invoke, NAME_ARENA_BYTES, "
+                   "src/NAME_model.h, CMake target NAME_model (default kb: kb_invoke, src/model.h); give each model "
+                   "its own to link several into one firmware (docs/integration.md)")
+    p.add_argument("--arena-extern", action="store_true",
+                   help="do not define the arena: your code defines NAME_arena (e.g. in DTCM); the header gives "
+                   "NAME_ARENA_BYTES and NAME_ARENA_ALIGN")
+    p.add_argument("--target", choices=TARGETS, default=None,
+                   help="the Cortex-M core of the generated CMake toolchain file cmake/arm-none-eabi.cmake (default: "
+                   "the device's core, else cortex-m4); `make TARGET=...` builds for any of them")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..api import compile_model
+    from ..codegen import LibraryOptions
 
-    model = load_model(args)
     device = get_device(args)
+    target = args.target or (device.core if device is not None and device.core in TARGETS else "cortex-m4")
+    library = LibraryOptions(prefix=args.prefix, arena_extern=args.arena_extern, target=target)  # checked first
+    model = load_model(args)
     result = compile_model(model, args.out, data=args.data, samples=args.samples,
                            patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace,
                            conv_columns=args.conv_columns, kernels=args.kernels,
-                           max_mac_overhead=args.max_mac_overhead)
+                           max_mac_overhead=args.max_mac_overhead, library=library)
     report, overflow = measured_fit(fit_report(result, device), result, device)
     if args.json:
         print_json(report)

@@ -23,7 +23,9 @@ def register(sub) -> None:
         "C build, or with --target the Cortex-M firmware under QEMU). The input is an int8 array in the model's own "
         "(NHWC) shape; the output is written as .npy.")
     p.add_argument("model", metavar="MODEL", help=".tflite file or compiled directory")
-    p.add_argument("--input", "-i", required=True, help="input .npy (int8, the model's input shape)")
+    p.add_argument("--input", "-i", required=True,
+                   help="input .npy in the model's input shape: int8, or float32 values that are quantised with the "
+                   "input's scale and zero point first (TFLite's QUANTIZE, as the header's NAME_quantize_input)")
     p.add_argument("--out", "-o", required=True, help="output .npy path")
     p.add_argument("--engine", choices=["reference", "tflm", "c"], default=None,
                    help="reference (default for .tflite), tflm, or c (default for a compiled directory)")
@@ -41,7 +43,7 @@ def run(args) -> int:
         except DoesNotFitError as e:
             return does_not_fit(e)
     elif path.is_dir():
-        out, how = _run_compiled(path, x, args.engine), "host C"
+        out, how = _run_compiled(path, quantize_float_input(x, _manifest_input(path)), args.engine), "host C"
     elif path.suffix == ".tflite":
         out, how = _run_tflite(path, x, args.engine or "reference"), args.engine or "reference"
     else:
@@ -59,6 +61,22 @@ def _load_input(path: str) -> np.ndarray:
         raise KilobyteError(f"{path}: cannot read .npy ({e})") from None
 
 
+def _manifest_input(project: Path) -> dict:
+    from ..codegen.host import manifest
+
+    return manifest(project)["input"]
+
+
+def quantize_float_input(x: np.ndarray, spec: dict) -> np.ndarray:
+    """A float input for an int8 model, quantised with the input's scale and zero point (TFLite's QUANTIZE, bit for
+    bit what the generated NAME_quantize_input does); any other input unchanged."""
+    if not np.issubdtype(x.dtype, np.floating) or spec.get("dtype", "int8") != "int8":
+        return x
+    from ..quant.arith import quantize_values
+
+    return quantize_values(x, spec["scale"], spec["zero_point"])
+
+
 def _check_input(x: np.ndarray, tensor, where: str) -> None:
     if tuple(x.shape) != tuple(tensor.shape) or str(x.dtype) != tensor.dtype:
         raise KilobyteError(f"{where}: input is {x.dtype}{list(x.shape)}, the model wants "
@@ -69,7 +87,11 @@ def _run_tflite(path: Path, x: np.ndarray, engine: str) -> np.ndarray:
     from ..frontends.tflite import from_tflite
 
     graph = from_tflite(path)
-    _check_input(x, graph.tensors[graph.inputs[0]], str(path))
+    t = graph.tensors[graph.inputs[0]]
+    if t.qparams is not None:
+        x = quantize_float_input(x, {"dtype": t.dtype, "scale": float(t.qparams.scale[0]),
+                                     "zero_point": int(t.qparams.zero_point[0])})
+    _check_input(x, t, str(path))
     if engine == "reference":
         from ..interp import run_int8
 
@@ -97,6 +119,7 @@ def _run_on_target(path: Path, x: np.ndarray, target: str, device, args) -> tupl
         raise KilobyteError(f"{path}: --target runs a directory written by `kilobyte compile`, not a single file")
     if args.engine is not None:
         raise KilobyteError(f"--target runs the firmware under QEMU; drop --engine {args.engine}")
+    x = quantize_float_input(x, _manifest_input(path))
     out, result = run_on_target(path, x, target, device=device, kernels=args.kernels)
     return out, f"{target} under QEMU, stack {result.stack_bytes} B"
 

@@ -15,10 +15,11 @@ from ..errors import KilobyteError
 from ..ir import Graph, Op
 from .host import HostModel, build_executable, run_compiled, run_executable
 from .io_edges import Edges, split_float_head
+from .library import ARENA_ALIGN, LibraryOptions, is_classifier, output_params
 from .project import write_project
 
-__all__ = ["CompileResult", "HostModel", "build_executable", "compile_graph", "run_compiled", "run_executable",
-           "split_float_head", "split_float_tail"]
+__all__ = ["CompileResult", "HostModel", "LibraryOptions", "build_executable", "compile_graph", "run_compiled",
+           "run_executable", "split_float_head", "split_float_tail"]
 
 FLOAT_TAIL_OPS = (Op.DEQUANTIZE, Op.SOFTMAX)
 
@@ -62,10 +63,22 @@ def _io(graph: Graph, name: str) -> dict:
 
 
 def _outputs(graph: Graph) -> list[dict]:
-    """Every output with its byte offset in the one output buffer (model_c.output_offsets)."""
+    """Every output with its byte offset in the one output buffer (model_c.output_offsets) and its parameter name
+    in the invoke (`output`, or with several outputs one pointer each, named after them)."""
     from .model_c import output_offsets
 
-    return [{**_io(graph, name), "offset": offset} for name, offset in output_offsets(graph)]
+    params = output_params(graph.outputs) if len(graph.outputs) > 1 else ["output"]
+    return [{**_io(graph, name), "offset": offset, "param": param}
+            for (name, offset), param in zip(output_offsets(graph), params)]
+
+
+def _library(lib: LibraryOptions, outputs: list[dict], float_entry: bool) -> dict:
+    """The manifest's description of the C library: prefix, file names, arena ownership, exported symbols."""
+    exports = [lib.symbol("invoke")] + ([] if lib.arena_extern else [lib.symbol("arena")]) + \
+        ([lib.symbol("invoke_float")] if float_entry else [])
+    return {"prefix": lib.prefix, "header": f"src/{lib.header}", "source": f"src/{lib.source}",
+            "arena_align": ARENA_ALIGN, "arena_extern": lib.arena_extern, "target": lib.target,
+            "argmax": is_classifier(outputs), "exports": exports}
 
 
 def _tflite_copy(graph: Graph) -> bytes | None:
@@ -80,9 +93,11 @@ def _tflite_copy(graph: Graph) -> bytes | None:
     return to_tflite(graph)
 
 
-def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "model") -> CompileResult:
-    """Plan and generate the C project for an int8 graph into `out_dir` (atomically). The project's `model.tflite`
-    is written only when the `[tflite]` extra is installed (the manifest's "tflite" is null otherwise)."""
+def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "model",
+                  library: LibraryOptions | None = None) -> CompileResult:
+    """Plan and generate the C project for an int8 graph into `out_dir` (atomically); `library` names its exports
+    and files (default prefix "kb"). The project's `model.tflite` is written only when the `[tflite]` extra is
+    installed (the manifest's "tflite" is null otherwise)."""
     from ..quant.check import check_int8
     from ..schedule.plan import make_plan, plan_to_dict
     from ..schedule.plan_types import PlanOptions
@@ -98,9 +113,10 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     check_int8(core)
     plan = make_plan(core, options or PlanOptions())
     summary = plan_to_dict(plan)
+    outputs = _outputs(core)
     manifest = {
         "model": model_name, "input": _io(core, core.inputs[0]), "output": _io(core, core.outputs[0]),
-        "outputs": _outputs(core),
+        "outputs": outputs, **_library(library or LibraryOptions(), outputs, edges.has_float_entry),
         "float_tail": list(tail), "arena_bytes": plan.arena_bytes, "peak_bytes": plan.peak_bytes,
         "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
         "patch": summary.get("patch"), "order": list(plan.order), "kernel_set": plan.options.kernels,

@@ -31,6 +31,8 @@ def manifest(project: str | Path) -> dict:
 
 def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
     srcs = sorted(str(p) for p in (project / "src").glob("*.c"))
+    # an --arena-extern library's arena, defined as a user would (not in sanitizer builds: the model's guarded one)
+    srcs += [str(project / s) for s in manifest(project).get("host_sources", [])]
     if not shared:
         srcs.append(str(project / "host" / "main.c"))
     extra = ["-fPIC", "-shared"] if shared else []
@@ -56,10 +58,13 @@ class HostModel:
         self.manifest = manifest(self.project)
         lib = _compile(self.project, self.project / "host" / "libmodel.so", STRICT, shared=True)
         self.lib = ctypes.CDLL(str(lib))
-        self.lib.kb_invoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        self.lib.kb_invoke.restype = None
+        self.prefix = self.manifest.get("prefix", "kb")
         self.in_shape = tuple(self.manifest["input"]["shape"])
         outputs = self.manifest.get("outputs", [self.manifest["output"]])
+        self._invoke = getattr(self.lib, f"{self.prefix}_invoke")
+        self._invoke.argtypes = [ctypes.c_void_p] * (1 + len(outputs))  # the input, then one pointer per output
+        self._invoke.restype = None
+        self._offsets = [o.get("offset", 0) for o in outputs]
         # one output: its shape; several: the flat buffer they are written to, back to back (see `outputs`)
         self.out_shape = tuple(outputs[0]["shape"]) if len(outputs) == 1 else (sum(
             int(np.prod(o["shape"])) for o in outputs),)
@@ -72,11 +77,11 @@ class HostModel:
         return {p[3]: int(p[1], 16) for p in (line.split() for line in out.splitlines()) if len(p) == 4}
 
     def arena_symbol_bytes(self) -> int:
-        """Size of the `kb_arena` symbol as built (read back from the library, not from the manifest)."""
-        sizes = self.symbol_sizes()
-        if "kb_arena" not in sizes:
-            raise KilobyteError(f"{self.project}: no kb_arena symbol in the host build")
-        return sizes["kb_arena"]
+        """Size of the `<prefix>_arena` symbol as built (read back from the library, not from the manifest)."""
+        sizes, name = self.symbol_sizes(), f"{self.prefix}_arena"
+        if name not in sizes:
+            raise KilobyteError(f"{self.project}: no {name} symbol in the host build")
+        return sizes[name]
 
     def invoke_float(self, x: np.ndarray) -> np.ndarray:
         """`kb_invoke_float`: the model as its file defines it, float where the file has float (io_edges.py)."""
@@ -86,7 +91,8 @@ class HostModel:
         out_t = np.float32 if self.manifest.get("float_tail") == ["DEQUANTIZE"] else np.int8
         x = np.ascontiguousarray(x, dtype=in_t).reshape(self.in_shape)
         y = np.empty(self.out_shape, out_t)
-        self.lib.kb_invoke_float(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data))
+        fn = getattr(self.lib, f"{self.prefix}_invoke_float")
+        fn(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data))
         return y
 
     def outputs(self, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -100,7 +106,7 @@ class HostModel:
         if x.shape != self.in_shape:
             raise KilobyteError(f"{self.project}: input shape {x.shape}, the model wants {self.in_shape}")
         y = np.empty(self.out_shape, self.manifest["output"]["dtype"])
-        self.lib.kb_invoke(x.ctypes.data, y.ctypes.data)
+        self._invoke(x.ctypes.data, *(y.ctypes.data + offset for offset in self._offsets))
         return y
 
 

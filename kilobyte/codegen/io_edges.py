@@ -2,22 +2,20 @@
 entry point of an "int8 model with float interface".
 
 The TFLite converter writes such models as float input -> QUANTIZE -> int8 core -> DEQUANTIZE -> float output.
-`split_float_head` takes the leading QUANTIZE off (the C core runs int8 to int8, `kb_invoke`); `model.h` then also
-declares, from the same quantisation parameters as `kilobyte.json`:
-- `KB_INPUT_SCALE`, `KB_INPUT_ZERO_POINT`, `KB_OUTPUT_SCALE`, `KB_OUTPUT_ZERO_POINT`;
-- `kb_quantize_input(const float *x, int8_t *q)` and `kb_dequantize_output(const int8_t *q, float *y)`, TFLite's
-  QUANTIZE and DEQUANTIZE bit for bit (`kb_quantize.c`), for every model;
-- `kb_invoke_float(input, output)` when the file's input is float (QUANTIZE head) or its output is a DEQUANTIZE:
-  the model exactly as the file defines it, with float where the file has float. Its int8 buffers are static.
+`split_float_head` takes the leading QUANTIZE off (the C core runs int8 to int8, `kb_invoke`). The header declares,
+for every model, the quantisation macros and the inline `kb_quantize_input` / `kb_dequantize_output` helpers
+(`header.py`); this module adds `kb_invoke_float(input, output)` (prefixed like every export) when the file's input
+is float (QUANTIZE head) or its output is a DEQUANTIZE: the model exactly as the file defines it, with float where
+the file has float. Its int8 buffers are static.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..interp.int8_ref import tensor_qparams
 from ..ir import Graph, Op
 from ..transforms.edit import drop_unused_tensors
+from .library import LibraryOptions
 
 
 @dataclass(frozen=True)
@@ -49,52 +47,19 @@ def split_float_head(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
     return drop_unused_tensors(core).verify(), ("QUANTIZE",)
 
 
-def edge_header(graph: Graph, edges: Edges) -> list[str]:
-    """Lines of model.h: the input/output quantisation and the edge functions."""
-    (si, zi), (so, zo) = tensor_qparams(graph, graph.inputs[0]), tensor_qparams(graph, graph.outputs[0])
+def edge_source(edges: Edges, lib: LibraryOptions) -> str:
+    """`<prefix>_invoke_float` for model.c: the float edges around the int8 invoke, through the header's inline
+    quantize / dequantize helpers (kb_quantize.c)."""
     in_t = "float" if edges.float_input else "int8_t"
     out_t = "float" if edges.float_output else "int8_t"
-    lines = [
-        f"#define KB_INPUT_SCALE       {float(si)!r}f  /* real = scale * (q - zero_point) */",
-        f"#define KB_INPUT_ZERO_POINT  {zi}",
-        f"#define KB_OUTPUT_SCALE      {float(so)!r}f",
-        f"#define KB_OUTPUT_ZERO_POINT {zo}",
-        "",
-        "/* TFLite's QUANTIZE of KB_INPUT_BYTES floats, and DEQUANTIZE of KB_OUTPUT_BYTES int8 outputs. */",
-        "void kb_quantize_input(const float *x, int8_t *q);",
-        "void kb_dequantize_output(const int8_t *q, float *y);",
-    ]
-    if edges.has_float_entry:
-        lines += ["", "/* The model as its file defines it (float where the file has float). Not reentrant. */",
-                  f"void kb_invoke_float(const {in_t} *input, {out_t} *output);"]
-    return lines
-
-
-def edge_source(edges: Edges) -> str:
-    """The edge functions' definitions for model.c (they call kb_quantize.c)."""
-    text = [
-        "void kb_quantize_input(const float *x, int8_t *q)",
-        "{",
-        "    kb_quantize(KB_INPUT_BYTES, x, KB_INPUT_SCALE, KB_INPUT_ZERO_POINT, q);",
-        "}",
-        "",
-        "void kb_dequantize_output(const int8_t *q, float *y)",
-        "{",
-        "    kb_dequantize(KB_OUTPUT_BYTES, q, KB_OUTPUT_SCALE, KB_OUTPUT_ZERO_POINT, y);",
-        "}",
-        "",
-    ]
-    if edges.has_float_entry:
-        in_t = "float" if edges.float_input else "int8_t"
-        out_t = "float" if edges.float_output else "int8_t"
-        text += [f"void kb_invoke_float(const {in_t} *input, {out_t} *output)", "{"]
-        if edges.float_input:
-            text += ["    static int8_t q_in[KB_INPUT_BYTES];", "    kb_quantize_input(input, q_in);"]
-        if edges.float_output:
-            text += ["    static int8_t q_out[KB_OUTPUT_BYTES];"]
-        text += [f"    kb_invoke({'q_in' if edges.float_input else 'input'}, "
-                 f"{'q_out' if edges.float_output else 'output'});"]
-        if edges.float_output:
-            text += ["    kb_dequantize_output(q_out, output);"]
-        text += ["}", ""]
-    return "\n".join(text)
+    text = [f"void {lib.symbol('invoke_float')}(const {in_t} *input, {out_t} *output)", "{"]
+    if edges.float_input:
+        text += [f"    static int8_t q_in[{lib.macro('INPUT_BYTES')}];",
+                 f"    {lib.symbol('quantize_input')}(input, q_in);"]
+    if edges.float_output:
+        text += [f"    static int8_t q_out[{lib.macro('OUTPUT_BYTES')}];"]
+    text += [f"    {lib.symbol('invoke')}({'q_in' if edges.float_input else 'input'}, "
+             f"{'q_out' if edges.float_output else 'output'});"]
+    if edges.float_output:
+        text += [f"    {lib.symbol('dequantize_output')}(q_out, output);"]
+    return "\n".join(text + ["}", ""])

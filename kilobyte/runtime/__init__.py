@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from pathlib import Path
 from ..errors import KilobyteError
 
 C_DIR = Path(__file__).resolve().parent / "c"
+ARM_DIR = C_DIR / "arm"  # the Cortex-M DSP kernels: same-named files that replace portable ones (TFLM's cmsis_nn/)
 HEADERS = ("kilobyte.h", "kb_requant.h", "kb_dot.h")
 # Kernel family -> the one source file implementing it.
 KERNEL_FILES = {
@@ -54,6 +56,34 @@ def sources_for(families: Iterable[str] | None = None) -> list[Path]:
     if unknown:
         raise KilobyteError(f"runtime: no kernel family {unknown}; known: {sorted(KERNEL_FILES)}")
     return [C_DIR / KERNEL_FILES[n] for n in names]
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def assembly_for(chosen: Sequence[Path], arm_dir: Path = ARM_DIR) -> list[Path]:
+    """arm_dir's X.S files whose header X.h is included by a chosen .c file, directly or through chosen headers
+    (e.g. kb_arm_wide.S, declared by kb_arm_wide.h, which arm/kb_conv.c includes and arm/kb_fc.c does not)."""
+    by_name = {p.name: p for p in chosen}
+    todo, seen = [p for p in chosen if p.suffix == ".c"], set()
+    while todo:
+        for name in _INCLUDE.findall(todo.pop().read_text()):
+            if name in by_name and name not in seen:
+                seen.add(name)
+                todo.append(by_name[name])
+    return [s for s in sorted(arm_dir.glob("*.S")) if s.with_suffix(".h").name in seen]
+
+
+def arm_files(names: Iterable[str]) -> list[Path]:
+    """The Arm (DSP) build of the runtime files `names` ("kb_conv.c", ...): the arm/ replacement of each that has
+    one, every arm/ header, and the arm/ assembly those files need; the files without a replacement are not listed.
+
+    >>> [p.name for p in arm_files(["kb_fc.c", "kb_pool.c"])]
+    ['kb_fc.c', 'kb_arm_dot.h', 'kb_arm_requant.h', 'kb_arm_simd.h', 'kb_arm_wide.h', 'kb_arm_widen.h']
+    """
+    swapped = [ARM_DIR / n for n in names if (ARM_DIR / n).is_file()]
+    chosen = swapped + sorted(ARM_DIR.glob("*.h"))
+    return chosen + assembly_for(chosen)
 
 
 def build_shared(sources: Sequence[str | Path], out: str | Path, extra_flags: Sequence[str] = (), *,
@@ -152,6 +182,7 @@ SIGNATURES = {
     "kb_pad": [ctypes.POINTER(PadParams), _I8, _I8],
     "kb_quantize": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, _I8],
     "kb_dequantize": [ctypes.c_int32, _I8, ctypes.c_float, ctypes.c_int32, _F32],
+    "kb_argmax_i8": [ctypes.c_int32, _I8],
     "kb_requantize_u8_i8": [ctypes.POINTER(RequantizeParams), ctypes.c_void_p, _I8],
     "kb_requantize_i8_u8": [ctypes.POINTER(RequantizeParams), _I8, ctypes.c_void_p],
     "kb_conv_1x1_add": [_conv, _I8, _I8, _I32, _I32, _I32, ctypes.POINTER(AddParams), _I8],
@@ -165,6 +196,8 @@ SIGNATURES = {
     "kb_resize_bilinear": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
 }
 
+RESTYPES = {"kb_argmax_i8": ctypes.c_int32}  # every other kernel returns void
+
 
 def load(path: str | Path) -> ctypes.CDLL:
     """Load a built runtime library and declare the argument types of every kernel it contains."""
@@ -172,11 +205,11 @@ def load(path: str | Path) -> ctypes.CDLL:
     for name, argtypes in SIGNATURES.items():
         fn = getattr(lib, name, None)
         if fn is not None:
-            fn.argtypes, fn.restype = argtypes, None
+            fn.argtypes, fn.restype = argtypes, RESTYPES.get(name)
     return lib
 
 
-__all__ = ["AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "MinMaxParams", "MulParams", "PadParams", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES",
-           "STRUCTS", "SoftmaxParams", "StridesParams", "build_cached", "build_shared", "load", "sanitizer_env",
-           "sources_for"]
+__all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
+           "MinMaxParams", "MulParams", "PadParams", "RESTYPES", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS",
+           "SIGNATURES", "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files", "assembly_for", "build_cached",
+           "build_shared", "load", "sanitizer_env", "sources_for"]

@@ -513,6 +513,17 @@ def test_quantize_dequantize(kb_lib, n, seed):
     assert np.array_equal(got.view(np.int32), expected(g, [q.body[None].copy()])[0].view(np.int32))
 
 
+
+@EXAMPLES
+@given(n=st.integers(1, 300), seed=st.integers(0, 2**32))
+def test_argmax(kb_lib, n, seed):
+    """kb_argmax_i8 (the generated NAME_argmax) is numpy's argmax: the first index of the largest value, ties too."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, n).astype(np.int8)
+    if n > 2:  # a tie for the maximum: the first one wins
+        x[rng.integers(0, n, 2)] = 127
+    assert kb_lib.kb_argmax_i8(n, Buf(n, x).ptr()) == int(np.argmax(x))
+
 # -- requantisation helpers --------------------------------------------------------------------------------------------
 INT32 = st.one_of(st.integers(-2**31, 2**31 - 1), st.sampled_from([-2**31, -2**31 + 1, -1, 0, 1, 2**31 - 1]))
 

@@ -6,6 +6,8 @@
  * because scale (24-bit significand) times a 9-bit integer is exact in double and then rounded once to float.
  * QUANTIZE between uint8 and int8 (TFLite Micro's Requantize): MBQM(q - zp_in, mult, shift) + zp_out, clamped to the
  * output type; its multiplier and shift are computed at generation time.
+ * ARGMAX of a classifier's int8 scores (kb_argmax_i8): the first index of the largest value, as numpy's argmax. A
+ * positive scale makes DEQUANTIZE increasing, so the int8 argmax is the float one, with no dequantisation.
  */
 #include "kilobyte.h"
 #include "kb_requant.h"
@@ -46,6 +48,17 @@ void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point,
     for (int32_t i = 0; i < n; ++i) {
         out[i] = scale * (float)(in[i] - zero_point);
     }
+}
+
+int32_t kb_argmax_i8(int32_t n, const int8_t *in)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i) {
+        if (in[i] > in[best]) {
+            best = i;
+        }
+    }
+    return best;
 }
 
 static int32_t requantize_one(int32_t v, const kb_requantize_params *p)

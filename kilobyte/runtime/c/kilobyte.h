@@ -189,6 +189,7 @@ void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
 /* kb_quantize.c -------------------------------------------------------------------------------------------------- */
 void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);
 void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);
+int32_t kb_argmax_i8(int32_t n, const int8_t *in);  /* first index of the largest value */
 /* QUANTIZE between uint8 and int8 at a model's edges (TFLite Micro's Requantize). */
 typedef struct {
     int32_t n;

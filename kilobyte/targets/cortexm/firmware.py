@@ -26,17 +26,17 @@ from pathlib import Path
 
 from kilobyte.errors import DoesNotFitError, KilobyteError
 from kilobyte.kernels import check_kernel_set
+from kilobyte.runtime import ARM_DIR, assembly_for
 from kilobyte.targets.devices import Device, get_device
 
 from .measure import elf_sections, elf_symbols
 from .toolchain import FW_DIR, Board, arm_gcc, get_board
 
-ARM_KERNEL_DIR = Path(__file__).resolve().parents[2] / "runtime" / "c" / "arm"
+ARM_KERNEL_DIR = ARM_DIR
 DEFAULT_STACK_BYTES = 4096
 COMMON_FLAGS = ("-O2", "-g", "-Wall", "-ffunction-sections", "-fdata-sections", "-fstack-usage", "-nostartfiles",
                 "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections", "-Wl,--print-memory-usage")
 _OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class FirmwareBuild:
     board: Board
     device: Device | None
     kernels: str
+    prefix: str  # the library's prefix: its symbols are <prefix>_invoke, <prefix>_arena
     flash_limit_bytes: int  # the FLASH region it was linked into (the device's Flash, or the board's)
     ram_limit_bytes: int
     stack_reserve_bytes: int
@@ -66,7 +67,8 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
     """The .c and .h files of `src_dir` to build, with kb_*.c swapped for arm_dir's same-named file under "dsp".
 
     Under "dsp" also arm_dir's headers (unless src_dir has a same-named one) and each assembly file X.S of arm_dir
-    whose header X.h a chosen .c file includes, directly or through other chosen headers (`_assembly_for`).
+    whose header X.h a chosen .c file includes, directly or through other chosen headers
+    (`runtime.assembly_for`).
 
     >>> select_sources(Path("/nonexistent"), kernels="fast")
     Traceback (most recent call last):
@@ -85,7 +87,7 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
     if kernels == "dsp" and arm_dir.is_dir():  # headers the arm kernels include, unless the model has its own
         have = {p.name for p in chosen}
         chosen += [h for h in sorted(arm_dir.glob("*.h")) if h.name not in have]
-        chosen += _assembly_for(chosen, arm_dir)
+        chosen += assembly_for(chosen, arm_dir)
     return chosen
 
 
@@ -100,19 +102,6 @@ def planned_kernel_set(model_dir: Path) -> str:
         return "portable"
 
 
-def _assembly_for(chosen: list[Path], arm_dir: Path) -> list[Path]:
-    """arm_dir's X.S files whose header X.h is included by a chosen .c file, directly or through chosen headers
-    (e.g. kb_arm_wide.S, declared by kb_arm_wide.h, which arm/kb_conv.c includes and arm/kb_fc.c does not)."""
-    by_name = {p.name: p for p in chosen}
-    todo, seen = [p for p in chosen if p.suffix == ".c"], set()
-    while todo:
-        for name in _INCLUDE.findall(todo.pop().read_text()):
-            if name in by_name and name not in seen:
-                seen.add(name)
-                todo.append(by_name[name])
-    return [s for s in sorted(arm_dir.glob("*.S")) if s.with_suffix(".h").name in seen]
-
-
 def _resolve_device(device: str | Device | None, board: Board) -> Device | None:
     if device is None or isinstance(device, Device):
         dev = device
@@ -124,12 +113,39 @@ def _resolve_device(device: str | Device | None, board: Board) -> Device | None:
     return dev
 
 
+def model_interface(model_dir: Path) -> dict:
+    """The library's names from kilobyte.json: prefix, header and source (defaults `kb`, src/model.h, src/model.c
+    for directories without a manifest, e.g. the Flash probes), and its outputs."""
+    import json
+
+    try:
+        m = json.loads((Path(model_dir) / "kilobyte.json").read_text())
+    except (OSError, ValueError):
+        m = {}
+    return {"prefix": m.get("prefix", "kb"), "header": m.get("header", "src/model.h"),
+            "source": m.get("source", "src/model.c"), "outputs": m.get("outputs", [{"offset": 0}]),
+            "host_sources": m.get("host_sources", [])}
+
+
 def _check_model_dir(model_dir: Path) -> Path:
-    src = model_dir / "src"
-    for name in ("model.h", "model.c"):
-        if not (src / name).is_file():
-            raise KilobyteError(f"{model_dir}: not a compiled model directory ({src / name} is missing)")
-    return src
+    names = model_interface(model_dir)
+    for name in (names["header"], names["source"]):
+        if not (model_dir / name).is_file():
+            raise KilobyteError(f"{model_dir}: not a compiled model directory ({model_dir / name} is missing)")
+    return model_dir / "src"
+
+
+def fw_model_h(model_dir: Path) -> str:
+    """fw/fw_model.h: what the test firmware's main.c needs of the model, under the library's prefix."""
+    from kilobyte.codegen.header import invoke_call
+
+    names = model_interface(model_dir)
+    u = names["prefix"].upper()
+    call = invoke_call({"prefix": names["prefix"], "outputs": names["outputs"]}, "in", "out")
+    return (f"/* Generated by kilobyte.targets.cortexm: the model as main.c calls it. */\n"
+            f'#include "{Path(names["header"]).name}"\n'
+            f"#define FW_INPUT_BYTES {u}_INPUT_BYTES\n#define FW_OUTPUT_BYTES {u}_OUTPUT_BYTES\n"
+            f"#define FW_INVOKE(in, out) {call}\n")
 
 
 def _linker_script(board: Board, flash_bytes: int, ram_bytes: int) -> str:
@@ -197,6 +213,10 @@ def build_firmware(model_dir: str | Path, target: str, device: str | Device | No
     name = f"{board.core}-{kernels}" + (f"-{dev.name}" if dev else "")
     out = Path(out_dir) if out_dir is not None else model_dir / "firmware" / name
     c_files = _write_project(out, sources, _linker_script(board, flash, ram), board)
+    (out / "fw" / "fw_model.h").write_text(fw_model_h(model_dir))
+    for extra in model_interface(model_dir)["host_sources"]:  # an --arena-extern arena, defined as a user would
+        shutil.copy2(model_dir / extra, out / "fw" / Path(extra).name)
+        c_files.append(f"fw/{Path(extra).name}")
     cmd = _command(board, c_files, stack_bytes)
     (out / "build.sh").write_text(f"#!/bin/sh\n# generated by kilobyte.targets.cortexm\ncd \"$(dirname \"$0\")\"\n"
                                   f"{shlex.join(cmd)}\n")
@@ -213,7 +233,8 @@ def _finish(out: Path, model_dir: Path, board: Board, dev: Device | None, kernel
     elf = out / "firmware.elf"
     symbols = {s.name: s for s in elf_symbols(elf)}
     return FirmwareBuild(elf=elf, map=out / "firmware.map", out_dir=out, model_dir=model_dir, board=board,
-                         device=dev, kernels=kernels, flash_limit_bytes=flash, ram_limit_bytes=ram,
+                         device=dev, kernels=kernels, prefix=model_interface(model_dir)["prefix"],
+                         flash_limit_bytes=flash, ram_limit_bytes=ram,
                          stack_reserve_bytes=stack_bytes, input_bytes=symbols["fw_input"].size,
                          output_bytes=symbols["fw_output"].size,
                          sizes={s.name: s.size for s in elf_sections(elf)})

@@ -148,6 +148,18 @@ def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: _Functi
 
 
 
+def _output_args(build, arm, fw_output: int) -> list[tuple[int, int]]:
+    """(register, address) of each output pointer the invoke takes after the input: r1.. (AAPCS: up to r3)."""
+    from .firmware import model_interface
+
+    offsets = [o.get("offset", 0) for o in model_interface(build.model_dir)["outputs"]]
+    if len(offsets) > 3:
+        raise KilobyteError(f"{build.elf}: counting a model with {len(offsets)} outputs (more than r1-r3 pass) is "
+                            "not supported; count it under QEMU instead")
+    regs = (arm.UC_ARM_REG_R1, arm.UC_ARM_REG_R2, arm.UC_ARM_REG_R3)
+    return [(reg, fw_output + offset) for reg, offset in zip(regs, offsets)]
+
+
 def count_instructions(build, input: np.ndarray, timeout: float = 120) -> IcountResult:
     """Count the instructions `kb_invoke` executes on `input` (int8, KB_INPUT_BYTES) in the ELF of `build`."""
     if build.board.unicorn_cpu is None:
@@ -158,16 +170,17 @@ def count_instructions(build, input: np.ndarray, timeout: float = 120) -> Icount
     symbols = elf_symbols(build.elf)
     objects = {s.name: s.address for s in symbols if s.kind == "object"}
     funcs = _Functions(symbols)
-    entry = next((a for a, name in funcs.entries("kb_invoke").items() if name == "kb_invoke"), None)
+    invoke = f"{build.prefix}_invoke"
+    entry = next((a for a, name in funcs.entries(invoke).items() if name == invoke), None)
     if entry is None or "fw_input" not in objects:
-        raise KilobyteError(f"{build.elf}: no kb_invoke / fw_input symbol; is this a kilobyte firmware?")
+        raise KilobyteError(f"{build.elf}: no {invoke} / fw_input symbol; is this a kilobyte firmware?")
     uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB | unicorn.UC_MODE_MCLASS)
     uc.ctl_set_cpu_model(getattr(arm, build.board.unicorn_cpu))
     _map_image(uc, build)
     uc.mem_write(objects["fw_input"], data)
     stack_top = elf_symbol_values(build.elf)["__stack_top"]
     for reg, value in ((arm.UC_ARM_REG_SP, stack_top), (arm.UC_ARM_REG_LR, MAGIC_RETURN | 1),
-                       (arm.UC_ARM_REG_R0, objects["fw_input"]), (arm.UC_ARM_REG_R1, objects["fw_output"])):
+                       (arm.UC_ARM_REG_R0, objects["fw_input"]), *_output_args(build, arm, objects["fw_output"])):
         uc.reg_write(reg, value)
     tracker = _Tracker(funcs.entries("kb_layer_"), arm.UC_ARM_REG_LR)
     uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)

@@ -9,7 +9,7 @@ gives. Both are split by symbol name, following the code generator's naming cont
                       static helpers of the runtime files and model.c, and the runtime files' own static constant
                       tables (by the ELF's STT_FILE entries)
            other    = the rest (startup, semihosting, libc, parameter structs, strings)
-    sram:  arena    = the object kb_arena;  stack = the .stack reserve;  other = firmware buffers, libc state
+    sram:  arena    = the object <prefix>_arena;  stack = the .stack reserve;  other = firmware buffers, libc state
 """
 
 from __future__ import annotations
@@ -95,9 +95,11 @@ def _unique_size(symbols: list[ElfSymbol]) -> int:
     return sum(size for _, size in {(s.address, s.size) for s in symbols})
 
 
-def _is_kernel_code(sym: ElfSymbol) -> bool:
-    """A kb_* function, or a static helper compiled from a runtime file (kb_*.c) or the generated model.c."""
-    return sym.name.startswith("kb_") or sym.source.startswith("kb_") or sym.source == "model.c"
+def _is_kernel_code(sym: ElfSymbol, prefix: str = "kb") -> bool:
+    """A kb_* function, the library's <prefix>_invoke*, or a static helper compiled from a runtime file (kb_*.c) or
+    the generated model.c (<prefix>_model.c)."""
+    model_c = "model.c" if prefix == "kb" else f"{prefix}_model.c"
+    return sym.name.startswith(("kb_", f"{prefix}_invoke")) or sym.source.startswith("kb_") or sym.source == model_c
 
 
 def measure(build) -> dict[str, Any]:
@@ -112,9 +114,9 @@ def measure(build) -> dict[str, Any]:
     flash = sum(s.size for s in sections if s.has_contents)
     sram = sum(s.size for s in sections if ram_lo <= s.address < ram_lo + build.board.ram_bytes)
     weights = _unique_size([s for s in symbols if s.kind == "object" and _WEIGHTS.match(s.name)])
-    kernels = _unique_size([s for s in symbols if (s.kind == "func" and _is_kernel_code(s)) or
+    kernels = _unique_size([s for s in symbols if (s.kind == "func" and _is_kernel_code(s, build.prefix)) or
                             (s.kind == "object" and s.source.startswith("kb_") and in_flash(s.address))])
-    arena = _unique_size([s for s in symbols if s.kind == "object" and s.name == "kb_arena"])
+    arena = _unique_size([s for s in symbols if s.kind == "object" and s.name == f"{build.prefix}_arena"])
     stack = sum(s.size for s in sections if s.name == ".stack")
     return {
         "target": build.target,
