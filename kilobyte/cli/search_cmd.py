@@ -250,7 +250,7 @@ def _run_unas(args, device, workers: int) -> int:
 
 def _print_unas(r: dict) -> None:
     print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "
-          f"held-out test accuracy")
+          f"held-out test accuracy with the search's weights")
     print(f"  {'#':>3} {'int8':>6} {'float':>6} {'SRAM':>8} {'+input':>8} {'size':>8} {'Flash':>8} {'MACs':>8} "
           f"{'sparse':>6}  architecture")
     for i, m in enumerate(r["pareto"]):
