@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import KilobyteError
 from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
+from .plots import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, device_budget
 from .space import Arch, MBSpace
 from .space_opt import optimize_space, require_fit, write_report
@@ -101,20 +102,26 @@ def _budget(config: SearchConfig) -> Budget:
 
 def load_split(config: SearchConfig):
     """(train, val, test) NHWC datasets of the search's data (see the module doc)."""
+    return split_data(config.data, config.seed, config.train_fraction, config.val_images, config.train_images)
+
+
+def split_data(data: str, seed: int, train_fraction: float, val_images: int, train_images: int | None):
+    """(fit, val, test) of labelled images `data` shuffled by `seed`: test = the last 1 - `train_fraction`, val = the
+    last `val_images` of the rest, fit = the others (at most `train_images` of them). Searches of both kinds."""
     from ..data import load_dataset
 
-    ds = load_dataset(config.data, seed=config.seed)
+    ds = load_dataset(data, seed=seed)
     if ds.y is None:
-        raise SearchError(f"--data {config.data}: search needs labelled images (a folder of class sub-folders, an "
+        raise SearchError(f"--data {data}: search needs labelled images (a folder of class sub-folders, an "
                           f".npz with 'y', or a bundled set)")
-    n_train = int(len(ds.x) * config.train_fraction)
-    if n_train - config.val_images < 100 or len(ds.x) - n_train < 50:
-        raise SearchError(f"--data {config.data}: {len(ds.x)} images are too few to split into train, "
-                          f"{config.val_images} validation and a test split")
+    n_train = int(len(ds.x) * train_fraction)
+    if n_train - val_images < 100 or len(ds.x) - n_train < 50:
+        raise SearchError(f"--data {data}: {len(ds.x)} images are too few to split into train, "
+                          f"{val_images} validation and a test split")
     train, test = ds.split(n_train)
-    fit, val = train.split(n_train - config.val_images)
-    if config.train_images is not None:
-        fit = fit.split(min(config.train_images, len(fit.x)))[0]
+    fit, val = train.split(n_train - val_images)
+    if train_images is not None:
+        fit = fit.split(min(train_images, len(fit.x)))[0]
     return fit, val, test
 
 
@@ -334,11 +341,8 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
 
 def _write_pareto(store: SearchStore, config: SearchConfig, out_dir: Path) -> None:
     """`pareto.png`: validation accuracy vs peak SRAM and vs Flash of every evaluated candidate."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     evals = store.evaluations()
     if not evals:
@@ -354,8 +358,4 @@ def _write_pareto(store: SearchStore, config: SearchConfig, out_dir: Path) -> No
         ax.set_xlabel(label)
     axes[0].set_ylabel("validation accuracy (%)")
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    tmp = out_dir / "pareto.tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, out_dir / "pareto.png")
+    save_png(fig, out_dir / "pareto.png")

@@ -24,6 +24,7 @@ from ..errors import KilobyteError
 from ..schedule.estimate import Resources
 from ..schedule.plan_types import PlanOptions
 from .build import network
+from .plots import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, sram_lower_bound
 from .space import MBSpace, grid
 
@@ -176,11 +177,8 @@ def write_report(choice: SpaceChoice, out_dir: Path, top: int = 10) -> dict[str,
     tmp = paths["json"].with_suffix(".json.tmp")
     tmp.write_text(json.dumps(choice.to_json(), indent=1))
     os.replace(tmp, paths["json"])
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         del paths["plot"]
         return paths
     ranked = sorted((c for c in choice.configs if c.fitting), key=lambda c: -c.mean_macs)[:top]
@@ -194,9 +192,5 @@ def write_report(choice: SpaceChoice, out_dir: Path, top: int = 10) -> dict[str,
     ax.set_ylabel("CDF")
     ax.set_title(f"{choice.budget.sram_bytes // 1024} KB SRAM / {choice.budget.flash_bytes // 1024} KB Flash")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = paths["plot"].with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, paths["plot"])
+    save_png(fig, paths["plot"], dpi=120)
     return paths

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import KilobyteError
 from .aging import CAP, MNIST_BOUNDS, AgingConfig, Candidate, Issued, aging_evolution, hypervolume, pareto_front
+from .plots import pyplot, save_png
 from .unas_space import UArch, UnasSpace
 
 OBJECTIVES = ("error", "peak_bytes", "weight_bytes", "macs")
@@ -256,22 +257,11 @@ def evaluate_genome(space: UnasSpace, config: UnasConfig, evaluator, genome: Gen
 # -- the search --------------------------------------------------------------------------------------------------------
 def load_split(config: UnasConfig):
     """(fit, val, test) of the data: the held-out test split is the last 1 - train_fraction of the images in a fixed
-    order (seed 0, whatever the search seed), the validation split the last `val_images` of the rest."""
-    from ..data import load_dataset
+    order (seed 0, whatever the search seed, so searches of different seeds are scored on the same images), the
+    validation split the last `val_images` of the rest."""
+    from .search import split_data
 
-    ds = load_dataset(config.data, seed=0)
-    if ds.y is None:
-        raise UnasError(f"--data {config.data}: search needs labelled images (a folder of class sub-folders, an .npz "
-                        f"with 'y', or a bundled set)")
-    n_train = int(len(ds.x) * config.train_fraction)
-    if n_train - config.val_images < 100 or len(ds.x) - n_train < 50:
-        raise UnasError(f"--data {config.data}: {len(ds.x)} images are too few to split into train, "
-                        f"{config.val_images} validation and a test split")
-    train, test = ds.split(n_train)
-    fit, val = train.split(n_train - config.val_images)
-    if config.train_images is not None:
-        fit = fit.split(min(config.train_images, len(fit.x)))[0]
-    return fit, val, test
+    return split_data(config.data, 0, config.train_fraction, config.val_images, config.train_images)
 
 
 def _candidate(e) -> Candidate:
@@ -547,11 +537,8 @@ def _meta(path: Path):
 
 def _write_pareto_plot(report: dict, config: UnasConfig, out_dir: Path) -> None:
     """`pareto.png`: held-out int8 accuracy of the front against peak SRAM, model size and MACs, bounds dashed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     members = report["pareto"]
     if not members:
@@ -567,8 +554,4 @@ def _write_pareto_plot(report: dict, config: UnasConfig, out_dir: Path) -> None:
         ax.set_xlabel(label)
     axes[0].set_ylabel("int8 accuracy, held-out test (%)")
     fig.suptitle(f"μNAS Pareto front ({len(members)} members, {report['evaluations']} evaluations)", fontsize=10)
-    fig.tight_layout()
-    tmp = out_dir / "pareto.tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, out_dir / "pareto.png")
+    save_png(fig, out_dir / "pareto.png")

@@ -22,12 +22,7 @@ SMALL = UArch((UBlock((ULayer("full", 3, 16, 1),)), UBlock((ULayer("depthwise", 
               "avg", 2, (32,))
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

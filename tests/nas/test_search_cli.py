@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+from process_helpers import wait_until
 
 ARGS = ["search", "--data", "digits", "--device", "stm32f410", "--space-samples", "20", "--epochs", "2,2,1",
         "--population", "6", "--generations", "2", "--workers", "1", "--json"]
@@ -59,20 +60,6 @@ def test_report_has_the_promised_keys(reference):
         assert (out / name).exists(), name
 
 
-def _wait(proc, condition, timeout=300):
-    start = time.time()
-    while time.time() - start < timeout:
-        if proc.poll() is not None:
-            return False
-        try:
-            if condition():
-                return True
-        except sqlite3.Error:
-            pass
-        time.sleep(0.05)
-    return False
-
-
 def test_sigkill_at_three_points_then_resume(reference, tmp_path):
     ref_out, ref_report = reference
     out = tmp_path / "s"
@@ -85,7 +72,7 @@ def test_sigkill_at_three_points_then_resume(reference, tmp_path):
     for i, (name, condition) in enumerate(points):
         proc = subprocess.Popen(_cmd(out, *(["--resume"] if i else [])), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=ENV)
-        hit = _wait(proc, condition)
+        hit = wait_until(proc, condition, poll=0.05)
         if hit and name != "space optimisation":
             time.sleep(0.3)  # well inside the phase
         proc.send_signal(signal.SIGKILL)

@@ -11,10 +11,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from process_helpers import wait_until
 
 from kilobyte.nas.aging import dominates
 
@@ -96,18 +96,6 @@ def test_exported_member_reproduces_its_reported_accuracy(reference, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
 
 
-def _wait(proc, condition, timeout=300):
-    start = time.time()
-    while time.time() - start < timeout:
-        if proc.poll() is not None:
-            return False
-        try:
-            if condition():
-                return True
-        except sqlite3.Error:
-            pass
-        time.sleep(0.02)
-    return False
 
 
 def test_sigkill_at_three_points_then_resume(reference, tmp_path):
@@ -118,7 +106,7 @@ def test_sigkill_at_three_points_then_resume(reference, tmp_path):
     for i, condition in enumerate(points):  # in the initial population, at its end, during breeding
         proc = subprocess.Popen(_cmd(out, *(["--resume"] if i else [])), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=ENV)
-        hits.append(_wait(proc, condition))
+        hits.append(wait_until(proc, condition, poll=0.02))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert all(hits), hits

@@ -1,6 +1,5 @@
-"""Training test fixtures: one torch thread per test (the suite runs two xdist workers on two cores, and two
-OpenMP threads per worker spin against each other — training ran ~5x slower that way on a busy machine), and the
-bundled MNIST split the demo uses.
+"""Training test fixtures: one torch thread per test (tests/conftest.py's `one_torch_thread`, for every test here),
+and the bundled MNIST split the demo uses.
 """
 
 from __future__ import annotations
@@ -11,11 +10,8 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
     yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
