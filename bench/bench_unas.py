@@ -95,6 +95,8 @@ def main() -> None:
         for seed in range(args.seeds):
             for strategy, prune in (("aging", "structured"), ("aging", "none"), ("random", "structured")):
                 name = f"{strategy}-{prune}-s{seed}"
+                if runs.get(name, {}).get("evaluations") == n:
+                    continue  # finished and recorded by an earlier invocation
                 r = search(args.out / name, args.workers, data="mnist", evaluations=n, population=population(n),
                            sample=max(2, population(n) // 4), epochs=args.epochs, prune=prune, strategy=strategy,
                            seed=seed, final_epochs=0, in_flight=args.workers)
