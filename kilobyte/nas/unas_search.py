@@ -404,7 +404,8 @@ def _report(store, config: UnasConfig, space: UnasSpace, out_dir: Path, fit, tes
         if stale.stem not in {str(m["index"]) for m in members}:
             stale.unlink()
     inside = [m for m in members if m["within_bounds"]]
-    chosen = max(inside, key=lambda m: (-m["val_error"], m["int8_accuracy"]), default=None)
+    # by validation alone (ties: the smaller model, then the smaller peak); the held-out split never chooses
+    chosen = min(inside, key=lambda m: (m["val_error"], m["weight_bytes"], m["peak_bytes"]), default=None)
     t_train = sum(e.resources["seconds_train"] for e in evals)
     t_res = sum(e.resources["seconds_resources"] for e in evals)
     return {"strategy": "unas", "search": config.strategy, "prune": config.prune, "evaluations": len(evals),
