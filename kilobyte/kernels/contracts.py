@@ -7,6 +7,9 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   it falls back to direct convolution); from bytes free anyway the planner grants up to `WIDE_COLUMNS` (the kernel
   reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
   (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
+- CONV_2D with a sparse weight format (FWCS, CSR; `ir/sparse.py`), both sets: two im2col windows of 2-byte values,
+  `4 * ceil4(kh*kw*Cin)` bytes (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen two pixels' windows into them,
+  the portable ones gather one int8 window); never more, and never a patch stage: a sparse conv runs per layer.
 - DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
@@ -200,14 +203,33 @@ def column_bytes(graph: Graph, node: Node) -> int:
     return IM2COL_ELEMENT_BYTES * kh * kw * cin
 
 
+def is_sparse(node: Node) -> bool:
+    """A CONV_2D whose weights the generated C stores in a sparse format (FWCS or CSR): `kb_sparse_conv.c`."""
+    return node.op is Op.CONV_2D and node.attrs.weight_format != "dense"
+
+
+def sparse_scratch_bytes(graph: Graph, node: Node) -> int:
+    """`KB_SPARSE_SCRATCH`: two im2col windows of 2-byte values, kh*kw*Cin rounded up to a multiple of 4."""
+    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return 4 * ((kh * kw * cin + 3) // 4 * 4)
+
+
+def is_local(node: Node) -> bool:
+    """Whether `node` may run inside a patch stage: its contract's `local`, and dense weights (a sparse conv runs
+    per layer)."""
+    return contract_for(node).local and not is_sparse(node)
+
+
 def reads_columns(graph: Graph, node: Node, kernels: str) -> bool:
     """Whether `node`'s kernel in `kernels` reads im2col columns at all (DSP conv, >= KB_COLS_MIN_OUT_C outputs)."""
-    return (kernels == "dsp" and contract_for(node).columns
+    return (kernels == "dsp" and contract_for(node).columns and not is_sparse(node)
             and graph.tensors[node.outputs[0]].shape[-1] >= KB_COLS_MIN_OUT_C)
 
 
 def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:
     """Scratch bytes `node` reads per layer when it does not run in place (module docstring)."""
+    if is_sparse(node):
+        return sparse_scratch_bytes(graph, node)
     if not reads_columns(graph, node, kernels) or graph.tensors[node.inputs[1]].shape[1:3] == (1, 1):
         return 0
     return IM2COL_COLUMNS * column_bytes(graph, node)
