@@ -8,7 +8,7 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
   (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
 - CONV_2D with a sparse weight format (FWCS, CSR; `ir/sparse.py`), both sets: two im2col windows of 2-byte values,
-  `4 * ceil4(kh*kw*Cin)` bytes (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen two pixels' windows into them,
+  `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen two pixels' windows into them,
   the portable ones gather one int8 window); never more, and never a patch stage: a sparse conv runs per layer.
 - DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
@@ -35,6 +35,7 @@ KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP
 IM2COL_COLUMNS = 2  # columns of a per-layer DSP im2col buffer (KB_CONV_SCRATCH in kilobyte.h)
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads
 IM2COL_ELEMENT_BYTES = 2  # int16 after widening
+SPARSE_RQ_BYTES = 36  # sizeof(kb_arm_rq1): per output channel of a sparse conv's scratch
 
 Window = tuple[int, int, int, int, int]  # one axis: (kernel, stride, dilation, pad_before, pad_after)
 
@@ -209,9 +210,10 @@ def is_sparse(node: Node) -> bool:
 
 
 def sparse_scratch_bytes(graph: Graph, node: Node) -> int:
-    """`KB_SPARSE_SCRATCH`: two im2col windows of 2-byte values, kh*kw*Cin rounded up to a multiple of 4."""
-    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-    return 4 * ((kh * kw * cin + 3) // 4 * 4)
+    """`KB_SPARSE_SCRATCH`: two im2col windows of 2-byte values, kh*kw*Cin rounded up to a multiple of 4, then 36
+    bytes per output channel (the DSP kernels' requantisation constants, prepared once per call)."""
+    cout, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return 4 * ((kh * kw * cin + 3) // 4 * 4) + SPARSE_RQ_BYTES * cout
 
 
 def is_local(node: Node) -> bool:
