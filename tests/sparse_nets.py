@@ -11,21 +11,21 @@ from kilobyte.ir import Activation, ConvAttrs, GraphBuilder, Op, QParams
 from kilobyte.transforms import set_weight_format
 
 
-def prune_filterlets(rng, w: np.ndarray, sparsity: float, dead_filters: int = 0) -> np.ndarray:
-    """`w` (OHWI int8) with a `sparsity` fraction of its filterlets zeroed, a few more single weights zeroed (kept
-    filterlets hold zeros too), and the first `dead_filters` filters zeroed entirely."""
+def prune_filterlets(rng, w: np.ndarray, sparsity: float, dead_filters: int = 0, extra: float = 0.1) -> np.ndarray:
+    """`w` (OHWI int8) with a `sparsity` fraction of its filterlets zeroed, an `extra` fraction of single weights
+    zeroed (kept filterlets hold zeros too), and the first `dead_filters` filters zeroed entirely."""
     cout, kh, kw, cin = w.shape
     w = w.copy()
     lets = w.reshape(cout, kh * kw, cin)
     drop = rng.random((cout, kh * kw)) < sparsity
     lets[drop] = 0
-    lets[rng.random(lets.shape) < 0.1] = 0
+    lets[rng.random(lets.shape) < extra] = 0
     lets[:dead_filters] = 0
     return lets.reshape(w.shape)
 
 
 def pruned_conv(seed: int, *, hw=(7, 8), cin=5, cout=6, k=3, stride=1, padding="same", sparsity=0.5,
-                dead_filters=0, act=Activation.NONE):
+                dead_filters=0, act=Activation.NONE, extra=0.1):
     """A one-CONV_2D int8 graph with random scales, zero points and bias, its weights pruned (`prune_filterlets`);
     `padding` "same" (TFLite's SAME: the extra pixel at the bottom / right) or "valid". Returns (graph, input)."""
     rng = np.random.default_rng(seed)
@@ -40,7 +40,8 @@ def pruned_conv(seed: int, *, hw=(7, 8), cin=5, cout=6, k=3, stride=1, padding="
     s_w = np.asarray(2.0 ** rng.uniform(-8, -5, cout), np.float32)
     s_out = s_in * float(s_w.mean()) * math.sqrt(k * k * cin) * 2.0 ** rng.uniform(3, 7)
     zi, zo = (int(v) for v in rng.integers(-128, 128, 2))
-    wq = prune_filterlets(rng, rng.integers(-127, 128, (cout, k, k, cin)).astype(np.int8), sparsity, dead_filters)
+    wq = prune_filterlets(rng, rng.integers(-127, 128, (cout, k, k, cin)).astype(np.int8), sparsity, dead_filters,
+                          extra)
     bias = np.round(rng.normal(0, 3000 * math.sqrt(k * k * cin), cout)).astype(np.int32)
     b = GraphBuilder()
     x = b.input((1, h, w_, cin), "int8", qparams=QParams.per_tensor(float(s_in), zi))
