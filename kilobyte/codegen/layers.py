@@ -26,8 +26,8 @@ from ..interp.int8_ref import (
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
-from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..ir.sparse import encode
+from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, mul_fields, sparse_scratch_bytes
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes

@@ -8,8 +8,9 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
   (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
 - CONV_2D with a sparse weight format (FWCS, CSR; `ir/sparse.py`), both sets: two im2col windows of 2-byte values,
-  `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen two pixels' windows into them,
-  the portable ones gather one int8 window); never more, and never a patch stage: a sparse conv runs per layer.
+  `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen
+  two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
+  window); never more, and never a patch stage: a sparse conv runs per layer.
 - DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
@@ -89,7 +90,8 @@ def _pad_window(graph: Graph, node: Node) -> tuple[Window, Window]:
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=_conv_window, columns=True,
                    constraints="any kernel, stride, dilation and explicit padding; fused ReLU/ReLU6; a 1x1 conv "
-                   "feeding only a residual ADD runs fused with it"),
+                   "feeding only a residual ADD runs fused with it; pruned weights stored FWCS (DTMM's filterlets) "
+                   "or CSR (`weight_format`) run kb_conv_fwcs / kb_conv_csr of kb_sparse_conv.c, per layer"),
     KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=_conv_window,
                    inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
                    constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
