@@ -158,6 +158,9 @@ def _check_node(graph: Graph, node: Node, made: set[str]) -> None:
     concat_ok = node.op is not Op.CONCAT or node.attrs.axis % 4 == 3
     pad_ok = node.op is not Op.PAD or (node.attrs.pads[0] == (0, 0) and node.attrs.pads[3] == (0, 0))
     shape = graph.tensors[node.outputs[0]].shape
+    if node.op is Op.CONV_2D and not is_local(node):
+        raise PatchStageError(f"patch stage: node '{node.name}' stores its weights {node.attrs.weight_format} and runs "
+                              "per layer (kb_sparse_conv.c); end the stage before it")
     if not is_local(node) or not (concat_ok and pad_ok) or len(shape) != 4:
         raise PatchStageError(f"patch stage: node '{node.name}' ({node.op.value}) is not spatially local; end "
                               f"the stage before it")

@@ -51,3 +51,16 @@ def test_errors_are_one_line():
     with pytest.raises(KilobyteError, match="only CONV_2D"):
         set_weight_format(dw, {dw.nodes[0].name: "fwcs"})
     assert set_weight_format(dw, "fwcs") == dw  # a graph-wide format touches only CONV_2D
+
+
+def test_sparse_conv_runs_per_layer_never_in_a_patch_stage():
+    from flash_models import sparse_convs
+
+    from kilobyte.schedule.patch import PatchStageError
+    from kilobyte.schedule.plan import make_plan
+    from kilobyte.schedule.plan_types import PlanOptions
+
+    g = sparse_convs()
+    assert make_plan(g, PlanOptions(patch="auto")).patch is None
+    with pytest.raises(PatchStageError, match="stores its weights fwcs and runs per layer"):
+        make_plan(g, PlanOptions(patch=(2, 2)))
