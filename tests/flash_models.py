@@ -169,6 +169,26 @@ def two_outputs(seed: int = 0):
     return b.build([fc, conv])
 
 
+def sparse_convs(seed: int = 0):
+    """Three filterlet-pruned convs, their weights stored FWCS, CSR and FWCS (kb_sparse_conv.c)."""
+    from sparse_nets import prune_filterlets
+
+    from kilobyte.transforms import set_weight_format
+
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("sparse_convs")
+    x = b.input((1, 8, 8, 8), "int8", qparams=QParams.per_tensor(0.02, 5))
+    q = QParams.per_tensor(0.05, 3)
+    y = _conv8(b, rng, _conv8(b, rng, _conv8(b, rng, x, 16, q), 16, q), 8, QParams.per_tensor(0.1, -3), k=1)
+    g = b.build([y])
+    tensors = dict(g.tensors)
+    for n in g.nodes:
+        w = tensors[n.inputs[1]]
+        tensors[w.name] = dataclasses.replace(w, data=prune_filterlets(rng, w.data, 0.8))
+    g = g.replace(tensors=tensors)
+    return set_weight_format(g, dict(zip((n.name for n in g.nodes), ("fwcs", "csr", "fwcs"))))
+
+
 def calibration_models() -> list[FlashModel]:
     """The calibration set (module doc)."""
     models = [FlashModel("mnist-cnn", zoo("mnist-cnn", 1.0, 28)),
@@ -181,7 +201,7 @@ def calibration_models() -> list[FlashModel]:
               *(FlashModel(m, zoo(m)) for m in MLPERF),
               *(FlashModel(f"searched s{s}", searched(s, 0.3, 32)) for s in range(3)),
               FlashModel("float-ops", float_ops), FlashModel("int8-edges", int8_edges),
-              FlashModel("two-outputs", two_outputs),
+              FlashModel("two-outputs", two_outputs), FlashModel("sparse-convs", sparse_convs),
               *(FlashModel(f"movement {kind}", functools.partial(movement_model, kind)) for kind in MOVEMENTS),
               *(FlashModel(f"upsample {kind}", functools.partial(upsample_model, kind)) for kind in UPSAMPLES)]
     models += [FlashModel(f"random {s}", random_net(s)[0]) for s in range(16)]

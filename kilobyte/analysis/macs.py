@@ -16,7 +16,10 @@ operand 1 B per element. Per-channel quantisation scales / multipliers are metad
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import Graph, Node, Op
+from ..ir.sparse import format_bytes
 from .shapes import output_shape, spatial_extent
 
 LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV})
@@ -81,7 +84,12 @@ def node_params(graph: Graph, node: Node) -> int:
 
 
 def constant_flash_bytes(graph: Graph, node: Node, tensor: str) -> int:
-    """Flash bytes of constant `tensor` as an operand of `node`: int32 when it is a linear op's bias, else int8."""
+    """Flash bytes of constant `tensor` as an operand of `node`: int32 when it is a linear op's bias, else int8; the
+    weights of a CONV_2D stored FWCS or CSR count that format's weights and indices (`ir/sparse.py`)."""
+    fmt = getattr(node.attrs, "weight_format", "dense")
+    if fmt != "dense" and node.inputs.index(tensor) == 1:
+        w = graph.tensors[tensor].data
+        return sum(format_bytes((w != 0).astype(np.int8), fmt, f"node '{node.name}'"))
     per_element = BIAS_BYTES if node.op in LINEAR_OPS and node.inputs.index(tensor) == 2 else WEIGHT_BYTES
     return graph.tensors[tensor].numel * per_element
 

@@ -26,8 +26,9 @@ from ..interp.int8_ref import (
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
+from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
-from ..kernels.contracts import add_fields, mul_fields
+from ..kernels.contracts import add_fields, mul_fields, sparse_scratch_bytes
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
@@ -89,7 +90,46 @@ def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, 
     return names
 
 
+def folded_bias(graph: Graph, node: Node) -> np.ndarray:
+    """bias[n] - zp_in * sum(w[n]), wrapped to int32: the sparse kernels multiply raw int8 inputs (and read padded
+    taps as zp_in), so the input zero point enters once per filter here (kb_sparse_conv.c)."""
+    w = graph.tensors[node.inputs[1]].data.astype(np.int64)
+    n_out = w.shape[0]
+    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 else np.zeros(n_out, np.int32)
+    zp = int(requant_params(graph, node).input_zp)
+    folded = bias.astype(np.int64) - zp * w.reshape(n_out, -1).sum(axis=1)
+    return ((folded + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def emit_sparse_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """A CONV_2D with FWCS or CSR weights (`ir/sparse.py`): the format's arrays, the folded bias, and one call of
+    `kb_conv_fwcs` / `kb_conv_csr` with its two-window scratch."""
+    code = LayerCode(families={"sparse_conv"})
+    fmt, base = node.attrs.weight_format, c_ident(node.name)
+    p = requant_params(graph, node)
+    w_shape = graph.tensors[node.inputs[1]].shape
+    params = window_params(graph, node, bufs, (w_shape[1], w_shape[2]), (p.input_zp, p.output_zp),
+                           (p.act_min, p.act_max))
+    enc = encode(graph.tensors[node.inputs[1]].data, fmt, f"node '{node.name}'")
+    index = enc.cptr if fmt == "fwcs" else enc.idx
+    names = [f"kb_{k}_{base}" for k in ("w", "i", "f", "b", "mult", "shift")]
+    code.decls += [c_array(names[0], "int8_t", enc.arr, align=4), c_array(names[1], "uint16_t", index),
+                   c_array(names[2], "uint16_t", enc.fidx), c_array(names[3], "int32_t", folded_bias(graph, node)),
+                   c_array(names[4], "int32_t", p.multiplier), c_array(names[5], "int32_t", p.shift)]
+    offset, size = plan.scratch.get(node.name, (0, 0))
+    if size < sparse_scratch_bytes(graph, node) or offset % 4:
+        raise KilobyteError(f"node '{node.name}': the plan gives its {fmt} kernel {size} bytes of scratch at offset "
+                            f"{offset}; it needs {sparse_scratch_bytes(graph, node)}, 4-byte aligned")
+    params["scratch_bytes"], params["in_consumed"] = size, int(node.name in plan.consumed)
+    code.body += [c_struct("kb_conv_params", params),
+                  f"kb_conv_{fmt}(&p, {bufs.ptr(node.inputs[0])}, {', '.join(names)}, {bufs.ptr(node.outputs[0])}, "
+                  f"KB_ARENA + {offset});"]
+    return code
+
+
 def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    if node.attrs.weight_format != "dense":
+        return emit_sparse_conv(graph, node, bufs, plan)
     code = LayerCode(families={"conv"})
     p = requant_params(graph, node)
     w_shape = graph.tensors[node.inputs[1]].shape

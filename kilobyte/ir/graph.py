@@ -163,6 +163,8 @@ class Graph:
         seen.add(n.name)
         if not isinstance(n.attrs, ATTRS_TYPE[n.op]):
             raise GraphError(f"node '{n.name}' ({n.op.value}): attrs must be {ATTRS_TYPE[n.op].__name__}")
+        if getattr(n.attrs, "weight_format", "dense") not in ("dense", "fwcs", "csr"):
+            raise GraphError(f"node '{n.name}': unknown weight_format {n.attrs.weight_format!r}")
         for t in n.inputs:
             self._tensor(t, f"node '{n.name}' input")
             if t not in defined:

@@ -68,12 +68,17 @@ Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
 
 @dataclass(frozen=True)
 class ConvAttrs:
-    """CONV_2D. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin), bias (Cout,) optional."""
+    """CONV_2D. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin), bias (Cout,) optional.
+
+    `weight_format`: how the generated C stores the weights (`ir/sparse.py`): "dense" (OHWI), "fwcs" (DTMM's
+    filterlet format) or "csr". The weight tensor stays dense in the IR (pruned weights are zeros), so every
+    executor but the C code is unaffected; `transforms.set_weight_format` chooses it."""
 
     stride: tuple[int, int] = (1, 1)
     padding: Pad4 = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
     activation: Activation = Activation.NONE
+    weight_format: str = "dense"
 
 
 @dataclass(frozen=True)

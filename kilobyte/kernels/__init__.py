@@ -24,10 +24,13 @@ from .contracts import (
     contract_for,
     extra_columns,
     inplace_rule,
+    is_local,
+    is_sparse,
     layer_scratch,
     padded_channel_bytes,
+    sparse_scratch_bytes,
 )
 
 __all__ = ["CONTRACTS", "KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
-           "check_kernel_set", "column_bytes", "contract_for", "extra_columns", "inplace_rule", "layer_scratch",
-           "padded_channel_bytes"]
+           "check_kernel_set", "column_bytes", "contract_for", "extra_columns", "inplace_rule", "is_local", "is_sparse",
+           "layer_scratch", "padded_channel_bytes", "sparse_scratch_bytes"]

@@ -35,6 +35,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "movement": ("kb_strided_copy", "kb_reduce_max"),
     "resize": ("kb_resize_nearest", "kb_resize_bilinear"),
     "transpose_conv": ("kb_transpose_conv",),
+    "sparse_conv": ("kb_conv_fwcs", "kb_conv_csr"),
     "reshape": ("memmove",),
 }
 INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
@@ -49,7 +50,10 @@ _BY_OP = {Op.FULLY_CONNECTED: "kb_fully_connected", Op.ADD: "kb_add", Op.SUB: "k
 
 
 def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical)."""
+    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical); with a
+    sparse weight format, that format's kernel (`kb_conv_fwcs`, `kb_conv_csr`)."""
+    if node.attrs.weight_format != "dense":
+        return f"kb_conv_{node.attrs.weight_format}"
     if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
         return "kb_conv_1x1"
     if kernel == (3, 3) and node.attrs.dilation == (1, 1):

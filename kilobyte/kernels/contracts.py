@@ -7,6 +7,10 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   it falls back to direct convolution); from bytes free anyway the planner grants up to `WIDE_COLUMNS` (the kernel
   reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
   (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
+- CONV_2D with a sparse weight format (FWCS, CSR; `ir/sparse.py`), both sets: two im2col windows of 2-byte values,
+  `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen
+  two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
+  window); never more, and never a patch stage: a sparse conv runs per layer.
 - DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
@@ -32,6 +36,7 @@ KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP
 IM2COL_COLUMNS = 2  # columns of a per-layer DSP im2col buffer (KB_CONV_SCRATCH in kilobyte.h)
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads
 IM2COL_ELEMENT_BYTES = 2  # int16 after widening
+SPARSE_RQ_BYTES = 36  # sizeof(kb_arm_rq1): per output channel of a sparse conv's scratch
 
 Window = tuple[int, int, int, int, int]  # one axis: (kernel, stride, dilation, pad_before, pad_after)
 
@@ -85,7 +90,8 @@ def _pad_window(graph: Graph, node: Node) -> tuple[Window, Window]:
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=_conv_window, columns=True,
                    constraints="any kernel, stride, dilation and explicit padding; fused ReLU/ReLU6; a 1x1 conv "
-                   "feeding only a residual ADD runs fused with it"),
+                   "feeding only a residual ADD runs fused with it; pruned weights stored FWCS (DTMM's filterlets) "
+                   "or CSR (`weight_format`) run kb_conv_fwcs / kb_conv_csr of kb_sparse_conv.c, per layer"),
     KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=_conv_window,
                    inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
                    constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
@@ -200,14 +206,34 @@ def column_bytes(graph: Graph, node: Node) -> int:
     return IM2COL_ELEMENT_BYTES * kh * kw * cin
 
 
+def is_sparse(node: Node) -> bool:
+    """A CONV_2D whose weights the generated C stores in a sparse format (FWCS or CSR): `kb_sparse_conv.c`."""
+    return node.op is Op.CONV_2D and node.attrs.weight_format != "dense"
+
+
+def sparse_scratch_bytes(graph: Graph, node: Node) -> int:
+    """`KB_SPARSE_SCRATCH`: two im2col windows of 2-byte values, kh*kw*Cin rounded up to a multiple of 4, then 36
+    bytes per output channel (the DSP kernels' requantisation constants, prepared once per call)."""
+    cout, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return 4 * ((kh * kw * cin + 3) // 4 * 4) + SPARSE_RQ_BYTES * cout
+
+
+def is_local(node: Node) -> bool:
+    """Whether `node` may run inside a patch stage: its contract's `local`, and dense weights (a sparse conv runs
+    per layer)."""
+    return contract_for(node).local and not is_sparse(node)
+
+
 def reads_columns(graph: Graph, node: Node, kernels: str) -> bool:
     """Whether `node`'s kernel in `kernels` reads im2col columns at all (DSP conv, >= KB_COLS_MIN_OUT_C outputs)."""
-    return (kernels == "dsp" and contract_for(node).columns
+    return (kernels == "dsp" and contract_for(node).columns and not is_sparse(node)
             and graph.tensors[node.outputs[0]].shape[-1] >= KB_COLS_MIN_OUT_C)
 
 
 def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:
     """Scratch bytes `node` reads per layer when it does not run in place (module docstring)."""
+    if is_sparse(node):
+        return sparse_scratch_bytes(graph, node)
     if not reads_columns(graph, node, kernels) or graph.tensors[node.inputs[1]].shape[1:3] == (1, 1):
         return 0
     return IM2COL_COLUMNS * column_bytes(graph, node)

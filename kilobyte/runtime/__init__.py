@@ -44,6 +44,7 @@ KERNEL_FILES = {
     "movement": "kb_movement.c",
     "resize": "kb_resize.c",
     "transpose_conv": "kb_transpose_conv.c",
+    "sparse_conv": "kb_sparse_conv.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -157,7 +158,7 @@ STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_param
            "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
-_I16 = ctypes.POINTER(ctypes.c_int16)
+_I16, _U16 = ctypes.POINTER(ctypes.c_int16), ctypes.POINTER(ctypes.c_uint16)
 _conv = ctypes.POINTER(ConvParams)
 _WEIGHTED = [_I8, _I8, _I32, _I32, _I32, _I8]  # in, w, bias, mult, shift, out
 SIGNATURES = {
@@ -192,6 +193,8 @@ SIGNATURES = {
     "kb_strided_copy": [ctypes.POINTER(StridesParams), _I8, _I8],
     "kb_reduce_max": [ctypes.POINTER(StridesParams), _I8, _I8],
     "kb_transpose_conv": [_conv, *_WEIGHTED],
+    "kb_conv_fwcs": [_conv, _I8, _I8, _U16, _U16, _I32, _I32, _I32, _I8, _I8],
+    "kb_conv_csr": [_conv, _I8, _I8, _U16, _U16, _I32, _I32, _I32, _I8, _I8],
     "kb_resize_nearest": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
     "kb_resize_bilinear": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
 }

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import KilobyteError
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
 from ..ir import Graph, Op
 from ..ir.shapes import BINARY_OPS
+from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
 from ..transforms.fuse_activation import can_fuse
 from .flash import WEIGHTED_OPS, code_bytes, generated_code
@@ -56,7 +59,7 @@ def constant_bytes(graph: Graph) -> int:
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
         if node.op in WEIGHTED_OPS:
-            total += graph.tensors[node.inputs[1]].numel + 3 * 4 * out_shape[-1]
+            total += _weight_array_bytes(graph, node) + 3 * 4 * out_shape[-1]
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES
         elif node.op in BINARY_OPS:
@@ -65,6 +68,19 @@ def constant_bytes(graph: Graph) -> int:
         elif node.op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
             total += 2 * _resize_entries(graph, node)
     return total
+
+
+def _weight_array_bytes(graph: Graph, node) -> int:
+    """Bytes of a weighted layer's weight arrays in model.c: its int8 values, or with a sparse format (FWCS, CSR)
+    the format's arrays (`ir/sparse.py`; each at least one element, as `c_array` writes an empty one). Only where
+    the weights are zero matters, so a float graph (a search candidate) is counted by its zeros."""
+    w = graph.tensors[node.inputs[1]]
+    fmt = getattr(node.attrs, "weight_format", "dense")
+    if fmt == "dense":
+        return w.numel
+    enc = encode((w.data != 0).astype(np.int8) if w.dtype != "int8" else w.data, fmt, f"node '{node.name}'")
+    index = enc.cptr if fmt == "fwcs" else enc.idx
+    return max(enc.arr.size, 1) + INDEX_BYTES * (max(index.size, 1) + enc.fidx.size)
 
 
 def _resize_entries(graph: Graph, node) -> int:

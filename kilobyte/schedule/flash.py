@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
-from ..kernels import contract_for
+from ..kernels import contract_for, is_sparse
 from ..kernels.calls import ENTRY_POINTS, node_function
 from ..kernels.movement import movement_calls
 from . import code_size
@@ -79,6 +79,8 @@ def layer_kind(graph: Graph, node: Node) -> str | None:
         return "pool"
     if node.op in (Op.RELU, Op.RELU6) and not int8:
         return None
+    if is_sparse(node):
+        return "sparse_conv"
     return contract_for(node).family
 
 

@@ -146,7 +146,8 @@ def _candidates(graph: Graph, options: PlanOptions, slices: dict) -> tuple[dict,
 
 def is_pointwise_conv(graph: Graph, node: Node) -> bool:
     """A CONV_2D with a 1x1 kernel, stride 1 and no padding (what `kb_conv_1x1` / `kb_conv_1x1_add` run)."""
-    return (node.op is Op.CONV_2D and graph.tensors[node.inputs[1]].shape[1:3] == (1, 1)
+    return (node.op is Op.CONV_2D and node.attrs.weight_format == "dense"
+            and graph.tensors[node.inputs[1]].shape[1:3] == (1, 1)
             and tuple(node.attrs.stride) == (1, 1) and tuple(node.attrs.padding) == (0, 0, 0, 0))
 
 

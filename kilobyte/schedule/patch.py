@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
-from ..kernels import contract_for, inplace_rule
+from ..kernels import contract_for, inplace_rule, is_local
 from .plan_types import DEFAULT_OPTIONS, PatchStage, PlanOptions, Tile
 from .scratch import kernel_scratch
 
@@ -158,7 +158,10 @@ def _check_node(graph: Graph, node: Node, made: set[str]) -> None:
     concat_ok = node.op is not Op.CONCAT or node.attrs.axis % 4 == 3
     pad_ok = node.op is not Op.PAD or (node.attrs.pads[0] == (0, 0) and node.attrs.pads[3] == (0, 0))
     shape = graph.tensors[node.outputs[0]].shape
-    if not contract_for(node).local or not (concat_ok and pad_ok) or len(shape) != 4:
+    if node.op is Op.CONV_2D and not is_local(node):
+        raise PatchStageError(f"patch stage: node '{node.name}' stores its weights {node.attrs.weight_format} and runs "
+                              "per layer (kb_sparse_conv.c); end the stage before it")
+    if not is_local(node) or not (concat_ok and pad_ok) or len(shape) != 4:
         raise PatchStageError(f"patch stage: node '{node.name}' ({node.op.value}) is not spatially local; end "
                               f"the stage before it")
 

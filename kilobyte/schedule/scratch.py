@@ -62,6 +62,8 @@ def adaptive_im2col(graph: Graph, order: Sequence[str], live_bytes, scratch, pea
         if not layer_scratch(graph, node, kernels):
             continue
         col, most = extra_columns(graph, node, kernels)
+        if not col:  # a buffer of a fixed size (a sparse conv's two windows)
+            continue
         _, ho, wo, _ = graph.tensors[node.outputs[0]].shape
         free = peak - (live_bytes[i] - scratch[i])
         sizes[name] = max(IM2COL_COLUMNS, min(ho * wo, most, free // col)) * col

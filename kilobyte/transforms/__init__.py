@@ -14,6 +14,7 @@ from .fold_pad import fold_pad
 from .fuse_activation import fuse_activation
 from .lower_batchnorm import lower_batchnorm
 from .lower_depthwise import lower_depthwise_multiplier
+from .set_weight_format import set_weight_format
 
 # Identities first (they hide conv -> BN and conv -> ReLU pairs), BN before activations (BN sits between the conv
 # and its ReLU), pads before activations (order-independent, kept stable for golden tests).
@@ -28,4 +29,5 @@ def prepare_for_inference(graph: Graph) -> Graph:
 
 
 __all__ = ["INFERENCE_PASSES", "drop_identity", "drop_unused_tensors", "fold_batchnorm", "fold_pad",
-           "fuse_activation", "lower_batchnorm", "lower_depthwise_multiplier", "prepare_for_inference"]
+           "fuse_activation", "lower_batchnorm", "lower_depthwise_multiplier", "prepare_for_inference",
+           "set_weight_format"]

@@ -140,6 +140,19 @@ void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                  const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
 
+/* kb_sparse_conv.c ----------------------------------------------------------------------------------------------- */
+/* CONV_2D on sparse weights: FWCS (DTMM's filterlets: arr, cptr, fidx) and CSR (arr, idx, fidx); formats and the
+ * folded bias (bias[n] - zp_in * sum(w[n])) in kb_sparse_conv.c. scratch: KB_SPARSE_SCRATCH(p) bytes, 4-byte
+ * aligned, never NULL: two im2col windows of 2-byte values, then 36 bytes per output channel (the DSP kernels'
+ * requantisation, prepared once per call); the portable kernels use one int8 window of it. */
+#define KB_SPARSE_SCRATCH(p) (4 * (((p)->k_h * (p)->k_w * (p)->in_c + 3) & ~3) + 36 * (p)->out_c)
+void kb_conv_fwcs(const kb_conv_params *p, const int8_t *in, const int8_t *arr, const uint16_t *cptr,
+                  const uint16_t *fidx, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
+                  int8_t *scratch);
+void kb_conv_csr(const kb_conv_params *p, const int8_t *in, const int8_t *arr, const uint16_t *idx,
+                 const uint16_t *fidx, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
+                 int8_t *scratch);
+
 /* kb_depthwise.c ------------------------------------------------------------------------------------------------- */
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                   const int32_t *mult, const int32_t *shift, int8_t *out);
