@@ -1,0 +1,1 @@
+"""Prune stage (placeholder docstring, filled below)."""

@@ -1,0 +1,100 @@
+"""Prune stage: which units go (the lowest scores of each layer) and the 0/1 masks that keep them at zero.
+
+A layer's ratio α is the fraction of its units removed; it removes round(α x units) units, those with the lowest
+scores (ties: the lower index first). The masks are multiplied into the parameters in place; `ParameterMasks` is
+`fit`'s `on_step` callback, so retraining re-applies them after every optimiser step and the pruned weights stay
+exactly 0.0 whatever momentum and weight decay do to them.
+
+Channel masks cover more than the filter: the convolution's bias and the channel's BatchNorm scale and shift are
+zeroed too, so the channel's output is exactly 0 after BN — in training mode as well (a channel of zeros has batch
+mean 0, and 0 x anything + 0 = 0) — which is what removing it (channels.py) computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layers import ConvLayer
+
+
+def removal_counts(layers: list[ConvLayer], ratios: dict[str, float], unit: str) -> dict[str, int]:
+    """Per layer, the units that ratio α removes: round(α x units).
+
+    >>> removal_counts([ConvLayer("a", 8, 4, 3, 3, 6, 6)], {"a": 0.5}, "filterlet")
+    {'a': 36}
+    """
+    return {c.name: int(round(ratios.get(c.name, 0.0) * c.units(unit))) for c in layers}
+
+
+def keep_lowest_removed(scores: np.ndarray, count: int) -> np.ndarray:
+    """A boolean array shaped like `scores`: False for the `count` lowest scores (stable order), True elsewhere.
+
+    >>> keep_lowest_removed(np.array([[0.3, 0.1], [0.1, 0.9]]), 2).tolist()
+    [[True, False], [False, True]]
+    """
+    keep = np.ones(scores.size, bool)
+    keep[np.argsort(scores.ravel(), kind="stable")[:count]] = False
+    return keep.reshape(scores.shape)
+
+
+def unit_keep(scores: dict[str, np.ndarray], counts: dict[str, int]) -> dict[str, np.ndarray]:
+    """Per layer, the kept units (boolean, shaped like the layer's scores) after removing `counts[name]` lowest."""
+    return {name: keep_lowest_removed(s, counts.get(name, 0)) for name, s in scores.items()}
+
+
+def weight_mask(keep: np.ndarray, unit: str, weight_shape: tuple[int, ...]):
+    """The (O, I, KH, KW) 0/1 float mask of a conv weight from its kept units."""
+    import torch
+
+    k = torch.from_numpy(keep.astype(np.float32))
+    if unit == "filterlet":
+        k = k[:, None, :, :]  # (O, 1, KH, KW): a filterlet is all Cin weights at one position
+    elif unit == "channel":
+        k = k[:, None, None, None]
+    return k.expand(weight_shape).contiguous()
+
+
+class ParameterMasks:
+    """0/1 masks multiplied into parameters in place; call it as `fit(..., on_step=masks)`."""
+
+    def __init__(self, pairs: list[tuple[object, object]]):
+        self.pairs = pairs  # (parameter, mask of its shape)
+
+    @classmethod
+    def for_units(cls, module, keep: dict[str, np.ndarray], unit: str, norms: dict[str, str | None] | None = None):
+        """Masks of each layer's weight from its kept units; for channels also its bias and the BatchNorm named in
+        `norms[name]` (channels.py finds them)."""
+        pairs = []
+        for name, k in keep.items():
+            conv = module.get_submodule(name)
+            pairs.append((conv.weight, weight_mask(k, unit, tuple(conv.weight.shape))))
+            if unit != "channel":
+                continue
+            channel = weight_mask(k, "channel", (len(k), 1, 1, 1)).flatten()
+            per_channel = [conv.bias]
+            if norms and norms.get(name):
+                bn = module.get_submodule(norms[name])
+                per_channel += [bn.weight, bn.bias]
+            pairs += [(p, channel) for p in per_channel if p is not None]
+        return cls(pairs)
+
+    def apply(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for p, m in self.pairs:
+                p.mul_(m)
+
+    def __call__(self, step: int, total_steps: int) -> None:
+        self.apply()
+
+
+def achieved_ratios(module, layers: list[ConvLayer], unit: str) -> dict[str, float]:
+    """Per layer, the fraction of units whose weights are all exactly 0 (what the masks left)."""
+    out = {}
+    for c in layers:
+        w = module.get_submodule(c.name).weight.detach()
+        dims = {"filterlet": (1,), "channel": (1, 2, 3), "weight": ()}[unit]
+        zero = (w == 0).all(dim=dims) if dims else (w == 0)
+        out[c.name] = float(zero.sum().item() / c.units(unit))
+    return out
