@@ -68,7 +68,7 @@ def conv_layers(module, input_shape_nchw: tuple[int, ...]) -> list[ConvLayer]:
     >>> from torch import nn
     >>> net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Conv2d(4, 4, 3, groups=4), nn.Conv2d(4, 8, 1, stride=2))
     >>> [(c.name, c.filters, c.cin, c.kh, c.oh) for c in conv_layers(net, (1, 1, 10, 10))]
-    [('0', 4, 1, 3, 8), ('2', 8, 4, 1, 4)]
+    [('0', 4, 1, 3, 8), ('2', 8, 4, 1, 3)]
     """
     import torch
 
