@@ -95,3 +95,10 @@ def fit_latency(samples: list[LatencySample], lanes: int = 16) -> LatencyFit:
     mse = float(np.mean((predicted - t) ** 2))
     rel = float(np.sqrt(np.mean(((predicted - t) / t) ** 2)))
     return LatencyFit(LatencyModel(*map(float, coef), lanes=lanes), mse, rel, int(rank))
+
+
+# Provisional constants, in instructions, until the filterlet kernel's measured counts are fitted (`fit_latency`):
+# a byte copied per im2col element, a few instructions to read cPtr and point at the patch per kept filterlet, one
+# SIMD multiply-accumulate (plus its load) per l weights, and bias + requantisation + store per output. They set
+# the scheduler's trade-off between layers; they are not a measurement.
+PROVISIONAL_MODEL = LatencyModel(t_mem=1.0, t_idx=4.0, t_com=2.0, t_post=12.0, lanes=16)

@@ -98,3 +98,28 @@ def achieved_ratios(module, layers: list[ConvLayer], unit: str) -> dict[str, flo
         zero = (w == 0).all(dim=dims) if dims else (w == 0)
         out[c.name] = float(zero.sum().item() / c.units(unit))
     return out
+
+
+def ratios_for_sparsity(layers: list[ConvLayer], scores: dict[str, np.ndarray], unit: str, sparsity: float,
+                        max_ratio: float = 0.95) -> dict[str, float]:
+    """Per-layer ratios that remove `sparsity` of the layers' weights with the least Taylor score per weight: units
+    are taken across layers in order of score / weights-per-unit (a filterlet of a wide layer holds more weights),
+    and no layer gives up more than `max_ratio` of its units (nor, for channels, its last one).
+
+    >>> a, b = ConvLayer("a", 2, 1, 1, 1, 4, 4), ConvLayer("b", 2, 1, 1, 1, 4, 4)
+    >>> ratios_for_sparsity([a, b], {"a": np.array([1.0, 3.0]), "b": np.array([2.0, 4.0])}, "channel", 0.5)
+    {'a': 0.5, 'b': 0.5}
+    """
+    per_weight = np.concatenate([scores[c.name].ravel() / c.unit_size(unit) for c in layers])
+    owner = np.concatenate([np.full(c.units(unit), i) for i, c in enumerate(layers)])
+    room = [min(int(max_ratio * c.units(unit)), c.units(unit) - (unit == "channel")) for c in layers]
+    goal = sparsity * sum(c.weights for c in layers)
+    removed, taken = [0] * len(layers), 0
+    for j in np.argsort(per_weight, kind="stable"):
+        if taken >= goal - 1e-9:
+            break
+        i = owner[j]
+        if removed[i] < room[i]:
+            removed[i] += 1
+            taken += layers[i].unit_size(unit)
+    return {c.name: removed[i] / c.units(unit) for i, c in enumerate(layers)}
