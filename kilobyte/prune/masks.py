@@ -100,20 +100,22 @@ def achieved_ratios(module, layers: list[ConvLayer], unit: str) -> dict[str, flo
     return out
 
 
-def ratios_for_sparsity(layers: list[ConvLayer], scores: dict[str, np.ndarray], unit: str, sparsity: float,
-                        max_ratio: float = 0.95) -> dict[str, float]:
-    """Per-layer ratios that remove `sparsity` of the layers' weights with the least Taylor score per weight: units
-    are taken across layers in order of score / weights-per-unit (a filterlet of a wide layer holds more weights),
-    and no layer gives up more than `max_ratio` of its units (nor, for channels, its last one).
+def ratios_for_sparsity(layers: list[ConvLayer], scores: dict[str, np.ndarray], unit: str, goal: float,
+                        max_ratio: float = 0.95, unit_weights: dict[str, int] | None = None) -> dict[str, float]:
+    """Per-layer ratios that remove at least `goal` weights with the least Taylor score per weight: units are taken
+    across layers in order of score / weights-per-unit (a filterlet of a wide layer holds more weights), and no layer
+    gives up more than `max_ratio` of its units (nor, for channels, its last one). `unit_weights[name]`: the weights
+    one unit of that layer takes with it (default: the unit's own; a channel also takes its consumer's input column).
+    Stops short of `goal` only when every layer is at its limit.
 
     >>> a, b = ConvLayer("a", 2, 1, 1, 1, 4, 4), ConvLayer("b", 2, 1, 1, 1, 4, 4)
-    >>> ratios_for_sparsity([a, b], {"a": np.array([1.0, 3.0]), "b": np.array([2.0, 4.0])}, "channel", 0.5)
+    >>> ratios_for_sparsity([a, b], {"a": np.array([1.0, 3.0]), "b": np.array([2.0, 4.0])}, "channel", 2)
     {'a': 0.5, 'b': 0.5}
     """
-    per_weight = np.concatenate([scores[c.name].ravel() / c.unit_size(unit) for c in layers])
+    sizes = [(unit_weights or {}).get(c.name, c.unit_size(unit)) for c in layers]
+    per_weight = np.concatenate([scores[c.name].ravel() / size for c, size in zip(layers, sizes)])
     owner = np.concatenate([np.full(c.units(unit), i) for i, c in enumerate(layers)])
     room = [min(int(max_ratio * c.units(unit)), c.units(unit) - (unit == "channel")) for c in layers]
-    goal = sparsity * sum(c.weights for c in layers)
     removed, taken = [0] * len(layers), 0
     for j in np.argsort(per_weight, kind="stable"):
         if taken >= goal - 1e-9:
@@ -121,5 +123,5 @@ def ratios_for_sparsity(layers: list[ConvLayer], scores: dict[str, np.ndarray], 
         i = owner[j]
         if removed[i] < room[i]:
             removed[i] += 1
-            taken += layers[i].unit_size(unit)
+            taken += sizes[i]
     return {c.name: removed[i] / c.units(unit) for i, c in enumerate(layers)}
