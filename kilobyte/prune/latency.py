@@ -6,8 +6,9 @@ lanes, the kernel
 - runs each kept filterlet's dot product:   T_cm = N·KH·KW·(1-α)·(t_idx + ⌈Cin/l⌉·t_com)
 - adds the bias and requantises each output: T_ps = N·t_post
 and the layer takes T̂ = (T_ft + T_cm + T_ps)·OH·OW. T̂ is linear in the four constants, so measured samples
-(geometry, α, instructions or cycles) give them by ordinary least squares; `fit_latency` reports the fit's mean
-squared error (the paper's figure: 0.03 on 10 samples, units not given) and its relative RMS error.
+(geometry, α, instructions or cycles) give them by least squares — on relative errors, as the samples span orders of
+magnitude; `fit_latency` reports the fit's mean squared error (the paper's figure: 0.03 on 10 samples, units not
+given) and its relative RMS error.
 """
 
 from __future__ import annotations
@@ -90,7 +91,11 @@ def fit_latency(samples: list[LatencySample], lanes: int = 16) -> LatencyFit:
         raise ValueError(f"fit_latency: {len(samples)} samples cannot determine {len(CONSTANTS)} constants")
     a = np.stack([latency_features(s.layer, s.alpha, lanes) for s in samples])  # (samples, 4)
     t = np.array([s.instructions for s in samples], np.float64)
-    coef, _, rank, _ = np.linalg.lstsq(a, t, rcond=None)
+    if (t <= 0).any():
+        raise ValueError("fit_latency: every sample needs a positive instruction count")
+    # least squares on relative errors: layers differ in cost by orders of magnitude, and an absolute fit would
+    # leave the small layers' terms (t_post above all) to the noise of the large ones
+    coef, _, rank, _ = np.linalg.lstsq(a / t[:, None], np.ones_like(t), rcond=None)
     predicted = a @ coef
     mse = float(np.mean((predicted - t) ** 2))
     rel = float(np.sqrt(np.mean(((predicted - t) / t) ** 2)))
