@@ -112,16 +112,18 @@ def ratios_for_sparsity(layers: list[ConvLayer], scores: dict[str, np.ndarray], 
     >>> ratios_for_sparsity([a, b], {"a": np.array([1.0, 3.0]), "b": np.array([2.0, 4.0])}, "channel", 2)
     {'a': 0.5, 'b': 0.5}
     """
-    sizes = [(unit_weights or {}).get(c.name, c.unit_size(unit)) for c in layers]
+    sizes = np.array([(unit_weights or {}).get(c.name, c.unit_size(unit)) for c in layers])
+    room = np.array([min(int(max_ratio * c.units(unit)), c.units(unit) - (unit == "channel")) for c in layers])
     per_weight = np.concatenate([scores[c.name].ravel() / size for c, size in zip(layers, sizes)])
     owner = np.concatenate([np.full(c.units(unit), i) for i, c in enumerate(layers)])
-    room = [min(int(max_ratio * c.units(unit)), c.units(unit) - (unit == "channel")) for c in layers]
-    removed, taken = [0] * len(layers), 0
-    for j in np.argsort(per_weight, kind="stable"):
-        if taken >= goal - 1e-9:
-            break
-        i = owner[j]
-        if removed[i] < room[i]:
-            removed[i] += 1
-            taken += sizes[i]
-    return {c.name: removed[i] / c.units(unit) for i, c in enumerate(layers)}
+    order = np.argsort(per_weight, kind="stable")
+    # a layer's units come in its own score order, so its cap drops exactly its units past the room-th in `order`
+    rank = np.empty(len(order), np.int64)
+    for i in range(len(layers)):
+        mine = order[owner[order] == i]
+        rank[mine] = np.arange(len(mine))
+    candidates = order[rank[order] < room[owner[order]]]
+    taken = np.cumsum(sizes[owner[candidates]])
+    count = min(int(np.searchsorted(taken, goal - 1e-9)) + 1, len(candidates)) if goal > 0 else 0
+    removed = np.bincount(owner[candidates[:count]], minlength=len(layers))
+    return {c.name: int(removed[i]) / c.units(unit) for i, c in enumerate(layers)}

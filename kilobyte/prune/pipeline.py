@@ -111,27 +111,20 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     the Taylor scores average (None: the whole training split)."""
     from ..train import TrainConfig, fit
 
-    if method not in METHODS:
-        raise PruneError(f"pruning method {method!r}: use one of {', '.join(METHODS)}")
-    if sum(v is not None for v in (sparsity, device, ratios)) != 1:
-        raise PruneError("prune_model: give exactly one of sparsity, device or ratios")
-    if device is not None and method != "filterlet":
-        raise PruneError(f"a device target picks filterlet ratios with DTMM's scheduler; for {method} pruning give "
-                         "a sparsity")
-    if sparsity is not None and not 0 <= sparsity < 1:
-        raise PruneError(f"target sparsity {sparsity}: must be in [0, 1)")
+    _check_request(method, sparsity, device, ratios)
     split = _split(data, test_fraction)
     module = copy.deepcopy(module).eval()
     before, dense_graph = _accuracies(module, split, calibration)
+    dense = _dense_resources(dense_graph, device)  # SRAM checked before any work the device cannot use
     all_layers = conv_layers(module, split.shape)
     layers, norms, chains = _prunable(module, all_layers, method)
     unit = UNIT[method]
     scores = taylor_scores(module, layers, split.train_x, split.train_y, unit, max_batches=score_batches)
     strategy = uniform = None
-    dense = _dense_resources(dense_graph, device)
     if device is not None:
-        strategy, uniform = _schedule(method, layers, scores, dense, _device(device), loss_budget, latency,
-                                      max_ratio, seed, scheduler_steps)
+        constraints = Constraints(loss_budget, _device(device).flash_bytes,
+                                  dense.flash_bytes - sum(dense_bytes(c).total for c in layers), max_ratio)
+        strategy, uniform = schedule(layers, scores, latency, constraints, seed=seed, steps=scheduler_steps)
         ratios = strategy.ratios
     elif sparsity is not None:
         goal = sparsity * sum(c.weights for c in all_layers)
@@ -143,7 +136,6 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     masks.apply()
     config = config or TrainConfig.plain(epochs=3, lr=1e-3, seed=seed)
     history = fit(module, split.train_x, split.train_y, config, on_step=masks).history
-    masks.apply()
     achieved = achieved_ratios(module, layers, unit)
     if method == "channel":
         from .channels import shrink_channels
@@ -155,6 +147,18 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
         sum(r.weight_bytes + r.index_bytes + r.other_bytes for r in reports)
     return PruneResult(method, module, graph, reports, _sparsity(all_layers, reports), before, after, flash,
                        dense.flash_bytes, strategy, uniform, history)
+
+
+def _check_request(method: str, sparsity, device, ratios) -> None:
+    if method not in METHODS:
+        raise PruneError(f"pruning method {method!r}: use one of {', '.join(METHODS)}")
+    if sum(v is not None for v in (sparsity, device, ratios)) != 1:
+        raise PruneError("prune_model: give exactly one of sparsity, device or ratios")
+    if device is not None and method != "filterlet":
+        raise PruneError(f"a device target picks filterlet ratios with DTMM's scheduler; for {method} pruning give "
+                         "a sparsity")
+    if sparsity is not None and not 0 <= sparsity < 1:
+        raise PruneError(f"target sparsity {sparsity}: must be in [0, 1)")
 
 
 def _split(data, test_fraction: float) -> _Split:
@@ -219,28 +223,22 @@ def _checked_ratios(ratios: dict[str, float], layers: list[ConvLayer], method: s
 
 
 def _dense_resources(graph, device):
-    """The unpruned int8 model's `Resources` (SRAM peak, Flash) for the device's core (None: the largest)."""
+    """The unpruned int8 model's `Resources` for the device's core (None: the largest); with a device, raises if its
+    activations alone exceed the SRAM (filterlet pruning keeps every channel, so it cannot lower them)."""
     from ..schedule import estimate_resources
 
-    return estimate_resources(graph, core=None if device is None else _device(device).core)
+    dev = None if device is None else _device(device)
+    r = estimate_resources(graph, core=None if dev is None else dev.core)
+    if dev is not None and r.peak_bytes > dev.sram_bytes:
+        raise DoesNotFitError(f"{dev.name}: the model's activations need {r.peak_bytes} B of SRAM, the device has "
+                              f"{dev.sram_bytes} B; filterlet pruning keeps every channel and cannot lower that")
+    return r
 
 
 def _device(device):
     from ..targets.devices import Device, get_device
 
     return device if isinstance(device, Device) else get_device(device)
-
-
-def _schedule(method, layers, scores, r, dev, loss_budget, latency, max_ratio, seed, steps):
-    """The scheduler's strategy and the uniform baseline for device `dev`'s Flash, given the dense model's resources
-    `r`; raises if the dense activations alone exceed its SRAM (filterlet pruning keeps every channel, so it cannot
-    lower them)."""
-    if r.peak_bytes > dev.sram_bytes:
-        raise DoesNotFitError(f"{dev.name}: the model's activations need {r.peak_bytes} B of SRAM, the device has "
-                              f"{dev.sram_bytes} B; filterlet pruning keeps every channel and cannot lower that")
-    fixed = r.flash_bytes - sum(dense_bytes(c).total for c in layers)
-    constraints = Constraints(loss_budget, dev.flash_bytes, fixed, max_ratio)
-    return schedule(layers, scores, latency, constraints, seed=seed, steps=steps)
 
 
 def _layer_reports(method, layers: list[ConvLayer], module, shape, achieved: dict[str, float]) -> list[LayerReport]:

@@ -90,3 +90,28 @@ def test_ratios_for_sparsity_removes_the_goal_cheapest_per_weight_first():
     assert ratios_for_sparsity([a, b], scores, "filterlet", 5) == {"a": 0.25, "b": 0.5}
     capped = ratios_for_sparsity([a, b], scores, "filterlet", 100, max_ratio=0.5)
     assert capped == {"a": 0.5, "b": 0.5}
+
+
+def greedy(layers, scores, unit, goal, max_ratio, sizes):
+    """The allocation one unit at a time: cheapest per weight first, skipping layers at their cap."""
+    room = [min(int(max_ratio * c.units(unit)), c.units(unit) - (unit == "channel")) for c in layers]
+    items = sorted((s / sizes[i], i) for i, c in enumerate(layers) for s in scores[c.name].ravel())
+    removed, taken = [0] * len(layers), 0
+    for _, i in items:
+        if taken >= goal:
+            break
+        if removed[i] < room[i]:
+            removed[i], taken = removed[i] + 1, taken + sizes[i]
+    return {c.name: removed[i] / c.units(unit) for i, c in enumerate(layers)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ratios_for_sparsity_equals_the_one_at_a_time_greedy(seed):
+    rng = np.random.default_rng(seed)
+    layers = [ConvLayer(f"l{i}", int(rng.integers(2, 9)), int(rng.integers(1, 9)), 3, 3, 4, 4) for i in range(4)]
+    unit = ["filterlet", "weight", "channel"][seed % 3]
+    scores = {c.name: rng.random(c.score_shape(unit)) for c in layers}
+    sizes = [c.unit_size(unit) for c in layers]
+    goal = float(rng.uniform(0, 1.1)) * sum(c.weights for c in layers)
+    expected = greedy(layers, scores, unit, goal, 0.8, sizes)
+    assert ratios_for_sparsity(layers, scores, unit, goal, 0.8) == expected
