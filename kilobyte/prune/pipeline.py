@@ -61,7 +61,8 @@ class PruneResult:
     flash_bytes: int  # whole model, pruned layers in their format (module doc)
     dense_flash_bytes: int  # the same model unpruned
     strategy: Strategy | None = None  # device mode: the scheduler's choice ...
-    uniform: Strategy | None = None  # ... and the uniform baseline at the same budget
+    uniform: Strategy | None = None  # ... and the uniform baseline at the same budget (`feasible` False: no shared
+    # ratio meets both the loss budget and the Flash; it is then the dense model)
     history: list = field(default_factory=list)  # retraining's EpochStats
 
     @property
@@ -84,7 +85,8 @@ class PruneResult:
         for key in ("strategy", "uniform"):
             s = getattr(self, key)
             if s is not None:
-                out[key] = {"ratios": s.ratios, "latency": s.latency, "loss": s.loss, "flash_bytes": s.flash_bytes}
+                out[key] = {"ratios": s.ratios, "latency": s.latency, "loss": s.loss, "flash_bytes": s.flash_bytes,
+                            "feasible": s.feasible}
         return out
 
 
@@ -127,8 +129,7 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
         strategy, uniform = schedule(layers, scores, latency, constraints, seed=seed, steps=scheduler_steps)
         ratios = strategy.ratios
     elif sparsity is not None:
-        goal = sparsity * sum(c.weights for c in all_layers)
-        ratios = ratios_for_sparsity(layers, scores, unit, goal, max_ratio, _unit_weights(chains, all_layers))
+        ratios = _ratios_for_sparsity(all_layers, layers, scores, unit, sparsity, max_ratio, chains)
     else:
         ratios = _checked_ratios(ratios, layers, method)
     keep = unit_keep(scores, removal_counts(layers, ratios, unit))
@@ -196,6 +197,34 @@ def _prunable(module, layers: list[ConvLayer], method: str):
         raise PruneError("channel pruning: no convolution's channels can be removed (each one feeds an ADD, a "
                          "CONCAT or more than one layer); try --method filterlet")
     return [c for c in layers if c.name in names], {c.conv: c.norm for c in chains}, chains
+
+
+def _ratios_for_sparsity(all_layers, layers, scores, unit, sparsity, max_ratio, chains) -> dict[str, float]:
+    """`masks.ratios_for_sparsity` for `sparsity` of all standard-conv weights. For channels the weights a channel
+    takes with it overlap (a consumer's row and column removed twice), so the goal is raised by the shortfall of the
+    exact count until it is met (or stops growing)."""
+    total = sum(c.weights for c in all_layers)
+    if unit != "channel":
+        return ratios_for_sparsity(layers, scores, unit, sparsity * total, max_ratio)
+    sizes = _unit_weights(chains, all_layers)
+    goal, ratios = sparsity * total, {}
+    for _ in range(20):
+        ratios = ratios_for_sparsity(layers, scores, unit, goal, max_ratio, sizes)
+        short = sparsity * total - _channel_removed(all_layers, chains, ratios)
+        if short <= 0:
+            break
+        goal += short
+    return ratios
+
+
+def _channel_removed(layers: list[ConvLayer], chains, ratios: dict[str, float]) -> int:
+    """Standard-conv weights gone when each chain's conv loses round(ratio x filters) channels."""
+    kept_out = {c.name: c.filters - round(ratios.get(c.name, 0.0) * c.filters) for c in layers}
+    kept_in = {c.name: c.cin for c in layers}
+    for chain in chains:
+        if chain.consumer in kept_in:
+            kept_in[chain.consumer] = kept_out[chain.conv]
+    return sum(c.weights - kept_out[c.name] * kept_in[c.name] * c.kh * c.kw for c in layers)
 
 
 def _unit_weights(chains, layers: list[ConvLayer]) -> dict[str, int]:

@@ -71,7 +71,7 @@ def test_csr_and_channel_baselines(trained):
     assert csr.index_bytes > 2 * sum(layer.weight_bytes for layer in csr.layers if layer.ratio > 0)
     assert csr.flash_bytes > csr.dense_flash_bytes  # 2 B of index per kept weight: half the weights cost more
     channel = prune_model(net, data, "channel", sparsity=0.3, config=RETRAIN)
-    assert channel.sparsity >= 0.3 and channel.index_bytes == 0
+    assert 0.3 <= channel.sparsity < 0.32 and channel.index_bytes == 0
     assert channel.accuracy_after["int8"] >= channel.accuracy_before["int8"] - 0.03
     small = conv_weights(channel.graph)
     for layer in channel.layers:  # the int8 graph has the smaller module's channels
