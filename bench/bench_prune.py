@@ -4,7 +4,7 @@ pruning of vgg-small and resnet-small at equal sparsity, and the scheduler again
 Each model is trained once with the recipe on the first 4,000 MNIST images (28 px), then pruned by every method to
 each sparsity with 3 epochs of retraining; accuracy is on the other 1,000 images, float and int8 (the int8 reference
 interpreter). Flash is the whole model's (the planner's Flash model for a Cortex-M4), pruned layers in their formats.
-The scheduler rows (ΔL_max 0.05; Flash unconstrained, then cut by 30 %) give the modelled latency ΣT̂ with the
+The scheduler rows (ΔL_max 0.05 and 0.2; Flash unconstrained, then cut by 30 %) give the modelled latency ΣT̂ with the
 provisional latency constants (`PROVISIONAL_MODEL`: not fitted to measurements yet), so they compare strategies, not
 cycles; the uniform ratio at the same budget, when one fits, is retrained the same way beside it. Writes
 bench/results/prune.json and prints a markdown table.
@@ -15,6 +15,7 @@ bench/results/prune.json and prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -53,6 +54,7 @@ def main() -> None:
     import torch
 
     from kilobyte.data import load_dataset
+    from kilobyte.errors import PruneError
     from kilobyte.prune import prune_model
     from kilobyte.targets.devices import Device
     from kilobyte.train import TrainConfig
@@ -62,7 +64,7 @@ def main() -> None:
     p.add_argument("--sparsity", type=float, nargs="+", default=[0.5, 0.75])
     p.add_argument("--width", type=float, default=0.5)
     p.add_argument("--flash-cut", type=float, default=0.3, help="scheduler rows: Flash limit = (1 - cut) x dense")
-    p.add_argument("--loss-budget", type=float, default=0.05, help="scheduler rows: ΔL_max")
+    p.add_argument("--loss-budget", type=float, nargs="+", default=[0.05, 0.2], help="scheduler rows: ΔL_max")
     args = p.parse_args()
     torch.set_num_threads(1)
     train, test = load_dataset("mnist").split(4000)
@@ -78,11 +80,16 @@ def main() -> None:
                 rows.append(row(model, method, s, r, time.perf_counter() - t0))
                 print(json.dumps(rows[-1]), flush=True)
         dense = rows[-1]["dense_flash_bytes"]
-        for cut in (0.0, args.flash_cut):
+        for budget, cut in itertools.product(args.loss_budget, (0.0, args.flash_cut)):
             device = Device("limit", "cortex-m4", 1 << 20, int((1 - cut) * dense), 100_000_000)
-            target = f"ΔL ≤ {args.loss_budget}, Flash ≤ {device.flash_bytes} B"
+            target = f"ΔL ≤ {budget}, Flash ≤ {device.flash_bytes} B"
             t0 = time.perf_counter()
-            r = prune_model(module, data, "filterlet", device=device, loss_budget=args.loss_budget, config=retrain)
+            try:
+                r = prune_model(module, data, "filterlet", device=device, loss_budget=budget, config=retrain)
+            except PruneError as e:
+                rows.append({"model": model, "method": "filterlet+scheduler", "target": target, "error": str(e)})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
             rows.append(row(model, "filterlet+scheduler", target, r, time.perf_counter() - t0))
             print(json.dumps(rows[-1]), flush=True)
             if r.uniform.feasible:  # the uniform ratio at the same budget, retrained the same way
@@ -97,6 +104,9 @@ def main() -> None:
           "| modelled ΣT̂ |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | {r['method']} | {r['target']} | infeasible: {r['error']} |")
+            continue
         print(f"| {r['model']} | {r['method']} | {r['target']} | {r['sparsity']:.1%} | "
               f"{r['int8_before']:.1%} → {r['int8_after']:.1%} | {r['weight_bytes']} + {r['index_bytes']} | "
               f"{r['flash_bytes']} ({r['dense_flash_bytes']}) | {r['latency'] or ''} |")

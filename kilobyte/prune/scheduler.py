@@ -136,9 +136,27 @@ def anneal(problem: Problem, seed: int = 0, steps: int = 20000, t_start: float =
     if best is None:
         c = problem.constraints
         raise PruneError(f"pruning scheduler: no filterlet ratios meet ΔL ≤ {c.loss_budget:g} and Flash ≤ "
-                         f"{c.flash_bytes} B (the most pruning within the budget still needs "
-                         f"{uniform_strategy(problem).flash_bytes} B); raise the loss budget or pick a larger device")
+                         f"{c.flash_bytes} B (removing the filterlets of least score per byte up to the budget "
+                         f"leaves {leanest_within_budget(problem).flash_bytes} B); raise the loss budget or pick a "
+                         "larger device")
     return best
+
+
+def leanest_within_budget(problem: Problem) -> Strategy:
+    """The filterlets of least score per Flash byte (Cin + 2 B each) removed across layers while the loss budget
+    lasts: the greedy answer to "how small can the budget make the model" (for error messages)."""
+    removed = [0] * len(problem.layers)
+    sorted_scores = [np.diff(t) for t in problem.loss_tables]  # each layer's scores, lowest first
+    items = sorted((score / (c.cin + 2), i) for i, (c, scores) in enumerate(zip(problem.layers, sorted_scores))
+                   for score in scores[:problem.limits[i]])
+    loss = 0.0
+    for _, i in items:
+        score = sorted_scores[i][removed[i]]
+        if loss + score > problem.constraints.loss_budget:
+            break
+        loss += score
+        removed[i] += 1
+    return problem.strategy(removed)
 
 
 def _energy(problem: Problem, removed) -> tuple[float, float, bool]:
