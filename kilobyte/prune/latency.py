@@ -75,7 +75,10 @@ class LatencyFit:
 
     def describe(self) -> str:
         consts = ", ".join(f"{n} = {v:.4g}" for n, v in zip(CONSTANTS, self.model.as_array()))
-        return f"{consts} (l = {self.model.lanes}); MSE {self.mse:.4g}, relative RMS {self.relative_rms * 100:.2f} %"
+        text = f"{consts} (l = {self.model.lanes}); MSE {self.mse:.4g}, relative RMS {self.relative_rms * 100:.2f} %"
+        if self.rank < len(CONSTANTS):  # e.g. samples of one geometry: T̂ fits, its split into constants does not
+            text += f"; rank {self.rank} of {len(CONSTANTS)}: vary the geometry to determine every constant"
+        return text
 
 
 def fit_latency(samples: list[LatencySample], lanes: int = 16) -> LatencyFit:

@@ -45,3 +45,10 @@ def test_exact_samples_fit_exactly_and_prediction_follows_alpha():
 def test_too_few_samples_are_refused():
     with pytest.raises(ValueError, match="3 samples"):
         fit_latency(samples(np.random.default_rng(2), 3, 0.0))
+
+
+def test_one_geometry_fits_but_says_the_constants_are_undetermined():
+    layer = ConvLayer("c", 64, 64, 3, 3, 16, 16)
+    fit = fit_latency([LatencySample(layer, a, TRUTH.layer(layer, a)) for a in (0.0, 0.2, 0.5, 0.7, 0.9)])
+    assert fit.rank == 2 and "rank 2 of 4" in fit.describe()
+    assert fit.relative_rms < 1e-9  # T̂ itself is still predicted exactly
