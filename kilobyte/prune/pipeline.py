@@ -187,6 +187,9 @@ def _accuracies(module, split: _Split, calibration: int) -> tuple[dict[str, floa
 
 def _prunable(module, layers: list[ConvLayer], method: str):
     """(the layers the method prunes, their BatchNorm names for channel masks, the channel chains)."""
+    if not layers:
+        raise PruneError("the model has no standard convolution (groups = 1) to prune; depthwise and fully connected "
+                         "layers stay dense")
     if method != "channel":
         return layers, None, []
     from .channels import channel_chains

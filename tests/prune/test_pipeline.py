@@ -105,3 +105,6 @@ def test_bad_requests_are_refused(trained):
         prune_model(net, data, "csr", device="f410")
     with pytest.raises(PruneError, match="cannot prune: nope"):
         prune_model(net, data, ratios={"nope": 0.5})
+    mlp = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    with pytest.raises(PruneError, match="no standard convolution"):
+        prune_model(mlp, data, sparsity=0.5)
