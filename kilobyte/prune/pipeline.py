@@ -28,12 +28,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import DoesNotFitError, PruneError
+from ..ir import Op
 from .importance import taylor_scores
 from .latency import PROVISIONAL_MODEL, LatencyModel
 from .layers import ConvLayer, conv_layers
 from .masks import ParameterMasks, achieved_ratios, ratios_for_sparsity, removal_counts, unit_keep
 from .scheduler import Constraints, Strategy, schedule
-from .storage import LayerBytes, dense_bytes, sparse_bytes
+from .storage import LayerBytes, csr_bytes, dense_bytes, fwcs_bytes, sparse_bytes
 
 METHODS = ("filterlet", "csr", "channel")
 UNIT = {"filterlet": "filterlet", "csr": "weight", "channel": "channel"}
@@ -42,6 +43,9 @@ DEFAULT_LOSS_BUDGET = 0.01  # ΔL_max for the scheduler (the paper's example: 0.
 
 @dataclass(frozen=True)
 class LayerReport:
+    """One standard convolution after pruning; bytes as its int8 weights are stored: FWCS or CSR arrays (the ones the
+    sparse encoders of the kernel work, `ir/sparse.py`, build) or dense."""
+
     name: str
     ratio: float  # fraction of the layer's units removed (filterlets, weights or output channels)
     weight_bytes: int
@@ -143,7 +147,7 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
 
         module = shrink_channels(module, chains, keep)
     after, graph = _accuracies(module, split, calibration)
-    reports = _layer_reports(method, all_layers, module, split.shape, achieved)
+    reports = _layer_reports(method, all_layers, module, graph, split.shape, achieved)
     flash = dense.flash_bytes - sum(dense_bytes(c).total for c in all_layers) + \
         sum(r.weight_bytes + r.index_bytes + r.other_bytes for r in reports)
     return PruneResult(method, module, graph, reports, _sparsity(all_layers, reports), before, after, flash,
@@ -273,7 +277,8 @@ def _device(device):
     return device if isinstance(device, Device) else get_device(device)
 
 
-def _layer_reports(method, layers: list[ConvLayer], module, shape, achieved: dict[str, float]) -> list[LayerReport]:
+def _layer_reports(method, layers: list[ConvLayer], module, graph, shape,
+                   achieved: dict[str, float]) -> list[LayerReport]:
     if method == "channel":
         small = {c.name: c for c in conv_layers(module, shape)}
         out = []
@@ -282,13 +287,25 @@ def _layer_reports(method, layers: list[ConvLayer], module, shape, achieved: dic
             out.append(LayerReport(c.name, 1 - small[c.name].filters / c.filters, b.weight_bytes, b.index_bytes,
                                    b.other_bytes))
         return out
-    unit = UNIT[method]
+    int8 = {n.origin: graph.tensors[n.inputs[1]].data for n in graph.nodes if n.op is Op.CONV_2D}
     reports = []
     for c in layers:
         ratio = achieved.get(c.name, 0.0)
-        b: LayerBytes = sparse_bytes(c, method, round(ratio * c.units(unit)))
+        b = _sparse_layer_bytes(c, method, ratio, int8.get(c.name))
         reports.append(LayerReport(c.name, ratio, b.weight_bytes, b.index_bytes, b.other_bytes))
     return reports
+
+
+def _sparse_layer_bytes(c: ConvLayer, method: str, ratio: float, w: np.ndarray | None) -> LayerBytes:
+    """A pruned layer's bytes as its int8 OHWI weights `w` store: FWCS keeps the filterlets with any nonzero weight,
+    CSR the nonzero weights (a kept float weight can round to 0). A layer with nothing pruned stays dense."""
+    if ratio == 0:
+        return dense_bytes(c)
+    if w is None:  # not found in the graph by module path: count from the ratio
+        return sparse_bytes(c, method, round(ratio * c.units(UNIT[method])))
+    if method == "filterlet":
+        return fwcs_bytes(c, int((w != 0).any(axis=-1).sum()))
+    return csr_bytes(c, int(np.count_nonzero(w)))
 
 
 def _sparsity(layers: list[ConvLayer], reports: list[LayerReport]) -> float:
