@@ -107,13 +107,20 @@ def _from_python(spec: str, resolution: int | None, channels: int | None) -> Loa
 
 def calibration_inputs(dataset_spec: str, input_shape_nhwc: tuple[int, ...], n: int = 64, seed: int = 0):
     """`n` images of a dataset resized / channel-matched to the model input, as a list of (1,H,W,C) arrays."""
-    import numpy as np
-
-    from .data import load_dataset, resize_nearest
+    from .data import load_dataset
 
     ds = load_dataset(dataset_spec, seed=seed)
+    x = match_input(ds.x[:n], input_shape_nhwc, dataset_spec)
+    return [x[i:i + 1] for i in range(len(x))]
+
+
+def match_input(x, input_shape_nhwc: tuple[int, ...], dataset_spec: str):
+    """NHWC images `x` resized (nearest) and channel-repeated to a model input of shape `input_shape_nhwc`."""
+    import numpy as np
+
+    from .data import resize_nearest
+
     _, h, w, c = input_shape_nhwc
-    x = ds.x[:n]
     if x.shape[1:3] != (h, w):
         if h != w:
             raise KilobyteError(f"dataset '{dataset_spec}': cannot resize {x.shape[1:3]} images to {h}x{w}")
@@ -122,7 +129,7 @@ def calibration_inputs(dataset_spec: str, input_shape_nhwc: tuple[int, ...], n: 
         if x.shape[3] != 1:
             raise KilobyteError(f"dataset '{dataset_spec}' has {x.shape[3]} channels, the model wants {c}")
         x = np.repeat(x, c, axis=3)
-    return [x[i:i + 1] for i in range(len(x))]
+    return x
 
 
 def quantize(model: LoadedModel, dataset_spec: str, *, samples: int = 64, method: str = "minmax") -> Graph:
@@ -156,3 +163,31 @@ def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, sampl
                        kernels=kernels, max_mac_overhead=max_mac_overhead)
     name = Path(model.source).stem if model.source.endswith((".onnx", ".tflite")) else model.source
     return compile_graph(graph, out_dir, opts, model_name=name, library=library)
+
+
+def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", sparsity: float | None = None,
+          device=None, epochs: int = 10, retrain_epochs: int = 3, loss_budget: float | None = None,
+          seed: int = 0):
+    """Train a PyTorch model for `epochs` on a dataset (0: it is trained already), then prune it
+    (`kilobyte.prune.prune_model`: `sparsity` or `device`, filterlet / csr / channel) and retrain for
+    `retrain_epochs`; returns the `PruneResult`. The dataset is resized to the model input; its last 20 % are held out
+    for the accuracies."""
+    from .data import Dataset, load_dataset
+    from .prune import prune_model
+    from .prune.pipeline import DEFAULT_LOSS_BUDGET
+    from .train import TrainConfig, fit
+
+    if model.module is None:
+        raise KilobyteError(f"model '{model.source}': pruning needs a PyTorch model (a zoo name or module:attr), "
+                            "it retrains the weights")
+    ds = load_dataset(dataset_spec, seed=seed)
+    if ds.y is None:
+        raise KilobyteError(f"dataset '{dataset_spec}' has no labels: pruning needs them")
+    shape = model.graph.tensors[model.graph.inputs[0]].shape
+    ds = Dataset(ds.name, match_input(ds.x, shape, dataset_spec), ds.y)
+    train, _ = ds.split(len(ds.x) - max(1, round(0.2 * len(ds.x))))
+    if epochs > 0:
+        fit(model.module, train.x, train.y, TrainConfig(epochs=epochs, seed=seed))
+    retrain = TrainConfig.plain(epochs=retrain_epochs, lr=1e-3, seed=seed)
+    return prune_model(model.module, ds, method, sparsity=sparsity, device=device, config=retrain, seed=seed,
+                       loss_budget=DEFAULT_LOSS_BUDGET if loss_budget is None else loss_budget)

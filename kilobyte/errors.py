@@ -18,3 +18,8 @@ class ModelFileError(KilobyteError):
 
 class DoesNotFitError(KilobyteError):
     """A model does not fit the chosen device's SRAM or Flash."""
+
+
+class PruneError(KilobyteError):
+    """Pruning asked for outside its range (an unknown method or mode, a sparsity outside [0, 1), a budget no pruning
+    meets, a layer that cannot be pruned)."""

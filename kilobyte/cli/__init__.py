@@ -16,14 +16,15 @@ from . import (
     devices_cmd,
     plan_cmd,
     profile_cmd,
+    prune_cmd,
     quantize_cmd,
     run_cmd,
     search_cmd,
     verify_cmd,
 )
 
-COMMANDS = [search_cmd, demo_cmd, profile_cmd, quantize_cmd, run_cmd, plan_cmd, compile_cmd, verify_cmd, bench_cmd,
-            devices_cmd]
+COMMANDS = [search_cmd, demo_cmd, profile_cmd, quantize_cmd, prune_cmd, run_cmd, plan_cmd, compile_cmd, verify_cmd,
+            bench_cmd, devices_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,16 +27,12 @@ import numpy as np
 import torch
 from torch.nn.utils import parametrize
 
-from ..errors import KilobyteError
+from ..errors import PruneError
 from .dpf_channels import channel_groups, shrink_module
 from .unas_build import build_module, network
 from .unas_space import UArch, UnasSpace
 
 MODES = ("none", "unstructured", "structured")
-
-
-class PruneError(KilobyteError):
-    """Pruning asked for outside its range (an unknown mode, a sparsity outside [0, 1), an empty window)."""
 
 
 def cubic_sparsity(step: int, start: int, end: int, target: float, initial: float = 0.0) -> float:

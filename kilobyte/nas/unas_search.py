@@ -212,14 +212,10 @@ def train_candidate(space: UnasSpace, config: UnasConfig, genome: Genome, fit, s
 
 def quantise_module(space: UnasSpace, module, calib_x: np.ndarray):
     """The int8 graph of a trained candidate: `from_torch` + `prepare_for_inference` + PTQ on `calib_x`."""
-    from ..frontends import from_torch
-    from ..quant import quantize
-    from ..transforms import prepare_for_inference
+    from ..train.evaluate import quantise_module as quantise
     from .unas_build import input_shape
 
-    graph = prepare_for_inference(from_torch(module.eval(), input_shape(space)))
-    calib = np.asarray(calib_x, np.float32)
-    return quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
+    return quantise(module, input_shape(space), calib_x)
 
 
 def evaluate_genome(space: UnasSpace, config: UnasConfig, evaluator, genome: Genome, fit, val, seed: int) -> dict:

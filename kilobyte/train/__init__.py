@@ -3,7 +3,7 @@
 `fit(module, x, y, TrainConfig(...))` is the recipe (recipe.py): SGD or AdamW under a one-cycle or cosine schedule,
 label smoothing, batch augmentation (augment.py), BatchNorm recalibration (bn.py), a validation split with early
 stopping, an optional training resolution. `float_accuracy` and `int8_accuracy` (evaluate.py) measure the float
-module and the quantised graph. Used by the demo, the accuracy tests and architecture search.
+module and the quantised graph (`quantise_module`). Used by the demo, the accuracy tests and architecture search.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import numpy as np
 from .augment import augment_batch
 from .bn import recalibrate_bn
 from .config import TrainConfig, TrainConfigError
-from .evaluate import float_accuracy, int8_accuracy, resize_to, to_nchw_tensor
+from .evaluate import float_accuracy, int8_accuracy, quantise_module, resize_to, to_nchw_tensor
 from .recipe import EpochStats, TrainResult, fit
 
 __all__ = ["EpochStats", "TrainConfig", "TrainConfigError", "TrainResult", "augment_batch", "fit", "float_accuracy",
-           "int8_accuracy", "recalibrate_bn", "resize_to", "to_nchw_tensor", "train_classifier"]
+           "int8_accuracy", "quantise_module", "recalibrate_bn", "resize_to", "to_nchw_tensor", "train_classifier"]
 
 
 def train_classifier(module, x: np.ndarray, y: np.ndarray, *, epochs: int = 3, seed: int = 0, progress: bool = False,

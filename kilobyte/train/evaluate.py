@@ -2,7 +2,8 @@
 
 Datasets are NHWC float32 numpy arrays (as `kilobyte.data` loads them); torch wants NCHW. `float_accuracy` runs the
 module in eval mode; `int8_accuracy` runs Kilobyte's int8 reference interpreter — TFLite's exact arithmetic, so the
-number is the one the generated C and TFLite Micro give.
+number is the one the generated C and TFLite Micro give. `quantise_module` makes that graph from a trained module
+(search and pruning both measure their results this way).
 """
 
 from __future__ import annotations
@@ -52,3 +53,15 @@ def int8_accuracy(graph, x: np.ndarray, y: np.ndarray, batch_size: int = 250) ->
         logits = run_int8(graph, quantize_input(graph, x[i:i + batch_size]))[graph.outputs[0]]
         correct += int((logits.reshape(len(logits), -1).argmax(-1) == y[i:i + batch_size]).sum())
     return correct / len(x)
+
+
+def quantise_module(module, input_shape_nchw: tuple[int, ...], calib_x: np.ndarray):
+    """The int8 graph of a trained torch module: `from_torch` + `prepare_for_inference` + post-training quantisation
+    calibrated on the NHWC images `calib_x`, one at a time (batch 1, as the graph runs)."""
+    from ..frontends import from_torch
+    from ..quant import quantize
+    from ..transforms import prepare_for_inference
+
+    graph = prepare_for_inference(from_torch(module.eval(), tuple(input_shape_nchw)))
+    calib = np.asarray(calib_x, np.float32)
+    return quantize(graph, [calib[i:i + 1] for i in range(len(calib))])

@@ -1,0 +1,19 @@
+"""Prune stage: DTMM's filterlet pruning, its baselines (unstructured weights stored as CSR; structured channels
+really removed), and DTMM's pruning-strategy scheduler, on a trained PyTorch classifier before it becomes int8 IR.
+
+In pipeline order: the prunable convolutions and their geometry (`layers.py`), Taylor importance per filterlet,
+weight or channel (`importance.py`), the lowest-scored units masked through retraining (`masks.py`), the channels
+that can really go and the smaller module (`channels.py`), Flash bytes per storage format (`storage.py`), DTMM's
+latency model and its fit to measured samples (`latency.py`), the simulated-annealing scheduler (`scheduler.py`),
+and `prune_model`, which runs them and quantises the result (`pipeline.py`).
+"""
+
+from .latency import PROVISIONAL_MODEL, LatencyFit, LatencyModel, LatencySample, fit_latency
+from .layers import ConvLayer, conv_layers
+from .pipeline import METHODS, LayerReport, PruneResult, prune_model
+from .scheduler import Constraints, Strategy, schedule
+from .storage import LayerBytes, csr_bytes, dense_bytes, fwcs_bytes
+
+__all__ = ["METHODS", "PROVISIONAL_MODEL", "Constraints", "ConvLayer", "LatencyFit", "LatencyModel", "LatencySample",
+           "LayerBytes", "LayerReport", "PruneResult", "Strategy", "conv_layers", "csr_bytes", "dense_bytes",
+           "fit_latency", "fwcs_bytes", "prune_model", "schedule"]

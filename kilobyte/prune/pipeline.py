@@ -1,0 +1,313 @@
+"""Prune stage: the pruning pipeline — a trained PyTorch classifier and a dataset in; the pruned float module, its
+int8 graph, per-layer ratios and storage bytes, and accuracy before and after out.
+
+    scores (Taylor, on the training split) -> ratios -> masks (lowest scores go) -> retrain with the masks re-applied
+    after every optimiser step -> [channel: remove the masked channels] -> int8 PTQ -> accuracy on the held-out split
+
+Methods (the unit each removes, and how the report stores a pruned layer):
+- "filterlet": DTMM's filterlets, stored as FWCS;
+- "csr": single weights by Taylor score (the unstructured baseline), stored as CSR;
+- "channel": output channels (channels.py says which convolutions can lose them), really removed: a smaller dense
+  module.
+Ratios come from exactly one of: `ratios` (per layer name), `sparsity` (the fraction of the prunable weights to
+remove, taken where the Taylor score per weight is lowest: `masks.ratios_for_sparsity`; a removed channel also takes
+its consumer's input channel), or `device` (filterlet only:
+DTMM's scheduler chooses the ratios with the least modelled latency that fit the device's Flash within the loss
+budget). Prunable weights are those of the standard convolutions; depthwise and fully connected layers stay dense.
+
+Flash figures are the model's with the pruned layers in their format (storage.py) and everything else as the
+planner's Flash model counts it (`schedule.estimate_resources`); the sparse kernels' own code is not in that model's
+table yet, so the figure holds the dense kernels' code instead.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import DoesNotFitError, PruneError
+from ..ir import Op
+from .importance import taylor_scores
+from .latency import PROVISIONAL_MODEL, LatencyModel
+from .layers import ConvLayer, conv_layers
+from .masks import ParameterMasks, achieved_ratios, ratios_for_sparsity, removal_counts, unit_keep
+from .scheduler import Constraints, Strategy, schedule
+from .storage import LayerBytes, csr_bytes, dense_bytes, fwcs_bytes, sparse_bytes
+
+METHODS = ("filterlet", "csr", "channel")
+UNIT = {"filterlet": "filterlet", "csr": "weight", "channel": "channel"}
+DEFAULT_LOSS_BUDGET = 0.01  # ΔL_max for the scheduler (the paper's example: 0.001), in nats of mean cross-entropy
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """One standard convolution after pruning; bytes as its int8 weights are stored: FWCS or CSR arrays (the ones the
+    sparse encoders of the kernel work, `ir/sparse.py`, build) or dense."""
+
+    name: str
+    ratio: float  # fraction of the layer's units removed (filterlets, weights or output channels)
+    weight_bytes: int
+    index_bytes: int
+    other_bytes: int  # bias, multiplier and shift per output channel
+
+
+@dataclass
+class PruneResult:
+    method: str
+    module: object  # the pruned float module, eval mode (channel: the smaller module)
+    graph: object  # its int8 IR graph
+    layers: list[LayerReport]
+    sparsity: float  # achieved: fraction of the prunable weights removed
+    accuracy_before: dict[str, float]  # {"float": ..., "int8": ...} on the held-out split
+    accuracy_after: dict[str, float]
+    flash_bytes: int  # whole model, pruned layers in their format (module doc)
+    dense_flash_bytes: int  # the same model unpruned
+    strategy: Strategy | None = None  # device mode: the scheduler's choice ...
+    uniform: Strategy | None = None  # ... and the uniform baseline at the same budget (`feasible` False: no shared
+    # ratio meets both the loss budget and the Flash; it is then the dense model)
+    history: list = field(default_factory=list)  # retraining's EpochStats
+
+    @property
+    def ratios(self) -> dict[str, float]:
+        return {r.name: r.ratio for r in self.layers}
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(r.weight_bytes for r in self.layers)
+
+    @property
+    def index_bytes(self) -> int:
+        return sum(r.index_bytes for r in self.layers)
+
+    def to_dict(self) -> dict:
+        out = {"method": self.method, "sparsity": self.sparsity, "weight_bytes": self.weight_bytes,
+               "index_bytes": self.index_bytes, "flash_bytes": self.flash_bytes,
+               "dense_flash_bytes": self.dense_flash_bytes, "accuracy_before": self.accuracy_before,
+               "accuracy_after": self.accuracy_after, "layers": [asdict(r) for r in self.layers]}
+        for key in ("strategy", "uniform"):
+            s = getattr(self, key)
+            if s is not None:
+                out[key] = {"ratios": s.ratios, "latency": s.latency, "loss": s.loss, "flash_bytes": s.flash_bytes,
+                            "feasible": s.feasible}
+        return out
+
+
+@dataclass(frozen=True)
+class _Split:
+    train_x: np.ndarray
+    train_y: np.ndarray
+    test_x: np.ndarray
+    test_y: np.ndarray
+    shape: tuple[int, int, int, int]  # (1, C, H, W)
+
+
+def prune_model(module, data, method: str = "filterlet", *, sparsity: float | None = None, device=None,
+                ratios: dict[str, float] | None = None, loss_budget: float = DEFAULT_LOSS_BUDGET, config=None,
+                latency: LatencyModel = PROVISIONAL_MODEL, test_fraction: float = 0.2, calibration: int = 64,
+                score_batches: int | None = 8, max_ratio: float = 0.95, seed: int = 0,
+                scheduler_steps: int = 20000) -> PruneResult:
+    """Prune a trained classifier (module doc). `module` is not changed (a copy is pruned).
+
+    `data`: a dataset name or path (`kilobyte.data.load_dataset`), a `Dataset`, or ((train_x, train_y), (test_x,
+    test_y)) as NHWC arrays; a dataset is split into its first 1 - `test_fraction` for scoring, retraining and
+    calibration and the rest for the accuracies. `config`: the retraining `TrainConfig` (default: 3 epochs of
+    AdamW at 1e-3, no validation split). `device`: a device name or `targets.Device`. `score_batches`: batches of 64
+    the Taylor scores average (None: the whole training split)."""
+    from ..train import TrainConfig, fit
+
+    _check_request(method, sparsity, device, ratios)
+    split = _split(data, test_fraction)
+    module = copy.deepcopy(module).eval()
+    before, dense_graph = _accuracies(module, split, calibration)
+    dense = _dense_resources(dense_graph, device)  # SRAM checked before any work the device cannot use
+    all_layers = conv_layers(module, split.shape)
+    layers, norms, chains = _prunable(module, all_layers, method)
+    unit = UNIT[method]
+    scores = taylor_scores(module, layers, split.train_x, split.train_y, unit, max_batches=score_batches)
+    strategy = uniform = None
+    if device is not None:
+        constraints = Constraints(loss_budget, _device(device).flash_bytes,
+                                  dense.flash_bytes - sum(dense_bytes(c).total for c in layers), max_ratio)
+        strategy, uniform = schedule(layers, scores, latency, constraints, seed=seed, steps=scheduler_steps)
+        ratios = strategy.ratios
+    elif sparsity is not None:
+        ratios = _ratios_for_sparsity(all_layers, layers, scores, unit, sparsity, max_ratio, chains)
+    else:
+        ratios = _checked_ratios(ratios, layers, method)
+    keep = unit_keep(scores, removal_counts(layers, ratios, unit))
+    masks = ParameterMasks.for_units(module, keep, unit, norms)
+    masks.apply()
+    config = config or TrainConfig.plain(epochs=3, lr=1e-3, seed=seed)
+    history = fit(module, split.train_x, split.train_y, config, on_step=masks).history
+    achieved = achieved_ratios(module, layers, unit)
+    if method == "channel":
+        from .channels import shrink_channels
+
+        module = shrink_channels(module, chains, keep)
+    after, graph = _accuracies(module, split, calibration)
+    reports = _layer_reports(method, all_layers, module, graph, split.shape, achieved)
+    flash = dense.flash_bytes - sum(dense_bytes(c).total for c in all_layers) + \
+        sum(r.weight_bytes + r.index_bytes + r.other_bytes for r in reports)
+    return PruneResult(method, module, graph, reports, _sparsity(all_layers, reports), before, after, flash,
+                       dense.flash_bytes, strategy, uniform, history)
+
+
+def _check_request(method: str, sparsity, device, ratios) -> None:
+    if method not in METHODS:
+        raise PruneError(f"pruning method {method!r}: use one of {', '.join(METHODS)}")
+    if sum(v is not None for v in (sparsity, device, ratios)) != 1:
+        raise PruneError("prune_model: give exactly one of sparsity, device or ratios")
+    if device is not None and method != "filterlet":
+        raise PruneError(f"a device target picks filterlet ratios with DTMM's scheduler; for {method} pruning give "
+                         "a sparsity")
+    if sparsity is not None and not 0 <= sparsity < 1:
+        raise PruneError(f"target sparsity {sparsity}: must be in [0, 1)")
+
+
+def _split(data, test_fraction: float) -> _Split:
+    from ..data import Dataset, load_dataset
+
+    if isinstance(data, str):
+        data = load_dataset(data)
+    if isinstance(data, Dataset):
+        if data.y is None:
+            raise PruneError(f"dataset '{data.name}' has no labels: pruning needs them for scores and accuracy")
+        train, test = data.split(len(data.x) - max(1, round(test_fraction * len(data.x))))
+        data = ((train.x, train.y), (test.x, test.y))
+    (tx, ty), (vx, vy) = data
+    _, h, w, c = tx.shape
+    return _Split(tx, ty, vx, vy, (1, c, h, w))
+
+
+def _accuracies(module, split: _Split, calibration: int) -> tuple[dict[str, float], object]:
+    from ..train import float_accuracy, int8_accuracy, quantise_module
+
+    graph = quantise_module(module, split.shape, split.train_x[:calibration])
+    return {"float": float_accuracy(module, split.test_x, split.test_y),
+            "int8": int8_accuracy(graph, split.test_x, split.test_y)}, graph
+
+
+def _prunable(module, layers: list[ConvLayer], method: str):
+    """(the layers the method prunes, their BatchNorm names for channel masks, the channel chains)."""
+    if not layers:
+        raise PruneError("the model has no standard convolution (groups = 1) to prune; depthwise and fully connected "
+                         "layers stay dense")
+    if method != "channel":
+        return layers, None, []
+    from .channels import channel_chains
+
+    chains = channel_chains(module)
+    names = {c.conv for c in chains}
+    if not names:
+        raise PruneError("channel pruning: no convolution's channels can be removed (each one feeds an ADD, a "
+                         "CONCAT or more than one layer); try --method filterlet")
+    return [c for c in layers if c.name in names], {c.conv: c.norm for c in chains}, chains
+
+
+def _ratios_for_sparsity(all_layers, layers, scores, unit, sparsity, max_ratio, chains) -> dict[str, float]:
+    """`masks.ratios_for_sparsity` for `sparsity` of all standard-conv weights. For channels the weights a channel
+    takes with it overlap (a consumer's row and column removed twice), so the goal is raised by the shortfall of the
+    exact count until it is met (or stops growing)."""
+    total = sum(c.weights for c in all_layers)
+    if unit != "channel":
+        return ratios_for_sparsity(layers, scores, unit, sparsity * total, max_ratio)
+    sizes = _unit_weights(chains, all_layers)
+    goal, ratios = sparsity * total, {}
+    for _ in range(20):
+        ratios = ratios_for_sparsity(layers, scores, unit, goal, max_ratio, sizes)
+        short = sparsity * total - _channel_removed(all_layers, chains, ratios)
+        if short <= 0:
+            break
+        goal += short
+    return ratios
+
+
+def _channel_removed(layers: list[ConvLayer], chains, ratios: dict[str, float]) -> int:
+    """Standard-conv weights gone when each chain's conv loses round(ratio x filters) channels."""
+    kept_out = {c.name: c.filters - round(ratios.get(c.name, 0.0) * c.filters) for c in layers}
+    kept_in = {c.name: c.cin for c in layers}
+    for chain in chains:
+        if chain.consumer in kept_in:
+            kept_in[chain.consumer] = kept_out[chain.conv]
+    return sum(c.weights - kept_out[c.name] * kept_in[c.name] * c.kh * c.kw for c in layers)
+
+
+def _unit_weights(chains, layers: list[ConvLayer]) -> dict[str, int]:
+    """Per channel-pruned conv, the standard-conv weights one of its channels takes away: its filter and, when the
+    consumer is a convolution, the consumer's input channel (a Linear consumer's weights are not counted)."""
+    geometry = {c.name: c for c in layers}
+    out = {}
+    for chain in chains:
+        conv, consumer = geometry[chain.conv], geometry.get(chain.consumer)
+        out[chain.conv] = conv.cin * conv.kh * conv.kw + (0 if consumer is None else
+                                                           consumer.filters * consumer.kh * consumer.kw)
+    return out
+
+
+def _checked_ratios(ratios: dict[str, float], layers: list[ConvLayer], method: str) -> dict[str, float]:
+    names = {c.name for c in layers}
+    unknown = sorted(set(ratios) - names)
+    if unknown:
+        raise PruneError(f"ratios name layers {method} pruning cannot prune: {', '.join(unknown)} "
+                         f"(prunable: {', '.join(sorted(names))})")
+    bad = {n: r for n, r in ratios.items() if not 0 <= r < 1}
+    if bad:
+        raise PruneError(f"ratios must be in [0, 1): {bad}")
+    return dict(ratios)
+
+
+def _dense_resources(graph, device):
+    """The unpruned int8 model's `Resources` for the device's core (None: the largest); with a device, raises if its
+    activations alone exceed the SRAM (filterlet pruning keeps every channel, so it cannot lower them)."""
+    from ..schedule import estimate_resources
+
+    dev = None if device is None else _device(device)
+    r = estimate_resources(graph, core=None if dev is None else dev.core)
+    if dev is not None and r.peak_bytes > dev.sram_bytes:
+        raise DoesNotFitError(f"{dev.name}: the model's activations need {r.peak_bytes} B of SRAM, the device has "
+                              f"{dev.sram_bytes} B; filterlet pruning keeps every channel and cannot lower that")
+    return r
+
+
+def _device(device):
+    from ..targets.devices import Device, get_device
+
+    return device if isinstance(device, Device) else get_device(device)
+
+
+def _layer_reports(method, layers: list[ConvLayer], module, graph, shape,
+                   achieved: dict[str, float]) -> list[LayerReport]:
+    if method == "channel":
+        small = {c.name: c for c in conv_layers(module, shape)}
+        out = []
+        for c in layers:
+            b = dense_bytes(small[c.name])
+            out.append(LayerReport(c.name, 1 - small[c.name].filters / c.filters, b.weight_bytes, b.index_bytes,
+                                   b.other_bytes))
+        return out
+    int8 = {n.origin: graph.tensors[n.inputs[1]].data for n in graph.nodes if n.op is Op.CONV_2D}
+    reports = []
+    for c in layers:
+        ratio = achieved.get(c.name, 0.0)
+        b = _sparse_layer_bytes(c, method, ratio, int8.get(c.name))
+        reports.append(LayerReport(c.name, ratio, b.weight_bytes, b.index_bytes, b.other_bytes))
+    return reports
+
+
+def _sparse_layer_bytes(c: ConvLayer, method: str, ratio: float, w: np.ndarray | None) -> LayerBytes:
+    """A pruned layer's bytes as its int8 OHWI weights `w` store: FWCS keeps the filterlets with any nonzero weight,
+    CSR the nonzero weights (a kept float weight can round to 0). A layer with nothing pruned stays dense."""
+    if ratio == 0:
+        return dense_bytes(c)
+    if w is None:  # not found in the graph by module path: count from the ratio
+        return sparse_bytes(c, method, round(ratio * c.units(UNIT[method])))
+    if method == "filterlet":
+        return fwcs_bytes(c, int((w != 0).any(axis=-1).sum()))
+    return csr_bytes(c, int(np.count_nonzero(w)))
+
+
+def _sparsity(layers: list[ConvLayer], reports: list[LayerReport]) -> float:
+    """Fraction of the standard convolutions' weights gone (each report's weight_bytes = its kept int8 weights)."""
+    return 1 - sum(r.weight_bytes for r in reports) / sum(c.weights for c in layers)
