@@ -191,3 +191,40 @@ def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", s
     retrain = TrainConfig.plain(epochs=retrain_epochs, lr=1e-3, seed=seed)
     return prune_model(model.module, ds, method, sparsity=sparsity, device=device, config=retrain, seed=seed,
                        loss_budget=DEFAULT_LOSS_BUDGET if loss_budget is None else loss_budget)
+
+
+@dataclass
+class PrunedBuild:
+    """A pruned model compiled and checked (`compile_pruned`)."""
+
+    compiled: object  # the `codegen.CompileResult`
+    host: object  # `codegen.verify.VerifyReport`: host C == numpy reference == TFLite Micro
+    target: object = None  # with a target: the QEMU `VerifyReport` ...
+    bench: dict | None = None  # ... and `bench_on_target`'s numbers (instructions, measured Flash / SRAM)
+
+
+def compile_pruned(result, out_dir, data: str, *, name: str = "model", kernels: str = "portable",
+                   target: str | None = None, n_random: int = 2):
+    """Compile a `PruneResult`'s int8 graph (its weight formats set: FWCS, CSR or dense) into `out_dir` as
+    `compile_model` does, verify the host build against the reference and TFLite Micro on `n_random` random inputs
+    and images of `data`; with `target` (a Cortex-M core) also under QEMU and count its instructions (unicorn).
+    A differing byte raises a `KilobyteError`. Returns a `PrunedBuild`."""
+    from .codegen.verify import verify_project
+
+    compiled = compile_model(LoadedModel(name, result.graph), out_dir, kernels=kernels)
+    host = verify_project(compiled.out_dir, n_random=n_random, data=data)
+    _check_verified(host, compiled.out_dir, "host")
+    if target is None:
+        return PrunedBuild(compiled, host)
+    from .targets.cortexm.verify import bench_on_target, verify_on_target
+
+    on_target = verify_on_target(compiled.out_dir, target, n_random=n_random, data=data)
+    _check_verified(on_target, compiled.out_dir, target)
+    return PrunedBuild(compiled, host, on_target, bench_on_target(compiled.out_dir, target))
+
+
+def _check_verified(report, out_dir, where: str) -> None:
+    if not report.ok:
+        raise KilobyteError(f"{out_dir}: the pruned model's {where} build is not bit-exact ({report.mismatches[0]}; "
+                            f"{len(report.mismatches)} mismatches); the project is left there to inspect — please "
+                            "report this")

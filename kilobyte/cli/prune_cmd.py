@@ -1,10 +1,13 @@
-"""CLI stage: `kilobyte prune MODEL --data D --sparsity S | --device D [--method filterlet|csr|channel] --out DIR` —
-train (or take trained) a PyTorch model, prune it, retrain, quantise, and report what the pruning saved.
+"""CLI stage: `kilobyte prune MODEL --data D --sparsity S | --device D [--method filterlet|csr|channel] --out DIR
+[--target cortex-m4|cortex-m7]` — train (or take trained) a PyTorch model, prune it, retrain, quantise, compile the
+pruned int8 model to a C library and report what the pruning saved.
 
-Writes DIR/report.json (the `--json` output), DIR/pruned.pt (the pruned float module, `torch.save`) and DIR/model.tflite
-(its int8 graph, pruned weights stored as zeros: TFLite has no FWCS or CSR). The Flash figures count the pruned
-layers in their sparse formats (FWCS for filterlets, CSR for weights); `kilobyte compile` does not emit those formats
-from this command's output.
+DIR is the compiled project of `kilobyte compile` (src/, Makefile, CMakeLists.txt, kilobyte.json, model.tflite —
+the int8 graph, pruned weights stored as zeros: TFLite has no FWCS or CSR), its pruned convolutions stored in FWCS
+(filterlet) or CSR (csr), plus report.json (the `--json` output) and pruned.pt (the pruned float module,
+`torch.save`). The host build is verified bit for bit against the numpy reference and TFLite Micro before the report
+is written; `--target` also runs the firmware under QEMU (bit-exact) and counts its instructions; `--device` also
+links it for the device and reports the measured fit (exit code 2 if it does not fit, as `kilobyte compile`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ def register(sub) -> None:
         description="Train the model on the dataset (--epochs; 0 if it is trained already), score its standard "
         "convolutions' filterlets, weights or channels by first-order Taylor importance, remove the least important "
         "to a sparsity (or, with --device, to the ratios DTMM's scheduler picks to fit the device's Flash with the "
-        "least modelled latency), retrain with the pruned weights held at zero, and quantise to int8.")
+        "least modelled latency), retrain with the pruned weights held at zero, and quantise to int8. Then compile "
+        "it into --out as `kilobyte compile` does, the pruned convolutions in FWCS (filterlet) or CSR (csr), verify "
+        "the host build bit for bit against TFLite Micro on random inputs and images of --data, and report the "
+        "per-layer ratios and bytes, Flash, accuracy before and after, and with --target the instructions of a "
+        "QEMU-verified Cortex-M run. Exit code 2 if it does not fit --device (measured on the linked firmware).")
     add_model_args(p)
     p.add_argument("--data", required=True, metavar="NAME|PATH", help="dataset: mnist, digits, .npz or folder")
     target = p.add_mutually_exclusive_group(required=True)
@@ -34,14 +41,23 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, default=10, help="training epochs before pruning (default 10; 0: none)")
     p.add_argument("--retrain-epochs", type=int, default=3, help="retraining epochs after pruning (default 3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", "-o", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
+                   help="the kernel set the library is planned and built for (as `kilobyte compile --kernels`)")
+    p.add_argument("--target", "-t", choices=("cortex-m4", "cortex-m7"), default=None,
+                   help="also build the firmware for this core, run it under QEMU (bit-exact with the reference) "
+                   "and count its instructions (unicorn), in total and per layer")
+    p.add_argument("--out", "-o", required=True, metavar="DIR",
+                   help="output folder: the compiled C library (replaced atomically) and the report")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..api import load, prune
+    from ..api import compile_pruned, load, prune
+    from .compile_cmd import fit_report, measured_fit
 
+    out = Path(args.out)
+    _check_out(out)  # before minutes of training, not after
     model = load(args.model, resolution=args.resolution or _data_resolution(args.data), width=args.width,
                  channels=args.channels or _data_channels(args.data), num_classes=args.classes)
     device = None
@@ -51,14 +67,57 @@ def run(args) -> int:
         device = get_device(args.device, args.devices_file)
     result = prune(model, args.data, method=args.method, sparsity=args.sparsity, device=device, epochs=args.epochs,
                    retrain_epochs=args.retrain_epochs, loss_budget=args.loss_budget, seed=args.seed)
-    report = result.to_dict()
-    _write(Path(args.out), result, report)
+    build = compile_pruned(result, out, args.data, name=args.model, kernels=args.kernels, target=args.target)
+    fit, _ = measured_fit(fit_report(build.compiled, device), build.compiled, device)
+    report = build_report(result, build, fit)
+    _write(out, result, report)
     if args.json:
         print_json(report)
     else:
         print(format_report(report))
-        print(f"wrote {args.out}/report.json, pruned.pt, model.tflite")
-    return 0
+        print(f"wrote {out}/: the C library (src/, Makefile, CMakeLists.txt), report.json, pruned.pt, model.tflite")
+    return 0 if fit["fits"] else 2
+
+
+def _check_out(out: Path) -> None:
+    """`kilobyte compile` replaces a project folder and refuses any other non-empty one: say so before training."""
+    from ..errors import KilobyteError
+
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "kilobyte.json").exists())):
+        raise KilobyteError(f"{out}: exists and is not a Kilobyte project; choose another --out")
+
+
+def build_report(result, build, fit: dict) -> dict:
+    """The `--json` report: the pruning (`PruneResult.to_dict`), the compiled library, its verification and, with a
+    target, its instruction counts (total and per layer) and measured Flash / SRAM; with a device, the measured fit."""
+    report = result.to_dict()
+    m = build.compiled.manifest
+    report["macs"] = m["macs"]
+    report["compiled"] = {"out_dir": str(build.compiled.out_dir), "kernels": m["kernel_set"],
+                          "arena_bytes": m["arena_bytes"], "flash_bytes": fit.get("flash_estimate_bytes",
+                                                                                  fit["flash_bytes"]),
+                          "weight_bytes": fit["weight_bytes"], "code_bytes": fit["code_bytes"]}
+    report["verified"] = {"host": _verified(build.host)}
+    if build.bench is not None:
+        b = build.bench
+        report["verified"][b["target"]] = _verified(build.target)
+        report["instructions"] = b["instructions"]
+        report["target"] = {"core": b["target"], "kernels": b["kernels"], "flash_bytes": b["flash_bytes"],
+                            "sram_bytes": b["sram_bytes"], "stack_bytes": b["stack_bytes"],
+                            "instructions_per_mac": b["instructions_per_mac"]}
+        per_function = b["per_layer_instructions"] or {}  # by generated function: kb_layer_<step>_<node>
+        per_node = {f.split("_", 3)[3]: n for f, n in per_function.items()}
+        by_origin = {n.origin: n.name for n in build.compiled.graph.nodes}
+        for layer in report["layers"]:
+            layer["instructions"] = per_node.get(by_origin.get(layer["name"]))
+        report["per_layer_instructions"] = per_function
+    if fit["device"] is not None:
+        report["fit"] = {k: fit[k] for k in ("device", "fits", "memory", "flash_bytes", "sram_bytes", "verdict")}
+    return report
+
+
+def _verified(rep) -> dict:
+    return {"ok": rep.ok, "inputs": rep.inputs, "engines": list(rep.engines)}
 
 
 def _data_resolution(spec: str) -> int:
@@ -81,12 +140,9 @@ def _write(out: Path, result, report: dict) -> None:
 
     import torch
 
-    from ..export.tflite import to_tflite
-
     buf = io.BytesIO()
     torch.save(result.module, buf)
     atomic_write_bytes(out / "pruned.pt", buf.getvalue())
-    atomic_write_bytes(out / "model.tflite", to_tflite(result.graph))
     atomic_write_bytes(out / "report.json", (json.dumps(report, indent=2) + "\n").encode())
 
 
@@ -99,7 +155,16 @@ def format_report(r: dict) -> str:
     before, after = r["accuracy_before"], r["accuracy_after"]
     lines += [f"method {r['method']}: {r['sparsity']:.1%} of the convolution weights removed; "
               f"weights {r['weight_bytes']} B + index {r['index_bytes']} B; "
-              f"Flash {r['flash_bytes']} B (unpruned {r['dense_flash_bytes']} B)",
+              f"Flash {r['flash_bytes']} B (unpruned {r['dense_flash_bytes']} B); MACs {r['macs']:,}",
               f"accuracy float {before['float']:.1%} -> {after['float']:.1%}, "
               f"int8 {before['int8']:.1%} -> {after['int8']:.1%} (held-out)"]
+    for where, v in r["verified"].items():
+        lines.append(f"{where}: bit-exact with {', '.join(e for e in v['engines'] if e != where)} on {v['inputs']} "
+                     "inputs")
+    if "instructions" in r:
+        t = r["target"]
+        lines.append(f"{t['core']} ({t['kernels']} kernels): {r['instructions']:,} instructions, Flash "
+                     f"{t['flash_bytes']} B, SRAM {t['sram_bytes']} B (measured)")
+    if "fit" in r:
+        lines.append(r["fit"]["verdict"])
     return "\n".join(lines)

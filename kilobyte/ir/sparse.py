@@ -39,6 +39,25 @@ INDEX_BYTES = 2  # every index is uint16 (DTMM's m0 = 16 bits)
 _U16_MAX = 0xFFFF
 
 
+def fwcs_sizes(cout: int, cin: int, kept_filterlets: int) -> tuple[int, int]:
+    """(weight_bytes, index_bytes) of FWCS for `cout` filters keeping `kept_filterlets` filterlets of `cin` weights:
+    the byte rule every count of FWCS storage uses (the encoder's arrays, the pruning scheduler's Flash).
+
+    >>> fwcs_sizes(8, 4, 36)  # 36 filterlets of 4 weights; 36 cptr + 8 fidx + the sentinel
+    (144, 90)
+    """
+    return kept_filterlets * cin, INDEX_BYTES * (kept_filterlets + cout + 1)
+
+
+def csr_sizes(cout: int, kept_weights: int) -> tuple[int, int]:
+    """(weight_bytes, index_bytes) of CSR for `cout` filters keeping `kept_weights` weights.
+
+    >>> csr_sizes(8, 144)
+    (144, 306)
+    """
+    return kept_weights, INDEX_BYTES * (kept_weights + cout + 1)
+
+
 @dataclass(frozen=True)
 class Fwcs:
     """A layer's weights in FWCS (module docstring)."""
@@ -50,11 +69,11 @@ class Fwcs:
 
     @property
     def weight_bytes(self) -> int:
-        return int(self.arr.size)
+        return fwcs_sizes(self.shape[0], self.shape[3], int(self.cptr.size))[0]
 
     @property
     def index_bytes(self) -> int:
-        return INDEX_BYTES * int(self.cptr.size + self.fidx.size)
+        return fwcs_sizes(self.shape[0], self.shape[3], int(self.cptr.size))[1]
 
 
 @dataclass(frozen=True)
@@ -68,11 +87,11 @@ class Csr:
 
     @property
     def weight_bytes(self) -> int:
-        return int(self.arr.size)
+        return csr_sizes(self.shape[0], int(self.idx.size))[0]
 
     @property
     def index_bytes(self) -> int:
-        return INDEX_BYTES * int(self.idx.size + self.fidx.size)
+        return csr_sizes(self.shape[0], int(self.idx.size))[1]
 
 
 def _check(w: np.ndarray, what: str) -> np.ndarray:

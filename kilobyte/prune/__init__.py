@@ -3,7 +3,7 @@ really removed), and DTMM's pruning-strategy scheduler, on a trained PyTorch cla
 
 In pipeline order: the prunable convolutions and their geometry (`layers.py`), Taylor importance per filterlet,
 weight or channel (`importance.py`), the lowest-scored units masked through retraining (`masks.py`), the channels
-that can really go and the smaller module (`channels.py`), Flash bytes per storage format (`storage.py`), DTMM's
+that can really go and the smaller module (`channels.py`), the Flash bytes the scheduler counts (`storage.py`), DTMM's
 latency model and its fit to measured samples (`latency.py`), the simulated-annealing scheduler (`scheduler.py`),
 and `prune_model`, which runs them and quantises the result (`pipeline.py`).
 """
@@ -12,8 +12,8 @@ from .latency import PROVISIONAL_MODEL, LatencyFit, LatencyModel, LatencySample,
 from .layers import ConvLayer, conv_layers
 from .pipeline import METHODS, LayerReport, PruneResult, prune_model
 from .scheduler import Constraints, Strategy, schedule
-from .storage import LayerBytes, csr_bytes, dense_bytes, fwcs_bytes
+from .storage import LayerBytes, dense_bytes, fwcs_bytes
 
 __all__ = ["METHODS", "PROVISIONAL_MODEL", "Constraints", "ConvLayer", "LatencyFit", "LatencyModel", "LatencySample",
-           "LayerBytes", "LayerReport", "PruneResult", "Strategy", "conv_layers", "csr_bytes", "dense_bytes",
+           "LayerBytes", "LayerReport", "PruneResult", "Strategy", "conv_layers", "dense_bytes",
            "fit_latency", "fwcs_bytes", "prune_model", "schedule"]

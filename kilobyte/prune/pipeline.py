@@ -15,14 +15,17 @@ its consumer's input channel), or `device` (filterlet only:
 DTMM's scheduler chooses the ratios with the least modelled latency that fit the device's Flash within the loss
 budget). Prunable weights are those of the standard convolutions; depthwise and fully connected layers stay dense.
 
-Flash figures are the model's with the pruned layers in their format (storage.py) and everything else as the
-planner's Flash model counts it (`schedule.estimate_resources`); the sparse kernels' own code is not in that model's
-table yet, so the figure holds the dense kernels' code instead.
+The int8 graph comes back with each pruned convolution's weight format set (`set_weight_format`: "fwcs" for
+filterlets, "csr" for weights; channel pruning and layers with nothing removed stay dense), so compiling it emits the
+sparse arrays and kernels. Its per-layer bytes are those arrays' (`ir.sparse.layer_weight_bytes`) and its Flash is
+the planner's Flash model on it (`schedule.estimate_resources`: the arrays plus the linked code, sparse kernels
+included), the figure `kilobyte compile` reports for it.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -34,20 +37,22 @@ from .latency import PROVISIONAL_MODEL, LatencyModel
 from .layers import ConvLayer, conv_layers
 from .masks import ParameterMasks, achieved_ratios, ratios_for_sparsity, removal_counts, unit_keep
 from .scheduler import Constraints, Strategy, schedule
-from .storage import LayerBytes, csr_bytes, dense_bytes, fwcs_bytes, sparse_bytes
+from .storage import dense_bytes
 
 METHODS = ("filterlet", "csr", "channel")
 UNIT = {"filterlet": "filterlet", "csr": "weight", "channel": "channel"}
+FORMAT = {"filterlet": "fwcs", "csr": "csr", "channel": "dense"}  # how a pruned layer's weights are stored
 DEFAULT_LOSS_BUDGET = 0.01  # ΔL_max for the scheduler (the paper's example: 0.001), in nats of mean cross-entropy
 
 
 @dataclass(frozen=True)
 class LayerReport:
-    """One standard convolution after pruning; bytes as its int8 weights are stored: FWCS or CSR arrays (the ones the
-    sparse encoders of the kernel work, `ir/sparse.py`, build) or dense."""
+    """One standard convolution after pruning; bytes as the generated C stores its int8 weights: FWCS or CSR arrays
+    (`ir/sparse.py`) or dense."""
 
-    name: str
+    name: str  # the module path
     ratio: float  # fraction of the layer's units removed (filterlets, weights or output channels)
+    format: str  # "fwcs", "csr" or "dense"
     weight_bytes: int
     index_bytes: int
     other_bytes: int  # bias, multiplier and shift per output channel
@@ -62,7 +67,7 @@ class PruneResult:
     sparsity: float  # achieved: fraction of the prunable weights removed
     accuracy_before: dict[str, float]  # {"float": ..., "int8": ...} on the held-out split
     accuracy_after: dict[str, float]
-    flash_bytes: int  # whole model, pruned layers in their format (module doc)
+    flash_bytes: int  # whole model, pruned layers in their format, for the device's core or the largest (module doc)
     dense_flash_bytes: int  # the same model unpruned
     strategy: Strategy | None = None  # device mode: the scheduler's choice ...
     uniform: Strategy | None = None  # ... and the uniform baseline at the same budget (`feasible` False: no shared
@@ -128,8 +133,9 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     scores = taylor_scores(module, layers, split.train_x, split.train_y, unit, max_batches=score_batches)
     strategy = uniform = None
     if device is not None:
-        constraints = Constraints(loss_budget, _device(device).flash_bytes,
-                                  dense.flash_bytes - sum(dense_bytes(c).total for c in layers), max_ratio)
+        fixed = dense.flash_bytes - sum(dense_bytes(c).total for c in layers) + \
+            _fwcs_code_bytes(dense_graph, dense, device)
+        constraints = Constraints(loss_budget, _device(device).flash_bytes, fixed, max_ratio)
         strategy, uniform = schedule(layers, scores, latency, constraints, seed=seed, steps=scheduler_steps)
         ratios = strategy.ratios
     elif sparsity is not None:
@@ -147,9 +153,9 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
 
         module = shrink_channels(module, chains, keep)
     after, graph = _accuracies(module, split, calibration)
-    reports = _layer_reports(method, all_layers, module, graph, split.shape, achieved)
-    flash = dense.flash_bytes - sum(dense_bytes(c).total for c in all_layers) + \
-        sum(r.weight_bytes + r.index_bytes + r.other_bytes for r in reports)
+    graph = _set_formats(graph, method, achieved)
+    reports = _layer_reports(all_layers, graph, achieved)
+    flash = _resources(graph, device).flash_bytes
     return PruneResult(method, module, graph, reports, _sparsity(all_layers, reports), before, after, flash,
                        dense.flash_bytes, strategy, uniform, history)
 
@@ -261,14 +267,36 @@ def _checked_ratios(ratios: dict[str, float], layers: list[ConvLayer], method: s
 def _dense_resources(graph, device):
     """The unpruned int8 model's `Resources` for the device's core (None: the largest); with a device, raises if its
     activations alone exceed the SRAM (filterlet pruning keeps every channel, so it cannot lower them)."""
-    from ..schedule import estimate_resources
-
     dev = None if device is None else _device(device)
-    r = estimate_resources(graph, core=None if dev is None else dev.core)
+    r = _resources(graph, device)
     if dev is not None and r.peak_bytes > dev.sram_bytes:
         raise DoesNotFitError(f"{dev.name}: the model's activations need {r.peak_bytes} B of SRAM, the device has "
                               f"{dev.sram_bytes} B; filterlet pruning keeps every channel and cannot lower that")
     return r
+
+
+def _fwcs_code_bytes(dense_graph, dense, device) -> int:
+    """The code the FWCS kernel adds to the firmware: the Flash model's code bytes with every convolution in FWCS
+    (one filterlet of each zeroed) less the dense model's. The scheduler's layer bytes hold only arrays, so its
+    fixed part carries this (an upper bound: a layer it leaves unpruned stays dense)."""
+    tensors = dict(dense_graph.tensors)
+    for node in _conv_nodes(dense_graph).values():
+        w = tensors[node.inputs[1]]
+        data = w.data.copy()
+        data[0, 0, 0, :] = 0  # (O, KH, KW, I): one filterlet
+        tensors[w.name] = dataclasses.replace(w, data=data)
+    from ..transforms import set_weight_format
+
+    probe = set_weight_format(dense_graph.replace(tensors=tensors), "fwcs")
+    return max(0, _resources(probe, device).code_bytes - dense.code_bytes)
+
+
+def _resources(graph, device):
+    """The planner's resources of an int8 graph for the device's core (None: the largest calibrated core), with
+    the options `kilobyte compile` plans with by default."""
+    from ..schedule import estimate_resources
+
+    return estimate_resources(graph, core=None if device is None else _device(device).core)
 
 
 def _device(device):
@@ -277,35 +305,38 @@ def _device(device):
     return device if isinstance(device, Device) else get_device(device)
 
 
-def _layer_reports(method, layers: list[ConvLayer], module, graph, shape,
-                   achieved: dict[str, float]) -> list[LayerReport]:
-    if method == "channel":
-        small = {c.name: c for c in conv_layers(module, shape)}
-        out = []
-        for c in layers:
-            b = dense_bytes(small[c.name])
-            out.append(LayerReport(c.name, 1 - small[c.name].filters / c.filters, b.weight_bytes, b.index_bytes,
-                                   b.other_bytes))
-        return out
-    int8 = {n.origin: graph.tensors[n.inputs[1]].data for n in graph.nodes if n.op is Op.CONV_2D}
+def _conv_nodes(graph) -> dict[str, object]:
+    """The CONV_2D nodes of the int8 graph by the module path they came from."""
+    return {n.origin: n for n in graph.nodes if n.op is Op.CONV_2D}
+
+
+def _set_formats(graph, method: str, achieved: dict[str, float]):
+    """`graph` with each convolution that lost units stored in the method's format (`FORMAT`); the rest dense."""
+    nodes = _conv_nodes(graph)
+    missing = sorted(set(achieved) - set(nodes))
+    if missing:
+        raise PruneError(f"pruned layers {', '.join(missing)} have no CONV_2D in the int8 graph; please report this")
+    from ..transforms import set_weight_format
+
+    return set_weight_format(graph, {nodes[name].name: FORMAT[method] if ratio > 0 else "dense"
+                                     for name, ratio in achieved.items()})
+
+
+def _layer_reports(layers: list[ConvLayer], graph, achieved: dict[str, float]) -> list[LayerReport]:
+    """Per standard convolution: its ratio and the bytes of the arrays the generated C holds for it. A channel-pruned
+    layer's ratio is the fraction of its filters gone (the graph has the smaller layer)."""
+    from ..ir.sparse import layer_weight_bytes
+    from ..schedule.estimate import PER_CHANNEL_BYTES
+
+    nodes, rows = _conv_nodes(graph), layer_weight_bytes(graph)
     reports = []
     for c in layers:
-        ratio = achieved.get(c.name, 0.0)
-        b = _sparse_layer_bytes(c, method, ratio, int8.get(c.name))
-        reports.append(LayerReport(c.name, ratio, b.weight_bytes, b.index_bytes, b.other_bytes))
+        node = nodes[c.name]
+        row, filters = rows[node.name], graph.tensors[node.inputs[1]].shape[0]
+        ratio = 1 - filters / c.filters if filters < c.filters else achieved.get(c.name, 0.0)
+        reports.append(LayerReport(c.name, ratio, row["format"], row["weight_bytes"], row["index_bytes"],
+                                   PER_CHANNEL_BYTES * filters))
     return reports
-
-
-def _sparse_layer_bytes(c: ConvLayer, method: str, ratio: float, w: np.ndarray | None) -> LayerBytes:
-    """A pruned layer's bytes as its int8 OHWI weights `w` store: FWCS keeps the filterlets with any nonzero weight,
-    CSR the nonzero weights (a kept float weight can round to 0). A layer with nothing pruned stays dense."""
-    if ratio == 0:
-        return dense_bytes(c)
-    if w is None:  # not found in the graph by module path: count from the ratio
-        return sparse_bytes(c, method, round(ratio * c.units(UNIT[method])))
-    if method == "filterlet":
-        return fwcs_bytes(c, int((w != 0).any(axis=-1).sum()))
-    return csr_bytes(c, int(np.count_nonzero(w)))
 
 
 def _sparsity(layers: list[ConvLayer], reports: list[LayerReport]) -> float:

@@ -1,23 +1,19 @@
-"""Prune stage: the Flash bytes of a pruned convolution in each storage format — the size model the scheduler
-constrains and the report prints (DTMM Eq. 4, counted exactly rather than with its omissions).
+"""Prune stage: the Flash bytes of a convolution the scheduler has not pruned yet — dense, or in FWCS with a given
+number of filterlets kept — the size model DTMM's Flash constraint (Eq. 4) needs before any weight is zero.
 
-Per layer with N filters, int8 weights and 16-bit indices:
-- dense:  N·KH·KW·Cin weights;
-- FWCS:   the kept weights (1 B each) + cPtr, 2 B per kept filterlet + fIdx, 2 B per filter + its sentinel, 2 B
-          (`size` = Cin is a constant of the layer's parameters, not an array);
-- CSR:    the kept weights + 2 B per kept weight (its offset in the filter) + fIdx and its sentinel, 2 B per filter + 2.
-Every format adds the per-channel data the generated C holds for any weighted layer: an int32 bias, multiplier and
-shift per output channel (`schedule.estimate.constant_bytes`), 12 B per filter — "other" below.
+The byte rules are not repeated here: a format's weights and indices come from `ir/sparse.py` (`fwcs_sizes`, the
+rule its encoder's arrays follow), the per-channel data from the planner's Flash model
+(`schedule.estimate.PER_CHANNEL_BYTES`: an int32 bias, multiplier and shift per output channel, "other" below).
+Once the weights are pruned, the report counts the real arrays instead (`ir.sparse.layer_weight_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.sparse import fwcs_sizes
+from ..schedule.estimate import PER_CHANNEL_BYTES
 from .layers import ConvLayer
-
-INDEX_BYTES = 2  # uint16 cPtr / fIdx entries
-PER_CHANNEL_BYTES = 12  # int32 bias, multiplier and shift per output channel
 
 
 @dataclass(frozen=True)
@@ -46,28 +42,5 @@ def fwcs_bytes(layer: ConvLayer, kept_filterlets: int) -> LayerBytes:
     >>> fwcs_bytes(ConvLayer("c", 8, 4, 3, 3, 6, 6), 36)  # half the filterlets: 144 weights, 36 + 8 + 1 indices
     LayerBytes(weight_bytes=144, index_bytes=90, other_bytes=96)
     """
-    index = INDEX_BYTES * (kept_filterlets + layer.filters + 1)
-    return LayerBytes(kept_filterlets * layer.cin, index, PER_CHANNEL_BYTES * layer.filters)
-
-
-def csr_bytes(layer: ConvLayer, kept_weights: int) -> LayerBytes:
-    """CSR with `kept_weights` weights kept.
-
-    >>> csr_bytes(ConvLayer("c", 8, 4, 3, 3, 6, 6), 144)
-    LayerBytes(weight_bytes=144, index_bytes=306, other_bytes=96)
-    """
-    index = INDEX_BYTES * (kept_weights + layer.filters + 1)
-    return LayerBytes(kept_weights, index, PER_CHANNEL_BYTES * layer.filters)
-
-
-def sparse_bytes(layer: ConvLayer, method: str, removed_units: int) -> LayerBytes:
-    """The layer's bytes after `method` ("filterlet": FWCS, "csr") removed `removed_units` of its filterlets or
-    weights; a layer with nothing removed stays dense (the sparse kernels run only on pruned layers). (Channel pruning
-    gives a smaller dense layer: `dense_bytes` of its new geometry.)"""
-    if removed_units == 0:
-        return dense_bytes(layer)
-    if method == "filterlet":
-        return fwcs_bytes(layer, layer.filterlets - removed_units)
-    if method == "csr":
-        return csr_bytes(layer, layer.weights - removed_units)
-    raise ValueError(f"sparse_bytes: method {method!r} is not a sparse format (filterlet, csr)")
+    weight, index = fwcs_sizes(layer.filters, layer.cin, kept_filterlets)
+    return LayerBytes(weight, index, PER_CHANNEL_BYTES * layer.filters)

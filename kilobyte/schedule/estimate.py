@@ -29,6 +29,7 @@ from .plan import input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
+PER_CHANNEL_BYTES = 12  # a weighted layer's int32 bias, multiplier and shift per output channel
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def constant_bytes(graph: Graph) -> int:
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
         if node.op in WEIGHTED_OPS:
-            total += _weight_array_bytes(graph, node) + 3 * 4 * out_shape[-1]
+            total += _weight_array_bytes(graph, node) + PER_CHANNEL_BYTES * out_shape[-1]
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES
         elif node.op in BINARY_OPS:

@@ -16,6 +16,7 @@ data; a family's module (and torch) is imported only when `create` builds one of
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,7 +62,7 @@ _REGISTRY: dict[str, ZooEntry] = {
         "VGG-11-style CNN, 8 conv3x3 in 1-1-2-2-2 groups, widths 16-64 (DTMM-like, MCU-sized)",
         32,
         10,
-        16,
+        8,  # below 16 px it drops the pools of a 1 px map (small_cnns.VggSmall)
     ),
     "mnist-cnn": ZooEntry(
         "kilobyte.zoo.mnist_cnn:build",
@@ -148,7 +149,8 @@ def create(
                             f"(got {width}, {num_classes}, {in_channels})")
     module_name, function_name = entry.builder.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
-    model = build(width=width, num_classes=num_classes, in_channels=in_channels)
+    extra = {"resolution": resolution} if "resolution" in inspect.signature(build).parameters else {}
+    model = build(width=width, num_classes=num_classes, in_channels=in_channels, **extra)
     shape = (1, in_channels, *(entry.input_hw or (resolution, resolution)))
     _settle_batchnorm(model, shape)
     return model.eval(), shape

@@ -10,7 +10,9 @@ the same layer patterns scaled down to ~100-300 k parameters so they fit a 256 k
                   shortcut where the shape changes; global avg pool, Linear. 12 weight layers (stem, 10 convs, FC).
 
 Both end in global average pooling, so any input from 16 px up works (28-64 px is the intended range), and both
-take `in_channels` (1 for MNIST-like data). Width `w` scales every channel count to max(4, round(c * w)).
+take `in_channels` (1 for MNIST-like data). Width `w` scales every channel count to max(4, round(c * w)). Given its
+input `resolution`, vgg-small drops the max-pools that would halve a 1 px map, so it also takes 8 px inputs
+(scikit-learn's digits): 8 -> 4 -> 2 -> 1, the fourth pool left out. From 16 px up every pool stays.
 """
 
 from __future__ import annotations
@@ -37,17 +39,19 @@ def _conv_bn(cin: int, cout: int, kernel: int = 3, stride: int = 1) -> list[nn.M
 class VggSmall(nn.Module):
     """VGG-11-shaped CNN: (N, Cin, H, W) -> 4 pooled groups + 1 unpooled -> (N, C, H/16, W/16) -> (N, classes)."""
 
-    def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3):
+    def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3,
+                 resolution: int | None = None):
         super().__init__()
         layers: list[nn.Module] = []
-        cin = in_channels
+        cin, size = in_channels, resolution
         for index, (channels, convs) in enumerate(VGG_GROUPS):
             cout = scale_channels(channels, width)
             for _ in range(convs):
                 layers += [*_conv_bn(cin, cout), nn.ReLU(inplace=True)]
                 cin = cout
-            if index < len(VGG_GROUPS) - 1:
+            if index < len(VGG_GROUPS) - 1 and (size is None or size >= 2):  # no pool of a 1 px map
                 layers.append(nn.MaxPool2d(2))
+                size = None if size is None else size // 2
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(cin, num_classes)
@@ -94,9 +98,14 @@ class ResNetSmall(nn.Module):
         return self.classifier(torch.flatten(x, 1))  # (N, classes)
 
 
-def build_vgg(width: float = 1.0, num_classes: int = 10, in_channels: int = 3) -> nn.Module:
-    """VGG-11-style small CNN (see module docstring)."""
-    return VggSmall(width, num_classes, in_channels)
+def build_vgg(width: float = 1.0, num_classes: int = 10, in_channels: int = 3,
+              resolution: int | None = None) -> nn.Module:
+    """VGG-11-style small CNN (see module docstring; `resolution`: its square input, None: 16 px or more).
+
+    >>> len([m for m in build_vgg(resolution=8).features if isinstance(m, nn.MaxPool2d)])
+    3
+    """
+    return VggSmall(width, num_classes, in_channels, resolution)
 
 
 def build_resnet(width: float = 1.0, num_classes: int = 10, in_channels: int = 3) -> nn.Module:

@@ -28,6 +28,9 @@ def test_round_trip_and_byte_counts(w):
     kept = np.any(w.reshape(cout, kh * kw, cin) != 0, axis=2)
     assert f.weight_bytes == kept.sum() * cin and f.index_bytes == 2 * (kept.sum() + cout + 1)
     assert c.weight_bytes == np.count_nonzero(w) and c.index_bytes == 2 * (np.count_nonzero(w) + cout + 1)
+    # the byte rule (fwcs_sizes / csr_sizes, which the pruning scheduler uses) is the arrays' real size
+    assert (f.weight_bytes, f.index_bytes) == (f.arr.nbytes, f.cptr.nbytes + f.fidx.nbytes)
+    assert (c.weight_bytes, c.index_bytes) == (c.arr.nbytes, c.idx.nbytes + c.fidx.nbytes)
     assert f.fidx[0] == 0 and np.all(np.diff(f.fidx.astype(int)) >= 0)  # a dead filter: fidx[n] == fidx[n + 1]
     assert np.all(f.cptr % cin == 0) and np.all(f.cptr < kh * kw * cin)
 

@@ -1,13 +1,15 @@
-"""Storage bytes (kilobyte/prune/storage.py) against FWCS and CSR arrays built here from a pruned OHWI weight, as
-DTMM's Fig. 5 lays them out: Arr (kept weights by filter, then position), cPtr (16-bit, one per kept filterlet — or
-per kept weight for CSR), fIdx (16-bit, one per filter plus the sentinel)."""
+"""The scheduler's storage bytes (kilobyte/prune/storage.py) against FWCS and CSR arrays built here from a pruned OHWI
+weight, as DTMM's Fig. 5 lays them out: Arr (kept weights by filter, then position), cPtr (16-bit, one per kept
+filterlet — or per kept weight for CSR), fIdx (16-bit, one per filter plus the sentinel) — and against the encoders of
+ir/sparse.py, whose byte rule they share."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from kilobyte.ir.sparse import encode_csr, encode_fwcs
 from kilobyte.prune.layers import ConvLayer
-from kilobyte.prune.storage import PER_CHANNEL_BYTES, csr_bytes, dense_bytes, fwcs_bytes, sparse_bytes
+from kilobyte.prune.storage import PER_CHANNEL_BYTES, dense_bytes, fwcs_bytes
 
 
 def fwcs_arrays(w: np.ndarray):
@@ -50,14 +52,16 @@ def test_fwcs_bytes_equal_the_arrays_built_from_a_weight():
         b = fwcs_bytes(layer, len(cptr))
         assert b.weight_bytes == arr.nbytes == 5 * len(cptr)
         assert b.index_bytes == cptr.nbytes + fidx.nbytes
-        assert b.other_bytes == PER_CHANNEL_BYTES * 6
+        assert b.other_bytes == PER_CHANNEL_BYTES * 6 == 72
+        enc = encode_fwcs(w)
+        assert (b.weight_bytes, b.index_bytes) == (enc.weight_bytes, enc.index_bytes)
 
 
 def test_csr_bytes_equal_the_arrays_and_fwcs_is_smaller():
     w = pruned_weight(7, shape=(8, 3, 3, 16), ratio=0.75)
     layer = ConvLayer("c", 8, 16, 3, 3, 4, 4)
     arr, cptr, fidx = csr_arrays(w)
-    b = csr_bytes(layer, len(arr))
+    b = encode_csr(w)
     assert (b.weight_bytes, b.index_bytes) == (arr.nbytes, cptr.nbytes + fidx.nbytes)
     kept_filterlets = len(arr) // 16
     fwcs = fwcs_bytes(layer, kept_filterlets)
@@ -66,7 +70,6 @@ def test_csr_bytes_equal_the_arrays_and_fwcs_is_smaller():
     assert saving > 0.6
 
 
-def test_unpruned_layers_stay_dense():
+def test_dense_bytes():
     layer = ConvLayer("c", 4, 3, 3, 3, 4, 4)
-    assert sparse_bytes(layer, "filterlet", 0) == dense_bytes(layer) == sparse_bytes(layer, "csr", 0)
     assert dense_bytes(layer).total == 4 * 27 + 4 * 12

@@ -190,6 +190,18 @@ def test_small_cnns_any_size_and_grayscale(name, resolution):
     assert 100_000 <= count_params(model) <= 300_000
 
 
+def test_vgg_small_at_8_px_drops_only_the_pool_of_a_1_px_map():
+    """digits is 8 px: vgg-small keeps three pools there (8 -> 4 -> 2 -> 1) and all four from 16 px up, as before."""
+    pools = {r: [m for m in zoo.create("vgg-small", resolution=r, in_channels=1)[0].features
+                 if isinstance(m, nn.MaxPool2d)] for r in (8, 16, 28, 32)}
+    assert [len(p) for p in pools.values()] == [3, 4, 4, 4]
+    model, shape = zoo.create("vgg-small", resolution=8, in_channels=1)
+    with torch.no_grad():
+        assert model(torch.randn(shape)).shape == (1, 10)
+    with pytest.raises(ValueError, match="minimum of 8 px"):
+        zoo.create("vgg-small", resolution=7)
+
+
 def test_small_cnn_channels_floor():
     model, _ = zoo.create("vgg-small", width=0.01)
     assert min(m.out_channels for m in model.modules() if isinstance(m, nn.Conv2d)) == 4
