@@ -167,11 +167,11 @@ def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, sampl
 
 def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", sparsity: float | None = None,
           device=None, epochs: int = 10, retrain_epochs: int = 3, loss_budget: float | None = None,
-          seed: int = 0):
+          seed: int = 0, kernels: str = "portable"):
     """Train a PyTorch model for `epochs` on a dataset (0: it is trained already), then prune it
     (`kilobyte.prune.prune_model`: `sparsity` or `device`, filterlet / csr / channel) and retrain for
     `retrain_epochs`; returns the `PruneResult`. The dataset is resized to the model input; its last 20 % are held out
-    for the accuracies."""
+    for the accuracies. `kernels`: the kernel set its Flash figures are for (as `compile_model`)."""
     from .data import Dataset, load_dataset
     from .prune import prune_model
     from .prune.pipeline import DEFAULT_LOSS_BUDGET
@@ -190,7 +190,7 @@ def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", s
         fit(model.module, train.x, train.y, TrainConfig(epochs=epochs, seed=seed))
     retrain = TrainConfig.plain(epochs=retrain_epochs, lr=1e-3, seed=seed)
     return prune_model(model.module, ds, method, sparsity=sparsity, device=device, config=retrain, seed=seed,
-                       loss_budget=DEFAULT_LOSS_BUDGET if loss_budget is None else loss_budget)
+                       loss_budget=DEFAULT_LOSS_BUDGET if loss_budget is None else loss_budget, kernels=kernels)
 
 
 @dataclass

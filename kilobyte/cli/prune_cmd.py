@@ -41,8 +41,9 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, default=10, help="training epochs before pruning (default 10; 0: none)")
     p.add_argument("--retrain-epochs", type=int, default=3, help="retraining epochs after pruning (default 3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
-                   help="the kernel set the library is planned and built for (as `kilobyte compile --kernels`)")
+    p.add_argument("--kernels", choices=("portable", "dsp"), default=None,
+                   help="the kernel set the library is planned and built for (as `kilobyte compile --kernels`; "
+                   "default: dsp with --target, the Cortex-M kernels the firmware would run, else portable)")
     p.add_argument("--target", "-t", choices=("cortex-m4", "cortex-m7"), default=None,
                    help="also build the firmware for this core, run it under QEMU (bit-exact with the reference) "
                    "and count its instructions (unicorn), in total and per layer")
@@ -65,9 +66,10 @@ def run(args) -> int:
         from ..targets.devices import get_device
 
         device = get_device(args.device, args.devices_file)
+    kernels = args.kernels or ("dsp" if args.target else "portable")
     result = prune(model, args.data, method=args.method, sparsity=args.sparsity, device=device, epochs=args.epochs,
-                   retrain_epochs=args.retrain_epochs, loss_budget=args.loss_budget, seed=args.seed)
-    build = compile_pruned(result, out, args.data, name=args.model, kernels=args.kernels, target=args.target)
+                   retrain_epochs=args.retrain_epochs, loss_budget=args.loss_budget, seed=args.seed, kernels=kernels)
+    build = compile_pruned(result, out, args.data, name=args.model, kernels=kernels, target=args.target)
     fit, _ = measured_fit(fit_report(build.compiled, device), build.compiled, device)
     report = build_report(result, build, fit)
     _write(out, result, report)
@@ -97,6 +99,9 @@ def build_report(result, build, fit: dict) -> dict:
                           "arena_bytes": m["arena_bytes"], "flash_bytes": fit.get("flash_estimate_bytes",
                                                                                   fit["flash_bytes"]),
                           "weight_bytes": fit["weight_bytes"], "code_bytes": fit["code_bytes"]}
+    node = {n.origin: n.name for n in build.compiled.graph.nodes if n.op.value == "CONV_2D"}
+    for layer in report["layers"]:
+        layer["node"] = node[layer["name"]]  # its arrays in src/model.c: kb_w_<node>, kb_i_<node>, kb_f_<node>
     report["verified"] = {"host": _verified(build.host)}
     if build.bench is not None:
         b = build.bench
@@ -107,9 +112,8 @@ def build_report(result, build, fit: dict) -> dict:
                             "instructions_per_mac": b["instructions_per_mac"]}
         per_function = b["per_layer_instructions"] or {}  # by generated function: kb_layer_<step>_<node>
         per_node = {f.split("_", 3)[3]: n for f, n in per_function.items()}
-        by_origin = {n.origin: n.name for n in build.compiled.graph.nodes}
         for layer in report["layers"]:
-            layer["instructions"] = per_node.get(by_origin.get(layer["name"]))
+            layer["instructions"] = per_node.get(layer["node"])
         report["per_layer_instructions"] = per_function
     if fit["device"] is not None:
         report["fit"] = {k: fit[k] for k in ("device", "fits", "memory", "flash_bytes", "sram_bytes", "verdict")}

@@ -112,21 +112,22 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
                 ratios: dict[str, float] | None = None, loss_budget: float = DEFAULT_LOSS_BUDGET, config=None,
                 latency: LatencyModel = PROVISIONAL_MODEL, test_fraction: float = 0.2, calibration: int = 64,
                 score_batches: int | None = 8, max_ratio: float = 0.95, seed: int = 0,
-                scheduler_steps: int = 20000) -> PruneResult:
+                scheduler_steps: int = 20000, kernels: str = "portable") -> PruneResult:
     """Prune a trained classifier (module doc). `module` is not changed (a copy is pruned).
 
     `data`: a dataset name or path (`kilobyte.data.load_dataset`), a `Dataset`, or ((train_x, train_y), (test_x,
     test_y)) as NHWC arrays; a dataset is split into its first 1 - `test_fraction` for scoring, retraining and
     calibration and the rest for the accuracies. `config`: the retraining `TrainConfig` (default: 3 epochs of
     AdamW at 1e-3, no validation split). `device`: a device name or `targets.Device`. `score_batches`: batches of 64
-    the Taylor scores average (None: the whole training split)."""
+    the Taylor scores average (None: the whole training split). `kernels`: the kernel set ("portable" or "dsp") the
+    Flash figures count the code of, as `compile_model(..., kernels=)` will build it."""
     from ..train import TrainConfig, fit
 
     _check_request(method, sparsity, device, ratios)
     split = _split(data, test_fraction)
     module = copy.deepcopy(module).eval()
     before, dense_graph = _accuracies(module, split, calibration)
-    dense = _dense_resources(dense_graph, device)  # SRAM checked before any work the device cannot use
+    dense = _dense_resources(dense_graph, device, kernels)  # SRAM checked before any work the device cannot use
     all_layers = conv_layers(module, split.shape)
     layers, norms, chains = _prunable(module, all_layers, method)
     unit = UNIT[method]
@@ -134,7 +135,7 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     strategy = uniform = None
     if device is not None:
         fixed = dense.flash_bytes - sum(dense_bytes(c).total for c in layers) + \
-            _fwcs_code_bytes(dense_graph, dense, device)
+            _fwcs_code_bytes(dense_graph, dense, device, kernels)
         constraints = Constraints(loss_budget, _device(device).flash_bytes, fixed, max_ratio)
         strategy, uniform = schedule(layers, scores, latency, constraints, seed=seed, steps=scheduler_steps)
         ratios = strategy.ratios
@@ -155,7 +156,7 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     after, graph = _accuracies(module, split, calibration)
     graph = _set_formats(graph, method, achieved)
     reports = _layer_reports(all_layers, graph, achieved)
-    flash = _resources(graph, device).flash_bytes
+    flash = _resources(graph, device, kernels).flash_bytes
     return PruneResult(method, module, graph, reports, _sparsity(all_layers, reports), before, after, flash,
                        dense.flash_bytes, strategy, uniform, history)
 
@@ -264,18 +265,18 @@ def _checked_ratios(ratios: dict[str, float], layers: list[ConvLayer], method: s
     return dict(ratios)
 
 
-def _dense_resources(graph, device):
+def _dense_resources(graph, device, kernels: str):
     """The unpruned int8 model's `Resources` for the device's core (None: the largest); with a device, raises if its
     activations alone exceed the SRAM (filterlet pruning keeps every channel, so it cannot lower them)."""
     dev = None if device is None else _device(device)
-    r = _resources(graph, device)
+    r = _resources(graph, device, kernels)
     if dev is not None and r.peak_bytes > dev.sram_bytes:
         raise DoesNotFitError(f"{dev.name}: the model's activations need {r.peak_bytes} B of SRAM, the device has "
                               f"{dev.sram_bytes} B; filterlet pruning keeps every channel and cannot lower that")
     return r
 
 
-def _fwcs_code_bytes(dense_graph, dense, device) -> int:
+def _fwcs_code_bytes(dense_graph, dense, device, kernels) -> int:
     """The code the FWCS kernel adds to the firmware: the Flash model's code bytes with every convolution in FWCS
     (one filterlet of each zeroed) less the dense model's. The scheduler's layer bytes hold only arrays, so its
     fixed part carries this (an upper bound: a layer it leaves unpruned stays dense)."""
@@ -288,15 +289,17 @@ def _fwcs_code_bytes(dense_graph, dense, device) -> int:
     from ..transforms import set_weight_format
 
     probe = set_weight_format(dense_graph.replace(tensors=tensors), "fwcs")
-    return max(0, _resources(probe, device).code_bytes - dense.code_bytes)
+    return max(0, _resources(probe, device, kernels).code_bytes - dense.code_bytes)
 
 
-def _resources(graph, device):
+def _resources(graph, device, kernels: str):
     """The planner's resources of an int8 graph for the device's core (None: the largest calibrated core), with
-    the options `kilobyte compile` plans with by default."""
+    the options `kilobyte compile` plans with by default and the kernel set `kernels`."""
     from ..schedule import estimate_resources
+    from ..schedule.plan_types import PlanOptions
 
-    return estimate_resources(graph, core=None if device is None else _device(device).core)
+    return estimate_resources(graph, PlanOptions(kernels=kernels),
+                              core=None if device is None else _device(device).core)
 
 
 def _device(device):
