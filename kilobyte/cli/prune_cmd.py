@@ -163,8 +163,8 @@ def format_report(r: dict) -> str:
               f"accuracy float {before['float']:.1%} -> {after['float']:.1%}, "
               f"int8 {before['int8']:.1%} -> {after['int8']:.1%} (held-out)"]
     for where, v in r["verified"].items():
-        lines.append(f"{where}: bit-exact with {', '.join(e for e in v['engines'] if e != where)} on {v['inputs']} "
-                     "inputs")
+        own = "c-host" if where == "host" else f"qemu-{where}"  # the build checked, against the others
+        lines.append(f"{own}: bit-exact with {', '.join(e for e in v['engines'] if e != own)} on {v['inputs']} inputs")
     if "instructions" in r:
         t = r["target"]
         lines.append(f"{t['core']} ({t['kernels']} kernels): {r['instructions']:,} instructions, Flash "
