@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import DoesNotFitError, PruneError
 from ..ir import Op
 from .importance import taylor_scores
-from .latency import PROVISIONAL_MODEL, LatencyModel
+from .latency import LatencyModel, shipped_model
 from .layers import ConvLayer, conv_layers
 from .masks import ParameterMasks, achieved_ratios, ratios_for_sparsity, removal_counts, unit_keep
 from .scheduler import Constraints, Strategy, schedule
@@ -105,7 +105,7 @@ class _Split:
 
 def prune_model(module, data, method: str = "filterlet", *, sparsity: float | None = None, device=None,
                 ratios: dict[str, float] | None = None, loss_budget: float = DEFAULT_LOSS_BUDGET, config=None,
-                latency: LatencyModel = PROVISIONAL_MODEL, test_fraction: float = 0.2, calibration: int = 64,
+                latency: LatencyModel | None = None, test_fraction: float = 0.2, calibration: int = 64,
                 score_batches: int | None = 8, max_ratio: float = 0.95, seed: int = 0,
                 scheduler_steps: int = 20000) -> PruneResult:
     """Prune a trained classifier (module doc). `module` is not changed (a copy is pruned).
@@ -114,7 +114,8 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     test_y)) as NHWC arrays; a dataset is split into its first 1 - `test_fraction` for scoring, retraining and
     calibration and the rest for the accuracies. `config`: the retraining `TrainConfig` (default: 3 epochs of
     AdamW at 1e-3, no validation split). `device`: a device name or `targets.Device`. `score_batches`: batches of 64
-    the Taylor scores average (None: the whole training split)."""
+    the Taylor scores average (None: the whole training split). `latency`: the scheduler's model (None: the constants
+    fitted on Cortex-M7 instruction counts, `latency.shipped_model`)."""
     from ..train import TrainConfig, fit
 
     _check_request(method, sparsity, device, ratios)
@@ -130,7 +131,8 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     if device is not None:
         constraints = Constraints(loss_budget, _device(device).flash_bytes,
                                   dense.flash_bytes - sum(dense_bytes(c).total for c in layers), max_ratio)
-        strategy, uniform = schedule(layers, scores, latency, constraints, seed=seed, steps=scheduler_steps)
+        strategy, uniform = schedule(layers, scores, latency or shipped_model(), constraints, seed=seed,
+                                     steps=scheduler_steps)
         ratios = strategy.ratios
     elif sparsity is not None:
         ratios = _ratios_for_sparsity(all_layers, layers, scores, unit, sparsity, max_ratio, chains)
