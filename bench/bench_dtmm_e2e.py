@@ -58,8 +58,28 @@ def measure(graph, fmt: str, x: np.ndarray, work: Path) -> dict:
     if not (np.array_equal(counts.output, ref) and np.array_equal(ref, tflm)):
         raise RuntimeError(f"{work.name}: firmware, reference and TFLite Micro outputs differ")
     flash = sum(build.sizes.get(s, 0) for s in (".text", ".rodata", ".data"))
-    return {"format": fmt, "flash_bytes": flash, "instructions": counts.total, "per_layer": counts.per_layer,
-            "bit_exact_vs_tflm": True}
+    conv = sum(n for k, n in counts.per_layer.items() if "_conv_2d_" in k)
+    return {"format": fmt, "flash_bytes": flash, "instructions": counts.total, "conv_instructions": conv,
+            "per_layer": counts.per_layer, "bit_exact_vs_tflm": True}
+
+
+def faster_formats(sparse: dict, dense: dict, fmt: str) -> dict[str, str]:
+    """Per CONV_2D node: `fmt` where its measured count (in `sparse`) is below the same layer's in the unpruned
+    dense model (`dense`: the dense DSP conv does not skip zeros, so a pruned layer costs it the same), else dense."""
+    out = {}
+    for key, n in sparse["per_layer"].items():
+        node = key.split("_", 3)[3]  # kb_layer_<i>_<node name>
+        if node.startswith("conv_2d"):
+            out[node] = fmt if n < dense["per_layer"][key] else "dense"
+    return out
+
+
+def with_hybrid(row: dict, graph, dense: dict, x, work: Path) -> dict:
+    """`row` (a sparse model measured) plus the same model with the sparse format only where it was faster."""
+    formats = faster_formats(row, dense, row["format"])
+    hybrid = measure(graph, formats, x, work)
+    row["hybrid"] = {k: hybrid[k] for k in ("format", "flash_bytes", "instructions", "conv_instructions")}
+    return row
 
 
 def pruned_row(method: str, r, seconds: float) -> dict:
@@ -85,7 +105,7 @@ def sweep(module, data, method: str, config, baseline: float) -> tuple[list[dict
     return rows, best
 
 
-def scheduler_rows(module, data, config, budgets, x, work: Path) -> list[dict]:
+def scheduler_rows(module, data, config, budgets, x, work: Path, dense: dict) -> list[dict]:
     """Scheduler vs uniform at each ΔL_max: ratios, accuracy, modelled ΣT̂ and measured instructions."""
     from kilobyte.prune import prune_model
     from kilobyte.targets.devices import Device
@@ -98,6 +118,7 @@ def scheduler_rows(module, data, config, budgets, x, work: Path) -> list[dict]:
         row = dict(pruned_row("scheduler", r, time.perf_counter() - t0), loss_budget=budget,
                    modelled=r.strategy.latency, taylor_loss=r.strategy.loss)
         row.update(measure(r.graph, "fwcs", x(r.graph), work / f"sched{budget}"))
+        with_hybrid(row, r.graph, dense, x(r.graph), work / f"sched{budget}h")
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("ratios", "per_layer")}), flush=True)
         if not r.uniform.feasible or not any(r.uniform.ratios.values()):
@@ -108,6 +129,7 @@ def scheduler_rows(module, data, config, budgets, x, work: Path) -> list[dict]:
         row = dict(pruned_row("uniform", u, time.perf_counter() - t0), loss_budget=budget,
                    modelled=r.uniform.latency, taylor_loss=r.uniform.loss)
         row.update(measure(u.graph, "fwcs", x(u.graph), work / f"uniform{budget}"))
+        with_hybrid(row, u.graph, dense, x(u.graph), work / f"uniform{budget}h")
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("ratios", "per_layer")}), flush=True)
     return rows
@@ -159,9 +181,11 @@ def main() -> None:
             if best is not None:
                 chosen = dict(pruned_row(method, best, 0.0))
                 chosen.update(measure(best.graph, FORMAT[method], image(best.graph), work / method))
+                if method != "channel":
+                    with_hybrid(chosen, best.graph, out["dense"], image(best.graph), work / f"{method}h")
                 out["chosen"][method] = chosen
                 print(json.dumps({k: v for k, v in chosen.items() if k not in ("ratios", "per_layer")}), flush=True)
-        out["scheduler"] = scheduler_rows(module, data, config, args.loss_budget, image, work)
+        out["scheduler"] = scheduler_rows(module, data, config, args.loss_budget, image, work, out["dense"])
     out["seconds"] = round(time.time() - start, 1)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
     print(markdown(out))
@@ -169,21 +193,24 @@ def main() -> None:
 
 def markdown(out: dict) -> str:
     d = out["dense"]
-    lines = ["| model | sparsity | int8 acc. | Flash B (ELF) | instructions | bit-exact vs TFLM |",
-             "|---|---:|---:|---:|---:|---|",
-             f"| dense | 0 % | {100 * d['int8']:.1f} % | {d['flash_bytes']:,} | {d['instructions']:,} | yes |"]
+    lines = ["| model | sparsity | int8 acc. | Flash B (ELF) | instructions (convs) | sparse only where faster: "
+             "Flash B, instructions | bit-exact vs TFLM |", "|---|---:|---:|---:|---:|---:|---|",
+             f"| dense | 0 % | {100 * d['int8']:.1f} % | {d['flash_bytes']:,} | {d['instructions']:,} "
+             f"({d['conv_instructions']:,}) | | yes |"]
     for method, c in out["chosen"].items():
+        h = c.get("hybrid")
+        hyb = f"{h['flash_bytes']:,}, {h['instructions']:,}" if h else ""
         lines.append(f"| {method} ({c['format']}) | {100 * c['sparsity']:.1f} % | {100 * c['int8_after']:.1f} % | "
-                     f"{c['flash_bytes']:,} | {c['instructions']:,} | yes |")
-    lines += ["", "| ΔL_max | strategy | sparsity | int8 acc. | Taylor loss | modelled ΣT̂ | measured instructions |",
-              "|---:|---|---:|---:|---:|---:|---:|"]
+                     f"{c['flash_bytes']:,} | {c['instructions']:,} ({c['conv_instructions']:,}) | {hyb} | yes |")
+    lines += ["", "| ΔL_max | strategy | sparsity | int8 acc. | Taylor loss | modelled ΣT̂ (convs) | measured convs "
+              "| measured model | sparse only where faster |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in out["scheduler"]:
         if "error" in r:
-            lines.append(f"| {r['loss_budget']} | {r['method']} | {r['error']} | | | | |")
+            lines.append(f"| {r['loss_budget']} | {r['method']} | {r['error']} | | | | | | |")
             continue
         lines.append(f"| {r['loss_budget']} | {r['method']} | {100 * r['sparsity']:.1f} % | "
                      f"{100 * r['int8_after']:.1f} % | {r['taylor_loss']:.4f} | {r['modelled']:,.0f} | "
-                     f"{r['instructions']:,} |")
+                     f"{r['conv_instructions']:,} | {r['instructions']:,} | {r['hybrid']['instructions']:,} |")
     return "\n".join(lines)
 
 
