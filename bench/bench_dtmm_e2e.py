@@ -8,7 +8,8 @@ scheduler against the uniform ratio at the same Taylor-loss budget, by measured 
 - Sweep: per method, sparsities in SWEEP ascending; the sweep of a method stops at its first sparsity over the
   0.5-point loss (accuracy is not strictly monotone in sparsity, so a higher one might pass again; not tried).
 - Compile: the pruned int8 graph with its weight format (filterlet -> FWCS, csr -> CSR, channel -> dense: a smaller
-  model), DSP kernels, Cortex-M7 firmware (`build_firmware`); Flash = the ELF's .text + .rodata + .data. One test
+  model), DSP kernels, Cortex-M7 firmware (`build_firmware`); Flash = the ELF's .text + .rodata + .data (code of
+  the kernels linked — the dense DSP conv, FWCS or CSR conv — included: .text and .rodata are reported apart). One test
   image is run by the unicorn instruction counter (`count_instructions`; a proxy for time, not cycles), and its
   output must equal both the numpy int8 reference and TensorFlow Lite Micro on the same graph (exported dense).
 - Scheduler: `prune_model(device=...)` with Flash unconstrained and ΔL_max in `--loss-budget`, against the uniform
@@ -59,7 +60,8 @@ def measure(graph, fmt: str, x: np.ndarray, work: Path) -> dict:
         raise RuntimeError(f"{work.name}: firmware, reference and TFLite Micro outputs differ")
     flash = sum(build.sizes.get(s, 0) for s in (".text", ".rodata", ".data"))
     conv = sum(n for k, n in counts.per_layer.items() if "_conv_2d_" in k)
-    return {"format": fmt, "flash_bytes": flash, "instructions": counts.total, "conv_instructions": conv,
+    return {"format": fmt, "flash_bytes": flash, "text_bytes": build.sizes.get(".text", 0),
+            "rodata_bytes": build.sizes.get(".rodata", 0), "instructions": counts.total, "conv_instructions": conv,
             "per_layer": counts.per_layer, "bit_exact_vs_tflm": True}
 
 
@@ -78,7 +80,8 @@ def with_hybrid(row: dict, graph, dense: dict, x, work: Path) -> dict:
     """`row` (a sparse model measured) plus the same model with the sparse format only where it was faster."""
     formats = faster_formats(row, dense, row["format"])
     hybrid = measure(graph, formats, x, work)
-    row["hybrid"] = {k: hybrid[k] for k in ("format", "flash_bytes", "instructions", "conv_instructions")}
+    row["hybrid"] = {k: hybrid[k] for k in ("format", "flash_bytes", "text_bytes", "rodata_bytes", "instructions",
+                                            "conv_instructions")}
     return row
 
 
