@@ -7,8 +7,8 @@ scheduler against the uniform ratio at the same Taylor-loss budget, by measured 
   (AdamW 1e-3) with the masks held; accuracy is int8 (reference interpreter) on the other 1,000 images.
 - Sweep: per method, sparsities in SWEEP ascending; the sweep of a method stops at its first sparsity over the
   0.5-point loss (accuracy is not strictly monotone in sparsity, so a higher one might pass again; not tried).
-- Compile: the pruned int8 graph with its weight format (filterlet -> FWCS, csr -> CSR, channel -> dense: a smaller
-  model), DSP kernels, Cortex-M7 firmware (`build_firmware`); Flash = the ELF's .text + .rodata + .data (code of
+- Compile: the pruned int8 graph with its weight format on the pruned layers (filterlet -> FWCS, csr -> CSR,
+  channel -> dense: a smaller model; a layer with ratio 0 stays dense), DSP kernels, Cortex-M7 firmware (`build_firmware`); Flash = the ELF's .text + .rodata + .data (code of
   the kernels linked — the dense DSP conv, FWCS or CSR conv — included: .text and .rodata are reported apart). One test
   image is run by the unicorn instruction counter (`count_instructions`; a proxy for time, not cycles), and its
   output must equal both the numpy int8 reference and TensorFlow Lite Micro on the same graph (exported dense).
@@ -65,6 +65,16 @@ def measure(graph, fmt: str, x: np.ndarray, work: Path) -> dict:
             "per_layer": counts.per_layer, "bit_exact_vs_tflm": True}
 
 
+def pruned_formats(result, fmt: str) -> dict[str, str]:
+    """Per CONV_2D node of a PruneResult's graph: `fmt` if its layer was pruned (ratio > 0), else dense — a layer
+    left whole keeps the dense conv even when int8 rounding made one of its weights 0."""
+    from kilobyte.ir import Op
+
+    ratios = result.ratios
+    return {n.name: fmt if ratios.get(n.origin, 0.0) > 0 else "dense" for n in result.graph.nodes
+            if n.op is Op.CONV_2D}
+
+
 def faster_formats(sparse: dict, dense: dict, fmt: str) -> dict[str, str]:
     """Per CONV_2D node: `fmt` where its measured count (in `sparse`) is below the same layer's in the unpruned
     dense model (`dense`: the dense DSP conv does not skip zeros, so a pruned layer costs it the same), else dense."""
@@ -76,9 +86,9 @@ def faster_formats(sparse: dict, dense: dict, fmt: str) -> dict[str, str]:
     return out
 
 
-def with_hybrid(row: dict, graph, dense: dict, x, work: Path) -> dict:
+def with_hybrid(row: dict, graph, dense: dict, x, work: Path, fmt: str = "fwcs") -> dict:
     """`row` (a sparse model measured) plus the same model with the sparse format only where it was faster."""
-    formats = faster_formats(row, dense, row["format"])
+    formats = faster_formats(row, dense, fmt)
     hybrid = measure(graph, formats, x, work)
     row["hybrid"] = {k: hybrid[k] for k in ("format", "flash_bytes", "text_bytes", "rodata_bytes", "instructions",
                                             "conv_instructions")}
@@ -120,7 +130,7 @@ def scheduler_rows(module, data, config, budgets, x, work: Path, dense: dict) ->
         r = prune_model(module, data, "filterlet", device=device, loss_budget=budget, config=config)
         row = dict(pruned_row("scheduler", r, time.perf_counter() - t0), loss_budget=budget,
                    modelled=r.strategy.latency, taylor_loss=r.strategy.loss)
-        row.update(measure(r.graph, "fwcs", x(r.graph), work / f"sched{budget}"))
+        row.update(measure(r.graph, pruned_formats(r, "fwcs"), x(r.graph), work / f"sched{budget}"))
         with_hybrid(row, r.graph, dense, x(r.graph), work / f"sched{budget}h")
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("ratios", "per_layer")}), flush=True)
@@ -131,7 +141,7 @@ def scheduler_rows(module, data, config, budgets, x, work: Path, dense: dict) ->
         u = prune_model(module, data, "filterlet", ratios=r.uniform.ratios, config=config)
         row = dict(pruned_row("uniform", u, time.perf_counter() - t0), loss_budget=budget,
                    modelled=r.uniform.latency, taylor_loss=r.uniform.loss)
-        row.update(measure(u.graph, "fwcs", x(u.graph), work / f"uniform{budget}"))
+        row.update(measure(u.graph, pruned_formats(u, "fwcs"), x(u.graph), work / f"uniform{budget}"))
         with_hybrid(row, u.graph, dense, x(u.graph), work / f"uniform{budget}h")
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("ratios", "per_layer")}), flush=True)
@@ -183,9 +193,11 @@ def main() -> None:
             out["sweeps"][method] = rows
             if best is not None:
                 chosen = dict(pruned_row(method, best, 0.0))
-                chosen.update(measure(best.graph, FORMAT[method], image(best.graph), work / method))
+                chosen.update(measure(best.graph, pruned_formats(best, FORMAT[method]), image(best.graph),
+                                      work / method))
                 if method != "channel":
-                    with_hybrid(chosen, best.graph, out["dense"], image(best.graph), work / f"{method}h")
+                    with_hybrid(chosen, best.graph, out["dense"], image(best.graph), work / f"{method}h",
+                                FORMAT[method])
                 out["chosen"][method] = chosen
                 print(json.dumps({k: v for k, v in chosen.items() if k not in ("ratios", "per_layer")}), flush=True)
         out["scheduler"] = scheduler_rows(module, data, config, args.loss_budget, image, work, out["dense"])
@@ -203,7 +215,7 @@ def markdown(out: dict) -> str:
     for method, c in out["chosen"].items():
         h = c.get("hybrid")
         hyb = f"{h['flash_bytes']:,}, {h['instructions']:,}" if h else ""
-        lines.append(f"| {method} ({c['format']}) | {100 * c['sparsity']:.1f} % | {100 * c['int8_after']:.1f} % | "
+        lines.append(f"| {method} ({FORMAT[method]}) | {100 * c['sparsity']:.1f} % | {100 * c['int8_after']:.1f} % | "
                      f"{c['flash_bytes']:,} | {c['instructions']:,} ({c['conv_instructions']:,}) | {hyb} | yes |")
     lines += ["", "| ΔL_max | strategy | sparsity | int8 acc. | Taylor loss | modelled ΣT̂ (convs) | measured convs "
               "| measured model | sparse only where faster |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
