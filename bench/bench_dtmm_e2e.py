@@ -10,8 +10,9 @@ scheduler against the uniform ratio at the same Taylor-loss budget, by measured 
 - Compile: the pruned int8 graph with its weight format on the pruned layers (filterlet -> FWCS, csr -> CSR,
   channel -> dense: a smaller model; a layer with ratio 0 stays dense), DSP kernels, Cortex-M7 firmware
   (`build_firmware`); Flash = the ELF's .text + .rodata + .data (the linked kernels' code — dense DSP conv, FWCS or
-  CSR conv — included; .text and .rodata are reported apart). One test image is run by the unicorn instruction counter (`count_instructions`; a proxy for time, not cycles), and its
-  output must equal both the numpy int8 reference and TensorFlow Lite Micro on the same graph (exported dense).
+  CSR conv — included; .text and .rodata are reported apart). One test image is run by the unicorn instruction
+  counter (`count_instructions`; a proxy for time, not cycles), and its output must equal both the numpy int8
+  reference and TensorFlow Lite Micro on the same graph (exported dense).
 - Scheduler: `prune_model(device=...)` with Flash unconstrained and ΔL_max in `--loss-budget`, against the uniform
   ratio its search starts from (the largest shared α within the same budget), both retrained the same way; latency
   is modelled (ΣT̂ with the shipped Cortex-M7 constants) and measured (instructions of the compiled model).
