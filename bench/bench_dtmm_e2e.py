@@ -17,7 +17,7 @@ scheduler against the uniform ratio at the same Taylor-loss budget, by measured 
   ratio its search starts from (the largest shared α within the same budget), both retrained the same way; latency
   is modelled (ΣT̂ with the shipped Cortex-M7 constants) and measured (instructions of the compiled model).
 
-    python bench/bench_dtmm_e2e.py    # about 10-15 minutes on one core; writes bench/results/dtmm_e2e.json
+    python bench/bench_dtmm_e2e.py    # 3-6 minutes on one core; writes bench/results/dtmm_e2e.json
 """
 
 from __future__ import annotations
