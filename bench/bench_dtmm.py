@@ -13,6 +13,7 @@ Layers are int8 3x3 SAME convs with random weights, scales and zero points whose
   dense, and the crossover sparsity where FWCS overtakes the dense DSP conv.
 
     python bench/bench_dtmm.py        # about 2 minutes on one core
+    python bench/bench_dtmm.py --fit-latency   # the latency model's samples and fit instead (dtmm_latency.py)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from sparse_nets import pruned_conv  # noqa: E402
 
@@ -130,6 +132,15 @@ def markdown(store: list[dict], lat: list[dict], cross: float | None) -> str:
 
 
 def main() -> None:
+    if "--fit-latency" in sys.argv[1:]:
+        from dtmm_latency import SHIPPED, fit_latency_file
+        from dtmm_latency import markdown as fit_markdown
+
+        start = time.time()
+        with tempfile.TemporaryDirectory(prefix="kilobyte-dtmm-fit-") as tmp:
+            print(fit_markdown(fit_latency_file(Path(tmp))))
+        print(f"\nwritten {SHIPPED} in {time.time() - start:.1f} s")
+        return
     start = time.time()
     with tempfile.TemporaryDirectory(prefix="kilobyte-dtmm-") as tmp:
         store = storage(Path(tmp))

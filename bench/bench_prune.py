@@ -5,8 +5,9 @@ Each model is trained once with the recipe on the first 4,000 MNIST images (28 p
 each sparsity with 3 epochs of retraining; accuracy is on the other 1,000 images, float and int8 (the int8 reference
 interpreter). Flash is the whole model's (the planner's Flash model for a Cortex-M4), pruned layers in their formats.
 The scheduler rows (ΔL_max 0.05 and 0.2; Flash unconstrained, then cut by 30 %) give the modelled latency ΣT̂ with the
-provisional latency constants (`PROVISIONAL_MODEL`: not fitted to measurements yet), so they compare strategies, not
-cycles; the uniform ratio at the same budget, when one fits, is retrained the same way beside it. Writes
+latency constants fitted on Cortex-M7 instruction counts (`shipped_model`; docs/prune.md's table predates them and
+used `PROVISIONAL_MODEL`), in instructions, not cycles; the uniform ratio at the same budget, when one fits, is
+retrained the same way beside it. bench_dtmm_e2e.py measures the compiled models' instructions. Writes
 bench/results/prune.json and prints a markdown table.
 
     python bench/bench_prune.py [--epochs 8] [--sparsity 0.5 0.75] [--width 0.5]

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from kilobyte.ir import Activation, ConvAttrs, GraphBuilder, Op, QParams
+from kilobyte.prune.layers import ConvLayer
 from kilobyte.transforms import set_weight_format
 
 
@@ -50,6 +51,40 @@ def pruned_conv(seed: int, *, hw=(7, 8), cin=5, cout=6, k=3, stride=1, padding="
     y = b.node(Op.CONV_2D, [x, wt, bt], ConvAttrs((stride, stride), pad, activation=act), dtype="int8",
                qparams=QParams.per_tensor(float(s_out), zo))
     return b.build([y]), rng.integers(-128, 128, (1, h, w_, cin)).astype(np.int8)
+
+
+def _same_pad(size: int, k: int, stride: int) -> tuple[int, int]:
+    total = max((math.ceil(size / stride) - 1) * stride + k - size, 0)
+    return total // 2, total - total // 2
+
+
+def pruned_chain(seed: int, chain, sparsities) -> tuple[object, np.ndarray, list[ConvLayer]]:
+    """`chain` — (input H = W, input C, [(N, kernel, stride), ...]) — as an int8 graph of SAME convs with random
+    weights, scales and zero points, layer i's filterlets pruned at random to `sparsities[i]` (no other zero weight
+    but one, so that `set_weight_format` makes every layer sparse); (graph, input, the layers' geometry)."""
+    rng = np.random.default_rng(seed)
+    hw, cin, convs = chain
+    b = GraphBuilder(f"chain{seed}")
+    scale = 2.0 ** -4
+    x = b.input((1, hw, hw, cin), "int8", qparams=QParams.per_tensor(scale, int(rng.integers(-128, 128))))
+    layers = []
+    for i, ((n, k, stride), s) in enumerate(zip(convs, sparsities)):
+        w = (rng.integers(1, 128, (n, k, k, cin)) * rng.choice([-1, 1], (n, k, k, cin))).astype(np.int8)
+        w.reshape(n, k * k, cin)[rng.random((n, k * k)) < s] = 0  # whole filterlets
+        w[0, 0, 0, 0] = 0  # a zero at any sparsity: set_weight_format keeps a layer with none dense
+        s_w = np.asarray(2.0 ** rng.uniform(-8, -5, n), np.float32)
+        bias = np.round(rng.normal(0, 3000 * math.sqrt(k * k * cin), n)).astype(np.int32)
+        wt = b.const(f"w{i}", w, QParams(s_w, np.zeros(n, np.int64), 0))
+        bt = b.const(f"b{i}", bias, QParams((np.float32(scale) * s_w).astype(np.float32), np.zeros(n, np.int64), 0))
+        pad = _same_pad(hw, k, stride)
+        out_scale = scale * float(s_w.mean()) * math.sqrt(k * k * cin) * 2.0 ** rng.uniform(3, 5)
+        x = b.node(Op.CONV_2D, [x, wt, bt], ConvAttrs((stride, stride), pad + pad), dtype="int8",
+                   qparams=QParams.per_tensor(out_scale, int(rng.integers(-128, 128))))
+        hw = math.ceil(hw / stride)
+        layers.append(ConvLayer(f"c{i}", n, cin, k, k, hw, hw))
+        cin, scale = n, out_scale
+    size, channels = chain[0], chain[1]
+    return b.build([x]), rng.integers(-128, 128, (1, size, size, channels)).astype(np.int8), layers
 
 
 CASES = [  # (name, pruned_conv kwargs): strides 1/2, same/valid, k 1/3/5, Cin odd and even, dead filters, 0..0.99

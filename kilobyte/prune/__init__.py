@@ -8,7 +8,15 @@ latency model and its fit to measured samples (`latency.py`), the simulated-anne
 and `prune_model`, which runs them and quantises the result (`pipeline.py`).
 """
 
-from .latency import PROVISIONAL_MODEL, LatencyFit, LatencyModel, LatencySample, fit_latency
+from .latency import (
+                      PROVISIONAL_MODEL,
+                      LatencyFit,
+                      LatencyModel,
+                      LatencySample,
+                      fit_kernel_latency,
+                      fit_latency,
+                      shipped_model,
+)
 from .layers import ConvLayer, conv_layers
 from .pipeline import METHODS, LayerReport, PruneResult, prune_model
 from .scheduler import Constraints, Strategy, schedule
@@ -16,4 +24,4 @@ from .storage import LayerBytes, dense_bytes, fwcs_bytes
 
 __all__ = ["METHODS", "PROVISIONAL_MODEL", "Constraints", "ConvLayer", "LatencyFit", "LatencyModel", "LatencySample",
            "LayerBytes", "LayerReport", "PruneResult", "Strategy", "conv_layers", "dense_bytes",
-           "fit_latency", "fwcs_bytes", "prune_model", "schedule"]
+           "fit_kernel_latency", "fit_latency", "fwcs_bytes", "prune_model", "schedule", "shipped_model"]

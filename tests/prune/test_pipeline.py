@@ -10,7 +10,7 @@ import torch
 
 from kilobyte.errors import DoesNotFitError, PruneError
 from kilobyte.ir import Op
-from kilobyte.prune.pipeline import prune_model
+from kilobyte.prune.pipeline import SPREAD, prune_model
 from kilobyte.schedule import estimate_resources
 from kilobyte.targets.devices import Device
 from kilobyte.train import TrainConfig, fit, quantise_module
@@ -59,6 +59,7 @@ def test_filterlet_pruning_end_to_end(trained):
             assert layer.weight_bytes == kept * w.shape[-1]
             assert layer.index_bytes == 2 * (kept + w.shape[0] + 1)
     assert any(layer.ratio > 0.3 for layer in r.layers)
+    assert max(r.ratios.values()) <= 0.5 + SPREAD + 1e-9  # no layer loses more than sparsity + spread
     assert r.flash_bytes < r.dense_flash_bytes
     assert r.to_dict()["layers"][0].keys() >= {"name", "ratio", "weight_bytes", "index_bytes"}
 
