@@ -114,9 +114,10 @@ def test_channel_pruning_compiles_dense_with_fewer_macs(capsys, tmp_path):
 
 def test_device_run_fits_by_the_measured_elf(capsys, tmp_path):
     """STM32F410 (128 kB Flash) cannot hold the dense model (~220 kB): the scheduler prunes it to fit, and the
-    firmware linked for the part says so."""
+    firmware linked for the part says so; the pruned model also runs bit-exact on the part's core (Cortex-M4, QEMU)."""
     code, text, err = run(capsys, "prune", "vgg-small", "--data", "digits", "--device", "f410", "--loss-budget",
-                          "0.5", "--epochs", "2", "--retrain-epochs", "1", "--out", tmp_path, "--json")
+                          "0.5", "--epochs", "2", "--retrain-epochs", "1", "--target", "cortex-m4", "--out", tmp_path,
+                          "--json")
     assert code == 0, err
     r = json.loads(text)
     fit = r["fit"]
@@ -124,6 +125,8 @@ def test_device_run_fits_by_the_measured_elf(capsys, tmp_path):
     assert fit["fits"] and fit["flash_bytes"] <= 128 * 1024 and fit["sram_bytes"] <= 32 * 1024
     assert fit["flash_bytes"] <= r["flash_bytes"]  # the Flash model never below the linked firmware
     assert (tmp_path / "firmware").is_dir() and r["verified"]["host"]["ok"]
+    assert r["target"]["core"] == "cortex-m4" and r["verified"]["cortex-m4"]["ok"] and r["instructions"] > 0
+    assert any(layer["format"] == "fwcs" for layer in r["layers"])
 
 
 BASE = ["prune", "vgg-small", "--width", "0.25", "--resolution", "16", "--data", "digits", "--epochs", "0"]

@@ -90,7 +90,8 @@ def test_unas_search_on_the_cluster_gives_the_local_results(cluster, tmp_path):
     from kilobyte.nas.unas_search import UnasConfig, run_unas
 
     config = UnasConfig(data="digits", evaluations=8, population=4, sample=2, epochs=1, prune="none",
-                        bounds={"error": 0.5, "peak_bytes": 4096.0, "weight_bytes": 3e5}, seed=5)
+                        bounds={"error": 0.5, "peak_bytes": 4096.0, "weight_bytes": 3e5}, seed=5,
+                        final_epochs=0)  # the search, not the chosen member's 100-epoch final training
     quiet = dict(log=lambda *a: None, deploy=False)
     local = run_unas(config, tmp_path / "local", **quiet)
     remote = run_unas(config, tmp_path / "ray", ray_address=cluster, **quiet)
