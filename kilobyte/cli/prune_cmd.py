@@ -59,6 +59,9 @@ def run(args) -> int:
 
     out = Path(args.out)
     _check_out(out)  # before minutes of training, not after
+    import torch
+
+    torch.manual_seed(args.seed)  # a zoo model's initial weights: the same command gives the same model
     model = load(args.model, resolution=args.resolution or _data_resolution(args.data), width=args.width,
                  channels=args.channels or _data_channels(args.data), num_classes=args.classes)
     device = None
