@@ -433,6 +433,7 @@ def _final_training(store, space, config, report, out_dir, fit, val, test, log) 
     store's "final" phase: a resumed search takes it from there."""
     import torch
 
+    from ..prune.masks import ParameterMasks
     from ..train import TrainConfig, float_accuracy, int8_accuracy
     from ..train import fit as train
     from .unas_build import build_module
@@ -446,19 +447,13 @@ def _final_training(store, space, config, report, out_dir, fit, val, test, log) 
     if config.final_epochs:
         log(f"final training of Pareto member {report['chosen']}: {config.final_epochs} epochs on the training and "
             f"validation images ...")
-        zeros = {}
+        keep_pruned = ParameterMasks([])
         if config.prune == "unstructured":
-            zeros = {name: (p != 0).float() for name, p in module.named_parameters() if p.ndim > 1}
+            keep_pruned = ParameterMasks([(p, (p != 0).float()) for p in module.parameters() if p.ndim > 1])
         else:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(config.seed)
                 module = build_module(space, UArch.from_json(member["architecture"]))
-
-        def keep_pruned(step, total):
-            with torch.no_grad():
-                for name, p in module.named_parameters():
-                    if name in zeros:
-                        p.mul_(zeros[name])
         cfg = TrainConfig(epochs=config.final_epochs, lr=config.lr, seed=config.seed, patience=None,
                           validation_fraction=0.0, warmup_fraction=0.1)
         train(module, np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y]), cfg, on_step=keep_pruned)
