@@ -126,26 +126,25 @@ def scheduler_rows(module, data, config, budgets, x, work: Path, dense: dict) ->
 
     device = Device("unlimited", TARGET, 1 << 24, 1 << 30, 216_000_000)
     rows = []
-    for budget in budgets:
+
+    def measured(name: str, budget: float, strategy, **request):
+        """`prune_model` with `request`, compiled as FWCS (and FWCS only where faster) and counted; a row."""
         t0 = time.perf_counter()
-        r = prune_model(module, data, "filterlet", device=device, loss_budget=budget, config=config)
-        row = dict(pruned_row("scheduler", r, time.perf_counter() - t0), loss_budget=budget,
-                   modelled=r.strategy.latency, taylor_loss=r.strategy.loss)
-        row.update(measure(r.graph, pruned_formats(r, "fwcs"), x(r.graph), work / f"sched{budget}"))
-        with_hybrid(row, r.graph, dense, x(r.graph), work / f"sched{budget}h")
+        r = prune_model(module, data, "filterlet", config=config, **request)
+        row = dict(pruned_row(name, r, time.perf_counter() - t0), loss_budget=budget,
+                   modelled=(strategy or r.strategy).latency, taylor_loss=(strategy or r.strategy).loss)
+        row.update(measure(r.graph, pruned_formats(r, "fwcs"), x(r.graph), work / f"{name}{budget}"))
+        with_hybrid(row, r.graph, dense, x(r.graph), work / f"{name}{budget}h")
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("ratios", "per_layer")}), flush=True)
+        return r
+
+    for budget in budgets:
+        r = measured("scheduler", budget, None, device=device, loss_budget=budget)
         if not r.uniform.feasible or not any(r.uniform.ratios.values()):
             rows.append({"method": "uniform", "loss_budget": budget, "error": "no shared ratio > 0 fits"})
             continue
-        t0 = time.perf_counter()
-        u = prune_model(module, data, "filterlet", ratios=r.uniform.ratios, config=config)
-        row = dict(pruned_row("uniform", u, time.perf_counter() - t0), loss_budget=budget,
-                   modelled=r.uniform.latency, taylor_loss=r.uniform.loss)
-        row.update(measure(u.graph, pruned_formats(u, "fwcs"), x(u.graph), work / f"uniform{budget}"))
-        with_hybrid(row, u.graph, dense, x(u.graph), work / f"uniform{budget}h")
-        rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k not in ("ratios", "per_layer")}), flush=True)
+        measured("uniform", budget, r.uniform, ratios=r.uniform.ratios)
     return rows
 
 
