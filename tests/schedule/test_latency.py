@@ -49,7 +49,7 @@ def test_edge_pixels_equal_brute_force(geom):
 
 
 def small_net():
-    """conv 3x3 (8x8x4 -> 8x8x16) -> depthwise 3x3 s2 -> 1x1 conv to 16 -> ADD? no: 1x1 -> MEAN -> RESHAPE -> FC."""
+    """conv 3x3 (8x8x4 -> 8x8x16) -> depthwise 3x3 s2 -> 1x1 conv to 8 -> MEAN -> RESHAPE -> FC (10)."""
     b = GraphBuilder("small")
     x = b.input((1, 8, 8, 4))
     y = b.node(Op.CONV_2D, [x], ConvAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((16, 3, 3, 4))})
@@ -149,7 +149,7 @@ def test_cost_per_layer_well_under_a_millisecond():
         est = estimate_instructions(g, options, steps=steps)
         best = min(best, time.perf_counter() - t)
     assert est.total == pytest.approx(sum(est.per_layer.values())) and est.total > 0
-    assert best / layers < 2e-4, (best, layers)  # measured about 20 µs per layer
+    assert best / layers < 2e-4, (best, layers)  # measured: 51 µs per layer (71 layers, 4x4 patches)
 
 
 _HAVE_ALL = all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
@@ -175,4 +175,5 @@ def test_shipped_model_predicts_fresh_networks(tmp_path, seed):
     est = estimate_instructions(c.graph, options, core="cortex-m7")
     held_out = json.loads(SHIPPED["cortex-m7", "dsp"].read_text())["held_out"]
     bound = held_out["networks_patch" if c.patch else "networks_per_layer"]["max_relative"]
+    # measured: 1000 -9.4 % (bound 10.1 %), 1001 (10, 4) -4.1 % (bound 9.5 %)
     assert abs(est.total / measured - 1) <= bound, (est.total, measured, bound)
