@@ -40,9 +40,10 @@ def brute_edge(oh, ow, ih, iw, k, s, pad) -> int:
     return n
 
 
-@pytest.mark.parametrize("geom", [(8, 8, 8, 8, (3, 3), (1, 1), (1, 1, 1, 1)), (4, 4, 8, 8, (3, 3), (2, 2), (0, 1, 0, 1)),
-                                  (5, 3, 9, 6, (5, 5), (2, 2), (2, 2, 2, 1)), (6, 6, 6, 6, (1, 1), (1, 1), (0,) * 4),
-                                  (7, 7, 7, 7, (7, 7), (1, 1), (3, 3, 3, 3)), (3, 4, 5, 8, (3, 3), (1, 2), (1, 0, 0, 0))])
+@pytest.mark.parametrize("geom", [
+    (8, 8, 8, 8, (3, 3), (1, 1), (1, 1, 1, 1)), (4, 4, 8, 8, (3, 3), (2, 2), (0, 1, 0, 1)),
+    (5, 3, 9, 6, (5, 5), (2, 2), (2, 2, 2, 1)), (6, 6, 6, 6, (1, 1), (1, 1), (0,) * 4),
+    (7, 7, 7, 7, (7, 7), (1, 1), (3, 3, 3, 3)), (3, 4, 5, 8, (3, 3), (1, 2), (1, 0, 0, 0))])
 def test_edge_pixels_equal_brute_force(geom):
     oh, ow, ih, iw, k, s, pad = geom
     assert edge_pixels(oh, ow, ih, iw, k, s, pad) == brute_edge(oh, ow, ih, iw, k, s, pad)
@@ -86,7 +87,8 @@ def chain_net():
     b = GraphBuilder("chain")
     y = b.input((1, 16, 16, 3))
     y = b.node(Op.CONV_2D, [y], ConvAttrs((2, 2), (0, 1, 0, 1)), params={"weight": np.zeros((8, 3, 3, 3))})
-    y = b.node(Op.DEPTHWISE_CONV_2D, [y], DepthwiseAttrs(padding=(1, 1, 1, 1)), params={"weight": np.zeros((1, 3, 3, 8))})
+    y = b.node(Op.DEPTHWISE_CONV_2D, [y], DepthwiseAttrs(padding=(1, 1, 1, 1)),
+               params={"weight": np.zeros((1, 3, 3, 8))})
     y = b.node(Op.CONV_2D, [y], ConvAttrs(), params={"weight": np.zeros((12, 1, 1, 8))})
     y = b.node(Op.DEPTHWISE_CONV_2D, [y], DepthwiseAttrs((2, 2), (0, 1, 0, 1)),
                params={"weight": np.zeros((1, 3, 3, 12))})
