@@ -1,7 +1,8 @@
 """Search stage: one architecture description -> the IR graph (for resources) and the PyTorch module (for training).
 
-`network(space, arch)` is the one description: the ordered list of convolutions, adds and the head that both builders
-walk (a kernel-1 block of receptive-field redistribution has no depthwise layer; stage widths set the channels). `build_graph` emits it through the IR's `GraphBuilder` directly — no PyTorch, no tracing — as the inference
+`network(space, arch)` is the one description: the ordered list of convolutions, adds and the head that both
+builders walk (stage widths set the channels; a kernel-1 block of receptive-field redistribution has no depthwise
+layer). `build_graph` emits it through the IR's `GraphBuilder` directly — no PyTorch, no tracing — as the inference
 graph `from_torch` + `prepare_for_inference` give for `build_module`'s module (BatchNorm folded, ReLU6 fused, the same
 node names); tests/nas/test_nas_build.py holds the two equal. Weights are zeros unless a `weights` iterator gives
 (OHWI weight, bias) per convolution / linear layer in order; resources need only the shapes.
