@@ -131,6 +131,8 @@ def test_mbv2_rd_from_the_space_reproduces_the_patch_figures():
     assert stage.base_macs == stage_layers and abs(stage_layers / 61.9e6 - 1) < 0.001
     unclipped = _unclipped_stage_macs(g, stage)
     assert abs(unclipped / 73.3e6 - 1) < 0.001 and round(unclipped / stage.base_macs - 1, 2) == 0.18
+    base = plan.macs - (stage.macs - stage.base_macs)
+    assert abs((unclipped - stage.base_macs) / base - 0.040) < 0.001  # the thesis's count (its RD: 3.7 %)
     assert round(plan.mac_overhead, 2) == 0.03
     auto = make_plan(g, PlanOptions(patch="auto"))
     assert (auto.patch.n_nodes, auto.patch.grid, auto.patch.input_patch) == (8, 4, 63)
