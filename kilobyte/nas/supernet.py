@@ -1,8 +1,7 @@
 """Search stage: the TinyNAS weight-sharing supernet of one (width, resolution) configuration (thesis Appendix).
 
 The supernet holds the largest network of the configuration (each slot's largest kernel, expand 6, full depth,
-widest stages) and runs any of its
-subnets by slicing (papers/search-specs.md A.3):
+widest stages) and runs any of its subnets by slicing (papers/search-specs.md A.3):
 - elastic kernel: the central k x k window of each 7 x 7 depthwise kernel (no transform matrix);
 - elastic expand: the first e·C channels of the 6·C hidden channels (1x1 expand rows, depthwise channels, BN
   entries, projection columns);
