@@ -24,6 +24,7 @@ exactly the one above (same genes, same random draws, same JSON and keys):
   vs per stage undefined (B.5); it is per stage here because every block after a stage's first adds its input to
   its output, which needs equal channels in and out — a per-block width would silently drop those residuals.
   `stage_widths=None` means all 1.0 (an arch with all 1.0 is stored as None: one network, one key, one JSON).
+  (`Arch.stage_widths` are multipliers; `MBSpace.stage_widths` are the stages' base channel counts.)
 - **Receptive-field redistribution** (`rd_stages`, joint search: 2): the first `rd_stages` stages (the
   high-resolution ones a patch stage covers) follow the RD rules (B.2: keep the down-sampling, stride-2 layers keep
   k = 3, remove the other spatial layers from the patch stage, add blocks to the later stage). There a stage's first
@@ -33,6 +34,9 @@ exactly the one above (same genes, same random draws, same JSON and keys):
   depths up to its largest + 2 (blocks moved to the later stage). `kernel_choices(stage, index)` and
   `depth_choices` give every slot's choices; sampling, mutation, checks, `largest` (the biggest kernel per slot) and
   `smallest` use them.
+
+The new genes are drawn after the old ones and only when the space has them. tests/nas/test_joint_space.py builds
+MobileNetV2 and an MbV2-RD as spaces of this kind and reproduces MCUNetV2's patch figures from them.
 """
 
 from __future__ import annotations
