@@ -77,63 +77,67 @@ class _Lanes:
     and whether the separable form holds (`patch_eval` module docstring). `pairs[k] = (n, p)`."""
 
     def __init__(self, graph: Graph, names: list[str], cuts: list[tuple[int, tuple[str, ...]]]):
-        self.pairs: list[tuple[int, int]] = []
         self.nodes = [graph.node(name) for name in names[:max((n for n, _ in cuts), default=0)]]
-        self.axes = []
-        for axis in (0, 1):
-            starts, lo, hi, seeds = [], [], [], []
-            for n, outputs in cuts:
-                size = graph.tensors[outputs[0]].shape[1 + axis]
-                for p in (p for p in GRIDS if p <= min(graph.tensors[outputs[0]].shape[1:3])):
-                    if axis == 0:
-                        self.pairs.append((n, p))
-                    starts.append(len(lo))
-                    seeds.append((outputs[0], len(lo), len(lo) + p))
-                    for a, b in split(size, p):
-                        lo.append(a)
-                        hi.append(b)
-            self.axes.append(self._walk(graph, axis, np.array(starts, np.int64), np.array(lo, np.int64),
-                                        np.array(hi, np.int64), seeds))
+        self.pairs: list[tuple[int, int]] = []
+        seeds = []  # per cut: its output, its lanes' first index, (H, W) and grids
+        lanes = 0
+        for n, outputs in cuts:
+            hw = graph.tensors[outputs[0]].shape[1:3]
+            grids = [p for p in GRIDS if p <= min(hw)]
+            self.pairs += [(n, p) for p in grids]
+            seeds.append((outputs[0], lanes, hw, grids))
+            lanes += sum(grids)
+        self.starts = np.cumsum([0] + [p for *_, grids in seeds for p in grids])[:-1]
+        self.axes = [self._walk(graph, 0, lanes, seeds)]
+        self.axes.append(self.axes[0] if self._square(graph, seeds) else self._walk(graph, 1, lanes, seeds))
 
-    def _walk(self, graph: Graph, axis: int, starts, lo0, hi0, seeds):
+    def _square(self, graph: Graph, seeds) -> bool:
+        """Columns walk like rows: square maps and windows the same along both axes."""
+        same = all(hw[0] == hw[1] for _, _, hw, _ in seeds)
+        for node in self.nodes:
+            window = axis_window(graph, node)
+            shape = graph.tensors[graph.activation_inputs(node)[0]].shape
+            same = same and (window is None or (window[0] == window[1] and shape[1] == shape[2]))
+        return same
+
+    def _walk(self, graph: Graph, axis: int, lanes: int, seeds):
         """(sums, maxima, input extent, exact) per pair: sums / maxima (pairs, nodes) of output lengths."""
-        lanes, nodes = len(lo0), len(self.nodes)
         empty = (np.full(lanes, FAR, np.int64), np.full(lanes, -FAR, np.int64))
         need: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for t, a, b in seeds:
+        for t, first, hw, grids in seeds:
             lo, hi = need.setdefault(t, (empty[0].copy(), empty[1].copy()))
-            lo[a:b], hi[a:b] = lo0[a:b], hi0[a:b]
-        out_len = np.zeros((lanes, nodes), np.int64)
+            ranges = [r for p in grids for r in split(hw[axis], p)]
+            lo[first:first + len(ranges)], hi[first:first + len(ranges)] = np.array(ranges, np.int64).T
+        out_len = np.zeros((len(self.nodes), lanes), np.int64)  # (nodes, lanes)
         bad = np.zeros(lanes, bool)
-        image = (empty[0].copy(), empty[1].copy())
-        for k in range(nodes - 1, -1, -1):
+        image = empty
+        for k in range(len(self.nodes) - 1, -1, -1):
             node = self.nodes[k]
             if node.outputs[0] not in need:
                 continue
             lo, hi = need[node.outputs[0]]
             used = hi > lo
-            out_len[:, k] = np.where(used, hi - lo, 0)
+            np.subtract(hi, lo, out=out_len[k], where=used)
             ins = list(dict.fromkeys(graph.activation_inputs(node)))
             window = axis_window(graph, node)
             if window is None:
-                i0, i1 = lo, hi
+                i0, i1 = lo, hi  # unused lanes keep the empty range
             else:
                 kk, s, d, before, _ = window[axis]
                 size = graph.tensors[ins[0]].shape[1 + axis]
-                first, last = lo * s - before, (hi - 1) * s - before + d * (kk - 1) + 1
-                i0 = np.clip(first, 0, size)
-                i1 = np.maximum(np.minimum(last, size), i0)
+                i0 = np.clip(lo * s - before, 0, size)
+                i1 = np.maximum(np.minimum((hi - 1) * s + (d * (kk - 1) + 1 - before), size), i0)
                 bad |= used & (i1 <= i0)  # reads only padding: the box walk drops the whole box
                 i0, i1 = np.where(used, i0, FAR), np.where(used, i1, -FAR)
             for t in ins:
                 if t in graph.inputs:
                     image = (np.minimum(image[0], i0), np.maximum(image[1], i1))
-                old = need.get(t, empty)
-                need[t] = (np.minimum(old[0], i0), np.maximum(old[1], i1))
-        sums = np.add.reduceat(out_len, starts, axis=0)
-        maxima = np.maximum.reduceat(out_len, starts, axis=0)
-        extent = np.maximum.reduceat(np.maximum(image[1] - image[0], 0), starts)
-        exact = ~np.logical_or.reduceat(bad, starts)
+                old = need.get(t)
+                need[t] = (i0, i1) if old is None else (np.minimum(old[0], i0), np.maximum(old[1], i1))
+        sums = np.add.reduceat(out_len, self.starts, axis=1).T
+        maxima = np.maximum.reduceat(out_len, self.starts, axis=1).T
+        extent = np.maximum.reduceat(np.maximum(image[1] - image[0], 0), self.starts)
+        exact = ~np.logical_or.reduceat(bad, self.starts)
         return sums, maxima, extent, exact
 
     def macs(self, weights: np.ndarray) -> np.ndarray:
