@@ -88,6 +88,10 @@ class _Lanes:
             seeds.append((outputs[0], lanes, hw, grids))
             lanes += sum(grids)
         self.starts = np.cumsum([0] + [p for *_, grids in seeds for p in grids])[:-1]
+        if not self.pairs:  # nothing to walk (reduceat needs at least one group)
+            nothing = np.zeros((0, len(self.nodes)), np.int64)
+            self.axes = [(nothing, nothing, np.zeros(0, np.int64), np.zeros(0, bool))] * 2
+            return
         self.axes = [self._walk(graph, 0, lanes, seeds)]
         self.axes.append(self.axes[0] if self._square(graph, seeds) else self._walk(graph, 1, lanes, seeds))
 
@@ -106,8 +110,9 @@ class _Lanes:
         need: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for t, first, hw, grids in seeds:
             lo, hi = need.setdefault(t, (empty[0].copy(), empty[1].copy()))
-            ranges = [r for p in grids for r in split(hw[axis], p)]
-            lo[first:first + len(ranges)], hi[first:first + len(ranges)] = np.array(ranges, np.int64).T
+            for p in grids:
+                lo[first:first + p], hi[first:first + p] = np.array(split(hw[axis], p), np.int64).T
+                first += p
         out_len = np.zeros((len(self.nodes), lanes), np.int64)  # (nodes, lanes)
         bad = np.zeros(lanes, bool)
         image = empty
