@@ -181,7 +181,7 @@ def test_lower_bound_equals_its_definition_on_random_nets():
         g = random_graph(seed)
         names = [n.name for n in g.nodes]
         for options in (PlanOptions(), PlanOptions(inplace_add=False, fuse_add=False), PlanOptions(kernels="dsp")):
-            for k in (0, 1, 3):
+            for k in (k for k in (0, 1, 3) if k <= len(names)):
                 pinned = frozenset(g.node(x).outputs[0] for x in names[:k])
                 model = _Model(g, options, pinned)
                 start = _start(model, tuple(range(k)))
