@@ -36,7 +36,7 @@ from .plan import StageDraft, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PatchStage, PlanOptions
 from .reorder import best_order
 
-FAR = 1 << 40  # an empty lane's range is (FAR, -FAR): min / max unions ignore it
+FAR = 1 << 36  # an empty lane's range is (FAR, -FAR): min / max unions ignore it (x strides stays in int64)
 
 
 class PatchFitError(KilobyteError):
@@ -105,45 +105,53 @@ class _Lanes:
         return same
 
     def _walk(self, graph: Graph, axis: int, lanes: int, seeds):
-        """(sums, maxima, input extent, exact) per pair: sums / maxima (pairs, nodes) of output lengths."""
-        empty = (np.full(lanes, FAR, np.int64), np.full(lanes, -FAR, np.int64))
-        need: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        """(sums, maxima, input extent, exact) per pair: sums / maxima (pairs, nodes) of output lengths.
+
+        A lane a node's output does not need holds (FAR, -FAR), which unions ignore and windows keep empty. Ranges
+        are clipped to the map lazily, where a windowed reader may have left them outside it (clipping commutes
+        with the unions of non-empty ranges; a range reading only padding marks its pair inexact)."""
+        need: dict[str, tuple[np.ndarray, np.ndarray, bool]] = {}  # tensor -> (lo, hi, inside the map already)
         for t, first, hw, grids in seeds:
-            lo, hi = need.setdefault(t, (empty[0].copy(), empty[1].copy()))
+            lo, hi, _ = need.setdefault(t, (np.full(lanes, FAR, np.int64), np.full(lanes, -FAR, np.int64), True))
             for p in grids:
                 lo[first:first + p], hi[first:first + p] = np.array(split(hw[axis], p), np.int64).T
                 first += p
         out_len = np.zeros((len(self.nodes), lanes), np.int64)  # (nodes, lanes)
         bad = np.zeros(lanes, bool)
-        image = empty
+        image = None
         for k in range(len(self.nodes) - 1, -1, -1):
             node = self.nodes[k]
             if node.outputs[0] not in need:
                 continue
-            lo, hi = need[node.outputs[0]]
-            used = hi > lo
-            np.subtract(hi, lo, out=out_len[k], where=used)
+            lo, hi, inside = need[node.outputs[0]]
+            size_out = graph.tensors[node.outputs[0]].shape[1 + axis]
+            if not inside:
+                lo, hi = np.maximum(lo, 0), np.minimum(hi, size_out)
+            np.maximum(np.subtract(hi, lo, out=out_len[k]), 0, out=out_len[k])
             ins = list(dict.fromkeys(graph.activation_inputs(node)))
+            size = graph.tensors[ins[0]].shape[1 + axis]
             window = axis_window(graph, node)
-            if window is None:
-                i0, i1 = lo, hi  # unused lanes keep the empty range
+            kk, s, d, before, _ = (1, 1, 1, 0, 0) if window is None else window[axis]
+            if (kk, s, before) == (1, 1, 0):
+                i0, i1, inside = lo, hi, size == size_out  # pointwise along this axis
             else:
-                kk, s, d, before, _ = window[axis]
-                size = graph.tensors[ins[0]].shape[1 + axis]
-                i0 = np.clip(lo * s - before, 0, size)
-                i1 = np.maximum(np.minimum((hi - 1) * s + (d * (kk - 1) + 1 - before), size), i0)
-                bad |= used & (i1 <= i0)  # reads only padding: the box walk drops the whole box
-                i0, i1 = np.where(used, i0, FAR), np.where(used, i1, -FAR)
+                i0 = lo * s - before if (s, before) != (1, 0) else lo
+                i1 = hi * s + (d * (kk - 1) + 1 - before - s)
+                inside = False
+                if (size_out - 1) * s - before >= size or d * (kk - 1) + 1 - before <= 0:  # may read only padding
+                    bad |= (hi > lo) & ((i0 >= size) | (i1 <= 0))  # the box walk drops such a box whole
             for t in ins:
                 if t in graph.inputs:
-                    image = (np.minimum(image[0], i0), np.maximum(image[1], i1))
+                    c0, c1 = np.maximum(i0, 0), np.minimum(i1, size)
+                    image = (c0, c1) if image is None else (np.minimum(image[0], c0), np.maximum(image[1], c1))
                 old = need.get(t)
-                need[t] = (i0, i1) if old is None else (np.minimum(old[0], i0), np.maximum(old[1], i1))
+                need[t] = (i0, i1, inside) if old is None else (
+                    np.minimum(old[0], i0), np.maximum(old[1], i1), inside and old[2])
         sums = np.add.reduceat(out_len, self.starts, axis=1).T
         maxima = np.maximum.reduceat(out_len, self.starts, axis=1).T
-        extent = np.maximum.reduceat(np.maximum(image[1] - image[0], 0), self.starts)
+        extent = np.zeros(lanes, np.int64) if image is None else np.maximum(image[1] - image[0], 0)
         exact = ~np.logical_or.reduceat(bad, self.starts)
-        return sums, maxima, extent, exact
+        return sums, maxima, np.maximum.reduceat(extent, self.starts), exact
 
     def macs(self, weights: np.ndarray) -> np.ndarray:
         """Stage MACs per pair: per node its weights times the tiles' total area (rows x columns, separable)."""
@@ -167,15 +175,20 @@ class _Lanes:
 
 # -- bounds and exact figures per stage length ------------------------------------------------------------------------
 def _rest_bound(graph: Graph, names: list[str]) -> list[int]:
-    """[n]: a lower bound on the live bytes after a stage of the first n nodes, in any order: a node's activation
-    inputs are live at its step (in place or not), the caller-owned graph input aside, and a conv output read by an
-    ADD aside (fused with it, it takes no bytes)."""
+    """[n]: a lower bound on the live bytes after a stage of the first n nodes (n = 0: per layer), in any order.
+    At a node's step its activation inputs are live, in place or not (the caller-owned graph input aside; a conv
+    output read by an ADD aside: fused with it, it takes no bytes). A CONV_2D never runs in place, so a single-input
+    one not fused with an ADD also holds its output: input + output."""
     convs = {n.outputs[0] for n in graph.nodes if n.op is Op.CONV_2D}
+    adds = {t for n in graph.nodes if n.op is Op.ADD for t in n.inputs}
     bound = [0] * (len(names) + 1)
     for k in range(len(names) - 1, -1, -1):
         node = graph.node(names[k])
-        held = [planned_bytes(graph, t) for t in graph.activation_inputs(node)
-                if t not in graph.inputs and not (node.op is Op.ADD and t in convs)]
+        ins = [t for t in dict.fromkeys(graph.activation_inputs(node)) if t not in graph.inputs]
+        held = [planned_bytes(graph, t) for t in ins if not (node.op is Op.ADD and t in convs)]
+        if node.op is Op.CONV_2D and len(ins) == 1 and len(graph.activation_inputs(node)) == 1 \
+                and node.outputs[0] not in adds:
+            held.append(held[0] + planned_bytes(graph, node.outputs[0]))
         bound[k] = max([bound[k + 1], *held])
     return bound
 
@@ -291,8 +304,8 @@ def patch_candidates(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> li
     >>> b = GraphBuilder()
     >>> y = b.node(Op.CONV_2D, [b.input((1, 8, 8, 1))], ConvAttrs((2, 2), (1, 1, 1, 1)),
     ...            params={"weight": np.zeros((4, 3, 3, 1))})
-    >>> [(c.patch, c.extra_macs, c.input_patch) for c in patch_candidates(b.build([y]))]
-    [(None, 0, 0), ((1, 2), 0, 9), ((1, 3), 0, 5), ((1, 4), 0, 3)]
+    >>> [(c.patch, c.extra_macs, c.input_patch) for c in patch_candidates(b.build([y]))]  # the last patch's rows
+    [(None, 0, 0), ((1, 2), 0, 5), ((1, 3), 0, 5), ((1, 4), 0, 3)]
     """
     s = _Schedules(graph, options, None)
     steps, _ = s.per_layer()
@@ -348,6 +361,8 @@ def fit_patch(graph: Graph, arena_limit: int, options: PlanOptions = DEFAULT_OPT
 def _fitting(s: _Schedules, k: int, cap: int) -> Resources | None:
     """Pair k's (-1: per layer) `Resources` if its arena is at most `cap`; None once a lower bound rules it out."""
     if k < 0:
+        if s.rest_bound[0] > cap:
+            return None
         resources = s.per_layer()[1]
     elif s.bound[k] > cap or s.peak_bound(k) > cap:
         return None

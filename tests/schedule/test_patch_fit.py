@@ -113,6 +113,7 @@ def test_bounds_never_exceed_the_planned_peak():
     rng = np.random.default_rng(2)
     for g in [_network(rng) for _ in range(5)] + [random_graph(seed) for seed in range(8)]:
         s = _Schedules(g, PlanOptions(), None)
+        assert s.rest_bound[0] <= estimate_resources(g).peak_bytes
         for n, _ in s.cuts:
             assert s.rest_bound[n] <= s.prefix(n).rest_units
         for k, pair in enumerate(s.lanes.pairs):
