@@ -28,9 +28,9 @@ SPACE_ARGS = dict(widths=(0.35, 0.4, 0.45, 0.5), resolutions=(96, 112, 128, 144,
                   num_classes=1000)
 
 
-def _timed(fn):
+def _timed(fn, *args):
     wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
+    result = fn(*args)
     return result, (time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3
 
 
@@ -81,17 +81,17 @@ def main(argv=None) -> None:
         graph = int8_structure(build_graph(space, space.sample(rng), verify=False), verify=False)
         nodes.append(len(graph.nodes))
         for limit in args.limits:
-            got, wall, cpu = _timed(lambda: fit_patch(graph, limit, options))
+            got, wall, cpu = _timed(fit_patch, graph, limit, options)
             fit_ms[limit].append(wall)
             fit_cpu[limit].append(cpu)
             outcome[limit]["none" if got is None else "per-layer" if got.patch is None else "patch"] += 1
-        rows, wall, _ = _timed(lambda: _brute_force(graph, options))
+        rows, wall, _ = _timed(_brute_force, graph, options)
         brute_ms.append(wall)
         schedules.append(len(rows))
         for limit in args.limits:
             got, want = fit_patch(graph, limit, options), _rule(rows, limit)
             wrong[limit] += (None if got is None else (got.patch, got.resources)) != want
-        _, wall, _ = _timed(lambda: estimate_resources(graph, dataclasses.replace(options, patch="auto")))
+        _, wall, _ = _timed(estimate_resources, graph, dataclasses.replace(options, patch="auto"))
         auto_ms.append(wall)
         if (i + 1) % 20 == 0:
             print(f"  {i + 1}/{args.networks} networks", file=sys.stderr)

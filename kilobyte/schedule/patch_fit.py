@@ -30,7 +30,7 @@ from ..ir import Graph, Op
 from .estimate import Resources, steps_resources
 from .inplace import find_aliases, planned_bytes
 from .liveness import lifetimes
-from .patch import GRIDS, _axis_in, _cuts, _stage_plan, axis_window, plan_patch_stage, split
+from .patch import GRIDS, _cuts, _stage_plan, axis_window, plan_patch_stage, split
 from .patch_eval import StageEvaluator
 from .plan import StageDraft, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PatchStage, PlanOptions
