@@ -298,8 +298,9 @@ def patch_candidates(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> li
     `choose_patch`'s key, max(stage peak, the per-layer plan's live bytes at its steps after the first n). The plan
     of the pair, `make_plan(graph, replace(options, patch=(n, p)))`, peaks at `peak_bytes` >= `stage_peak` always
     (the stage steps hold the stage outputs and the working peak). It equals `total_peak` on every pair
-    `tests/schedule/test_patch_fit.py` draws (small MBSpace networks, random nets), but that is not guaranteed: after the stage the plan is re-ordered with the stage tensors pinned, which may change its
-    live bytes either way. `fit_patch` decides on the exact arena, never on `total_peak`.
+    `tests/schedule/test_patch_fit.py` draws (small MBSpace networks, random nets), but that is not guaranteed:
+    after the stage the plan is re-ordered with the stage tensors pinned, which may change its live bytes either
+    way. `fit_patch` decides on the exact arena, never on `total_peak`.
 
     >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
     >>> b = GraphBuilder()
