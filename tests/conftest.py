@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, settings
 
 # Under xdist (the README's `-n 2`, one worker per core) every worker and the processes its tests start compute on
 # one thread: two workers with two OpenMP threads each spin against each other (four small zoo models took 2.8 s to
-# build with two torch threads on a busy machine, 0.6 s with one). Set before any test module imports torch, numpy's
-# BLAS or ONNX Runtime; a value already in the environment wins. Results do not depend on the thread count.
+# build with two torch threads on a busy machine, 0.6 s with one). Set before any test module imports torch or numpy's
+# BLAS; a value already in the environment wins. No test asserts anything of the thread count.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
