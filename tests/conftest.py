@@ -28,3 +28,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Keep a test module on one xdist worker when its tests share a module-, class- or session-scoped fixture the
+    module defines (an expensive search, a compiled model, a cluster): with pyproject's `--dist loadgroup`, `-n 2`
+    would otherwise hand alternate tests of the module to both workers, and both would build the fixture. Runs before
+    xdist reads the `xdist_group` marks; other tests are spread one by one as before."""
+    for item in items:
+        module_id = item.nodeid.split("::")[0]
+        info = getattr(item, "_fixtureinfo", None)
+        defs = [] if info is None else [d for ds in info.name2fixturedefs.values() for d in ds]
+        if any(d.scope != "function" and d.baseid == module_id for d in defs):
+            item.add_marker(pytest.mark.xdist_group(module_id))
