@@ -695,7 +695,7 @@ def test_compiled_models_dsp_equals_portable_equals_reference(tmp_path):
     wants = [run_int8(r.graph, xs[0])[r.graph.outputs[0]].reshape(-1) for r, xs in zip(results, inputs)]
     x = pack_inputs(inputs, slices, 0, manifest(bundle)["input"]["shape"][0])
     for (target, kernels), got in _build_and_run(bundle, x).items():
-        bad = [f"{graph.name or i}: {int(np.sum(got[off:off + n] != want))} values differ"
+        bad = [f"model{i} ({graph.name}): {int(np.sum(got[off:off + n] != want))} values differ"
                for i, (graph, want, (_, _, off, n)) in enumerate(zip(graphs, wants, slices))
                if not np.array_equal(got[off:off + n], want)]
         assert not bad, f"{kernels} kernels on {target}: " + "; ".join(bad)
