@@ -1,4 +1,5 @@
-"""Test-wide settings: hypothesis profiles (derandomised on CI so a run is reproducible), and `one_torch_thread`
+"""Test-wide settings: hypothesis profiles (derandomised on CI so a run is reproducible), one compute thread per
+xdist worker, a module's tests that share its module-scoped fixture kept on one worker, and `one_torch_thread`
 for tests that train (the suite runs two xdist workers on two cores, and two OpenMP threads per worker spin against
 each other — training ran ~5x slower that way on a busy machine)."""
 
