@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from random_nets import compile_bundle, pack_inputs
 
 import kilobyte.runtime as rt
 from kilobyte import ir
@@ -680,17 +681,24 @@ def single_node_graphs():
 
 
 def test_compiled_models_dsp_equals_portable_equals_reference(tmp_path):
-    from kilobyte.codegen import compile_graph
+    """Every graph compiled for the DSP kernel set (which the portable build ignores), all bundled into one
+    firmware per (core, kernel set) (tests/random_nets.write_bundle): 4 builds and QEMU runs instead of 56."""
+    from kilobyte.codegen.host import manifest
 
     graphs = [zoo_graph(*spec) for spec in ZOO] + single_node_graphs()
     rng = np.random.default_rng(3)
+    models = []
     for i, graph in enumerate(graphs):
-        result = compile_graph(graph, tmp_path / f"model{i}", PlanOptions(kernels="dsp"))  # portable ignores it
-        shape = result.graph.tensors[result.graph.inputs[0]].shape
-        x = rng.integers(-128, 128, shape).astype(np.int8)
-        want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
-        for (target, kernels), got in _build_and_run(result.out_dir, x).items():
-            np.testing.assert_array_equal(got, want, err_msg=f"{graph.name or i}: {kernels} kernels on {target}")
+        x = rng.integers(-128, 128, graph.tensors[graph.inputs[0]].shape).astype(np.int8)
+        models.append((f"model{i}", graph, PlanOptions(kernels="dsp"), [x]))
+    results, inputs, bundle, slices = compile_bundle(tmp_path, models)
+    wants = [run_int8(r.graph, xs[0])[r.graph.outputs[0]].reshape(-1) for r, xs in zip(results, inputs)]
+    x = pack_inputs(inputs, slices, 0, manifest(bundle)["input"]["shape"][0])
+    for (target, kernels), got in _build_and_run(bundle, x).items():
+        bad = [f"model{i} ({graph.name}): {int(np.sum(got[off:off + n] != want))} values differ"
+               for i, (graph, want, (_, _, off, n)) in enumerate(zip(graphs, wants, slices))
+               if not np.array_equal(got[off:off + n], want)]
+        assert not bad, f"{kernels} kernels on {target}: " + "; ".join(bad)
 
 
 def test_flash_split_counts_kernel_helpers_as_kernel_code(tmp_path):
