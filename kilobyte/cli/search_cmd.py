@@ -64,6 +64,11 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
                    help="kernel set the plans are for (default portable)")
+    p.add_argument("--patch", action="store_true",
+                   help="MCUNetV2's joint search: every candidate runs with the patch schedule (first n layers "
+                   "patch by patch on a p x p grid) with the fewest MACs that fits the SRAM, or per layer; the space "
+                   "gains per-stage width multipliers 0.5/0.75/1, receptive-field redistribution in the first two "
+                   "stages and inputs up to 4x the data's size")
     adv = p.add_argument_group("search budget (defaults: the --minutes preset)")
     adv.add_argument("--population", type=int, default=None, help="evolution population")
     adv.add_argument("--generations", type=int, default=None, help="evolution generations")
@@ -127,7 +132,7 @@ def config_from_args(args, device):
                    seed=args.seed, space_samples=args.space_samples, train_images=args.train_images,
                    training=replace(t, largest_epochs=epochs[0], supernet_epochs=epochs[1]),
                    finetune_epochs=epochs[2], evolution=evo, random_baseline=args.random_baseline,
-                   kernels=args.kernels)
+                   kernels=args.kernels, patch=args.patch)
 
 
 def run(args) -> int:
@@ -143,6 +148,8 @@ def run(args) -> int:
         raise KilobyteError("search needs a --device (see `kilobyte devices`)")
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if args.strategy == "unas":
+        if args.patch:
+            raise KilobyteError("--patch is for the TinyNAS strategy (μNAS's small CNNs run per layer)")
         return _run_unas(args, device, workers)
     config = config_from_args(args, device)
     quiet = args.json
@@ -157,6 +164,19 @@ def run(args) -> int:
     return 0 if report["fits"] else 2
 
 
+def _patch_rows(r: dict) -> list[tuple[str, str]]:
+    """The joint search's rows: the patch schedule, the per-layer vs patch peak, the MAC overhead."""
+    if "per_layer_peak_bytes" not in r.get("planned", {}):
+        return []
+    p = r.get("patch")
+    per_layer = f"per-layer peak {kb(r['planned']['per_layer_peak_bytes'])}"
+    if p is None:
+        return [("patch schedule", f"none: runs per layer ({per_layer})")]
+    return [("patch schedule", f"first {p['n_nodes']} layers on {p['grid']}x{p['grid']} patches, input patch "
+             f"{p['input_patch']}x{p['input_patch']}, +{p['mac_overhead'] * 100:.1f} % MACs  ({per_layer} -> "
+             f"{kb(r['planned']['peak_bytes'])})")]
+
+
 def _print_report(r: dict) -> None:
     rows = [
         ("space (width, resolution)", f"w{r['space']['width']:g}, r{r['space']['resolution']}"),
@@ -165,6 +185,7 @@ def _print_report(r: dict) -> None:
          f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %"),
         ("bit-exact C == reference == TFLM", "yes" if r["bit_exact"] else "NO"),
         (f"SRAM ({r['memory']})", f"{kb(r['sram_bytes'])}  (planned peak {kb(r['planned']['peak_bytes'])})"),
+        *_patch_rows(r),
         (f"Flash ({r['memory']})", kb(r["flash_bytes"])),
         ("MACs", f"{r['macs'] / 1e6:.2f} M"),
         ("evaluations", f"{r['evaluations']} subnets (search accuracy {r['search_accuracy'] * 100:.1f} %)"),

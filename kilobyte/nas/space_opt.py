@@ -86,7 +86,7 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
     min_flash = _smallest(ev, archs, ev.flash_lower_bound, lambda r: r.flash_bytes)
     out = []
     for budget in budgets:
-        macs = sorted(ev.evaluate(a).macs for a in archs if ev.fits(a, budget))
+        macs = sorted(ev.fitting(a, budget).macs for a in archs if ev.fits(a, budget))
         out.append(ConfigStats(width, resolution, samples, len(macs), float(np.mean(macs)) if macs else 0.0,
                                tuple(macs), budget.sram_of(min_sram), min_flash.flash_bytes))
     return tuple(out)
