@@ -1,9 +1,10 @@
 """Search stage: one architecture description -> the IR graph (for resources) and the PyTorch module (for training).
 
-`layers(space, arch)` is the one description: the ordered list of convolutions, adds and the head that both builders
-walk. `build_graph` emits it through the IR's `GraphBuilder` directly — no PyTorch, no tracing — as the inference
+`network(space, arch)` is the one description: the ordered list of convolutions, adds and the head that both
+builders walk (stage widths set the channels; a kernel-1 block of receptive-field redistribution has no depthwise
+layer). `build_graph` emits it through the IR's `GraphBuilder` directly — no PyTorch, no tracing — as the inference
 graph `from_torch` + `prepare_for_inference` give for `build_module`'s module (BatchNorm folded, ReLU6 fused, the same
-node names); tests/nas/test_build.py holds the two equal. Weights are zeros unless a `weights` iterator gives
+node names); tests/nas/test_nas_build.py holds the two equal. Weights are zeros unless a `weights` iterator gives
 (OHWI weight, bias) per convolution / linear layer in order; resources need only the shapes.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs
-from .space import Arch, MBSpace
+from .space import Arch, ArchError, MBSpace
 
 
 @dataclass(frozen=True)
@@ -48,17 +49,22 @@ class Network:
 
 
 def mb_block(cin: int, cout: int, kernel: int, expand: int, stride: int, stage: int) -> MBBlock:
-    """1x1 expand (none when expand == 1) -> kxk depthwise -> 1x1 linear projection; residual when shapes match."""
+    """1x1 expand (none when expand == 1) -> kxk depthwise (none when kernel == 1: receptive-field redistribution's
+    "MB without depthwise") -> 1x1 linear projection; residual when shapes match."""
+    if kernel == 1 and stride != 1:
+        raise ArchError(f"architecture: a stride-{stride} block needs its depthwise convolution (kernel 1 given)")
     hidden = cin * expand
-    convs = ([ConvLayer(cin, hidden, 1)] if expand != 1 else []) + [
-        ConvLayer(hidden, hidden, kernel, stride, depthwise=True), ConvLayer(hidden, cout, 1, relu6=False)]
+    convs = ([ConvLayer(cin, hidden, 1)] if expand != 1 else []) + \
+        ([ConvLayer(hidden, hidden, kernel, stride, depthwise=True)] if kernel != 1 else []) + \
+        [ConvLayer(hidden, cout, 1, relu6=False)]
     return MBBlock(tuple(convs), stride == 1 and cin == cout, stage)
 
 
 def network(space: MBSpace, arch: Arch) -> Network:
-    """The layers of `arch` in `space`: stem, MB1 k3 block, each stage's first `depth` blocks, head."""
-    stem_c, first_c, stage_c, head_c = space.channels(arch.width)
-    blocks = [mb_block(stem_c, first_c, 3, 1, 1, -1)]
+    """The layers of `arch` in `space`: stem, MB1 block (kernel `arch.first_kernel`), each stage's first `depth`
+    blocks at the stage's width (`make_divisible(base · w · stage width)`), head."""
+    stem_c, first_c, stage_c, head_c = space.channels(arch.width, arch.stage_widths)
+    blocks = [mb_block(stem_c, first_c, arch.first_kernel, 1, 1, -1)]
     blocks[0] = MBBlock(blocks[0].convs, False, -1)  # the fixed first block never adds its input (MCUNet)
     cin = first_c
     for s, (d, genes) in enumerate(zip(arch.depths, arch.blocks)):
@@ -115,12 +121,13 @@ def build_module(space: MBSpace, arch: Arch):
     from ..zoo.blocks import BlockSpec, MobileNet
 
     net = network(space, arch)
-    first, *rest = net.blocks
-    specs = [(first.convs[-1].cout, BlockSpec(1, first.convs[-1].cout, 3, 1, residual=False))]
-    for block in rest:
-        dw = next(c for c in block.convs if c.depthwise)
-        cin = block.convs[0].cin
-        specs.append((block.convs[-1].cout, BlockSpec(dw.cout // cin, block.convs[-1].cout, dw.kernel, dw.stride)))
+    specs = []
+    for block in net.blocks:
+        dw = next((c for c in block.convs if c.depthwise), None)
+        expand = block.convs[-1].cin // block.convs[0].cin
+        cout = block.convs[-1].cout
+        specs.append((cout, BlockSpec(expand, cout, dw.kernel if dw else 1, dw.stride if dw else 1,
+                                      residual=block.residual, depthwise=dw is not None)))
     return MobileNet(net.stem.cout, specs, net.head.cout, net.num_classes, in_channels=net.in_channels,
                      dropout=space.dropout)
 

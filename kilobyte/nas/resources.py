@@ -30,7 +30,9 @@ from .build import Network, build_graph, network
 from .space import Arch, MBSpace
 
 REQUANT_BYTES_PER_CHANNEL = 12  # int32 bias + int32 multiplier + int32 shift per output channel (model.c)
-ALWAYS_CALLED = ("conv", "depthwise", "fc", "mean")  # kernel families every network of an MBConv space calls
+# kernel families every network of an MBConv space calls (with RD too: the first block of every stage keeps its
+# depthwise, `MBSpace.kernel_choices`)
+ALWAYS_CALLED = ("conv", "depthwise", "fc", "mean")
 
 
 @dataclass(frozen=True)

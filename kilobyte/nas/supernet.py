@@ -1,11 +1,18 @@
 """Search stage: the TinyNAS weight-sharing supernet of one (width, resolution) configuration (thesis Appendix).
 
-The supernet holds the largest network of the configuration (kernel 7, expand 6, full depth) and runs any of its
-subnets by slicing (papers/search-specs.md A.3):
+The supernet holds the largest network of the configuration (each slot's largest kernel, expand 6, full depth,
+widest stages) and runs any of its subnets by slicing (papers/search-specs.md A.3):
 - elastic kernel: the central k x k window of each 7 x 7 depthwise kernel (no transform matrix);
 - elastic expand: the first e·C channels of the 6·C hidden channels (1x1 expand rows, depthwise channels, BN
   entries, projection columns);
-- elastic depth: the first d blocks of each stage.
+- elastic depth: the first d blocks of each stage;
+- elastic stage width (MCUNetV2's joint search, `MBSpace.stage_width_choices`): the first make_divisible(...)
+  output channels of a stage — the projection rows and BN entries of its blocks, the input columns of the next
+  block's expand conv and of the head; a stride-1 stage's first block adds its input only when the subnet's
+  channels match (the residual follows `build.network`, per subnet);
+- receptive-field redistribution (`MBSpace.rd_stages`): a kernel-1 slot (and the MB1 block's kernel-1 gene) runs
+  without the depthwise convolution the supernet holds for it; the deeper later stage is more held blocks.
+The subnet's layer list comes from `build.network`, so the supernet and the standalone module agree by construction.
 `set_active(arch)` selects a subnet; `extract(arch)` returns the standalone `build.build_module` network with the
 inherited weights (its outputs equal the supernet's with `arch` active — tests/nas/test_supernet.py).
 BatchNorm statistics are shared across subnets, so evaluate a subnet after `train.recalibrate_bn` (20 x 64 images
@@ -20,7 +27,7 @@ from torch import nn
 
 from ..zoo.blocks import init_weights
 from .build import ConvLayer, MBBlock, build_module, network
-from .space import Arch, MBSpace
+from .space import Arch, ArchError, MBSpace
 
 
 class DynamicConvBN(nn.Module):
@@ -57,27 +64,41 @@ class DynamicConvBN(nn.Module):
         return F.relu6(y) if self.layer.relu6 else y
 
 
+def _role(block: MBBlock, i: int) -> str:
+    """What convolution i of `block` is: "expand", "depthwise" or "project" (the last)."""
+    conv = block.convs[i]
+    return "depthwise" if conv.depthwise else "project" if i == len(block.convs) - 1 else "expand"
+
+
 class DynamicBlock(nn.Module):
-    """An MB block of the largest network (expand 6, kernel 7 unless the slot is fixed) that runs any (k, e)."""
+    """An MB block of the largest network (widest, expand 6, the slot's largest kernel) that runs any block of the
+    same slot: its convolutions sliced to the subnet's channels and kernel, a kernel-1 block's depthwise skipped."""
 
     def __init__(self, block: MBBlock):
         super().__init__()
         self.block = block
         self.layers = nn.ModuleList(DynamicConvBN(layer) for layer in block.convs)
+        self.roles = {_role(block, i): layer for i, layer in enumerate(self.layers)}
         self.cin = block.convs[0].cin
         self.residual = block.residual
+        self.run = list(self.layers)  # the layers the active subnet runs, in order
 
-    def set_active(self, kernel: int, expand: int) -> None:
-        hidden = self.cin * expand
-        convs = list(self.layers)
-        if len(convs) == 3:
-            convs[0].active = (self.cin, hidden, 1)
-        convs[-2].active = (hidden, hidden, kernel)
-        convs[-1].active = (hidden, convs[-1].layer.cout, 1)
+    def set_active(self, block: MBBlock) -> None:
+        """Run as `block` (the subnet's block at this slot, from `build.network`): each of its convolutions is the
+        held one of the same role, sliced; the residual is the subnet's (only where its channels match)."""
+        run = []
+        for i, conv in enumerate(block.convs):
+            layer = self.roles.get(_role(block, i))
+            held = layer.layer if layer is not None else None
+            if held is None or conv.cin > held.cin or conv.cout > held.cout or conv.kernel > held.kernel:
+                raise ArchError(f"supernet: block layer {conv} does not fit the supernet's {held}")
+            layer.active = (conv.cin, conv.cout, conv.kernel)
+            run.append(layer)
+        self.run, self.residual = run, block.residual
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x
-        for layer in self.layers:
+        for layer in self.run:
             y = layer(y)
         return x + y if self.residual else y
 
@@ -111,16 +132,17 @@ class SuperNet(nn.Module):
     def set_active(self, arch: Arch) -> None:
         self.space.check(arch)
         self.active = arch
-        self.first.set_active(3, 1)
-        for block, genes in self._slots(arch):
-            if genes is not None:
-                block.set_active(*genes)
+        net = network(self.space, arch)  # the subnet's layers: channels, kernels, residuals
+        active = [block for block, genes in self._slots(arch) if genes is not None]
+        self.run = [self.first, *active]
+        for module, block in zip(self.run, net.blocks, strict=True):
+            module.set_active(block)
+        self.head.active = (net.head.cin, net.head.cout, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.first(self.stem(x))
-        for block, genes in self._slots(self.active):
-            if genes is not None:
-                x = block(x)
+        x = self.stem(x)
+        for block in self.run:
+            x = block(x)
         x = self.head(x)
         x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
         return self.classifier(self.dropout(x))
@@ -130,11 +152,7 @@ class SuperNet(nn.Module):
         """The standalone network of `arch` (`build.build_module`) carrying the supernet's weights and BN state."""
         self.set_active(arch)
         module = build_module(self.space, arch)
-        dynamic = [self.stem, *self.first.layers]
-        for block, genes in self._slots(arch):
-            if genes is not None:
-                dynamic.extend(block.layers)
-        dynamic.append(self.head)
+        dynamic = [self.stem, *(layer for block in self.run for layer in block.run), self.head]
         convs = [m for m in module.modules() if isinstance(m, nn.Conv2d)]
         bns = [m for m in module.modules() if isinstance(m, nn.BatchNorm2d)]
         assert len(convs) == len(dynamic) == len(bns)

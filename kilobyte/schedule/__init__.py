@@ -5,8 +5,10 @@ Modules in processing order: `inplace` (storage units, and the in-place / fusion
 `reorder` (the order with the smallest peak), `patch` (the patch-based first stage), `arena` (offsets for
 lifetimes), `plan` (`make_plan`: the planner's named steps, then verification), `estimate` (`estimate_resources`:
 the same steps without verification or C, for search; its Flash from `flash`, the Flash model of the linked firmware,
-and `code_size`, its table measured on Cortex-M ELF files by bench/calibrate_flash.py) and `execute` (runs an int8
-graph inside one simulated arena exactly as planned).
+and `code_size`, its table measured on Cortex-M ELF files by bench/calibrate_flash.py), `latency`
+(`estimate_instructions`: the Cortex-M instructions of the generated C per layer and patch tile, constants fitted on
+measured counts by bench/fit_latency.py) and `execute` (runs an int8 graph inside one simulated arena exactly as
+planned).
 """
 
 from .arena import ArenaResult, plan_arena, plan_groups, plan_offsets

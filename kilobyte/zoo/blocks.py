@@ -47,6 +47,8 @@ class BlockSpec:
 
     `residual=False` forbids the identity add even when shapes match (MnasNet's first separable conv, ProxylessNAS
     blocks whose published config has no shortcut); otherwise the add follows the shape, as in torchvision.
+    `depthwise=False` drops the depthwise convolution (stride 1 only): 1x1 expand -> 1x1 project, the
+    receptive-field-redistributed block of MCUNetV2's search space (`kilobyte.nas.space`).
     """
 
     expand: int
@@ -54,10 +56,12 @@ class BlockSpec:
     kernel: int = 3
     stride: int = 1
     residual: bool = True
+    depthwise: bool = True
 
 
 class InvertedResidual(nn.Module):
-    """MB block: 1x1 expand (skipped when expand == 1) -> kxk depthwise -> 1x1 linear project, plus identity add.
+    """MB block: 1x1 expand (skipped when expand == 1) -> kxk depthwise (skipped with `spec.depthwise=False`) -> 1x1
+    linear project, plus identity add.
 
     Shapes: (N, Cin, H, W) -> (N, Cin*e, H, W) -> (N, Cin*e, H/s, W/s) -> (N, Cout, H/s, W/s). The residual add is
     used only when the block keeps the shape (stride 1 and Cin == Cout), as in MobileNetV2.
@@ -69,7 +73,10 @@ class InvertedResidual(nn.Module):
         layers: list[nn.Module] = []
         if spec.expand != 1:
             layers.append(conv_bn_act(cin, hidden, 1, act=act))
-        layers.append(conv_bn_act(hidden, hidden, spec.kernel, stride=spec.stride, groups=hidden, act=act))
+        if spec.depthwise:
+            layers.append(conv_bn_act(hidden, hidden, spec.kernel, stride=spec.stride, groups=hidden, act=act))
+        elif spec.stride != 1:
+            raise ValueError(f"a block without depthwise convolution cannot have stride {spec.stride}")
         layers.append(conv_bn_act(hidden, cout, 1, act=None))  # linear bottleneck: no activation
         self.conv = nn.Sequential(*layers)
         self.use_residual = spec.residual and spec.stride == 1 and cin == cout

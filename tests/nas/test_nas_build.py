@@ -3,6 +3,8 @@ PyTorch module of the same architecture — node for node, shapes, MACs, paramet
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ from bn_helpers import randomise_bn
 from kilobyte.analysis.macs import node_macs
 from kilobyte.api import _from_module
 from kilobyte.interp.float_ref import run_float
-from kilobyte.ir import Op
+from kilobyte.ir import Activation, Op
 from kilobyte.ir.compare import assert_graphs_equivalent
 from kilobyte.nas.build import build_graph, build_module, input_shape
 from kilobyte.nas.space import MBSpace
@@ -60,3 +62,38 @@ def test_zero_weight_graph_has_the_same_structure():
     b = build_graph(SPACE, arch, weights=folded_weights(build_module(SPACE, arch).eval()))
     assert [(n.op, n.attrs, tuple(a.tensors[t].shape for t in n.inputs)) for n in a.nodes] == \
         [(n.op, n.attrs, tuple(b.tensors[t].shape for t in n.inputs)) for n in b.nodes]
+
+
+JOINT = MBSpace(num_classes=10, in_channels=1, widths=(0.3, 0.5), resolutions=(24, 32),
+                stage_width_choices=(0.5, 0.75, 1.0), rd_stages=2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_joint_space_graph_equals_traced_module(seed):
+    """Width per stage and RD's kernel-1 blocks (no depthwise): the direct graph is still the traced module."""
+    rng = np.random.default_rng(100 + seed)
+    arch = JOINT.sample(rng)
+    if seed % 2:  # force the RD genes on: kernel-1 MB1, kernel-1 blocks in both RD stages at depth 2+
+        blocks = [list(stage) for stage in arch.blocks]
+        for s in (0, 1):
+            blocks[s][1] = (1, blocks[s][1][1])
+        arch = JOINT.check(dataclasses.replace(arch, first_kernel=1, blocks=tuple(map(tuple, blocks)),
+                                               depths=(2, 3) + arch.depths[2:]))
+    module = build_module(JOINT, arch).eval()
+    randomise_bn(module, seed)
+    traced = _from_module("arch", module, input_shape(JOINT, arch)).graph
+    direct = build_graph(JOINT, arch, weights=folded_weights(module), name=traced.name)
+    assert_graphs_equivalent(direct, traced, rtol=1e-4, atol=1e-5)
+    x = rng.standard_normal((1, arch.resolution, arch.resolution, 1)).astype(np.float32)
+    out = run_float(direct, {direct.inputs[0]: x})[direct.outputs[0]]
+    with torch.no_grad():
+        ref = module(torch.from_numpy(x.transpose(0, 3, 1, 2))).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-4)
+    n_dw = sum(n.op is Op.DEPTHWISE_CONV_2D for n in direct.nodes)
+    assert n_dw == (arch.first_kernel != 1) + sum(k != 1 for _, k, _ in arch.active_blocks())
+    if seed % 2:
+        assert n_dw < len(arch.active_blocks()) + 1
+    _, _, stage_c, _ = JOINT.channels(arch.width, arch.stage_widths)
+    projections = [n for n in direct.nodes if n.op is Op.CONV_2D and n.attrs.activation is Activation.NONE]
+    assert [direct.tensors[n.outputs[0]].shape[3] for n in projections[1:]] == \
+        [stage_c[s] for s, _, _ in arch.active_blocks()]

@@ -117,3 +117,27 @@ def test_cache_is_per_network_and_fits_uses_early_exits():
     other = SPACE.sample(np.random.default_rng(99))
     assert ev.fits(other, Budget(10 ** 9, 1000)) is False  # Flash alone decides: nothing planned
     assert ev.planned == planned
+
+
+JOINT = MBSpace(num_classes=10, in_channels=1, widths=(0.2, 0.3, 0.4), resolutions=(16, 24, 32),
+                stage_width_choices=(0.5, 0.75, 1.0), rd_stages=2)
+
+
+def test_evaluator_equals_plan_on_the_joint_space():
+    """Width per stage and RD (kernel-1 blocks without depthwise, deeper stage 2): the layer-list counts are still
+    the compiled figures and the SRAM bound still a lower bound."""
+    rng = np.random.default_rng(13)
+    ev = ResourceEvaluator(JOINT)
+    no_dw = 0
+    for seed in range(24):
+        arch = JOINT.sample(rng)
+        net = network(JOINT, arch)
+        no_dw += sum(not any(c.depthwise for c in b.convs) for b in net.blocks)
+        r = ev.evaluate(arch)
+        plan = make_plan(real_int8(JOINT, arch, seed), PlanOptions())
+        assert (r.peak_bytes, r.arena_bytes, r.macs) == (plan.peak_bytes, plan.arena_bytes, plan.macs), \
+            arch.describe()
+        assert layer_counts(net) == (r.weight_bytes, r.macs)
+        assert ev.flash_lower_bound(arch) <= r.flash_bytes
+        assert sram_lower_bound(net) <= r.peak_bytes
+    assert no_dw >= 10  # the kernel-1 blocks were exercised
