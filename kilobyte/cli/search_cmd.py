@@ -53,6 +53,10 @@ def register(sub) -> None:
     p.add_argument("--max-flash", type=parse_size, default=None, metavar="SIZE",
                    help="tighten the device's Flash budget (weights + kernel code), e.g. 64KB")
     p.add_argument("--max-macs", type=float, default=None, metavar="M", help="at most M million MACs per inference")
+    p.add_argument("--max-latency", type=float, default=None, metavar="M",
+                   help="at most M million Cortex-M7 instructions per inference, by the latency model fitted on "
+                   "emulated counts (docs/benchmarks.md; a proxy for time); with --patch the schedule is then "
+                   "chosen by instructions instead of MACs")
     p.add_argument("--minutes", type=float, default=PRESET_MINUTES,
                    help=f"time to plan for on 2 cores: scales epochs and generations (default {PRESET_MINUTES})")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
@@ -128,7 +132,10 @@ def config_from_args(args, device):
         if args.population < 4:
             raise KilobyteError("--population must be at least 4")
         evo = replace(evo, population=args.population, parents=max(2, args.population // 4))
+    if args.max_latency is not None and args.max_latency <= 0:
+        raise KilobyteError("--max-latency must be positive (million instructions)")
     return replace(base, max_macs=None if args.max_macs is None else int(args.max_macs * 1e6), data=args.data,
+                   max_instructions=None if args.max_latency is None else int(args.max_latency * 1e6),
                    seed=args.seed, space_samples=args.space_samples, train_images=args.train_images,
                    training=replace(t, largest_epochs=epochs[0], supernet_epochs=epochs[1]),
                    finetune_epochs=epochs[2], evolution=evo, random_baseline=args.random_baseline,
@@ -188,6 +195,8 @@ def _print_report(r: dict) -> None:
         *_patch_rows(r),
         (f"Flash ({r['memory']})", kb(r["flash_bytes"])),
         ("MACs", f"{r['macs'] / 1e6:.2f} M"),
+        *([("Cortex-M7 instructions (model)", f"{r['planned']['instructions'] / 1e6:.2f} M")]
+          if "instructions" in r.get("planned", {}) else []),
         ("evaluations", f"{r['evaluations']} subnets (search accuracy {r['search_accuracy'] * 100:.1f} %)"),
     ]
     if r.get("random_search"):

@@ -46,6 +46,7 @@ class Budget:
     max_macs: int | None = None
     count_input: bool = False
     sram_reserve: int = 0
+    max_instructions: int | None = None  # emulated Cortex-M instructions per inference (`schedule.latency`)
 
     def sram_of(self, r: Resources) -> int:
         return r.arena_bytes + (r.input_bytes if self.count_input else 0) + self.sram_reserve
@@ -98,10 +99,11 @@ class ResourceEvaluator:
     run in."""
 
     def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000,
-                 core: str | None = None):
+                 core: str | None = None, latency_core: str | None = None):
         self.space = space
         self.options = options or PlanOptions()
         self.core = core
+        self.latency_core = latency_core  # with a budget's max_instructions: the latency model's core
         self.patch = self.options.patch == "auto"
         self.code_floor = code_lower_bound(ALWAYS_CALLED, self.options.kernels, core)
         self.cache_size = cache_size
@@ -154,26 +156,63 @@ class ResourceEvaluator:
         the fewest-MAC patch stage whose arena fits —, or None if it does not fit `budget`."""
         if not self.patch:
             r = self.evaluate(arch)
-            return r if budget.admits(r) else None
+            ok = budget.admits(r) and (budget.max_instructions is None
+                                       or self.instructions(arch, budget) <= budget.max_instructions)
+            return r if ok else None
         fit = self._fit(arch, budget)
-        return fit.resources if fit is not None and budget.admits(fit.resources) else None
+        if fit is None or not budget.admits(fit.resources):
+            return None
+        if budget.max_instructions is not None and self.instructions(arch, budget) > budget.max_instructions:
+            return None
+        return fit.resources
+
+    def instructions(self, arch: Arch, budget: Budget) -> int:
+        """Emulated Cortex-M instructions of one inference of `arch` with the schedule `fitting` gives it for
+        `budget` (the fitted per-layer model, `schedule.latency`, of `latency_core`: Cortex-M7 by default)."""
+        from ..schedule.latency import estimate_instructions
+
+        key = ("instructions", arch.key(), self._limit(arch, budget))
+        if key not in self._fitted:
+            options = replace(self.options, patch=self.schedule(arch, budget) if self.patch else self.options.patch)
+            _remember(self._fitted, key, estimate_instructions(self.graph(arch), options,
+                                                               core=self._latency_core()).total, self.cache_size)
+        return self._fitted[key]
+
+    def _latency_core(self) -> str:
+        return self.latency_core or "cortex-m7"  # the core the shipped model is fitted on
 
     def schedule(self, arch: Arch, budget: Budget) -> tuple[int, int] | None:
         """The patch stage (n_nodes, grid) `fitting` runs `arch` with for `budget`; None: per layer (or no fit)."""
         if not self.patch:
             return None
         fit = self._fit(arch, budget)
-        return None if fit is None else fit.pair
+        return None if fit is None else fit.patch
+
+    def _limit(self, arch: Arch, budget: Budget) -> int:
+        """The arena bytes `budget` leaves `arch` (its SRAM minus the input buffer and the stack reserve)."""
+        return budget.sram_bytes - budget.sram_reserve - (
+            self.space.in_channels * arch.resolution ** 2 if budget.count_input else 0)
 
     def _fit(self, arch: Arch, budget: Budget) -> PatchFit | None:
-        limit = budget.sram_bytes - budget.sram_reserve - (
-            self.space.in_channels * arch.resolution ** 2 if budget.count_input else 0)
-        key = (arch.key(), limit)
+        """The fewest-cost schedule whose arena fits: MACs, or the latency model's instructions when the budget
+        caps them (MCUNetV2: "minimal computation/latency")."""
+        limit = self._limit(arch, budget)
+        latency = budget.max_instructions is not None
+        key = (arch.key(), limit, latency)
         if key in self._fitted:
             self._fitted.move_to_end(key)
             return self._fitted[key]
-        fit = None if limit <= 0 else fit_patch(self.graph(arch), limit, replace(self.options, patch=None),
-                                                core=self.core)
+        fit = None
+        if limit > 0:
+            graph, options = self.graph(arch), replace(self.options, patch=None)
+            cost = None
+            if latency:
+                from ..schedule.latency import estimate_instructions
+
+                def cost(c):
+                    return estimate_instructions(graph, replace(options, patch=c.patch),
+                                                 core=self._latency_core()).total
+            fit = fit_patch(graph, limit, options, core=self.core, cost=cost)
         self.planned += 1
         _remember(self._fitted, key, fit, self.cache_size)
         return fit

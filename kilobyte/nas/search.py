@@ -41,6 +41,7 @@ from .supernet_train import SupernetTraining
 
 
 PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
+LATENCY_CORE = "cortex-m7"  # the core the shipped latency model is fitted on
 PATCH_RD_STAGES = 2  # the stages a patch stage can cover (at 1/4 and 1/8 of the input) may redistribute
 
 
@@ -72,6 +73,7 @@ class SearchConfig:
     random_baseline: bool = False
     kernels: str = "portable"
     patch: bool = False  # MCUNetV2's joint search: patch schedules, per-stage widths, RD, wider resolutions
+    max_instructions: int | None = None  # emulated Cortex-M7 instructions per inference (the fitted latency model)
 
     def settings(self) -> dict:
         return json.loads(json.dumps(asdict(self)))
@@ -111,7 +113,16 @@ def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int
 
 
 def _budget(config: SearchConfig) -> Budget:
-    return device_budget(config.sram_bytes, config.flash_bytes, config.max_macs)
+    from dataclasses import replace
+
+    return replace(device_budget(config.sram_bytes, config.flash_bytes, config.max_macs),
+                   max_instructions=config.max_instructions)
+
+
+def evaluator(config: SearchConfig, space: MBSpace, core: str | None) -> ResourceEvaluator:
+    """The search's resource evaluator: the plan options of `_plan_options`, Flash for `core`, instructions by the
+    Cortex-M7 latency model (`schedule.latency`; fitted on Cortex-M7 counts, the unit `--max-latency` is in)."""
+    return ResourceEvaluator(space, _plan_options(config), core=core, latency_core=LATENCY_CORE)
 
 
 def load_split(config: SearchConfig):
@@ -213,7 +224,7 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
     from .parallel import ScorerSpec, open_fitness
 
     cfg = ctx.config
-    resources = ResourceEvaluator(space, _plan_options(cfg), core=_core(ctx))
+    resources = evaluator(cfg, space, _core(ctx))
     budget = _budget(cfg)
     spec = ScorerSpec.of(net, calib_x, val_x, val_y)
     total = cfg.evolution.population * (cfg.evolution.generations + 1)
@@ -275,7 +286,7 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
 
     ctx.log("[5/5] int8, plan, C library, verification against TFLite Micro ...")
     device = ctx.device or get_device(ctx.config.device)
-    resources = ResourceEvaluator(space, _plan_options(ctx.config), core=device.core)
+    resources = evaluator(ctx.config, space, device.core)
     options = compile_options(ctx.config, resources, arch)
     result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
                            progress=ctx.progress)
@@ -283,6 +294,8 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
                          "flash_bytes": planned.flash_bytes, "input_bytes": planned.input_bytes}
+    if ctx.config.max_instructions is not None:
+        result["planned"]["instructions"] = resources.instructions(arch, budget)
     result["patch"] = None
     if ctx.config.patch:
         from dataclasses import replace
