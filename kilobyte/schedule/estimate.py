@@ -25,7 +25,7 @@ from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
 from ..transforms.fuse_activation import can_fuse
 from .flash import WEIGHTED_OPS, code_bytes, generated_code
-from .plan import input_bytes, plan_macs, plan_steps
+from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
@@ -133,11 +133,15 @@ def estimate_resources(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, *, 
     >>> r.peak_bytes, r.arena_bytes, r.macs, r.families
     (2048, 2048, 36864, ('conv',))
     """
-    steps = plan_steps(graph, options)
+    return steps_resources(graph, plan_steps(graph, options), core)
+
+
+def steps_resources(graph: Graph, steps: PlanSteps, core: str | None = None) -> Resources:
+    """The `Resources` of planner steps already run (`plan.plan_steps`): what `estimate_resources` returns for them."""
     code = generated_code(graph, steps)
     return Resources(
         peak_bytes=steps.layout.peak, arena_bytes=steps.layout.arena.arena_bytes, scratch_bytes=steps.scratch_bytes,
         input_bytes=input_bytes(graph),
-        weight_bytes=constant_bytes(graph), code_bytes=code_bytes(code, options.kernels, core),
+        weight_bytes=constant_bytes(graph), code_bytes=code_bytes(code, steps.options.kernels, core),
         macs=plan_macs(graph, steps.draft.stage)[0], families=kernel_families(graph, steps),
         functions=tuple(sorted(code.functions)))

@@ -354,29 +354,40 @@ def candidate_cuts(graph: Graph, order: Sequence) -> list[int]:
 
 
 def _cuts(graph: Graph, order: Sequence) -> list[tuple[int, tuple[str, ...]]]:
-    """`candidate_cuts` with each cut's stage outputs."""
+    """`candidate_cuts` with each cut's stage outputs, in one pass over `order`: the prefixes `stage_nodes` accepts
+    whose stage outputs are one tensor smaller than the image. Once a node fails `_check_node` or is dead (its output
+    read by nothing), no longer prefix is a stage."""
+    nodes = [graph.node(x) if isinstance(x, str) else x for x in order]
+    readers: dict[str, int] = {}  # tensor -> nodes of `order` reading it
+    for node in nodes:
+        for t in set(node.inputs):
+            readers[t] = readers.get(t, 0) + 1
+    image = max(graph.tensors[t].shape[1] * graph.tensors[t].shape[2] for t in graph.inputs)
+    kept = set(graph.outputs)
+    made: set[str] = set()
+    crossing: dict[str, int] = {}  # stage tensors read after the prefix -> readers not yet in the prefix
     cuts = []
-    for n in range(1, len(order) + 1):
+    for n, node in enumerate(nodes, start=1):
+        out = node.outputs[0]
         try:
-            _, outputs = stage_nodes(graph, order, n)
+            _check_node(graph, node, made)
         except PatchStageError:
-            if _local_prefix_ends(graph, order, n):
-                break
-            continue
-        _, h, w, _ = graph.tensors[outputs[0]].shape
-        image = max(graph.tensors[t].shape[1] * graph.tensors[t].shape[2] for t in graph.inputs)
-        if len(outputs) == 1 and h * w < image:
-            cuts.append((n, outputs))
+            break
+        if not readers.get(out) and out not in kept:
+            break  # dead code: `stage_nodes` refuses every prefix holding it
+        made.add(out)
+        for t in set(node.inputs):
+            if t in crossing:
+                crossing[t] -= 1
+                if not crossing[t] and t not in kept:
+                    del crossing[t]
+        crossing[out] = readers.get(out, 0)
+        if len(crossing) == 1:
+            (t,) = crossing
+            _, h, w, _ = graph.tensors[t].shape
+            if h * w < image:
+                cuts.append((n, (t,)))
     return cuts
-
-
-def _local_prefix_ends(graph: Graph, order: Sequence, n: int) -> bool:
-    node = graph.node(order[n - 1]) if isinstance(order[n - 1], str) else order[n - 1]
-    try:
-        _check_node(graph, node, set(graph.tensors))
-    except PatchStageError:
-        return True
-    return False
 
 
 def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_OPTIONS,

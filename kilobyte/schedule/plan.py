@@ -127,12 +127,15 @@ class PlanSteps:
 
 
 # -- the steps --------------------------------------------------------------------------------------------------------
-def plan_steps(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> PlanSteps:
-    """Run the planner's steps up to the arena layout (no verification)."""
+def plan_steps(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, *, draft: StageDraft | None = None,
+               storage: Aliases | None = None, order: ReorderResult | None = None) -> PlanSteps:
+    """Run the planner's steps up to the arena layout (no verification). `draft`, `storage`, `order`: the values of
+    those steps for `options` when the caller already has them (`patch_fit` reuses one stage length's storage units
+    and order for every grid); they must be exactly what the steps would compute."""
     _check_options(options)
-    draft = draft_patch_stage(graph, options)
-    storage = storage_units(graph, draft, options)
-    order = execution_order(graph, draft, storage, options)
+    draft = draft or draft_patch_stage(graph, options)
+    storage = storage or storage_units(graph, draft, options)
+    order = order or execution_order(graph, draft, storage, options)
     life = lifetimes(graph, order.order, storage, draft.stage)
     scratch = size_scratch(graph, life, options)
     layout = lay_out_arena(life, scratch, draft.stage, options)

@@ -219,32 +219,48 @@ def greedy_order(model: _Model, start: _Start) -> list[int]:
 
 
 def lower_bound(model: _Model, start: _Start) -> int:
-    """Max over nodes after the prefix of the bytes every order holds while that node runs (module docstring)."""
+    """Max over nodes after the prefix of the bytes every order holds while that node runs (module docstring).
+
+    A unit is held at node v when one of its producers is an ancestor of v and (it is a graph output or) one of its
+    readers is v or a descendant: per unit, the nodes where that holds are one bitmask (descendants of its producers
+    AND ancestors-or-self of its readers), so the sums take one pass over units."""
     n = len(model.names)
     anc = [0] * n
     for v in range(n):  # graph order is topological
         for p in _bits(model.preds[v]):
             anc[v] |= anc[p] | 1 << p
     desc = [0] * n
-    for v in range(n):
-        for a in _bits(anc[v]):
-            desc[a] |= 1 << v
+    for v in range(n - 1, -1, -1):
+        for s in model.succs[v]:
+            desc[v] |= desc[s] | 1 << s
+    held_at = [0] * n  # bytes of the units every order holds while v runs
+    where = []  # per unit: the nodes that must hold it
+    todo = ((1 << n) - 1) & ~start.done
+    for u, size in enumerate(model.size):
+        after = 0
+        for p in _bits(model.prod[u]):
+            after |= desc[p]
+        before = (1 << n) - 1 if model.is_out[u] else 0
+        for c in _bits(model.cons[u] if not model.is_out[u] else 0):
+            before |= anc[c] | 1 << c
+        where.append(after & before)
+        for v in _bits(after & before & todo):
+            held_at[v] += size
     best = 0
-    for v in range(n):
-        if start.done >> v & 1:
-            continue
-        later = desc[v] | 1 << v
-        must = [u for u in range(len(model.size))
-                if model.prod[u] & anc[v] and (model.is_out[u] or model.cons[u] & later)]
-        uo, cands = model.out_unit[v], model.cand_units[v]
-        produce = model.scratch_reg[v] + (0 if uo in must or model.fuse[v] else model.size[uo])
+    for v in _bits(todo):
+        uo, cands, held = model.out_unit[v], model.cand_units[v], held_at[v]
+        out_held = where[uo] >> v & 1
+        produce = model.scratch_reg[v] + (0 if out_held or model.fuse[v] else model.size[uo])
         if model.fused_into[v] is not None:  # fused, the conv's output is never held and the residual is overwritten
             _, uy, ur = model.fused_into[v]
-            must, cands = [u for u in must if u != uy], (*cands, ur)
+            if where[uy] >> v & 1:
+                held -= model.size[uy]
+                out_held = out_held and uy != uo
+            cands = (*cands, ur)
         for u in cands:
-            if uo not in must and not model.is_out[u] and not model.cons[u] & desc[v]:
+            if not out_held and not model.is_out[u] and not model.cons[u] & desc[v]:
                 produce = min(produce, max(0, model.size[uo] - model.size[u]) + model.scratch_inp[v])
-        best = max(best, sum(model.size[u] for u in must) + produce)
+        best = max(best, held + produce)
     return best
 
 

@@ -142,3 +142,47 @@ def test_prefix_runs_first_and_its_steps_do_not_count():
     assert r.order[:2] == prefix
     live = analyze(g, r.order).live_bytes
     assert r.peak == max(live[2:])
+
+
+def _lower_bound_by_definition(model, start) -> int:
+    """`reorder.lower_bound` node by node, as its docstring defines it: per node, the units an ancestor produced and
+    the node or a descendant (or the graph's output) still reads, plus what the node itself adds."""
+    n = len(model.names)
+    anc = [0] * n
+    for v in range(n):
+        for p in range(n):
+            if model.preds[v] >> p & 1:
+                anc[v] |= anc[p] | 1 << p
+    desc = [sum(1 << w for w in range(n) if anc[w] >> v & 1) for v in range(n)]
+    best = 0
+    for v in range(n):
+        if start.done >> v & 1:
+            continue
+        must = [u for u in range(len(model.size))
+                if model.prod[u] & anc[v] and (model.is_out[u] or model.cons[u] & (desc[v] | 1 << v))]
+        uo, cands = model.out_unit[v], model.cand_units[v]
+        produce = model.scratch_reg[v] + (0 if uo in must or model.fuse[v] else model.size[uo])
+        if model.fused_into[v] is not None:
+            _, uy, ur = model.fused_into[v]
+            must, cands = [u for u in must if u != uy], (*cands, ur)
+        for u in cands:
+            if uo not in must and not model.is_out[u] and not model.cons[u] & desc[v]:
+                produce = min(produce, max(0, model.size[uo] - model.size[u]) + model.scratch_inp[v])
+        best = max(best, sum(model.size[u] for u in must) + produce)
+    return best
+
+
+def test_lower_bound_equals_its_definition_on_random_nets():
+    from random_nets import random_graph
+
+    from kilobyte.schedule.reorder import _Model, _start, lower_bound
+
+    for seed in range(30):
+        g = random_graph(seed)
+        names = [n.name for n in g.nodes]
+        for options in (PlanOptions(), PlanOptions(inplace_add=False, fuse_add=False), PlanOptions(kernels="dsp")):
+            for k in (k for k in (0, 1, 3) if k <= len(names)):
+                pinned = frozenset(g.node(x).outputs[0] for x in names[:k])
+                model = _Model(g, options, pinned)
+                start = _start(model, tuple(range(k)))
+                assert lower_bound(model, start) == _lower_bound_by_definition(model, start)
