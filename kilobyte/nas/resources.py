@@ -127,6 +127,17 @@ class ResourceEvaluator:
         _remember(self._cache, key, result, self.cache_size)
         return result
 
+    def per_layer(self, arch: Arch) -> Resources:
+        """`arch`'s figures without a patch stage (the least Flash and MACs it can have; `evaluate` in per-layer
+        mode)."""
+        if not self.patch:
+            return self.evaluate(arch)
+        key = ("per-layer", arch.key())
+        if key not in self._fitted:
+            _remember(self._fitted, key, estimate_resources(self.graph(arch), replace(self.options, patch=None),
+                                                            core=self.core), self.cache_size)
+        return self._fitted[key]
+
     def cached(self, arch: Arch) -> Resources | None:
         """`arch`'s figures if it has been planned already, else None (never plans)."""
         return self._cache.get(arch.key())
