@@ -11,8 +11,8 @@ Then, for every joint winner with a patch stage: the MAC overhead of its searche
 with the default, unredistributed first stages (every kernel-1 slot back to a 3x3 depthwise, the MB1 block's
 depthwise back), each with its fewest-MAC patch schedule at the same SRAM limit.
 
-    python bench/bench_joint.py [--seeds 3] [--device NUCLEO-F446RE] [--max-sram 16KB] [--minutes 3]
-                                [--space-samples 100] [--out /tmp/bench-joint]
+    python bench/bench_joint.py [--seeds 3] [--device stm32f410] [--max-sram 16KB] [--minutes 3]
+                                [--space-samples 50] [--out /tmp/bench-joint]
 
 Writes bench/results/joint_search.json and prints a markdown table.
 """
@@ -96,12 +96,12 @@ def overhead_pair(report: dict, args) -> dict | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--device", default="NUCLEO-F446RE")
+    ap.add_argument("--device", default="stm32f410")
     ap.add_argument("--max-sram", default="16KB")
     ap.add_argument("--max-flash", default=None)
     ap.add_argument("--data", default="mnist")
     ap.add_argument("--minutes", type=float, default=3)
-    ap.add_argument("--space-samples", type=int, default=100)
+    ap.add_argument("--space-samples", type=int, default=50)
     ap.add_argument("--out", default="/tmp/bench-joint")
     args = ap.parse_args()
     runs = []
