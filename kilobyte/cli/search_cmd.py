@@ -78,8 +78,9 @@ def register(sub) -> None:
     adv.add_argument("--generations", type=int, default=None, help="evolution generations")
     adv.add_argument("--epochs", default=None, metavar="L,S,F",
                      help="epochs for the largest network, the supernet and the fine-tuning, e.g. 8,8,10")
-    adv.add_argument("--space-samples", type=int, default=1000,
-                     help="networks sampled per (width, resolution) in space optimisation (default 1000)")
+    adv.add_argument("--space-samples", type=int, default=None,
+                     help="networks sampled per (width, resolution) in space optimisation (default 1000; 200 with "
+                     "--patch, whose candidates each try every patch schedule)")
     adv.add_argument("--train-images", type=int, default=None, help="use at most this many training images")
     adv.add_argument("--random-baseline", action="store_true",
                      help="also run random search with as many evaluations, and report it")
@@ -102,6 +103,9 @@ def register(sub) -> None:
                     help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
+
+
+PATCH_SPACE_SAMPLES = 200
 
 
 def config_from_args(args, device):
@@ -136,7 +140,8 @@ def config_from_args(args, device):
         raise KilobyteError("--max-latency must be positive (million instructions)")
     return replace(base, max_macs=None if args.max_macs is None else int(args.max_macs * 1e6), data=args.data,
                    max_instructions=None if args.max_latency is None else int(args.max_latency * 1e6),
-                   seed=args.seed, space_samples=args.space_samples, train_images=args.train_images,
+                   seed=args.seed, train_images=args.train_images,
+                   space_samples=args.space_samples or (PATCH_SPACE_SAMPLES if args.patch else base.space_samples),
                    training=replace(t, largest_epochs=epochs[0], supernet_epochs=epochs[1]),
                    finetune_epochs=epochs[2], evolution=evo, random_baseline=args.random_baseline,
                    kernels=args.kernels, patch=args.patch)
