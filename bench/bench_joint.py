@@ -65,9 +65,9 @@ def overhead_pair(report: dict, args) -> dict | None:
     from dataclasses import replace
 
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.schedule.estimate import estimate_resources
     from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
     from kilobyte.nas.space import Arch
+    from kilobyte.schedule.estimate import estimate_resources
     from kilobyte.targets.devices import get_device
 
     if report.get("patch") is None:

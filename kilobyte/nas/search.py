@@ -39,7 +39,6 @@ from .space_opt import optimize_space, require_fit, write_report
 from .store import SearchStore
 from .supernet_train import SupernetTraining
 
-
 PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
 LATENCY_CORE = "cortex-m7"  # the core the shipped latency model is fitted on
 PATCH_RD_STAGES = 2  # the stages a patch stage can cover (at 1/4 and 1/8 of the input) may redistribute

@@ -28,7 +28,6 @@ from .plots import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, sram_lower_bound
 from .space import MBSpace, grid
 
-
 PATCH_MIN_SRAM_SAMPLES = 10
 
 
