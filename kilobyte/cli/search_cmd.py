@@ -53,6 +53,10 @@ def register(sub) -> None:
     p.add_argument("--max-flash", type=parse_size, default=None, metavar="SIZE",
                    help="tighten the device's Flash budget (weights + kernel code), e.g. 64KB")
     p.add_argument("--max-macs", type=float, default=None, metavar="M", help="at most M million MACs per inference")
+    p.add_argument("--max-latency", type=float, default=None, metavar="M",
+                   help="at most M million Cortex-M7 instructions per inference, by the latency model fitted on "
+                   "emulated counts (docs/benchmarks.md; a proxy for time); with --patch the schedule is then "
+                   "chosen by instructions instead of MACs")
     p.add_argument("--minutes", type=float, default=PRESET_MINUTES,
                    help=f"time to plan for on 2 cores: scales epochs and generations (default {PRESET_MINUTES})")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
@@ -64,13 +68,19 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
                    help="kernel set the plans are for (default portable)")
+    p.add_argument("--patch", action="store_true",
+                   help="MCUNetV2's joint search: every candidate runs with the patch schedule (first n layers "
+                   "patch by patch on a p x p grid) with the fewest MACs that fits the SRAM, or per layer; the space "
+                   "gains per-stage width multipliers 0.5/0.75/1, receptive-field redistribution in the first two "
+                   "stages and inputs up to 4x the data's size")
     adv = p.add_argument_group("search budget (defaults: the --minutes preset)")
     adv.add_argument("--population", type=int, default=None, help="evolution population")
     adv.add_argument("--generations", type=int, default=None, help="evolution generations")
     adv.add_argument("--epochs", default=None, metavar="L,S,F",
                      help="epochs for the largest network, the supernet and the fine-tuning, e.g. 8,8,10")
-    adv.add_argument("--space-samples", type=int, default=1000,
-                     help="networks sampled per (width, resolution) in space optimisation (default 1000)")
+    adv.add_argument("--space-samples", type=int, default=None,
+                     help="networks sampled per (width, resolution) in space optimisation (default 1000; 200 with "
+                     "--patch, whose candidates each try every patch schedule)")
     adv.add_argument("--train-images", type=int, default=None, help="use at most this many training images")
     adv.add_argument("--random-baseline", action="store_true",
                      help="also run random search with as many evaluations, and report it")
@@ -93,6 +103,9 @@ def register(sub) -> None:
                     help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
+
+
+PATCH_SPACE_SAMPLES = 200
 
 
 def config_from_args(args, device):
@@ -123,11 +136,15 @@ def config_from_args(args, device):
         if args.population < 4:
             raise KilobyteError("--population must be at least 4")
         evo = replace(evo, population=args.population, parents=max(2, args.population // 4))
+    if args.max_latency is not None and args.max_latency <= 0:
+        raise KilobyteError("--max-latency must be positive (million instructions)")
     return replace(base, max_macs=None if args.max_macs is None else int(args.max_macs * 1e6), data=args.data,
-                   seed=args.seed, space_samples=args.space_samples, train_images=args.train_images,
+                   max_instructions=None if args.max_latency is None else int(args.max_latency * 1e6),
+                   seed=args.seed, train_images=args.train_images,
+                   space_samples=args.space_samples or (PATCH_SPACE_SAMPLES if args.patch else base.space_samples),
                    training=replace(t, largest_epochs=epochs[0], supernet_epochs=epochs[1]),
                    finetune_epochs=epochs[2], evolution=evo, random_baseline=args.random_baseline,
-                   kernels=args.kernels)
+                   kernels=args.kernels, patch=args.patch)
 
 
 def run(args) -> int:
@@ -143,6 +160,8 @@ def run(args) -> int:
         raise KilobyteError("search needs a --device (see `kilobyte devices`)")
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if args.strategy == "unas":
+        if args.patch:
+            raise KilobyteError("--patch is for the TinyNAS strategy (μNAS's small CNNs run per layer)")
         return _run_unas(args, device, workers)
     config = config_from_args(args, device)
     quiet = args.json
@@ -157,6 +176,19 @@ def run(args) -> int:
     return 0 if report["fits"] else 2
 
 
+def _patch_rows(r: dict) -> list[tuple[str, str]]:
+    """The joint search's rows: the patch schedule, the per-layer vs patch peak, the MAC overhead."""
+    if "per_layer_peak_bytes" not in r.get("planned", {}):
+        return []
+    p = r.get("patch")
+    per_layer = f"per-layer peak {kb(r['planned']['per_layer_peak_bytes'])}"
+    if p is None:
+        return [("patch schedule", f"none: runs per layer ({per_layer})")]
+    return [("patch schedule", f"first {p['n_nodes']} layers on {p['grid']}x{p['grid']} patches, input patch "
+             f"{p['input_patch']}x{p['input_patch']}, +{p['mac_overhead'] * 100:.1f} % MACs  ({per_layer} -> "
+             f"{kb(r['planned']['peak_bytes'])})")]
+
+
 def _print_report(r: dict) -> None:
     rows = [
         ("space (width, resolution)", f"w{r['space']['width']:g}, r{r['space']['resolution']}"),
@@ -165,8 +197,11 @@ def _print_report(r: dict) -> None:
          f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %"),
         ("bit-exact C == reference == TFLM", "yes" if r["bit_exact"] else "NO"),
         (f"SRAM ({r['memory']})", f"{kb(r['sram_bytes'])}  (planned peak {kb(r['planned']['peak_bytes'])})"),
+        *_patch_rows(r),
         (f"Flash ({r['memory']})", kb(r["flash_bytes"])),
         ("MACs", f"{r['macs'] / 1e6:.2f} M"),
+        *([("Cortex-M7 instructions (model)", f"{r['planned']['instructions'] / 1e6:.2f} M")]
+          if "instructions" in r.get("planned", {}) else []),
         ("evaluations", f"{r['evaluations']} subnets (search accuracy {r['search_accuracy'] * 100:.1f} %)"),
     ]
     if r.get("random_search"):

@@ -116,10 +116,13 @@ class _Run:
     def _commit(self, generation: int, idx: int, arch: Arch, accuracy: float, seconds: float) -> None:
         if self.store is None:
             return
-        r = self.resources.evaluate(arch)
+        r = self.resources.fitting(arch, self.budget) or self.resources.evaluate(arch)
+        figures = {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes, "flash_bytes": r.flash_bytes,
+                   "macs": r.macs}
+        if self.resources.patch:
+            figures["patch"] = self.resources.schedule(arch, self.budget)
         self.store.add(Evaluation(self.phase, generation, idx, arch.dumps(), repr(arch.key()), self.seed, accuracy,
-                                  {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes,
-                                   "flash_bytes": r.flash_bytes, "macs": r.macs}, seconds))
+                                  figures, seconds))
 
     def _notify(self, arch: Arch, accuracy: float, generation: int) -> None:
         if self.on_result is not None:

@@ -19,11 +19,12 @@ Searches ask this hundreds of thousands of times, so:
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..quant.quantize import int8_structure
 from ..schedule.estimate import Resources, estimate_resources
 from ..schedule.flash import code_lower_bound
+from ..schedule.patch_fit import PatchFit, fit_patch
 from ..schedule.plan_types import PlanOptions
 from .build import Network, build_graph, network
 from .space import Arch, MBSpace
@@ -45,6 +46,7 @@ class Budget:
     max_macs: int | None = None
     count_input: bool = False
     sram_reserve: int = 0
+    max_instructions: int | None = None  # emulated Cortex-M instructions per inference (`schedule.latency`)
 
     def sram_of(self, r: Resources) -> int:
         return r.arena_bytes + (r.input_bytes if self.count_input else 0) + self.sram_reserve
@@ -88,17 +90,30 @@ def layer_counts(net: Network) -> tuple[int, int]:
 
 class ResourceEvaluator:
     """Exact, cached resource figures of a space's candidates under one set of plan options, with Flash for `core`
-    (the device's; None: the largest of the calibrated cores)."""
+    (the device's; None: the largest of the calibrated cores).
+
+    With `options.patch == "auto"` (the joint search, `kilobyte search --patch`) a candidate's figures depend on the
+    budget: `fitting(arch, budget)` runs it with the schedule MCUNetV2 keeps — per layer, or the patch stage (n, p)
+    with the fewest MACs among those whose exact arena fits the SRAM (`schedule.patch_fit.fit_patch`) — and
+    `evaluate(arch)` gives the smallest-peak schedule (`make_plan(patch="auto")`), the least SRAM the network can
+    run in."""
 
     def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000,
-                 core: str | None = None):
+                 core: str | None = None, latency_core: str | None = None):
         self.space = space
         self.options = options or PlanOptions()
         self.core = core
+        self.latency_core = latency_core  # with a budget's max_instructions: the latency model's core
+        self.patch = self.options.patch == "auto"
         self.code_floor = code_lower_bound(ALWAYS_CALLED, self.options.kernels, core)
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, Resources] = OrderedDict()
+        self._fitted: OrderedDict[tuple, PatchFit | None] = OrderedDict()
         self.planned = 0  # candidates planned (cache misses), for benchmarks
+
+    def graph(self, arch: Arch):
+        """The int8 inference graph the figures are of (placeholder weights)."""
+        return int8_structure(build_graph(self.space, arch, verify=False), verify=False)
 
     def evaluate(self, arch: Arch) -> Resources:
         """SRAM, Flash and MACs of `arch` as `kilobyte compile` gives them (cached per network)."""
@@ -107,13 +122,21 @@ class ResourceEvaluator:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
-        graph = int8_structure(build_graph(self.space, arch, verify=False), verify=False)
-        result = estimate_resources(graph, self.options, core=self.core)
+        result = estimate_resources(self.graph(arch), self.options, core=self.core)
         self.planned += 1
-        self._cache[key] = result
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        _remember(self._cache, key, result, self.cache_size)
         return result
+
+    def per_layer(self, arch: Arch) -> Resources:
+        """`arch`'s figures without a patch stage (the least Flash and MACs it can have; `evaluate` in per-layer
+        mode)."""
+        if not self.patch:
+            return self.evaluate(arch)
+        key = ("per-layer", arch.key())
+        if key not in self._fitted:
+            _remember(self._fitted, key, estimate_resources(self.graph(arch), replace(self.options, patch=None),
+                                                            core=self.core), self.cache_size)
+        return self._fitted[key]
 
     def cached(self, arch: Arch) -> Resources | None:
         """`arch`'s figures if it has been planned already, else None (never plans)."""
@@ -130,13 +153,86 @@ class ResourceEvaluator:
         weights, macs = layer_counts(net)
         if weights + self.code_floor > budget.flash_bytes:
             return False
-        if self.options.patch is None:  # a patch stage adds MACs and beats the per-layer bound
-            if budget.max_macs is not None and macs > budget.max_macs:
-                return False
-            extra = (net.in_channels * net.resolution ** 2 if budget.count_input else 0) + budget.sram_reserve
-            if sram_lower_bound(net) + extra > budget.sram_bytes:
-                return False
-        return budget.admits(self.evaluate(arch))
+        if budget.max_macs is not None and macs > budget.max_macs:  # a patch stage only adds MACs
+            return False
+        extra = (net.in_channels * net.resolution ** 2 if budget.count_input else 0) + budget.sram_reserve
+        if not self.patch and sram_lower_bound(net) + extra > budget.sram_bytes:  # a patch stage beats the bound
+            return False
+        if extra > budget.sram_bytes:
+            return False
+        return self.fitting(arch, budget) is not None
+
+    def fitting(self, arch: Arch, budget: Budget) -> Resources | None:
+        """`arch`'s figures under the schedule it would be compiled with for `budget` — per layer, or (patch mode)
+        the fewest-MAC patch stage whose arena fits —, or None if it does not fit `budget`."""
+        if not self.patch:
+            r = self.evaluate(arch)
+            ok = budget.admits(r) and (budget.max_instructions is None
+                                       or self.instructions(arch, budget) <= budget.max_instructions)
+            return r if ok else None
+        fit = self._fit(arch, budget)
+        if fit is None or not budget.admits(fit.resources):
+            return None
+        if budget.max_instructions is not None and self.instructions(arch, budget) > budget.max_instructions:
+            return None
+        return fit.resources
+
+    def instructions(self, arch: Arch, budget: Budget) -> int:
+        """Emulated Cortex-M instructions of one inference of `arch` with the schedule `fitting` gives it for
+        `budget` (the fitted per-layer model, `schedule.latency`, of `latency_core`: Cortex-M7 by default)."""
+        from ..schedule.latency import estimate_instructions
+
+        key = ("instructions", arch.key(), self._limit(arch, budget))
+        if key not in self._fitted:
+            options = replace(self.options, patch=self.schedule(arch, budget) if self.patch else self.options.patch)
+            _remember(self._fitted, key, estimate_instructions(self.graph(arch), options,
+                                                               core=self._latency_core()).total, self.cache_size)
+        return self._fitted[key]
+
+    def _latency_core(self) -> str:
+        return self.latency_core or "cortex-m7"  # the core the shipped model is fitted on
+
+    def schedule(self, arch: Arch, budget: Budget) -> tuple[int, int] | None:
+        """The patch stage (n_nodes, grid) `fitting` runs `arch` with for `budget`; None: per layer (or no fit)."""
+        if not self.patch:
+            return None
+        fit = self._fit(arch, budget)
+        return None if fit is None else fit.patch
+
+    def _limit(self, arch: Arch, budget: Budget) -> int:
+        """The arena bytes `budget` leaves `arch` (its SRAM minus the input buffer and the stack reserve)."""
+        return budget.sram_bytes - budget.sram_reserve - (
+            self.space.in_channels * arch.resolution ** 2 if budget.count_input else 0)
+
+    def _fit(self, arch: Arch, budget: Budget) -> PatchFit | None:
+        """The fewest-cost schedule whose arena fits: MACs, or the latency model's instructions when the budget
+        caps them (MCUNetV2: "minimal computation/latency")."""
+        limit = self._limit(arch, budget)
+        latency = budget.max_instructions is not None
+        key = (arch.key(), limit, latency)
+        if key in self._fitted:
+            self._fitted.move_to_end(key)
+            return self._fitted[key]
+        fit = None
+        if limit > 0:
+            graph, options = self.graph(arch), replace(self.options, patch=None)
+            cost = None
+            if latency:
+                from ..schedule.latency import estimate_instructions
+
+                def cost(c):
+                    return estimate_instructions(graph, replace(options, patch=c.patch),
+                                                 core=self._latency_core()).total
+            fit = fit_patch(graph, limit, options, core=self.core, cost=cost)
+        self.planned += 1
+        _remember(self._fitted, key, fit, self.cache_size)
+        return fit
+
+
+def _remember(cache: OrderedDict, key, value, size: int) -> None:
+    cache[key] = value
+    if len(cache) > size:
+        cache.popitem(last=False)
 
 
 def sram_lower_bound(net: Network) -> int:

@@ -39,6 +39,10 @@ from .space_opt import optimize_space, require_fit, write_report
 from .store import SearchStore
 from .supernet_train import SupernetTraining
 
+PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
+LATENCY_CORE = "cortex-m7"  # the core the shipped latency model is fitted on
+PATCH_RD_STAGES = 2  # the stages a patch stage can cover (at 1/4 and 1/8 of the input) may redistribute
+
 
 class SearchError(KilobyteError):
     """A search that cannot run as asked (bad data, settings)."""
@@ -67,14 +71,21 @@ class SearchConfig:
     finetune_lr: float = 0.1  # the recipe's peak rate, from inherited weights
     random_baseline: bool = False
     kernels: str = "portable"
+    patch: bool = False  # MCUNetV2's joint search: patch schedules, per-stage widths, RD, wider resolutions
+    max_instructions: int | None = None  # emulated Cortex-M7 instructions per inference (the fitted latency model)
 
     def settings(self) -> dict:
         return json.loads(json.dumps(asdict(self)))
 
 
-def data_resolutions(native: int) -> tuple[int, ...]:
-    """Input resolutions searched for images of side `native`: from about half to 1.5x, in steps of 4 pixels."""
+def data_resolutions(native: int, wide: bool = False) -> tuple[int, ...]:
+    """Input resolutions searched for images of side `native`: from about half to 1.5x, in steps of 4 pixels; `wide`
+    (the joint search, whose patch stage lets larger inputs fit): up to 4x, in steps of 8 pixels (MCUNetV2 widens
+    ImageNet's range to 96-256)."""
     lo = max(8, int(math.ceil(native * 0.5 / 4) * 4))
+    if wide:
+        hi = max(lo, int(native * 4 // 8 * 8))
+        return tuple(range(lo, hi + 1, 8))
     hi = max(lo, int(native * 1.5 // 4 * 4))
     return tuple(range(lo, hi + 1, 4))
 
@@ -92,12 +103,25 @@ class SearchContext:
 
 
 def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int) -> MBSpace:
+    resolutions = tuple(config.resolutions or data_resolutions(native, wide=config.patch))
+    if config.patch:  # MCUNetV2's genome: per-stage widths and receptive-field redistribution (space.py)
+        return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
+                       resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES)
     return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                   resolutions=tuple(config.resolutions or data_resolutions(native)))
+                   resolutions=resolutions)
 
 
 def _budget(config: SearchConfig) -> Budget:
-    return device_budget(config.sram_bytes, config.flash_bytes, config.max_macs)
+    from dataclasses import replace
+
+    return replace(device_budget(config.sram_bytes, config.flash_bytes, config.max_macs),
+                   max_instructions=config.max_instructions)
+
+
+def evaluator(config: SearchConfig, space: MBSpace, core: str | None) -> ResourceEvaluator:
+    """The search's resource evaluator: the plan options of `_plan_options`, Flash for `core`, instructions by the
+    Cortex-M7 latency model (`schedule.latency`; fitted on Cortex-M7 counts, the unit `--max-latency` is in)."""
+    return ResourceEvaluator(space, _plan_options(config), core=core, latency_core=LATENCY_CORE)
 
 
 def load_split(config: SearchConfig):
@@ -155,9 +179,20 @@ def _core(ctx: SearchContext) -> str | None:
 
 
 def _plan_options(config: SearchConfig):
+    """The options candidates are evaluated with: per layer, or with `--patch` "auto" without a MAC limit (the
+    evaluator picks each candidate's fewest-MAC patch schedule that fits; `ResourceEvaluator`)."""
     from ..schedule.plan_types import PlanOptions
 
+    if config.patch:
+        return PlanOptions(kernels=config.kernels, patch="auto", max_mac_overhead=None)
     return PlanOptions(kernels=config.kernels)
+
+
+def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Arch):
+    """The plan options the winner is compiled with: its patch schedule for the budget (or per layer)."""
+    from dataclasses import replace
+
+    return replace(_plan_options(config), patch=resources.schedule(arch, _budget(config)))
 
 
 # -- 2. supernet -------------------------------------------------------------------------------------------------------
@@ -188,7 +223,7 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
     from .parallel import ScorerSpec, open_fitness
 
     cfg = ctx.config
-    resources = ResourceEvaluator(space, _plan_options(cfg), core=_core(ctx))
+    resources = evaluator(cfg, space, _core(ctx))
     budget = _budget(cfg)
     spec = ScorerSpec.of(net, calib_x, val_x, val_y)
     total = cfg.evolution.population * (cfg.evolution.generations + 1)
@@ -250,12 +285,38 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
 
     ctx.log("[5/5] int8, plan, C library, verification against TFLite Micro ...")
     device = ctx.device or get_device(ctx.config.device)
-    result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", _plan_options(ctx.config),
-                           device, progress=ctx.progress)
-    planned = ResourceEvaluator(space, _plan_options(ctx.config), core=device.core).evaluate(arch)
+    resources = evaluator(ctx.config, space, device.core)
+    options = compile_options(ctx.config, resources, arch)
+    result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
+                           progress=ctx.progress)
+    budget = _budget(ctx.config)
+    planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
                          "flash_bytes": planned.flash_bytes, "input_bytes": planned.input_bytes}
+    if ctx.config.max_instructions is not None:
+        result["planned"]["instructions"] = resources.instructions(arch, budget)
+    result["patch"] = None
+    if ctx.config.patch:
+        from dataclasses import replace
+
+        from ..schedule.estimate import estimate_resources
+
+        per_layer = estimate_resources(resources.graph(arch), replace(options, patch=None), core=device.core)
+        result["planned"]["per_layer_peak_bytes"] = per_layer.peak_bytes
+        result["planned"]["per_layer_macs"] = per_layer.macs
+        result["patch"] = patch_report(ctx.out_dir / "model", per_layer.macs)
     return result
+
+
+def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
+    """The compiled library's patch stage as the report's `patch` key: {n_nodes, grid, input_patch, mac_overhead}
+    (extra MACs over the per-layer network's), or None when the winner runs per layer."""
+    manifest = json.loads((Path(model_dir) / "kilobyte.json").read_text())
+    stage = manifest.get("patch")
+    if not stage:
+        return None
+    return {"n_nodes": stage["n_nodes"], "grid": stage["grid"], "input_patch": stage["input_patch"],
+            "mac_overhead": (manifest["macs"] - per_layer_macs) / per_layer_macs}
 
 
 def deploy_module(module, resolution: int, fit, test, out_dir, options, device, name: str = "tinynas",

@@ -28,6 +28,8 @@ from .plots import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, sram_lower_bound
 from .space import MBSpace, grid
 
+PATCH_MIN_SRAM_SAMPLES = 10
+
 
 class NoSpaceFitsError(KilobyteError):
     """No sampled network of any configuration fits the budget."""
@@ -41,7 +43,9 @@ class ConfigStats:
     fitting: int
     mean_macs: float  # over fitting networks; 0 when none fits
     macs: tuple[int, ...]  # MACs of every fitting network, sorted (the CDF)
-    min_sram: int  # smallest SRAM (as the budget counts it) any sampled network needs
+    min_sram: int  # smallest SRAM (as the budget counts it) any sampled network needs (patch mode: an upper bound,
+    # the least of the PATCH_MIN_SRAM_SAMPLES samples with the smallest per-layer bound, each with its smallest-peak
+    # schedule)
     min_flash: int  # smallest Flash any sampled network needs
 
 
@@ -81,25 +85,30 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
     sub = ev.space.with_config(width, resolution)
     rng = np.random.default_rng(config_seed(seed, width, resolution))
     archs = [sub.sample(rng) for _ in range(samples)]
-    sram_bound = (lambda a: sram_lower_bound(network(ev.space, a))) if ev.options.patch is None else (lambda a: 0)
-    min_sram = _smallest(ev, archs, sram_bound, lambda r: r.arena_bytes)
-    min_flash = _smallest(ev, archs, ev.flash_lower_bound, lambda r: r.flash_bytes)
+    sram_bound = lambda a: sram_lower_bound(network(ev.space, a))  # noqa: E731
+    if ev.patch:  # no cheap bound holds under a patch stage, and a smallest-peak plan costs ~60 ms: plan a few
+        few = sorted(archs, key=sram_bound)[:PATCH_MIN_SRAM_SAMPLES]
+        min_sram = min((ev.evaluate(a) for a in few), key=lambda r: r.arena_bytes)
+    else:
+        min_sram = _smallest(ev, archs, sram_bound, lambda r: r.arena_bytes)
+    min_flash = _smallest(ev, archs, ev.flash_lower_bound, lambda r: r.flash_bytes, ev.per_layer)
     out = []
     for budget in budgets:
-        macs = sorted(ev.evaluate(a).macs for a in archs if ev.fits(a, budget))
+        macs = sorted(ev.fitting(a, budget).macs for a in archs if ev.fits(a, budget))
         out.append(ConfigStats(width, resolution, samples, len(macs), float(np.mean(macs)) if macs else 0.0,
                                tuple(macs), budget.sram_of(min_sram), min_flash.flash_bytes))
     return tuple(out)
 
 
-def _smallest(ev: ResourceEvaluator, archs, bound, measure) -> Resources:
+def _smallest(ev: ResourceEvaluator, archs, bound, measure, plan=None) -> Resources:
     """The planned figures of the sampled network with the least `measure` (peak SRAM or Flash), exactly: candidates
-    are planned in the order of their lower `bound`, stopping once the bound reaches the best found."""
+    are planned (by `plan`, default `ev.evaluate`) in the order of their lower `bound`, stopping once the bound
+    reaches the best found."""
     best = None
     for arch in sorted(archs, key=bound):
         if best is not None and bound(arch) >= measure(best):
             break
-        r = ev.evaluate(arch)
+        r = (plan or ev.evaluate)(arch)
         best = r if best is None or measure(r) < measure(best) else best
     return best
 
