@@ -87,15 +87,9 @@ def searched(seed: int, width: float, resolution: int):
         space = MBSpace(num_classes=10, in_channels=1, widths=(width,), resolutions=(resolution,))
         rng = np.random.default_rng(seed)
         arch = space.sample(rng)
-        net = network(space, arch)
-        layers = [net.stem, *(c for b in net.blocks for c in b.convs), net.head]
-        weights = []
-        for layer in layers:
-            shape = (1, layer.kernel, layer.kernel, layer.cout) if layer.depthwise else \
-                (layer.cout, layer.kernel, layer.kernel, layer.cin)
-            weights.append((rng.normal(0, 0.2, shape).astype(np.float32), rng.normal(0, 0.1, layer.cout)))
-        weights.append((rng.normal(0, 0.1, (10, net.head.cout)).astype(np.float32), np.zeros(10)))
-        graph = build_graph(space, arch, weights=iter(weights))
+        from latency_nets import random_weights
+
+        graph = build_graph(space, arch, weights=iter(random_weights(network(space, arch), rng)))
         calib = [rng.standard_normal((1, resolution, resolution, 1)).astype(np.float32) for _ in range(2)]
         return quantize(graph, calib)
     return build

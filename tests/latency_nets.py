@@ -26,7 +26,7 @@ class Candidate:
     input: np.ndarray  # int8, one image (flat)
 
 
-def _weights(net, rng):
+def random_weights(net, rng):
     """(OHWI weight, bias) per conv / depthwise / linear layer of `net`, in build_graph's order."""
     layers = [net.stem, *(c for b in net.blocks for c in b.convs), net.head]
     out = []
@@ -50,7 +50,7 @@ def candidate(seed: int, patch: bool) -> Candidate:
     width, resolution = float(rng.choice(WIDTHS)), int(rng.choice(RESOLUTIONS))
     space = MBSpace(num_classes=10, in_channels=channels, widths=(width,), resolutions=(resolution,))
     arch = space.sample(rng)
-    graph = build_graph(space, arch, weights=iter(_weights(network(space, arch), rng)))
+    graph = build_graph(space, arch, weights=iter(random_weights(network(space, arch), rng)))
     calib = [rng.standard_normal((1, resolution, resolution, channels)).astype(np.float32) for _ in range(2)]
     graph = quantize(graph, calib)
     stage = None
