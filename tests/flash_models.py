@@ -80,6 +80,8 @@ def random_net(seed: int, cut: str | None = None) -> tuple[Callable, object]:
 def searched(seed: int, width: float, resolution: int):
     """A network of the search space (tests/nas): random architecture and weights, calibrated and quantised."""
     def build():
+        from latency_nets import random_weights
+
         from kilobyte.nas.build import build_graph, network
         from kilobyte.nas.space import MBSpace
         from kilobyte.quant.quantize import quantize
@@ -87,8 +89,6 @@ def searched(seed: int, width: float, resolution: int):
         space = MBSpace(num_classes=10, in_channels=1, widths=(width,), resolutions=(resolution,))
         rng = np.random.default_rng(seed)
         arch = space.sample(rng)
-        from latency_nets import random_weights
-
         graph = build_graph(space, arch, weights=iter(random_weights(network(space, arch), rng)))
         calib = [rng.standard_normal((1, resolution, resolution, 1)).astype(np.float32) for _ in range(2)]
         return quantize(graph, calib)
