@@ -106,16 +106,17 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=3)
     ap.add_argument("--space-samples", type=int, default=50)
     ap.add_argument("--out", default="/tmp/bench-joint")
+    ap.add_argument("--results", default="joint_search.json", help="file name under bench/results/")
     ap.add_argument("--overhead-only", action="store_true",
                     help="recompute the MAC-overhead comparison of the joint winners in results/joint_search.json")
     args = ap.parse_args()
     if args.overhead_only:
-        stored = json.loads((RESULTS / "joint_search.json").read_text())
+        stored = json.loads((RESULTS / args.results).read_text())
         for row in stored["runs"]:
             if row["search"] == "joint":
                 row["overhead"] = overhead_pair({"patch": row["patch"], "budget": row["budget"],
                                                  "architecture": row["architecture"]}, args)
-        (RESULTS / "joint_search.json").write_text(json.dumps(stored, indent=1))
+        (RESULTS / args.results).write_text(json.dumps(stored, indent=1))
         _print(stored["runs"], stored["summary"])
         return
     runs = []
@@ -139,7 +140,7 @@ def main() -> None:
         summary[name] = {"mean": statistics.mean(acc), "stdev": statistics.stdev(acc) if len(acc) > 1 else 0.0}
     RESULTS.mkdir(exist_ok=True)
     out = {"settings": vars(args), "runs": runs, "summary": summary}
-    (RESULTS / "joint_search.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / args.results).write_text(json.dumps(out, indent=1))
     _print(runs, summary)
 
 
