@@ -36,11 +36,12 @@ def register(sub) -> None:
         "networks have the most MACs, train a weight-sharing supernet, evolve subnets under the device's SRAM and "
         "Flash (measured by the same planner that compiles the winner), fine-tune the winner, quantise it to int8, "
         "generate and verify the C library against TensorFlow Lite Micro, and report accuracy on a held-out test "
-        "split. --strategy unas runs μNAS instead: aging evolution with random scalarisation over a granular space "
-        "of small CNNs, every candidate trained (pruned during training by default), quantised and planned, and "
-        "reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate member inside "
-        "the --bounds is compiled and verified, and any member can be exported (--export N). Every evaluation is "
-        "committed to DIR/search.sqlite: a killed search continues with --resume.")
+        "split. --patch searches the network and its patch-based schedule together (MCUNetV2): larger inputs fit "
+        "the same SRAM. --strategy unas runs μNAS instead: aging evolution with random scalarisation over a "
+        "granular space of small CNNs, every candidate trained (pruned during training by default), quantised and "
+        "planned, and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate "
+        "member inside the --bounds is compiled and verified, and any member can be exported (--export N). Every "
+        "evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.")
     p.add_argument("--strategy", choices=("tinynas", "unas"), default="tinynas",
                    help="tinynas (default): a supernet searched for the device; unas: μNAS's Pareto search")
     add_device_arg(p, default="stm32f410")
