@@ -53,17 +53,33 @@ def run_search(args, seed: int, patch: bool) -> dict:
 
 
 def unredistributed(space, arch):
-    """`arch` with its first stages back to MbV2's default: kernel-1 slots (no depthwise) as 3x3 depthwise."""
+    """`arch` with receptive-field redistribution undone — the default MbV2-like first stages: every kernel-1 slot
+    (no depthwise) and the MB1 block back to a 3x3 depthwise, and the blocks RD moved out of the first `rd_stages`
+    stages (below the default space's least depth, 2) moved back from the stage after them (3x3, the stage's first
+    block's expand ratio)."""
     from dataclasses import replace
 
-    blocks = tuple(tuple((3 if k == 1 else k, e) for k, e in stage) for stage in arch.blocks)
-    return replace(arch, blocks=blocks, first_kernel=3)
+    from kilobyte.nas.space import MBSpace
+
+    default_least = min(MBSpace().stage_depths[0])
+    depths, blocks = list(arch.depths), [list(stage) for stage in arch.blocks]
+    blocks = [[(3 if k == 1 else k, e) for k, e in stage] for stage in blocks]
+    later = space.rd_stages
+    for s in range(space.rd_stages):
+        moved = max(0, default_least - depths[s])
+        moved = min(moved, depths[later] - default_least)
+        for i in range(depths[s], depths[s] + moved):
+            blocks[s][i] = (3, blocks[s][0][1])
+        depths[s] += moved
+        depths[later] -= moved
+    return replace(arch, depths=tuple(depths), blocks=tuple(tuple(stage) for stage in blocks), first_kernel=3)
 
 
 def overhead_pair(report: dict, args) -> dict | None:
     """The joint winner's MAC overhead vs the same network unredistributed, at the same peak: the winner with its
     fewest-MAC schedule under the budget, the unredistributed network with its fewest-MAC schedule whose arena is at
-    most the winner's (`fit_patch`); None for a winner without a patch stage."""
+    most the winner's (`fit_patch`; None when it has none); and each network's smallest-peak schedule (patch "auto",
+    no MAC limit) with its overhead. None for a winner without a patch stage."""
     from dataclasses import replace
 
     from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, evaluator, load_split
@@ -88,10 +104,13 @@ def overhead_pair(report: dict, args) -> dict | None:
         graph = ev.graph(a)
         base = estimate_resources(graph, options, core=device.core)
         chosen = fit_patch(graph, searched.arena_bytes, options, core=device.core)
+        smallest = estimate_resources(graph, replace(options, patch="auto", max_mac_overhead=None), core=device.core)
         rows[name] = {"description": a.describe(), "per_layer_macs": base.macs, "per_layer_peak": base.peak_bytes,
                       "schedule": None if chosen is None else chosen.patch,
                       "arena_bytes": None if chosen is None else chosen.resources.arena_bytes,
-                      "mac_overhead": None if chosen is None else (chosen.resources.macs - base.macs) / base.macs}
+                      "mac_overhead": None if chosen is None else (chosen.resources.macs - base.macs) / base.macs,
+                      "smallest_arena_bytes": smallest.arena_bytes,
+                      "smallest_mac_overhead": (smallest.macs - base.macs) / base.macs}
     rows["same_network"] = arch.key() == unredistributed(space, arch).key()
     return rows
 
@@ -161,10 +180,14 @@ def _print(runs, summary) -> None:
     for r in runs:
         if r.get("overhead"):
             o = r["overhead"]
-            print(f"seed {r['seed']}: MAC overhead searched {o['searched']['mac_overhead']} vs unredistributed "
-                  f"{o['unredistributed']['mac_overhead']} at arena <= {o['searched']['arena_bytes']} (schedules "
-                  f"{o['searched']['schedule']} / {o['unredistributed']['schedule']}; same network: "
-                  f"{o['same_network']})")
+            s, u = o["searched"], o["unredistributed"]
+            print(f"seed {r['seed']}: at arena <= {s['arena_bytes']:,} B: searched {s['schedule']} "
+                  f"+{s['mac_overhead'] * 100:.1f} % MACs, unredistributed "
+                  + ("no schedule" if u["schedule"] is None and u["mac_overhead"] is None else
+                     f"{u['schedule']} +{u['mac_overhead'] * 100:.1f} %")
+                  + f"; smallest peaks {s['smallest_arena_bytes']:,} B (+{s['smallest_mac_overhead'] * 100:.1f} %) vs "
+                  f"{u['smallest_arena_bytes']:,} B (+{u['smallest_mac_overhead'] * 100:.1f} %); same network: "
+                  f"{o['same_network']}")
 
 
 if __name__ == "__main__":
