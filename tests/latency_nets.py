@@ -1,5 +1,5 @@
 """Random int8 networks of the MBConv search space, with or without a patch stage, for the instruction-count model
-(kilobyte/schedule/latency.py): fitted on by bench/fit_latency.py, predicted by tests/schedule/test_latency.py.
+(kilobyte/schedule/latency.py): fitted on by bench/fit_latency.py, predicted by tests/schedule/test_latency_model.py.
 
 A candidate is drawn from a seed alone: 1 or 3 input channels, width 0.1-0.4, resolution 24-64, a random
 architecture of `MBSpace` (10 classes), random weights and biases (so every kernel takes its realistic paths),

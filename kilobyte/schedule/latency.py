@@ -29,7 +29,7 @@ Features per call (oh x ow output pixels, ih x iw input, k x k window, cin / cou
     row        rows (kb_add, kb_copy_channels: one call per row inside a patch stage)
 
 A function whose constants the shipped file lacks (no sample used it) is an error naming the node, never a guess.
-Costs about 50 µs of Python per layer with a 4x4 patch stage (`tests/schedule/test_latency.py`), so the search
+Costs about 50 µs of Python per layer with a 4x4 patch stage (`tests/schedule/test_latency_model.py`), so the search
 calls it per candidate and per patch schedule (n, p), with the `steps` it planned anyway.
 """
 
