@@ -97,6 +97,8 @@ CASES = [  # (name, pruned_conv kwargs): strides 1/2, same/valid, k 1/3/5, Cin o
     ("k3s1valid_c12", dict(k=3, cin=12, cout=5, sparsity=0.99)),
     ("k3s1same_c16_dense", dict(k=3, cin=16, cout=8, sparsity=0.0, act=Activation.RELU6)),
     ("k3s1same_c32_all_dead", dict(k=3, cin=32, cout=4, hw=(5, 5), sparsity=0.5, dead_filters=4)),
+    ("k3s1same_c1", dict(k=3, cin=1, cout=6, sparsity=0.4)),
+    ("k3s2same_c2", dict(k=3, stride=2, cin=2, cout=5, sparsity=0.5, dead_filters=1)),
 ]
 
 

@@ -63,7 +63,7 @@ CODE_BYTES = {
     ('cortex-m4', 'dsp'): {
         'conv': 19912, 'conv_add': 8612, 'depthwise': 5428, 'fc': 548, 'add': 772, 'pool': 740, 'mean': 696,
         'concat': 48, 'pad': 212, 'quantize': 404, 'softmax': 2760, 'elementwise': 720, 'lut': 76, 'movement': 480,
-        'resize': 488, 'transpose_conv': 944, 'sparse_conv': 3332, 'reshape': 256,
+        'resize': 488, 'transpose_conv': 944, 'sparse_conv': 3256, 'reshape': 256,
     },
     ('cortex-m7', 'portable'): {
         'conv': 3388, 'conv_add': 692, 'depthwise': 3292, 'fc': 568, 'add': 888, 'pool': 752, 'mean': 712,
@@ -73,7 +73,7 @@ CODE_BYTES = {
     ('cortex-m7', 'dsp'): {
         'conv': 19960, 'conv_add': 8608, 'depthwise': 5456, 'fc': 548, 'add': 888, 'pool': 752, 'mean': 712,
         'concat': 48, 'pad': 204, 'quantize': 360, 'softmax': 2800, 'elementwise': 748, 'lut': 76, 'movement': 484,
-        'resize': 480, 'transpose_conv': 956, 'sparse_conv': 3300, 'reshape': 256,
+        'resize': 480, 'transpose_conv': 956, 'sparse_conv': 3268, 'reshape': 256,
     },
     ('cortex-m55', 'portable'): {
         'conv': 3588, 'conv_add': 756, 'depthwise': 3404, 'fc': 552, 'add': 784, 'pool': 772, 'mean': 768,
@@ -83,7 +83,7 @@ CODE_BYTES = {
     ('cortex-m55', 'dsp'): {
         'conv': 20372, 'conv_add': 8696, 'depthwise': 5592, 'fc': 568, 'add': 784, 'pool': 772, 'mean': 768,
         'concat': 48, 'pad': 204, 'quantize': 380, 'softmax': 2896, 'elementwise': 712, 'lut': 88, 'movement': 476,
-        'resize': 472, 'transpose_conv': 968, 'sparse_conv': 3448, 'reshape': 256,
+        'resize': 472, 'transpose_conv': 968, 'sparse_conv': 3432, 'reshape': 256,
     },
 }
 
@@ -112,7 +112,7 @@ RUNTIME_SYMBOLS = {
         'kb_conv.c:widen_edge': 1110, 'kb_conv.c:widen_pixel': 288, 'kb_conv.c:widen_window': 2116,
         'kb_conv_1x1': 1686, 'kb_conv_1x1_add': 280, 'kb_conv_3x3': 66, 'kb_conv_add.c:add_of': 316,
         'kb_conv_add.c:conv_add_pairs': 3764, 'kb_conv_add.c:conv_add_wide': 1280, 'kb_conv_add.c:wide.0': 28,
-        'kb_conv_csr': 1284, 'kb_conv_fwcs': 772, 'kb_copy_channels': 46, 'kb_depthwise': 1162,
+        'kb_conv_csr': 708, 'kb_conv_fwcs': 254, 'kb_copy_channels': 46, 'kb_depthwise': 1162,
         'kb_depthwise.c:chan_at': 174, 'kb_depthwise.c:plane_load': 146, 'kb_depthwise_inplace': 562,
         'kb_depthwise_inplace_3x3': 2252, 'kb_depthwise_inplace_5x5': 546, 'kb_depthwise_inplace_7x7': 574,
         'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386, 'kb_dot_1x6_cols': 428,
@@ -121,7 +121,8 @@ RUNTIME_SYMBOLS = {
         'kb_pool.c:window_reduce': 264, 'kb_reduce_max': 288, 'kb_requantize_i8_u8': 174, 'kb_requantize_u8_i8': 226,
         'kb_resize_bilinear': 356, 'kb_resize_nearest': 130, 'kb_softmax': 558, 'kb_softmax.c:EXP_BARREL': 28,
         'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 228,
-        'kb_sparse_conv.c:fwcs_pair': 610, 'kb_sparse_conv.c:prepare_rq': 176, 'kb_sparse_conv.c:widen_fwcs': 486,
+        'kb_sparse_conv.c:fwcs_pair': 610, 'kb_sparse_conv.c:fwcs_pair_narrow': 616,
+        'kb_sparse_conv.c:prepare_rq': 176, 'kb_sparse_conv.c:widen_csr': 524, 'kb_sparse_conv.c:widen_fwcs': 362,
         'kb_strided_copy': 192, 'kb_sub': 24, 'kb_transpose_conv': 944, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672,
         'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
     },
@@ -149,7 +150,7 @@ RUNTIME_SYMBOLS = {
         'kb_conv.c:widen_edge': 1110, 'kb_conv.c:widen_pixel': 290, 'kb_conv.c:widen_window': 2134,
         'kb_conv_1x1': 1686, 'kb_conv_1x1_add': 274, 'kb_conv_3x3': 66, 'kb_conv_add.c:add_of': 310,
         'kb_conv_add.c:conv_add_pairs': 3764, 'kb_conv_add.c:conv_add_wide': 1284, 'kb_conv_add.c:wide.0': 28,
-        'kb_conv_csr': 1264, 'kb_conv_fwcs': 772, 'kb_copy_channels': 46, 'kb_depthwise': 1182,
+        'kb_conv_csr': 702, 'kb_conv_fwcs': 254, 'kb_copy_channels': 46, 'kb_depthwise': 1182,
         'kb_depthwise.c:chan_at': 170, 'kb_depthwise.c:plane_load': 144, 'kb_depthwise_inplace': 562,
         'kb_depthwise_inplace_3x3': 2246, 'kb_depthwise_inplace_5x5': 554, 'kb_depthwise_inplace_7x7': 588,
         'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386, 'kb_dot_1x6_cols': 428,
@@ -158,7 +159,8 @@ RUNTIME_SYMBOLS = {
         'kb_pool.c:window_reduce': 262, 'kb_reduce_max': 288, 'kb_requantize_i8_u8': 164, 'kb_requantize_u8_i8': 194,
         'kb_resize_bilinear': 348, 'kb_resize_nearest': 130, 'kb_softmax': 600, 'kb_softmax.c:EXP_BARREL': 28,
         'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 232,
-        'kb_sparse_conv.c:fwcs_pair': 610, 'kb_sparse_conv.c:prepare_rq': 168, 'kb_sparse_conv.c:widen_fwcs': 484,
+        'kb_sparse_conv.c:fwcs_pair': 610, 'kb_sparse_conv.c:fwcs_pair_narrow': 614,
+        'kb_sparse_conv.c:prepare_rq': 168, 'kb_sparse_conv.c:widen_csr': 540, 'kb_sparse_conv.c:widen_fwcs': 372,
         'kb_strided_copy': 194, 'kb_sub': 26, 'kb_transpose_conv': 956, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672,
         'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
     },
@@ -186,7 +188,7 @@ RUNTIME_SYMBOLS = {
         'kb_conv.c:widen_edge': 1016, 'kb_conv.c:widen_pixel': 290, 'kb_conv.c:widen_window': 2250,
         'kb_conv_1x1': 1732, 'kb_conv_1x1_add': 280, 'kb_conv_3x3': 66, 'kb_conv_add.c:add_of': 354,
         'kb_conv_add.c:conv_add_pairs': 3824, 'kb_conv_add.c:conv_add_wide': 1264, 'kb_conv_add.c:wide.0': 28,
-        'kb_conv_csr': 1310, 'kb_conv_fwcs': 780, 'kb_copy_channels': 46, 'kb_depthwise': 1216,
+        'kb_conv_csr': 740, 'kb_conv_fwcs': 260, 'kb_copy_channels': 46, 'kb_depthwise': 1216,
         'kb_depthwise.c:chan_at': 192, 'kb_depthwise.c:plane_load': 146, 'kb_depthwise_inplace': 562,
         'kb_depthwise_inplace_3x3': 2256, 'kb_depthwise_inplace_5x5': 592, 'kb_depthwise_inplace_7x7': 624,
         'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386, 'kb_dot_1x6_cols': 428,
@@ -195,7 +197,8 @@ RUNTIME_SYMBOLS = {
         'kb_pool.c:window_reduce': 290, 'kb_reduce_max': 274, 'kb_requantize_i8_u8': 180, 'kb_requantize_u8_i8': 200,
         'kb_resize_bilinear': 340, 'kb_resize_nearest': 132, 'kb_softmax': 586, 'kb_softmax.c:EXP_BARREL': 28,
         'kb_softmax.c:exp_on_negative_values': 284, 'kb_softmax.c:one_over_one_plus_x': 236,
-        'kb_sparse_conv.c:fwcs_pair': 612, 'kb_sparse_conv.c:prepare_rq': 222, 'kb_sparse_conv.c:widen_fwcs': 518,
+        'kb_sparse_conv.c:fwcs_pair': 612, 'kb_sparse_conv.c:fwcs_pair_narrow': 624,
+        'kb_sparse_conv.c:prepare_rq': 222, 'kb_sparse_conv.c:widen_csr': 568, 'kb_sparse_conv.c:widen_fwcs': 404,
         'kb_strided_copy': 198, 'kb_sub': 28, 'kb_transpose_conv': 968, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672,
         'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
     },
@@ -301,9 +304,12 @@ RUNTIME_CLOSURES = {
             'kb_conv.c:widen_pixel', 'kb_conv.c:widen_window', 'kb_conv_3x3', 'kb_dot_1x3_cols', 'kb_dot_1x4_cols',
             'kb_dot_1x5_cols', 'kb_dot_1x6_cols', 'kb_wide_1x3', 'kb_wide_1x4', 'kb_wide_1x5', 'kb_wide_1x6',
         ),
-        'kb_conv_csr': ('kb_conv_csr', 'kb_sparse_conv.c:prepare_rq'),
+        'kb_conv_csr': (
+            'kb_conv_csr', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr',
+        ),
         'kb_conv_fwcs': (
-            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_fwcs',
+            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:fwcs_pair_narrow',
+            'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr', 'kb_sparse_conv.c:widen_fwcs',
         ),
         'kb_copy_channels': ('kb_copy_channels',),
         'kb_depthwise': ('kb_depthwise',),
@@ -446,9 +452,12 @@ RUNTIME_CLOSURES = {
             'kb_conv.c:widen_pixel', 'kb_conv.c:widen_window', 'kb_conv_3x3', 'kb_dot_1x3_cols', 'kb_dot_1x4_cols',
             'kb_dot_1x5_cols', 'kb_dot_1x6_cols', 'kb_wide_1x3', 'kb_wide_1x4', 'kb_wide_1x5', 'kb_wide_1x6',
         ),
-        'kb_conv_csr': ('kb_conv_csr', 'kb_sparse_conv.c:prepare_rq'),
+        'kb_conv_csr': (
+            'kb_conv_csr', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr',
+        ),
         'kb_conv_fwcs': (
-            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_fwcs',
+            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:fwcs_pair_narrow',
+            'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr', 'kb_sparse_conv.c:widen_fwcs',
         ),
         'kb_copy_channels': ('kb_copy_channels',),
         'kb_depthwise': ('kb_depthwise',),
@@ -591,9 +600,12 @@ RUNTIME_CLOSURES = {
             'kb_conv.c:widen_pixel', 'kb_conv.c:widen_window', 'kb_conv_3x3', 'kb_dot_1x3_cols', 'kb_dot_1x4_cols',
             'kb_dot_1x5_cols', 'kb_dot_1x6_cols', 'kb_wide_1x3', 'kb_wide_1x4', 'kb_wide_1x5', 'kb_wide_1x6',
         ),
-        'kb_conv_csr': ('kb_conv_csr', 'kb_sparse_conv.c:prepare_rq'),
+        'kb_conv_csr': (
+            'kb_conv_csr', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr',
+        ),
         'kb_conv_fwcs': (
-            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_fwcs',
+            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:fwcs_pair_narrow',
+            'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr', 'kb_sparse_conv.c:widen_fwcs',
         ),
         'kb_copy_channels': ('kb_copy_channels',),
         'kb_depthwise': ('kb_depthwise',),

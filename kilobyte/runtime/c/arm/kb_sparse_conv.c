@@ -8,7 +8,9 @@
  *     weights are loaded and unpacked once per 4 values (LDR + 2 SXTB16) and applied to both pixels (2 LDRD + 4
  *     SMLAD): 9 instructions per 8 MACs. Columns in the layout of arm/kb_conv.c's two-column path: per group of 4
  *     values, pixel a's (x0, x2), (x1, x3), then pixel b's, 16 bytes; a filterlet at cptr starts at byte 4 * cptr.
- *     With in_c % 4 != 0 a filterlet does not start on a group: those layers take a scalar loop (scalar_fwcs).
+ *     With in_c % 4 != 0 a filterlet does not start on a group: those layers widen the pair in CSR's layout below,
+ *     where a filterlet at cptr is the in_c words from word cptr, and walk it value by value like CSR but with one
+ *     index per filterlet instead of one per weight (fwcs_pair_narrow; in_c = 1 and 3 unrolled).
  *   CSR (the baseline): per kept weight its index, the weight, one word holding both pixels' values at that index
  *     (int16 pairs, pixel a low) and two halfword MACs (SMLABB, SMLATB): 5 instructions per 2 MACs.
  */
@@ -28,12 +30,6 @@ static inline int32_t zp_pair(const kb_conv_params *p)
     return (int32_t)(((uint32_t)(-p->in_offset) & 0xFFFFu) * 0x10001u);
 }
 
-/* The int16 slot of value k of column c (0 = pixel a, 1 = b) in the FWCS layout. */
-static inline int32_t fwcs_slot(int32_t k, int32_t c)
-{
-    return 8 * (k >> 2) + 4 * c + ((k & 1) << 1) + ((k >> 1) & 1);
-}
-
 /* Tap (ky, kx) of the window with top-left input pixel (iy0, ix0): its in_c values, or NULL when it is padding. */
 static inline const int8_t *tap(const kb_conv_params *p, const int8_t *in, int32_t iy0, int32_t ix0, int32_t ky,
                                 int32_t kx)
@@ -47,20 +43,15 @@ static inline const int8_t *tap(const kb_conv_params *p, const int8_t *in, int32
 
 /* -- FWCS ----------------------------------------------------------------------------------------------------------- */
 
-/* Output pixel q's window into column c of the FWCS layout. */
+/* Output pixel q's window into column c of the FWCS layout (in_c % 4 == 0). */
 static void widen_fwcs(const kb_conv_params *p, const int8_t *in, int32_t q, int32_t c, int8_t *cols)
 {
     const int32_t oy = q / p->out_w, ox = q - oy * p->out_w, n = p->in_c, zz = zp_pair(p);
     const int32_t iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-    int16_t *slots = (int16_t *)(void *)cols;
     for (int32_t ky = 0, k = 0; ky < p->k_h; ++ky) {
         for (int32_t kx = 0; kx < p->k_w; ++kx, k += n) {
             const int8_t *src = tap(p, in, iy0, ix0, ky, kx);
-            if ((n & 3) != 0) {  /* value by value */
-                for (int32_t i = 0; i < n; ++i) {
-                    slots[fwcs_slot(k + i, c)] = (int16_t)(src ? src[i] : -p->in_offset);
-                }
-            } else if (src) {
+            if (src) {
                 widen_run2(src, n, 0, cols + 4 * k + 8 * c);
             } else {
                 int8_t *dst = cols + 4 * k + 8 * c;
@@ -83,19 +74,6 @@ static void widen_fwcs(const kb_conv_params *p, const int8_t *in, int32_t q, int
         acc_a = __smlad(a1_, wr_, __smlad(a0_, we_, acc_a));                                                    \
         acc_b = __smlad(b1_, wr_, __smlad(b0_, we_, acc_b));                                                    \
     } while (0)
-
-/* The same for any in_c, value by value. */
-static void scalar_fwcs(const int8_t *cols, const int8_t *w, const uint16_t *cptr, int32_t j0, int32_t j1,
-                        int32_t n, int32_t acc[2])
-{
-    const int16_t *slots = (const int16_t *)(const void *)cols;
-    for (int32_t j = j0; j < j1; ++j) {
-        for (int32_t i = 0, k = cptr[j]; i < n; ++i, ++k, ++w) {
-            acc[0] = kb_wrapping_add(acc[0], *w * slots[fwcs_slot(k, 0)]);
-            acc[1] = kb_wrapping_add(acc[1], *w * slots[fwcs_slot(k, 1)]);
-        }
-    }
-}
 
 /* -- CSR ------------------------------------------------------------------------------------------------------------ */
 
@@ -197,6 +175,48 @@ static __attribute__((noinline)) void fwcs_pair(const fwcs_job *job, int8_t *ya,
     }
 }
 
+/* One weight of a filterlet on a CSR-layout word (both pixels' values at one index): two halfword MACs. */
+#define KB_PAIR_MAC(x, w, acc_a, acc_b)                                                                         \
+    do {                                                                                                        \
+        const int32_t xv_ = (x), wv_ = (w);                                                                     \
+        acc_a = __smlabb(xv_, wv_, acc_a);                                                                      \
+        acc_b = __smlatb(xv_, wv_, acc_b);                                                                      \
+    } while (0)
+
+/* Every filter over one pixel pair widened in CSR's layout (FWCS, in_c % 4 != 0): per kept filterlet one index, then
+ * its in_c weights against consecutive words. */
+static __attribute__((noinline)) void fwcs_pair_narrow(const fwcs_job *job, int8_t *ya, int8_t *yb)
+{
+    const int32_t *cols = (const int32_t *)(const void *)job->cols;
+    const int8_t *w = job->arr;
+    const uint16_t *c = job->cptr;
+    const int32_t n = job->n;
+    for (int32_t f = 0; f < job->out_c; ++f) {
+        int32_t acc_a = job->bias[f], acc_b = acc_a;
+        const uint16_t *c_end = job->cptr + job->fidx[f + 1];
+        if (n == 1) {
+            for (; c != c_end; ++c) {
+                KB_PAIR_MAC(cols[*c], *w++, acc_a, acc_b);
+            }
+        } else if (n == 3) {
+            for (; c != c_end; ++c, w += 3) {
+                const int32_t *x = cols + *c;
+                KB_PAIR_MAC(x[0], w[0], acc_a, acc_b);
+                KB_PAIR_MAC(x[1], w[1], acc_a, acc_b);
+                KB_PAIR_MAC(x[2], w[2], acc_a, acc_b);
+            }
+        } else {
+            for (; c != c_end; ++c) {
+                const int32_t *x = cols + *c;
+                for (const int8_t *end = w + n; w != end;) {
+                    KB_PAIR_MAC(*x++, *w++, acc_a, acc_b);
+                }
+            }
+        }
+        store_pair(&job->rq[f], acc_a, acc_b, ya + f, yb ? yb + f : NULL);
+    }
+}
+
 void kb_conv_fwcs(const kb_conv_params *p, const int8_t *in, const int8_t *arr, const uint16_t *cptr,
                   const uint16_t *fidx, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
                   int8_t *scratch)
@@ -207,16 +227,13 @@ void kb_conv_fwcs(const kb_conv_params *p, const int8_t *in, const int8_t *arr, 
     for (int32_t qa = 0; qa < pixels; qa += 2) {
         const int32_t qb = qa + 1 < pixels ? qa + 1 : qa;
         int8_t *ya = pixel_out(p, qa, out), *yb = qb != qa ? pixel_out(p, qb, out) : NULL;
-        widen_fwcs(p, in, qa, 0, scratch);
-        widen_fwcs(p, in, qb, 1, scratch);
         if ((n & 3) == 0) {
+            widen_fwcs(p, in, qa, 0, scratch);
+            widen_fwcs(p, in, qb, 1, scratch);
             fwcs_pair(&job, ya, yb);
-            continue;
-        }
-        for (int32_t f = 0; f < p->out_c; ++f) {
-            int32_t acc[2] = {bias[f], bias[f]};
-            scalar_fwcs(scratch, arr + fidx[f] * n, cptr, fidx[f], fidx[f + 1], n, acc);
-            store_pair(&rq[f], acc[0], acc[1], ya + f, yb ? yb + f : NULL);
+        } else {
+            widen_csr(p, in, qa, qb, scratch);
+            fwcs_pair_narrow(&job, ya, yb);
         }
     }
 }
