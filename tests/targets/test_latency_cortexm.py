@@ -39,4 +39,5 @@ def test_shipped_model_predicts_a_new_geometry(tmp_path):
             alpha = float((~(graph.tensors[node.inputs[1]].data != 0).any(axis=-1)).mean())
             errors.append(model.layer(layer, alpha) / measured - 1)
     assert len(errors) == 3
-    assert max(map(abs, errors)) <= bound, errors  # measured: 2.4, 5.8 and 0.6 % (bound 10.3 %)
+    print("relative errors", [f"{100 * e:+.1f} %" for e in errors])
+    assert max(map(abs, errors)) <= bound, errors
