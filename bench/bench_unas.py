@@ -8,7 +8,8 @@ objectives (error as it is, resources in bound units, reference 1.0 / 2 bounds);
 10 % of the evaluations. Writes bench/results/unas.json and prints markdown tables.
 
     python bench/bench_unas.py [--out /tmp/bench-unas] [--workers 2] [--seeds 3] [--evaluations 120]
-                               [--main-evaluations 600] [--epochs 6]
+                               [--main-evaluations 600] [--digits-compare-evaluations 600] [--epochs 6]
+                               [--only main|compare|digits|compare-digits|ceiling|proxy]
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ def main() -> None:
     ap.add_argument("--main-evaluations", type=int, default=600)
     ap.add_argument("--digits-evaluations", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=6)
-    ap.add_argument("--only", choices=("main", "compare", "digits", "ceiling", "proxy"), default=None)
+    ap.add_argument("--digits-compare-evaluations", type=int, default=600,
+                    help="per search of the aging vs random comparison on digits")
+    ap.add_argument("--only", choices=("main", "compare", "digits", "compare-digits", "ceiling", "proxy"),
+                    default=None)
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "unas.json"
@@ -92,22 +96,30 @@ def main() -> None:
                    in_flight=args.workers)
         results["main"] = r
         save()
-    if args.only in (None, "compare"):
-        n = args.evaluations
-        runs = results.setdefault("compare", {})
+    def compare(key: str, n: int, kinds, prefix: str = "", **task):
+        """Searches of `n` evaluations per (strategy, prune) in `kinds` and seed, into results[key]."""
+        runs = results.setdefault(key, {})
         for seed in range(args.seeds):
-            for strategy, prune in (("aging", "structured"), ("aging", "none"), ("random", "structured")):
+            for strategy, prune in kinds:
                 name = f"{strategy}-{prune}-s{seed}"
                 if runs.get(name, {}).get("evaluations") == n:
                     continue  # finished and recorded by an earlier invocation
-                r = search(args.out / name, args.workers, data="mnist", evaluations=n, population=population(n),
-                           sample=max(2, population(n) // 4), epochs=args.epochs, prune=prune, strategy=strategy,
-                           seed=seed, final_epochs=0, in_flight=args.workers)
+                r = search(args.out / f"{prefix}{name}", args.workers, evaluations=n, population=population(n),
+                           sample=max(2, population(n) // 4), prune=prune, strategy=strategy, seed=seed,
+                           final_epochs=0, in_flight=args.workers, **task)
                 runs[name] = {k: r[k] for k in ("hypervolume_validation", "curve", "evaluations", "trained",
                                                 "wall_seconds", "seconds_train", "seconds_resources",
                                                 "resource_share")}
                 runs[name]["pareto"] = r["pareto"]
                 save()
+
+    if args.only in (None, "compare"):
+        compare("compare", args.evaluations, (("aging", "structured"), ("aging", "none"), ("random", "structured")),
+                data="mnist", epochs=args.epochs)
+    if args.only in (None, "compare-digits"):  # the same strategies, longer searches on the cheaper task
+        compare("compare_digits", args.digits_compare_evaluations, (("aging", "structured"), ("random", "structured")),
+                prefix="digits-", data="digits", epochs=args.epochs * 2, bounds=DEFAULT_BOUNDS["digits"],
+                val_images=300)
     if args.only in (None, "digits"):
         n = args.digits_evaluations
         r = search(args.out / "digits", args.workers, data="digits", evaluations=n, population=population(n),
@@ -226,9 +238,11 @@ def report(results: dict, seeds: int) -> None:
                   f"int8 {f['int8_accuracy'] * 100:.1f} % held-out; "
                   f"compiled: int8 by the C {d['int8_accuracy'] * 100:.1f} %, bit-exact {d['bit_exact']}, "
                   f"{d['verdict']}")
-    if "compare" in results:
-        runs = results["compare"]
-        print("\n## Hypervolume at equal evaluations (validation front; mean ± sd over seeds)\n")
+    for key, task in (("compare", "MNIST"), ("compare_digits", "digits")):
+        if key not in results:
+            continue
+        runs = results[key]
+        print(f"\n## {task}: hypervolume at equal evaluations (validation front; mean ± sd over seeds)\n")
         print("| search | " + " | ".join(f"seed {s}" for s in range(seeds)) + " | mean | sd |")
         print("|---|" + "---|" * (seeds + 2))
         for kind in ("aging-structured", "aging-none", "random-structured"):
@@ -236,6 +250,16 @@ def report(results: dict, seeds: int) -> None:
             if hv:
                 print(f"| {kind} | " + " | ".join(f"{v:.3f}" for v in hv) +
                       f" | {np.mean(hv):.3f} | {np.std(hv):.3f} |")
+        curves = {kind: [runs[f"{kind}-s{s}"]["curve"] for s in range(seeds) if f"{kind}-s{s}" in runs]
+                  for kind in ("aging-structured", "aging-none", "random-structured")}
+        curves = {k: c for k, c in curves.items() if c}
+        if curves:
+            first = next(iter(curves.values()))[0]
+            print("\n| evaluations | " + " | ".join(str(n) for n, _ in first) + " |")
+            print("|---|" + "---|" * len(first))
+            for kind, cs in curves.items():
+                means = np.mean([[hv for _, hv in c] for c in cs], axis=0)
+                print(f"| {kind} | " + " | ".join(f"{v:.2f}" for v in means) + " |")
     if "ceiling" in results:
         print("\n## Trained like the chosen member (100 epochs, all training images), held-out int8 per seed\n")
         print("| architecture | from | peak SRAM | size | MACs | int8 |")
