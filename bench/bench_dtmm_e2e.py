@@ -1,6 +1,7 @@
 """End-to-end benchmark of DTMM (issue #16): a trained vgg-small on the bundled MNIST subset, pruned by filterlets,
 single weights (CSR) and channels, each at the highest sparsity within 0.5 points of the unpruned int8 accuracy,
-then compiled and run as whole models on Cortex-M7 — Flash and instructions side by side in one run; and DTMM's
+then compiled and run as whole models on Cortex-M7 (DSP kernels, and once with the portable ones) — Flash and
+instructions side by side in one run; and DTMM's
 scheduler against the uniform ratio at the same Taylor-loss budget, by measured instructions.
 
 - Training: the recipe for `--epochs` on the first 4,000 images (28 px, width 0.5); every pruning retrains 3 epochs
@@ -40,10 +41,11 @@ MAX_LOSS = 0.005  # int8 accuracy points (as a fraction) a pruned model may lose
 TARGET = "cortex-m7"
 
 
-def measure(graph, fmt, x: np.ndarray, work: Path, min_sparsity: float | None = 0.0) -> dict:
+def measure(graph, fmt, x: np.ndarray, work: Path, min_sparsity: float | None = 0.0, kernels: str = "dsp") -> dict:
     """Compile `graph` with every conv in `fmt` (a format, or one per conv node; `set_weight_format` and its
-    `min_sparsity`: None stores a conv without zeros in `fmt` too), build for Cortex-M7 (DSP kernels), count one inference on the
-    int8 input `x`, check it against the numpy reference and TFLite Micro; Flash and instructions."""
+    `min_sparsity`: None stores a conv without zeros in `fmt` too), build for Cortex-M7 with the kernel set
+    `kernels`, count one inference on the int8 input `x`, check it against the numpy reference and TFLite Micro;
+    Flash and instructions."""
     from kilobyte.codegen import compile_graph
     from kilobyte.export.tflite import to_tflite
     from kilobyte.interp import run_int8
@@ -55,8 +57,8 @@ def measure(graph, fmt, x: np.ndarray, work: Path, min_sparsity: float | None = 
     ref = run_int8(graph, x)[graph.outputs[0]].reshape(-1)
     tflm = next(iter(run_tflm(to_tflite(graph), x, preserve_all=False).outputs.values())).reshape(-1)
     sparse = set_weight_format(graph, fmt, min_sparsity)
-    r = compile_graph(sparse, work, PlanOptions(kernels="dsp"))
-    build = build_firmware(r.out_dir, TARGET, kernels="dsp")
+    r = compile_graph(sparse, work, PlanOptions(kernels=kernels))
+    build = build_firmware(r.out_dir, TARGET, kernels=kernels)
     counts = count_instructions(build, x)
     if not (np.array_equal(counts.output, ref) and np.array_equal(ref, tflm)):
         raise RuntimeError(f"{work.name}: firmware, reference and TFLite Micro outputs differ")
@@ -203,6 +205,10 @@ def main() -> None:
                     every = measure(best.graph, FORMAT[method], image(best.graph), work / f"{method}a", None)
                     chosen["every_conv"] = {k: every[k] for k in ("flash_bytes", "text_bytes", "rodata_bytes",
                                                                   "instructions", "conv_instructions", "per_layer")}
+                # the same model with the portable kernel set (every conv in its format): less code, more time
+                port = measure(best.graph, FORMAT[method], image(best.graph), work / f"{method}p", None, "portable")
+                chosen["portable"] = {k: port[k] for k in ("flash_bytes", "text_bytes", "rodata_bytes",
+                                                           "instructions", "conv_instructions")}
                 out["chosen"][method] = chosen
                 print(json.dumps({k: v for k, v in chosen.items() if k not in ("ratios", "per_layer")}), flush=True)
         out["scheduler"] = scheduler_rows(module, data, config, args.loss_budget, image, work, out["dense"])
@@ -214,17 +220,20 @@ def main() -> None:
 def markdown(out: dict) -> str:
     d = out["dense"]
     lines = ["| model | sparsity | int8 acc. | Flash B (ELF): .text + .rodata | instructions (convs) | sparse only "
-             "where faster: Flash B, instructions | every conv sparse: Flash B, instructions | bit-exact vs TFLM |",
-             "|---|---:|---:|---:|---:|---:|---:|---|",
+             "where faster: Flash B, instructions | every conv sparse: Flash B, instructions | portable kernels: "
+             "Flash B, instructions | bit-exact vs TFLM |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|",
              f"| dense | 0 % | {100 * d['int8']:.1f} % | {d['flash_bytes']:,}: {d['text_bytes']:,} + "
-             f"{d['rodata_bytes']:,} | {d['instructions']:,} ({d['conv_instructions']:,}) | | | yes |"]
+             f"{d['rodata_bytes']:,} | {d['instructions']:,} ({d['conv_instructions']:,}) | | | | yes |"]
     for method, c in out["chosen"].items():
         h, e = c.get("hybrid"), c.get("every_conv")
         hyb = f"{h['flash_bytes']:,}, {h['instructions']:,}" if h else ""
         every = f"{e['flash_bytes']:,}, {e['instructions']:,}" if e else ""
+        q = c["portable"]
+        port = f"{q['flash_bytes']:,}: {q['text_bytes']:,} + {q['rodata_bytes']:,}, {q['instructions']:,}"
         lines.append(f"| {method} ({FORMAT[method]}) | {100 * c['sparsity']:.1f} % | {100 * c['int8_after']:.1f} % | "
                      f"{c['flash_bytes']:,}: {c['text_bytes']:,} + {c['rodata_bytes']:,} | {c['instructions']:,} "
-                     f"({c['conv_instructions']:,}) | {hyb} | {every} | yes |")
+                     f"({c['conv_instructions']:,}) | {hyb} | {every} | {port} | yes |")
     lines += ["", "| ΔL_max | strategy | sparsity | int8 acc. | Taylor loss | modelled ΣT̂ (convs) | measured convs "
               "| measured model | sparse only where faster |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in out["scheduler"]:
