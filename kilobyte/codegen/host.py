@@ -7,7 +7,10 @@ AddressSanitizer/UBSan with guard bytes around the arena (`make asan`), run as a
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
+import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -29,14 +32,71 @@ def manifest(project: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def cache_dir() -> Path | None:
+    """Where compiled runtime objects are kept between host builds: `$KILOBYTE_BUILD_CACHE`, else a per-user folder
+    in the system's temporary directory; None when `$KILOBYTE_BUILD_CACHE` is "off"."""
+    env = os.environ.get("KILOBYTE_BUILD_CACHE")
+    if env == "off":
+        return None
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"kilobyte-build-cache-{os.getuid()}"
+
+
+def _closure(source: Path, include_dir: Path) -> list[Path]:
+    """`source` and the quoted headers it includes, transitively, found next to it or in `include_dir`."""
+    seen, todo = [source], [source]
+    while todo:
+        current = todo.pop()
+        for name in _INCLUDE.findall(current.read_text()):
+            for where in (current.parent, include_dir):
+                header = where / name
+                if header.is_file():
+                    if header not in seen:
+                        seen.append(header)
+                        todo.append(header)
+                    break
+    return seen
+
+
+def _object(source: Path, include_dir: Path, flags, cache: Path) -> Path:
+    """`source` compiled with `flags` (-c) into `cache`, named by a hash of the flags and of the source and every
+    header it includes: a runtime file shared by many generated projects is compiled once. Written to a temporary
+    name, then renamed, so concurrent builds never see half an object."""
+    h = hashlib.sha256(repr(tuple(flags)).encode())
+    for path in _closure(source, include_dir):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    obj = cache / f"{source.stem}-{h.hexdigest()[:24]}.o"
+    if not obj.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = obj.with_name(f"{obj.stem}.{os.getpid()}.tmp.o")
+        cmd = ["gcc", *flags, f"-I{include_dir}", "-c", str(source), "-o", str(tmp)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            first = res.stderr.strip().splitlines()[0] if res.stderr else ""
+            raise KilobyteError(f"{source}: host build failed: {first} (command: {' '.join(cmd)})")
+        tmp.replace(obj)
+    return obj
+
+
 def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
-    srcs = sorted(str(p) for p in (project / "src").glob("*.c"))
+    src = project / "src"
+    runtime = sorted(p for p in src.glob("*.c") if p.name != "model.c")  # the same files in every project
+    srcs = [str(p) for p in sorted(src.glob("*.c")) if p not in runtime]
     # an --arena-extern library's arena, defined as a user would (not in sanitizer builds: the model's guarded one)
     srcs += [str(project / s) for s in manifest(project).get("host_sources", [])]
     if not shared:
         srcs.append(str(project / "host" / "main.c"))
     extra = ["-fPIC", "-shared"] if shared else []
-    cmd = ["gcc", *flags, *extra, f"-I{project / 'src'}", *srcs, "-o", str(out)]
+    cache = cache_dir()
+    if cache is None:
+        srcs = [str(p) for p in runtime] + srcs
+    else:
+        compile_flags = [*flags, *(["-fPIC"] if shared else [])]
+        srcs += [str(_object(p, src, compile_flags, cache)) for p in runtime]
+    cmd = ["gcc", *flags, *extra, f"-I{src}", *srcs, "-o", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise KilobyteError(f"{project}: host build failed: {res.stderr.strip().splitlines()[0] if res.stderr else ''}"
