@@ -10,7 +10,6 @@ import ctypes
 import hashlib
 import json
 import os
-import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import KilobyteError
+from ..runtime import C_DIR, include_closure
 
 # -O3, not -O2: gcc 12 vectorises the kernels' int8 dot products (pmaddwd) only at -O3 (-O2's "very cheap" cost
 # model refuses loops that need a scalar tail), which makes the host build 2-3x faster. Still strict C99.
@@ -32,9 +32,6 @@ def manifest(project: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
-
-
 def cache_dir() -> Path | None:
     """Where compiled runtime objects are kept between host builds: `$KILOBYTE_BUILD_CACHE`, else a per-user folder
     in the system's temporary directory; None when `$KILOBYTE_BUILD_CACHE` is "off"."""
@@ -44,28 +41,12 @@ def cache_dir() -> Path | None:
     return Path(env) if env else Path(tempfile.gettempdir()) / f"kilobyte-build-cache-{os.getuid()}"
 
 
-def _closure(source: Path, include_dir: Path) -> list[Path]:
-    """`source` and the quoted headers it includes, transitively, found next to it or in `include_dir`."""
-    seen, todo = [source], [source]
-    while todo:
-        current = todo.pop()
-        for name in _INCLUDE.findall(current.read_text()):
-            for where in (current.parent, include_dir):
-                header = where / name
-                if header.is_file():
-                    if header not in seen:
-                        seen.append(header)
-                        todo.append(header)
-                    break
-    return seen
-
-
 def _object(source: Path, include_dir: Path, flags, cache: Path) -> Path:
     """`source` compiled with `flags` (-c) into `cache`, named by a hash of the flags and of the source and every
     header it includes: a runtime file shared by many generated projects is compiled once. Written to a temporary
     name, then renamed, so concurrent builds never see half an object."""
     h = hashlib.sha256(repr(tuple(flags)).encode())
-    for path in _closure(source, include_dir):
+    for path in include_closure(source, include_dir):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     obj = cache / f"{source.stem}-{h.hexdigest()[:24]}.o"
     if not obj.exists():
@@ -83,8 +64,9 @@ def _object(source: Path, include_dir: Path, flags, cache: Path) -> Path:
 
 def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
     src = project / "src"
-    runtime = sorted(p for p in src.glob("*.c") if p.name != "model.c")  # the same files in every project
-    srcs = [str(p) for p in sorted(src.glob("*.c")) if p not in runtime]
+    files = sorted(src.glob("*.c"))
+    runtime = [p for p in files if (C_DIR / p.name).is_file()]  # runtime kernels: the same in every project
+    srcs = [str(p) for p in files if p not in runtime]  # the model (<prefix>_model.c with --prefix)
     # an --arena-extern library's arena, defined as a user would (not in sanitizer builds: the model's guarded one)
     srcs += [str(project / s) for s in manifest(project).get("host_sources", [])]
     if not shared:

@@ -62,6 +62,20 @@ def sources_for(families: Iterable[str] | None = None) -> list[Path]:
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 
+def include_closure(source: Path, include_dir: Path) -> list[Path]:
+    """`source` and the quoted headers it includes, transitively, each found next to the file that includes it or
+    in `include_dir` (a header found nowhere, e.g. a system one, is left out)."""
+    seen, todo = [source], [source]
+    while todo:
+        current = todo.pop()
+        for name in _INCLUDE.findall(current.read_text()):
+            header = next((d / name for d in (current.parent, include_dir) if (d / name).is_file()), None)
+            if header is not None and header not in seen:
+                seen.append(header)
+                todo.append(header)
+    return seen
+
+
 def assembly_for(chosen: Sequence[Path], arm_dir: Path = ARM_DIR) -> list[Path]:
     """arm_dir's X.S files whose header X.h is included by a chosen .c file, directly or through chosen headers
     (e.g. kb_arm_wide.S, declared by kb_arm_wide.h, which arm/kb_conv.c includes and arm/kb_fc.c does not)."""

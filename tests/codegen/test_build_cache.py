@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kilobyte.codegen import HostModel, compile_graph
+from kilobyte.codegen import HostModel, LibraryOptions, compile_graph
 from kilobyte.codegen.host import build_executable, cache_dir
 from kilobyte.interp import run_int8
 from kilobyte.ir import ConvAttrs, GraphBuilder, Op, PoolAttrs
@@ -37,6 +37,10 @@ def test_projects_share_objects_and_a_change_rebuilds(tmp_path, monkeypatch):
     objects = sorted(cache.glob("*.o"))
     runtime = sorted(p.name for p in (p1 / "src").glob("*.c") if p.name != "model.c")
     assert runtime and len(objects) == len(runtime)  # one object per runtime file, model.c not cached
+    prefixed = compile_graph(g1, tmp_path / "c", library=LibraryOptions(prefix="kws")).out_dir
+    assert (prefixed / "src" / "kws_model.c").is_file()
+    _check(prefixed, g1)
+    assert sorted(cache.glob("*.o")) == objects  # a prefixed model file is not cached either
     p2 = compile_graph(g2, tmp_path / "b").out_dir  # another model, same kernels: every object reused
     _check(p2, g2)
     assert sorted(cache.glob("*.o")) == objects
