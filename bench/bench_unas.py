@@ -106,7 +106,7 @@ def main() -> None:
                     continue  # finished and recorded by an earlier invocation
                 r = search(args.out / f"{prefix}{name}", args.workers, evaluations=n, population=population(n),
                            sample=max(2, population(n) // 4), prune=prune, strategy=strategy, seed=seed,
-                           final_epochs=0, in_flight=args.workers, **task)
+                           finalists=0, final_epochs=0, in_flight=args.workers, **task)
                 runs[name] = {k: r[k] for k in ("hypervolume_validation", "curve", "evaluations", "trained",
                                                 "wall_seconds", "seconds_train", "seconds_resources",
                                                 "resource_share")}

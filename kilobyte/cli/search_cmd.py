@@ -96,6 +96,11 @@ def register(sub) -> None:
                     help="pruning during training, the sparsity a gene of each candidate (default structured)")
     un.add_argument("--sparsity", default=None, metavar="LO,HI",
                     help="range of the sparsity gene (default 0.05,0.8: μNAS's MNIST range)")
+    un.add_argument("--finalists", type=int, default=5, metavar="K",
+                    help="before choosing, train the K most accurate members inside the bounds again for "
+                    "--finalist-epochs and choose by that validation score (default 5; 0: choose by the search's)")
+    un.add_argument("--finalist-epochs", type=int, default=20, metavar="E",
+                    help="epochs of that second evaluation (default 20)")
     un.add_argument("--final-epochs", type=int, default=100, metavar="E",
                     help="train the member chosen for deployment once more, on the training and validation images, "
                     "for E epochs (default 100; 0: keep its search weights)")
@@ -263,7 +268,7 @@ def unas_config_from_args(args, device):
                       sample=args.sample or max(2, population // 4), bounds=bounds,
                       strategy="random" if args.random else "aging", prune=args.prune, sparsity=sparsity,
                       epochs=epochs, train_images=args.train_images, in_flight=0, core=device.core,
-                      final_epochs=args.final_epochs,
+                      finalists=args.finalists, finalist_epochs=args.finalist_epochs, final_epochs=args.final_epochs,
                       kernels=args.kernels)
 
 
@@ -294,6 +299,11 @@ def _print_unas(r: dict) -> None:
         print(f"{mark} {i:>3} {m['int8_accuracy'] * 100:5.1f}% {m['float_accuracy'] * 100:5.1f}% "
               f"{m['peak_bytes']:>7,}B {m['peak_bytes'] + m['input_bytes']:>7,}B {m['weight_bytes']:>7,}B "
               f"{kb(m['flash_bytes']):>8} {m['macs'] / 1e3:>7,.0f}K {m['sparsity'] * 100:5.0f}%  {m['description']}")
+    if r.get("finalists"):
+        print("  second evaluation of the most accurate inside the bounds (validation int8, search -> longer "
+              "training): " + ", ".join(f"#{i} {(1 - r['pareto'][i]['val_error']) * 100:.1f} -> "
+                                         f"{(1 - r['pareto'][i]['finalist_val_error']) * 100:.1f} %"
+                                         for i in r["finalists"]))
     print(f"\n  hypervolume (bound units) {r['hypervolume']:.4f}; training {r['seconds_train'] / 60:.1f} min, "
           f"resource evaluation {r['resource_share'] * 100:.2f} % of it; {r['seconds'] / 60:.1f} min in all")
     d = r.get("deployed")

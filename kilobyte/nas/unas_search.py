@@ -22,8 +22,9 @@ The search (`run_unas`) commits every issued candidate before it runs and every 
 the store: finished evaluations are taken, issued but unfinished ones evaluated again, and with one evaluation in
 flight the run continues exactly as an uninterrupted one would. At the end: the Pareto front over (error, peak SRAM,
 model size, MACs) with held-out test accuracies, `pareto.png`, the member chosen for deployment (the most accurate
-one inside every bound, by validation) trained once more on all training images (`final_epochs`), compiled to C and
-verified against TensorFlow Lite Micro, and `report.json`.
+one inside every bound by validation, after a second, longer evaluation of the `finalists` best: `_shortlist`) trained
+once more on all training images (`final_epochs`), compiled to C and verified against TensorFlow Lite Micro, and
+`report.json`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ PRUNE_MODES = ("structured", "unstructured", "none")
 # μNAS Table 3 bounds for the bundled sets (digits: 8x8 images, 10 classes; our choice, scaled from MNIST's by input)
 DEFAULT_BOUNDS = {"mnist": dict(MNIST_BOUNDS),
                   "digits": {"error": 0.05, "peak_bytes": 1024.0, "weight_bytes": 3e3, "macs": 1e6}}
+VAL_SHARE = 0.25  # of the training split, the validation images when --val-images is not given
 SPARSITY_RANGE = {"mnist": (0.05, 0.80)}  # μNAS Table 5; other data: the same
 
 
@@ -70,10 +72,13 @@ class UnasConfig:
     sparsity: tuple[float, float] = (0.05, 0.80)
     epochs: int = 8
     lr: float = 0.1
+    batch_size: int = 32  # a candidate's training steps: 32 separates networks better than 64 in a few epochs
     train_fraction: float = 0.8
-    val_images: int = 500
+    val_images: int | None = None  # None: a quarter of the training split (1,000 of MNIST's 4,000)
     train_images: int | None = None
     skip_factor: float = CAP
+    finalists: int = 5  # the front's most accurate members inside the bounds, evaluated again before choosing
+    finalist_epochs: int = 20  # ... trained this long on the fit split (0: no second evaluation)
     final_epochs: int = 100  # the chosen member's final training before deployment (0: its search weights)
     in_flight: int = 1  # evaluations running at once (0: one per worker)
     core: str | None = None  # the Flash estimate's core
@@ -92,6 +97,8 @@ class UnasConfig:
             raise UnasError(f"--sparsity {lo},{hi}: expected 0 <= low <= high < 1")
         if self.population < 2 or not 1 <= self.sample or self.evaluations < 1 or self.epochs < 1:
             raise UnasError("μNAS search: population >= 2, sample >= 1, evaluations >= 1 and epochs >= 1")
+        if self.batch_size < 1 or self.finalists < 0 or self.finalist_epochs < 0 or self.final_epochs < 0:
+            raise UnasError("μNAS search: batch size >= 1; finalists, finalist epochs and final epochs >= 0")
 
     def settings(self) -> dict:
         return {"strategy_kind": "unas", **json.loads(json.dumps(asdict(self)))}
@@ -192,12 +199,10 @@ def train_candidate(space: UnasSpace, config: UnasConfig, genome: Genome, fit, s
     epochs, with DPF pruning to the genome's sparsity in a pruning-aware search."""
     import torch
 
-    from ..train import TrainConfig
     from ..train import fit as train
     from .unas_build import build_module
 
-    cfg = TrainConfig(epochs=config.epochs, lr=config.lr, seed=seed, patience=None, validation_fraction=0.0,
-                      warmup_fraction=0.1)
+    cfg = _recipe(config, config.epochs, seed)
     if config.pruning and genome.sparsity > 0:
         from .dpf import train_pruned
 
@@ -208,6 +213,15 @@ def train_candidate(space: UnasSpace, config: UnasConfig, genome: Genome, fit, s
         module = build_module(space, genome.arch)
     train(module, fit[0], fit[1], cfg)
     return module.eval(), genome.arch, 0.0
+
+
+def _recipe(config: UnasConfig, epochs: int, seed: int):
+    """The training recipe of every network of a μNAS search (candidates, finalists, the chosen one): `fit`'s
+    one-cycle SGD at `config.lr`, no early stopping, no validation carved from the images given."""
+    from ..train import TrainConfig
+
+    return TrainConfig(epochs=epochs, lr=config.lr, batch_size=config.batch_size, seed=seed, patience=None,
+                       validation_fraction=0.0, warmup_fraction=0.1)
 
 
 def quantise_module(space: UnasSpace, module, calib_x: np.ndarray):
@@ -254,10 +268,11 @@ def evaluate_genome(space: UnasSpace, config: UnasConfig, evaluator, genome: Gen
 def load_split(config: UnasConfig):
     """(fit, val, test) of the data: the held-out test split is the last 1 - train_fraction of the images in a fixed
     order (seed 0, whatever the search seed, so searches of different seeds are scored on the same images), the
-    validation split the last `val_images` of the rest."""
+    validation split the last `val_images` of the rest (default a quarter of it)."""
     from .search import split_data
 
-    return split_data(config.data, 0, config.train_fraction, config.val_images, config.train_images)
+    val = config.val_images if config.val_images is not None else VAL_SHARE
+    return split_data(config.data, 0, config.train_fraction, val, config.train_images)
 
 
 def _candidate(e) -> Candidate:
@@ -338,6 +353,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
                       repeated=store.repeated())
         if report["chosen"] is not None:
+            _shortlist(store, space, config, report, out_dir, fit, val, log)
             report["final"] = _final_training(store, space, config, report, out_dir, fit, val, test, log)
             if deploy:
                 report["deployed"] = _deploy(space, config, report, out_dir, fit, test, device, progress, log)
@@ -401,13 +417,13 @@ def _report(store, config: UnasConfig, space: UnasSpace, out_dir: Path, fit, tes
             stale.unlink()
     inside = [m for m in members if m["within_bounds"]]
     # by validation alone (ties: the smaller model, then the smaller peak); the held-out split never chooses
-    chosen = min(inside, key=lambda m: (m["val_error"], m["weight_bytes"], m["peak_bytes"]), default=None)
+    chosen = min(inside, key=lambda m: _rank(m, "val_error"), default=None)
     t_train = sum(e.resources["seconds_train"] for e in evals)
     t_res = sum(e.resources["seconds_resources"] for e in evals)
     return {"strategy": "unas", "search": config.strategy, "prune": config.prune, "evaluations": len(evals),
             "space": asdict(space),
             "trained": sum(1 for e in evals if e.resources["trained"]), "bounds": config.bounds,
-            "pareto": members, "chosen": None if chosen is None else members.index(chosen),
+            "pareto": members, "chosen": None if chosen is None else members.index(chosen), "finalists": [],
             "hypervolume": front_hypervolume([c.objectives for c in front], config.bounds),
             "seconds_train": t_train, "seconds_resources": t_res,
             "resource_share": t_res / (t_train + t_res) if t_train + t_res else 0.0}
@@ -425,21 +441,76 @@ def front_hypervolume(objectives: list[dict], bounds: dict) -> float:
                        [1.0] + [HV_REFERENCE] * len(names))
 
 
-def _final_training(store, space, config, report, out_dir, fit, val, test, log) -> dict:
-    """The chosen member trained once more, the way a chosen network is: on the training and validation images
-    together, for `final_epochs` with the recipe (no early stopping; the one-cycle rate ends low). Structured or no
-    pruning: its architecture (the pruned one) from scratch; unstructured: from its search weights, the pruned
-    weights kept at zero. Saved to DIR/final.pt; held-out accuracies after it. Deterministic, and committed as the
-    store's "final" phase: a resumed search takes it from there."""
+def _retrain(space, config: UnasConfig, out_dir: Path, member: dict, x: np.ndarray, y: np.ndarray, epochs: int):
+    """A Pareto member trained again for `epochs` on (x, y) with the recipe (no early stopping; the one-cycle rate
+    ends low), in eval mode. Structured or no pruning: its architecture (the pruned one) from scratch, seeded by the
+    search's seed; unstructured: from its search weights, the pruned weights kept at zero. 0 epochs: its search
+    weights."""
     import torch
 
     from ..prune.masks import ParameterMasks
-    from ..train import TrainConfig, float_accuracy, int8_accuracy
     from ..train import fit as train
     from .unas_build import build_module
 
-    member = report["pareto"][report["chosen"]]
     module = load_member(space, out_dir, member)
+    if not epochs:
+        return module
+    keep_pruned = ParameterMasks([])
+    if config.prune == "unstructured":
+        keep_pruned = ParameterMasks([(p, (p != 0).float()) for p in module.parameters() if p.ndim > 1])
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            module = build_module(space, UArch.from_json(member["architecture"]))
+    train(module, x, y, _recipe(config, epochs, config.seed), on_step=keep_pruned)
+    return module.eval()
+
+
+def _shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fit, val, log) -> None:
+    """A second, longer evaluation before choosing: the `finalists` most accurate members inside every bound (by the
+    search's validation error) trained again for `finalist_epochs` on the fit split and scored int8 on the
+    validation split; the chosen member becomes the best of them (ties: the smaller model, then the smaller peak).
+    A few epochs rank networks that learn fast above ones that end more accurate, and one validation score carries
+    about half a point of noise at 97 %; this re-ranks the candidates that matter with the deployment's training.
+    Each finalist's result is committed as its own phase, so a resumed search does not train it again. Updates
+    `report` (`finalists`, `chosen`, and `finalist_val_error` on those members)."""
+    from ..train import int8_accuracy
+
+    inside = [i for i, m in enumerate(report["pareto"]) if m["within_bounds"]]
+    ranked = sorted(inside, key=lambda i: _rank(report["pareto"][i], "val_error"))[:config.finalists]
+    if not config.finalist_epochs or len(ranked) < 2:
+        return
+    log(f"second evaluation of the {len(ranked)} most accurate members inside the bounds: {config.finalist_epochs} "
+        f"epochs each ...")
+    finalists = []
+    for n, i in enumerate(ranked):
+        member = report["pareto"][i]
+        key = f"finalist-{member['index']}-{config.finalist_epochs}"
+        done = store.phase_result(key)
+        if done is None:
+            module = _retrain(space, config, out_dir, member, fit.x, fit.y, config.finalist_epochs)
+            int8 = quantise_module(space, module, fit.x[:CALIBRATION])
+            done = {"val_error": 1.0 - int8_accuracy(int8, val.x, val.y)}
+            store.finish_phase(key, done)
+        member["finalist_val_error"] = done["val_error"]
+        finalists.append(i)
+        log(f"  finalist {n + 1}/{len(ranked)}: member {i} {member['description']}: validation int8 "
+            f"{(1 - member['val_error']) * 100:.1f} % -> {(1 - done['val_error']) * 100:.1f} %")
+    report["finalists"] = finalists
+    report["chosen"] = min(finalists, key=lambda i: _rank(report["pareto"][i], "finalist_val_error"))
+
+
+def _rank(member: dict, error: str) -> tuple:
+    return member[error], member["weight_bytes"], member["peak_bytes"]
+
+
+def _final_training(store, space, config, report, out_dir, fit, val, test, log) -> dict:
+    """The chosen member trained once more, the way a chosen network is: on the training and validation images
+    together, for `final_epochs` (`_retrain`). Saved to DIR/final.pt; held-out accuracies after it. Deterministic,
+    and committed as the store's "final" phase: a resumed search takes it from there."""
+    from ..train import float_accuracy, int8_accuracy
+
+    member = report["pareto"][report["chosen"]]
     ckpt = out_dir / "final.pt"
     done = store.phase_result("final")
     if done is not None and done["index"] == member["index"] and ckpt.exists():
@@ -447,18 +518,10 @@ def _final_training(store, space, config, report, out_dir, fit, val, test, log) 
     if config.final_epochs:
         log(f"final training of Pareto member {report['chosen']}: {config.final_epochs} epochs on the training and "
             f"validation images ...")
-        keep_pruned = ParameterMasks([])
-        if config.prune == "unstructured":
-            keep_pruned = ParameterMasks([(p, (p != 0).float()) for p in module.parameters() if p.ndim > 1])
-        else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(config.seed)
-                module = build_module(space, UArch.from_json(member["architecture"]))
-        cfg = TrainConfig(epochs=config.final_epochs, lr=config.lr, seed=config.seed, patience=None,
-                          validation_fraction=0.0, warmup_fraction=0.1)
-        train(module, np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y]), cfg, on_step=keep_pruned)
+    module = _retrain(space, config, out_dir, member, np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y]),
+                      config.final_epochs)
     _atomic_torch_save(module.state_dict(), ckpt)
-    int8 = quantise_module(space, module.eval(), fit.x[:CALIBRATION])
+    int8 = quantise_module(space, module, fit.x[:CALIBRATION])
     result = {"index": member["index"], "epochs": config.final_epochs,
               "int8_accuracy": int8_accuracy(int8, test.x, test.y),
               "float_accuracy": float_accuracy(module, test.x, test.y)}

@@ -20,7 +20,7 @@ from kilobyte.nas.aging import dominates
 
 BOUNDS = "error=0.9,peak=4KB,size=300K,macs=5M"  # loose: the chosen member is compiled and verified
 ARGS = ["search", "--strategy", "unas", "--data", "digits", "--evaluations", "14", "--population", "6",
-        "--epochs", "2", "--workers", "1", "--bounds", BOUNDS, "--prune", "none", "--final-epochs", "2", "--json"]
+        "--epochs", "2", "--workers", "1", "--bounds", BOUNDS, "--prune", "none", "--finalists", "3", "--finalist-epochs", "3", "--final-epochs", "2", "--json"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 MEMBER_KEYS = {"int8_accuracy", "float_accuracy", "peak_bytes", "input_bytes", "flash_bytes", "weight_bytes", "macs",
                "sparsity", "architecture"}
@@ -71,6 +71,27 @@ def test_report_front_and_deployment(reference):
     for name in ("report.json", "pareto.png", "model/src/model.c"):
         assert (out / name).exists(), name
     assert {p.stem for p in (out / "weights").glob("*.pt")} == {str(m["index"]) for m in front}
+
+
+def test_chosen_after_a_second_evaluation_of_the_finalists(reference):
+    """The finalists are the 3 members inside the bounds with the lowest search validation error; the chosen one is
+    the finalist with the lowest error after the longer training, and every finalist's score is in the store."""
+    out, report = reference
+    front = report["pareto"]
+    inside = sorted((i for i, m in enumerate(front) if m["within_bounds"]),
+                    key=lambda i: (front[i]["val_error"], front[i]["weight_bytes"], front[i]["peak_bytes"]))
+    assert len(inside) >= 3, "the loose bounds leave at least 3 members inside"
+    assert report["finalists"] == inside[:3]
+    scores = {i: front[i]["finalist_val_error"] for i in report["finalists"]}
+    assert report["chosen"] == min(scores, key=lambda i: (scores[i], front[i]["weight_bytes"], front[i]["peak_bytes"]))
+    assert not any("finalist_val_error" in m for i, m in enumerate(front) if i not in scores)
+    db = sqlite3.connect(f"file:{out / 'search.sqlite'}?mode=ro", uri=True)
+    try:
+        stored = {name: json.loads(r) for name, r in db.execute("SELECT name, result FROM phases")}
+    finally:
+        db.close()
+    for i in scores:
+        assert stored[f"finalist-{front[i]['index']}-3"]["val_error"] == pytest.approx(scores[i])
 
 
 def test_exported_member_reproduces_its_reported_accuracy(reference, tmp_path):
