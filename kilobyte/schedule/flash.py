@@ -72,11 +72,9 @@ def _round4(n: int) -> int:
 
 def layer_kind(graph: Graph, node: Node) -> str | None:
     """The per-layer kind of a node that gets a kb_layer_* function of its own (its contract family), None when
-    it generates no code. In a float graph (a search candidate) a MEAN is compiled as an average pool and a
-    RELU / RELU6 is fused into its producer, as `quantize()` does."""
+    it generates no code. In a float graph (a search candidate) a RELU / RELU6 is fused into its producer, as
+    `quantize()` does; a MEAN stays a MEAN (kb_mean)."""
     int8 = graph.tensors[node.inputs[0]].dtype in ("int8", "uint8")
-    if node.op is Op.MEAN and not int8:
-        return "pool"
     if node.op in (Op.RELU, Op.RELU6) and not int8:
         return None
     if is_sparse(node):
@@ -84,15 +82,9 @@ def layer_kind(graph: Graph, node: Node) -> str | None:
     return contract_for(node).family
 
 
-def _layer_function(graph: Graph, node: Node, in_place: bool) -> str | None:
-    if node.op is Op.MEAN and graph.tensors[node.inputs[0]].dtype not in ("int8", "uint8"):
-        return "kb_avg_pool"
-    return node_function(graph, node, in_place)
-
-
-def _struct_bytes(node: Node, kind: str | None = None) -> int:
-    """Bytes of `node`'s static parameter struct (a float MEAN compiled as a pool: the pool's) + its padding."""
-    struct = "kb_conv_params" if kind == "pool" else contract_for(node).struct
+def _struct_bytes(node: Node) -> int:
+    """Bytes of `node`'s static parameter struct + its padding."""
+    struct = contract_for(node).struct
     return struct_bytes(struct) + STRUCT_PAD if struct else 0
 
 
@@ -121,7 +113,7 @@ def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str]
             functions |= {"kb_copy_channels"} if copies else set()
         else:
             kind = layer_kind(graph, node)
-            function = _layer_function(graph, node, name in steps.life.inplace) if kind else None
+            function = node_function(graph, node, name in steps.life.inplace) if kind else None
             if function is not None:
                 layers.append((name, kind))
                 functions.add(function)
@@ -130,7 +122,7 @@ def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str]
                     strides = tuple(slice_placement(steps.storage, graph, t)[1] for t in (node.inputs[0],
                                                                                           node.outputs[0]))
                     calls = movement_calls(graph, node, strides)
-                data += calls * _struct_bytes(node, kind)
+                data += calls * _struct_bytes(node)
     return layers, functions, data
 
 

@@ -20,7 +20,8 @@ from kilobyte.nas.aging import dominates
 
 BOUNDS = "error=0.9,peak=4KB,size=300K,macs=5M"  # loose: the chosen member is compiled and verified
 ARGS = ["search", "--strategy", "unas", "--data", "digits", "--evaluations", "14", "--population", "6",
-        "--epochs", "2", "--workers", "1", "--bounds", BOUNDS, "--prune", "none", "--finalists", "3", "--finalist-epochs", "3", "--final-epochs", "2", "--json"]
+        "--epochs", "2", "--workers", "1", "--bounds", BOUNDS, "--prune", "none",
+        "--finalists", "3", "--finalist-epochs", "3", "--final-epochs", "2", "--json"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 MEMBER_KEYS = {"int8_accuracy", "float_accuracy", "peak_bytes", "input_bytes", "flash_bytes", "weight_bytes", "macs",
                "sparsity", "architecture"}

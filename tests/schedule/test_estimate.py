@@ -92,4 +92,8 @@ def test_estimate_of_a_float_graph_names_the_compiled_families(tmp_path, name):
     qgraph, _ = quantized(graph, 0)
     m = compile_graph(qgraph, tmp_path / "m").manifest
     assert "mean" in m["kernels"]
-    assert list(estimate_resources(graph).families) == m["kernels"]
+    est = estimate_resources(graph)
+    assert list(est.families) == m["kernels"]
+    assert "kb_mean" in est.functions  # its runtime function and layer struct too: the Flash is the compiled one's
+    q = estimate_resources(qgraph)
+    assert (est.functions, est.flash_bytes, est.weight_bytes) == (q.functions, q.flash_bytes, q.weight_bytes)
