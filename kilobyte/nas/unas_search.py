@@ -49,7 +49,7 @@ PRUNE_MODES = ("structured", "unstructured", "none")
 # μNAS Table 3 bounds for the bundled sets (digits: 8x8 images, 10 classes; our choice, scaled from MNIST's by input)
 DEFAULT_BOUNDS = {"mnist": dict(MNIST_BOUNDS),
                   "digits": {"error": 0.05, "peak_bytes": 1024.0, "weight_bytes": 3e3, "macs": 1e6}}
-VAL_SHARE = 0.25  # of the training split, the validation images when --val-images is not given
+VAL_SHARE = 0.25  # of the training split: the validation images when `val_images` is None
 SPARSITY_RANGE = {"mnist": (0.05, 0.80)}  # μNAS Table 5; other data: the same
 
 
