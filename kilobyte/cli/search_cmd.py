@@ -87,7 +87,8 @@ def register(sub) -> None:
                      help="also run random search with as many evaluations, and report it")
     un = p.add_argument_group("μNAS (--strategy unas)")
     un.add_argument("--evaluations", type=int, default=None,
-                    help="candidates to train and measure (default: 20 per --minutes)")
+                    help="candidates to train and measure (default: 20 per --minutes); with --resume, more than "
+                    "the stored search's extends it")
     un.add_argument("--sample", type=int, default=None, help="aging evolution's sample size (default population/4)")
     un.add_argument("--bounds", default=None, metavar="K=V,...",
                     help="soft bounds of the objectives: error, peak (SRAM), size (int8 model bytes), macs; e.g. "

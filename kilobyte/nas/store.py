@@ -51,9 +51,11 @@ class Evaluation:
 
 
 class SearchStore:
-    """The SQLite store of one search (`path`); `settings` must match the stored ones when the file exists."""
+    """The SQLite store of one search (`path`); `settings` must match the stored ones when the file exists, except
+    that the integer settings named in `growable` (a μNAS search's `evaluations`) may be larger: the search is
+    extended, and the stored settings become the new ones."""
 
-    def __init__(self, path: str | Path, settings: dict, *, resume: bool):
+    def __init__(self, path: str | Path, settings: dict, *, resume: bool, growable: tuple[str, ...] = ()):
         self.path = Path(path)
         existed = self.path.exists()
         if existed and not resume:
@@ -80,10 +82,15 @@ class SearchStore:
             except (KeyError, json.JSONDecodeError):
                 raise StoreError(f"{self.path}: the store's settings are unreadable (damaged)") from None
             diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-            if diff:
-                k = diff[0]
-                raise StoreError(f"{self.path}: stored search has {k}={old.get(k)!r}, this run {settings.get(k)!r}; "
-                                 f"resume with the same settings or choose another --out")
+            grown = [k for k in diff if k in growable and isinstance(old.get(k), int)
+                     and isinstance(settings.get(k), int) and settings[k] > old[k]]
+            if len(grown) < len(diff):
+                k = next(k for k in diff if k not in grown)
+                extra = " (it may grow, not shrink)" if k in growable else ""
+                raise StoreError(f"{self.path}: stored search has {k}={old.get(k)!r}, this run {settings.get(k)!r}"
+                                 f"{extra}; resume with the same settings or choose another --out")
+            if grown:  # a longer search: it continues where the stored one ended
+                self.db.execute("UPDATE meta SET value=? WHERE key='settings'", (json.dumps(settings, sort_keys=True),))
         self.settings = settings
 
     def _create(self, settings: dict) -> None:

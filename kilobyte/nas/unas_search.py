@@ -294,7 +294,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "weights").mkdir(exist_ok=True)
-    store = SearchStore(out_dir / "search.sqlite", config.settings(), resume=resume)
+    store = SearchStore(out_dir / "search.sqlite", config.settings(), resume=resume, growable=("evaluations",))
     try:
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1

@@ -144,6 +144,26 @@ def test_sigkill_at_three_points_then_resume(reference, tmp_path):
         [{k: v for k, v in m.items() if k not in strip} for m in ref_report["pareto"]]
 
 
+def test_a_finished_search_extended_with_resume_equals_the_longer_search(reference, tmp_path):
+    """A search of 10 evaluations, then `--resume --evaluations 14`: the same 14 evaluations as the reference search
+    asked for 14 from the start (one in flight: the order is deterministic); fewer than stored is refused."""
+    ref_out, ref_report = reference
+    out = tmp_path / "s"
+    shorter = [a if a != "14" else "10" for a in ARGS]
+    run = subprocess.run([sys.executable, "-m", "kilobyte", *shorter, "--out", str(out)], capture_output=True,
+                         text=True, timeout=600, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(_rows(out)[0]) == 10
+    run = subprocess.run(_cmd(out, "--resume"), capture_output=True, text=True, timeout=600, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows, meta = _rows(out)
+    assert rows == _rows(ref_out)[0] and json.loads(meta["settings"])["evaluations"] == 14
+    assert json.loads(run.stdout)["chosen"] == ref_report["chosen"]
+    run = subprocess.run([sys.executable, "-m", "kilobyte", *shorter, "--out", str(out), "--resume"],
+                         capture_output=True, text=True, timeout=600, env=ENV)
+    assert run.returncode != 0 and "evaluations=14" in run.stderr and "grow, not shrink" in run.stderr
+
+
 def test_one_line_errors(reference, tmp_path):
     out, report = reference
     cases = [
