@@ -99,7 +99,7 @@ def main() -> None:
                        epochs=args.epochs, prune="structured", final_epochs=100, in_flight=args.workers)
             if seed == 0:
                 results["main"] = r
-            results.setdefault("main_seeds", {})[str(seed)] = main_summary(r)
+            results.setdefault("main_seeds", {}).setdefault(str(n), {})[str(seed)] = main_summary(r)
             save()
     def compare(key: str, n: int, kinds, prefix: str = "", **task):
         """Searches of `n` evaluations per (strategy, prune) in `kinds` and seed, into results[key]."""
@@ -292,12 +292,12 @@ def report(results: dict, seeds: int) -> None:
                   f"int8 {f['int8_accuracy'] * 100:.1f} % held-out; "
                   f"compiled: int8 by the C {d['int8_accuracy'] * 100:.1f} %, bit-exact {d['bit_exact']}, "
                   f"{d['verdict']}")
-    if "main_seeds" in results:
-        print("\n## MNIST, one search per seed: the chosen member after its final training\n")
+    for n, by_seed in sorted(results.get("main_seeds", {}).items(), key=lambda kv: int(kv[0])):
+        print(f"\n## MNIST, {n} evaluations, one search per seed: the chosen member after its final training\n")
         print("| seed | chosen | val (search / second evaluation) | peak SRAM (+ input) | size | MACs | int8 held-out "
               "| bit-exact | minutes |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for seed, m in sorted(results["main_seeds"].items()):
+        for seed, m in sorted(by_seed.items()):
             if "description" not in m:
                 print(f"| {seed} | none inside the bounds | | | | | | | {m['wall_seconds'] / 60:.1f} |")
                 continue
