@@ -197,7 +197,9 @@ def _task_run(payload):
 
 
 @contextmanager
-def _one_thread():
+def one_thread():
+    """torch on one thread inside the block, as on every worker: a training's result then does not depend on the
+    machine's core count (threads change the order floating-point sums are taken in)."""
     import torch
 
     before = torch.get_num_threads()
@@ -243,7 +245,7 @@ def open_pool(make_worker, spec, workers: int = 1, ray_address: str | None = Non
 
         def collect():
             key, payload = queue.pop(0)
-            with _one_thread():
+            with one_thread():
                 return key, worker(payload)
 
         yield TaskPool(submit, collect, 1)

@@ -286,7 +286,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
     from tqdm import tqdm
 
     from ..schedule.plan_types import PlanOptions
-    from .parallel import open_pool
+    from .parallel import one_thread, open_pool
     from .store import Evaluation, SearchStore
     from .unas_build import UnasEvaluator
 
@@ -353,8 +353,9 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
                       repeated=store.repeated())
         if report["chosen"] is not None:
-            _shortlist(store, space, config, report, out_dir, fit, val, log)
-            report["final"] = _final_training(store, space, config, report, out_dir, fit, val, test, log)
+            with one_thread():  # as the evaluations: the chosen member does not depend on this machine's cores
+                _shortlist(store, space, config, report, out_dir, fit, val, log)
+                report["final"] = _final_training(store, space, config, report, out_dir, fit, val, test, log)
             if deploy:
                 report["deployed"] = _deploy(space, config, report, out_dir, fit, test, device, progress, log)
         _write_pareto_plot(report, config, out_dir)

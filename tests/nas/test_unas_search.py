@@ -95,6 +95,20 @@ def test_chosen_after_a_second_evaluation_of_the_finalists(reference):
         assert stored[f"finalist-{front[i]['index']}-3"]["val_error"] == pytest.approx(scores[i])
 
 
+def test_the_choice_does_not_depend_on_the_threads(reference, tmp_path):
+    """The finalists' second evaluation and the final training run on one thread, as every evaluation does: the same
+    search with torch allowed 2 threads chooses and trains the same member to the same accuracies."""
+    ref_out, ref_report = reference
+    run = subprocess.run(_cmd(tmp_path / "s"), capture_output=True, text=True, timeout=600,
+                         env={**ENV, "OMP_NUM_THREADS": "2"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    assert (report["chosen"], report["finalists"], report["final"]) == (
+        ref_report["chosen"], ref_report["finalists"], ref_report["final"])
+    assert [m.get("finalist_val_error") for m in report["pareto"]] == \
+        [m.get("finalist_val_error") for m in ref_report["pareto"]]
+
+
 def test_exported_member_reproduces_its_reported_accuracy(reference, tmp_path):
     """`--export N` writes an int8 .tflite whose accuracy on the held-out split (run by the int8 reference) is the
     report's; `kilobyte compile` accepts it."""
