@@ -306,7 +306,8 @@ def _print_unas(r: dict) -> None:
                                          f"{(1 - r['pareto'][i]['finalist_val_error']) * 100:.1f} %"
                                          for i in r["finalists"]))
     print(f"\n  hypervolume (bound units) {r['hypervolume']:.4f}; training {r['seconds_train'] / 60:.1f} min, "
-          f"resource evaluation {r['resource_share'] * 100:.2f} % of it; {r['seconds'] / 60:.1f} min in all")
+          f"resource evaluation {r['resource_share'] * 100:.2f} % of it; {r['seconds'] / 60:.1f} min in this run "
+          f"(a --resume counts only its own)")
     d = r.get("deployed")
     if d is None:
         print("  no member is inside every bound: nothing compiled (export one with --export N)")
