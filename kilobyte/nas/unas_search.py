@@ -483,7 +483,6 @@ def _shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fi
         return
     log(f"second evaluation of the {len(ranked)} most accurate members inside the bounds: {config.finalist_epochs} "
         f"epochs each ...")
-    finalists = []
     for n, i in enumerate(ranked):
         member = report["pareto"][i]
         key = f"finalist-{member['index']}-{config.finalist_epochs}"
@@ -494,11 +493,10 @@ def _shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fi
             done = {"val_error": 1.0 - int8_accuracy(int8, val.x, val.y)}
             store.finish_phase(key, done)
         member["finalist_val_error"] = done["val_error"]
-        finalists.append(i)
         log(f"  finalist {n + 1}/{len(ranked)}: member {i} {member['description']}: validation int8 "
             f"{(1 - member['val_error']) * 100:.1f} % -> {(1 - done['val_error']) * 100:.1f} %")
-    report["finalists"] = finalists
-    report["chosen"] = min(finalists, key=lambda i: _rank(report["pareto"][i], "finalist_val_error"))
+    report["finalists"] = ranked
+    report["chosen"] = min(ranked, key=lambda i: _rank(report["pareto"][i], "finalist_val_error"))
 
 
 def _rank(member: dict, error: str) -> tuple:
