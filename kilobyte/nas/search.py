@@ -129,9 +129,12 @@ def load_split(config: SearchConfig):
     return split_data(config.data, config.seed, config.train_fraction, config.val_images, config.train_images)
 
 
-def split_data(data: str, seed: int, train_fraction: float, val_images: int | float, train_images: int | None):
+VAL_SHARE = 0.25  # of the training split: the validation images when a search gives no number
+
+
+def split_data(data: str, seed: int, train_fraction: float, val_images: int | None, train_images: int | None):
     """(fit, val, test) of labelled images `data` shuffled by `seed`: test = the last 1 - `train_fraction`, val = the
-    last `val_images` of the rest (a float: that share of it), fit = the others (at most `train_images` of them).
+    last `val_images` of the rest (None: `VAL_SHARE` of it), fit = the others (at most `train_images` of them).
     Searches of both kinds."""
     from ..data import load_dataset
 
@@ -140,8 +143,8 @@ def split_data(data: str, seed: int, train_fraction: float, val_images: int | fl
         raise SearchError(f"--data {data}: search needs labelled images (a folder of class sub-folders, an "
                           f".npz with 'y', or a bundled set)")
     n_train = int(len(ds.x) * train_fraction)
-    if isinstance(val_images, float):
-        val_images = int(n_train * val_images)
+    if val_images is None:
+        val_images = int(n_train * VAL_SHARE)
     if n_train - val_images < 100 or len(ds.x) - n_train < 50:
         raise SearchError(f"--data {data}: {len(ds.x)} images are too few to split into train, "
                           f"{val_images} validation and a test split")

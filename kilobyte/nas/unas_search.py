@@ -49,7 +49,6 @@ PRUNE_MODES = ("structured", "unstructured", "none")
 # μNAS Table 3 bounds for the bundled sets (digits: 8x8 images, 10 classes; our choice, scaled from MNIST's by input)
 DEFAULT_BOUNDS = {"mnist": dict(MNIST_BOUNDS),
                   "digits": {"error": 0.05, "peak_bytes": 1024.0, "weight_bytes": 3e3, "macs": 1e6}}
-VAL_SHARE = 0.25  # of the training split: the validation images when `val_images` is None
 SPARSITY_RANGE = {"mnist": (0.05, 0.80)}  # μNAS Table 5; other data: the same
 
 
@@ -74,7 +73,7 @@ class UnasConfig:
     lr: float = 0.1
     batch_size: int = 32  # a candidate's training steps: 32 separates networks better than 64 in a few epochs
     train_fraction: float = 0.8
-    val_images: int | None = None  # None: a quarter of the training split (1,000 of MNIST's 4,000)
+    val_images: int | None = None  # None: search.VAL_SHARE of the training split (1,000 of MNIST's 4,000)
     train_images: int | None = None
     skip_factor: float = CAP
     finalists: int = 5  # the front's most accurate members inside the bounds, evaluated again before choosing
@@ -271,8 +270,7 @@ def load_split(config: UnasConfig):
     validation split the last `val_images` of the rest (default a quarter of it)."""
     from .search import split_data
 
-    val = config.val_images if config.val_images is not None else VAL_SHARE
-    return split_data(config.data, 0, config.train_fraction, val, config.train_images)
+    return split_data(config.data, 0, config.train_fraction, config.val_images, config.train_images)
 
 
 def _candidate(e) -> Candidate:
