@@ -52,14 +52,21 @@ def _object(source: Path, include_dir: Path, flags, cache: Path) -> Path:
     if not obj.exists():
         cache.mkdir(parents=True, exist_ok=True)
         tmp = obj.with_name(f"{obj.stem}.{os.getpid()}.tmp.o")
-        cmd = ["gcc", *flags, f"-I{include_dir}", "-c", str(source), "-o", str(tmp)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
+        try:
+            _gcc(["gcc", *flags, f"-I{include_dir}", "-c", str(source), "-o", str(tmp)], source)
+        except KilobyteError:
             tmp.unlink(missing_ok=True)
-            first = res.stderr.strip().splitlines()[0] if res.stderr else ""
-            raise KilobyteError(f"{source}: host build failed: {first} (command: {' '.join(cmd)})")
+            raise
         tmp.replace(obj)
     return obj
+
+
+def _gcc(cmd: list[str], what) -> None:
+    """Run a gcc command; a failure is a one-line error naming `what`, gcc's first message and the command."""
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        first = res.stderr.strip().splitlines()[0] if res.stderr else ""
+        raise KilobyteError(f"{what}: host build failed: {first} (command: {' '.join(cmd)})")
 
 
 def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
@@ -78,11 +85,7 @@ def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
     else:
         compile_flags = [*flags, *(["-fPIC"] if shared else [])]
         srcs += [str(_object(p, src, compile_flags, cache)) for p in runtime]
-    cmd = ["gcc", *flags, *extra, f"-I{src}", *srcs, "-o", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise KilobyteError(f"{project}: host build failed: {res.stderr.strip().splitlines()[0] if res.stderr else ''}"
-                            f" (command: {' '.join(cmd)})")
+    _gcc(["gcc", *flags, *extra, f"-I{src}", *srcs, "-o", str(out)], project)
     return out
 
 
