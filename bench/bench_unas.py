@@ -219,7 +219,7 @@ def hand_archs() -> dict:
 
 def final_seeds(main_dir: Path, seeds: int = 5) -> dict:
     """How much of the chosen member's held-out accuracy is the final training's seed: the seed-0 MNIST search's
-    chosen member trained exactly as its final training (`_retrain`, `final_epochs` on all training images) with
+    chosen member trained exactly as its final training (`retrain_member`, `final_epochs` on all training images) with
     torch seeds 0..seeds-1 (seed 0 is the search's own final training), int8 on the held-out split. Reporting only:
     nothing is chosen by it."""
     from dataclasses import replace
@@ -227,7 +227,7 @@ def final_seeds(main_dir: Path, seeds: int = 5) -> dict:
     import numpy as np
     import torch
 
-    from kilobyte.nas.unas_search import UnasConfig, _retrain, load_split, quantise_module, space_of
+    from kilobyte.nas.unas_search import UnasConfig, load_split, quantise_module, retrain_member, space_of
     from kilobyte.train import int8_accuracy
 
     torch.set_num_threads(1)
@@ -239,7 +239,7 @@ def final_seeds(main_dir: Path, seeds: int = 5) -> dict:
     x, y = np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y])
     accs = []
     for seed in range(seeds):
-        module = _retrain(space, replace(config, seed=seed), main_dir, member, x, y, config.final_epochs)
+        module = retrain_member(space, replace(config, seed=seed), main_dir, member, x, y, config.final_epochs)
         accs.append(int8_accuracy(quantise_module(space, module, fit.x[:128]), test.x, test.y))
         print(f"final training, seed {seed}: int8 held-out {accs[-1] * 100:.1f} %", flush=True)
     return {"architecture": member["description"], "epochs": config.final_epochs, "int8_accuracy": accs}

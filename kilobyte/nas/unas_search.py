@@ -440,7 +440,7 @@ def front_hypervolume(objectives: list[dict], bounds: dict) -> float:
                        [1.0] + [HV_REFERENCE] * len(names))
 
 
-def _retrain(space, config: UnasConfig, out_dir: Path, member: dict, x: np.ndarray, y: np.ndarray, epochs: int):
+def retrain_member(space, config: UnasConfig, out_dir: Path, member: dict, x: np.ndarray, y: np.ndarray, epochs: int):
     """A Pareto member trained again for `epochs` on (x, y) with the recipe (no early stopping; the one-cycle rate
     ends low), in eval mode. Structured or no pruning: its architecture (the pruned one) from scratch, seeded by the
     search's seed; unstructured: from its search weights, the pruned weights kept at zero. 0 epochs: its search
@@ -486,7 +486,7 @@ def _shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fi
         key = f"finalist-{member['index']}-{config.finalist_epochs}"
         done = store.phase_result(key)
         if done is None:
-            module = _retrain(space, config, out_dir, member, fit.x, fit.y, config.finalist_epochs)
+            module = retrain_member(space, config, out_dir, member, fit.x, fit.y, config.finalist_epochs)
             int8 = quantise_module(space, module, fit.x[:CALIBRATION])
             done = {"val_error": 1.0 - int8_accuracy(int8, val.x, val.y)}
             store.finish_phase(key, done)
@@ -503,7 +503,7 @@ def _rank(member: dict, error: str) -> tuple:
 
 def _final_training(store, space, config, report, out_dir, fit, val, test, log) -> dict:
     """The chosen member trained once more, the way a chosen network is: on the training and validation images
-    together, for `final_epochs` (`_retrain`). Saved to DIR/final.pt; held-out accuracies after it. Deterministic,
+    together, for `final_epochs` (`retrain_member`). Saved to DIR/final.pt; held-out accuracies after it. Deterministic,
     and committed as the store's "final" phase: a resumed search takes it from there."""
     from ..train import float_accuracy, int8_accuracy
 
@@ -515,8 +515,8 @@ def _final_training(store, space, config, report, out_dir, fit, val, test, log) 
     if config.final_epochs:
         log(f"final training of Pareto member {report['chosen']}: {config.final_epochs} epochs on the training and "
             f"validation images ...")
-    module = _retrain(space, config, out_dir, member, np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y]),
-                      config.final_epochs)
+    x, y = np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y])
+    module = retrain_member(space, config, out_dir, member, x, y, config.final_epochs)
     _atomic_torch_save(module.state_dict(), ckpt)
     int8 = quantise_module(space, module, fit.x[:CALIBRATION])
     result = {"index": member["index"], "epochs": config.final_epochs,
