@@ -452,9 +452,9 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 
 def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """An int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6): its 256-entry table, computed here with
-    the reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either side may be a
-    slice)."""
+    """An int8 unary op (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6): its 256-entry table,
+    computed here with the reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either
+    side may be a slice)."""
     x, y = node.inputs[0], node.outputs[0]
     shape = graph.tensors[y].shape
     table = f"kb_lut_{c_ident(node.name)}"

@@ -227,8 +227,8 @@ class Lowering:
 
     # -- elementwise -----------------------------------------------------------------------------------------------
     def unary(self, op: Op, x: Value, *, origin: str, attrs=None) -> Value:
-        """An elementwise op of one input (RELU, RELU6, IDENTITY, LOGISTIC, HARD_SWISH, LEAKY_RELU); layout-agnostic,
-        so a pending permutation passes through."""
+        """An elementwise op of one input (RELU, RELU6, IDENTITY, LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU);
+        layout-agnostic, so a pending permutation passes through."""
         return self._emit(op, [x.name], attrs, origin, perm=x.perm, rank=len(x.shape))
 
     def hard_sigmoid(self, x: Value, alpha: float, beta: float, *, origin: str) -> Value:

@@ -13,7 +13,8 @@ import numpy as np
 from ..ir import LeakyReluAttrs, Op
 from .lowering import Lowering, LoweringError, Value, same_padding
 
-SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, HardSwish, HardSigmoid, LeakyRelu, "
+SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, Tanh, Elu (alpha 1), HardSwish, "
+             "HardSigmoid, LeakyRelu, "
              "Gemm, MatMul(+Add), AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, ReduceMean, Add, Sub, Mul, "
              "Div by a constant, Neg, Max, Min, Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose of unit axes, "
              "Dropout, Identity, Pad, Softmax, LogSoftmax, ConvTranspose (1-D, 2-D), Resize / Upsample (nearest, "
@@ -181,6 +182,16 @@ def relu(low: Lowering, origin, attrs, ins, opset):
 
 def sigmoid(low: Lowering, origin, attrs, ins, opset):
     return low.unary(Op.LOGISTIC, _act(ins[0]), origin=origin)
+
+
+def tanh(low: Lowering, origin, attrs, ins, opset):
+    return low.unary(Op.TANH, _act(ins[0]), origin=origin)
+
+
+def elu(low: Lowering, origin, attrs, ins, opset):
+    if attrs.get("alpha", 1.0) != 1.0:
+        raise LoweringError(f"Elu with alpha={attrs['alpha']}; TFLite's ELU has alpha 1 only")
+    return low.unary(Op.ELU, _act(ins[0]), origin=origin)
 
 
 def hard_swish(low: Lowering, origin, attrs, ins, opset):
@@ -385,6 +396,7 @@ def transpose(low: Lowering, origin, attrs, ins, opset):
 
 
 OPS = {
+    "Tanh": tanh, "Elu": elu,
     "Conv": conv, "ConvTranspose": conv_transpose, "Resize": resize, "Upsample": upsample, "Gelu": gelu,
     "ReduceMax": reduce_max, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
     "HardSwish": hard_swish, "HardSigmoid": hard_sigmoid, "LeakyRelu": leaky_relu, "Gemm": gemm, "MatMul": matmul,

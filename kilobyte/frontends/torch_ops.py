@@ -20,10 +20,10 @@ from ..ir import LeakyReluAttrs, Op
 from .lowering import LoweringError, Value, same_padding
 
 SUPPORTED = ("Conv1d/Conv2d (groups 1 or depthwise), BatchNorm1d/2d, Linear, ReLU, ReLU6/hardtanh(0,6)/clamp, "
-             "Sigmoid, Hardswish, Hardsigmoid, SiLU, LeakyReLU, Avg/MaxPool1d/2d, AdaptiveAvg/MaxPool1d/2d, mean, "
-             "add, sub, mul, div by a constant, maximum, minimum, cat, flatten/view/reshape/squeeze/unsqueeze, "
-             "Dropout, Identity, ZeroPad/pad, Softmax, LogSoftmax, ConvTranspose1d/2d, Upsample/interpolate (nearest, "
-             "nearest-exact, bilinear), GELU")
+             "Sigmoid, Tanh, ELU (alpha 1), Hardswish, Hardsigmoid, SiLU, LeakyReLU, Avg/MaxPool1d/2d, "
+             "AdaptiveAvg/MaxPool1d/2d, mean, add, sub, mul, div by a constant, maximum, minimum, cat, "
+             "flatten/view/reshape/squeeze/unsqueeze, Dropout, Identity, ZeroPad/pad, Softmax, LogSoftmax, "
+             "ConvTranspose1d/2d, Upsample/interpolate (nearest, nearest-exact, bilinear), GELU")
 
 # PyTorch ops whose IR op is not there yet: the error names what they need.
 NOT_IN_IR = {
@@ -145,6 +145,16 @@ def _hardtanh(low, origin, input, min_val=-1.0, max_val=1.0, inplace=False):
 
 def _sigmoid(low, origin, input):
     return low.unary(Op.LOGISTIC, input, origin=origin)
+
+
+def _tanh(low, origin, input):
+    return low.unary(Op.TANH, input, origin=origin)
+
+
+def _elu(low, origin, input, alpha=1.0, inplace=False):
+    if alpha != 1.0:
+        raise LoweringError(f"elu with alpha={alpha}; TFLite's ELU has alpha 1 only")
+    return low.unary(Op.ELU, input, origin=origin)
 
 
 def _hardswish(low, origin, input, inplace=False):
@@ -417,7 +427,8 @@ FUNCTIONS = {
     F.conv1d: _conv1d, F.conv2d: _conv2d, F.linear: _linear, F.batch_norm: _batch_norm,
     F.relu: _relu, torch.relu: _relu, torch.relu_: _relu, F.relu_: _relu,
     F.relu6: _relu6, F.hardtanh: _hardtanh, torch.clamp: _clamp, torch.clip: _clamp,
-    torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
+    torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, torch.tanh: _tanh, F.tanh: _tanh, F.elu: _elu,
+    F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
     F.silu: _silu, F.leaky_relu: _leaky_relu, F.gelu: _gelu, F.interpolate: _interpolate,
     F.conv_transpose1d: _conv_transpose1d, F.conv_transpose2d: _conv_transpose2d,
     operator.add: _add, operator.iadd: _add, torch.add: _add, operator.sub: _sub, operator.isub: _sub,
@@ -436,6 +447,7 @@ FUNCTIONS = {
 
 METHODS = {
     "relu": _relu, "relu_": _relu, "clamp": _clamp, "clamp_": _clamp, "clip": _clamp, "sigmoid": _sigmoid,
+    "tanh": _tanh,
     "add": _add, "add_": _add, "sub": _sub, "sub_": _sub, "mul": _mul, "mul_": _mul, "div": _div, "div_": _div,
     "neg": _neg, "maximum": _maximum, "minimum": _minimum, "max": _max_or_min(Op.MAXIMUM),
     "min": _max_or_min(Op.MINIMUM), "flatten": _flatten, "view": _reshape, "reshape": _reshape,
@@ -489,6 +501,8 @@ MODULES = {
     nn.ReLU6: lambda low, origin, m, input: _relu6(low, origin, input),
     nn.Hardtanh: lambda low, origin, m, input: _hardtanh(low, origin, input, m.min_val, m.max_val),
     nn.Sigmoid: lambda low, origin, m, input: _sigmoid(low, origin, input),
+    nn.Tanh: lambda low, origin, m, input: _tanh(low, origin, input),
+    nn.ELU: lambda low, origin, m, input: _elu(low, origin, input, m.alpha),
     nn.Hardswish: lambda low, origin, m, input: _hardswish(low, origin, input),
     nn.Hardsigmoid: lambda low, origin, m, input: _hardsigmoid(low, origin, input),
     nn.SiLU: lambda low, origin, m, input: _silu(low, origin, input),

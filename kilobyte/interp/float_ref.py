@@ -178,6 +178,10 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return np.where(args[0] > 0, args[0], args[0] * a.alpha)  # alpha may exceed 1 or be negative: no max()
     if op is Op.GELU:
         return _gelu(args[0], a.approximate)
+    if op is Op.TANH:
+        return np.tanh(args[0])
+    if op is Op.ELU:
+        return np.where(args[0] > 0, args[0], np.expm1(np.minimum(args[0], 0.0)))  # the minimum: no overflow warning
     if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
         return _resize(node, args[0])
     if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):

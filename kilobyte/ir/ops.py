@@ -41,6 +41,8 @@ class Op(enum.Enum):
     HARD_SWISH = "HARD_SWISH"
     LEAKY_RELU = "LEAKY_RELU"
     GELU = "GELU"
+    TANH = "TANH"
+    ELU = "ELU"
     # Upsampling (decoders): two resizes and the transposed convolution.
     RESIZE_NEAREST_NEIGHBOR = "RESIZE_NEAREST_NEIGHBOR"
     RESIZE_BILINEAR = "RESIZE_BILINEAR"
@@ -222,8 +224,9 @@ class BatchNormAttrs:
 
 @dataclass(frozen=True)
 class NoAttrs:
-    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, LOG_SOFTMAX (TFLite's has no options: beta
-    is 1), MAXIMUM, MINIMUM (two operands, no fused activation in TFLite)."""
+    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, TANH, ELU (TFLite's alpha is 1),
+    LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM, MINIMUM (two operands, no fused activation in
+    TFLite)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -251,6 +254,8 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.HARD_SWISH: NoAttrs,
     Op.LEAKY_RELU: LeakyReluAttrs,
     Op.GELU: GeluAttrs,
+    Op.TANH: NoAttrs,
+    Op.ELU: NoAttrs,
     Op.RESIZE_NEAREST_NEIGHBOR: ResizeAttrs,
     Op.RESIZE_BILINEAR: ResizeAttrs,
     Op.TRANSPOSE_CONV: TransposeConvAttrs,

@@ -140,6 +140,10 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
     KernelContract(Op.LOGISTIC, "lut", constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); "
                    "a 256-entry table per node"),
+    KernelContract(Op.TANH, "lut", constraints="int8 in, int8 out with scale 1/128 and zero point 0 (TFLite); a "
+                   "256-entry table per node"),
+    KernelContract(Op.ELU, "lut", constraints="int8 in and out (alpha 1, as TFLite); a 256-entry table per node, built "
+                   "as TFLite Micro's Prepare builds it"),
     KernelContract(Op.HARD_SWISH, "lut", constraints="int8 in and out, input scale below 128x the output's "
                    "(TFLite Micro); a 256-entry table per node"),
     KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "
