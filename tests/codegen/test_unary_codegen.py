@@ -1,4 +1,5 @@
-"""int8 unary ops in generated C: conv -> LOGISTIC / HARD_SWISH / LEAKY_RELU / RELU / RELU6 -> conv, compiled.
+"""int8 unary ops in generated C: conv -> LOGISTIC / TANH / ELU / HARD_SWISH / LEAKY_RELU / RELU / RELU6 -> conv,
+compiled.
 
 Each model is built int8 with explicit quantisation (GraphBuilder; `quantize()` emits none of these ops), the unary
 op with its own output scale and zero point, so its table really requantises. A second shape feeds two unary ops
@@ -20,8 +21,10 @@ from kilobyte.ir import ConcatAttrs, ConvAttrs, GraphBuilder, LeakyReluAttrs, Op
 from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.plan_types import PlanOptions
 
-UNARY = {  # op -> (attrs, output (scale factor of the input's, zero point)); LOGISTIC's output is fixed by TFLite
+UNARY = {  # op -> (attrs, output (scale factor of the input's, zero point)); LOGISTIC's, TANH's fixed by TFLite
     Op.LOGISTIC: (None, None),
+    Op.TANH: (None, None),
+    Op.ELU: (None, (0.7, 40)),
     Op.HARD_SWISH: (None, (0.6, -90)),
     Op.LEAKY_RELU: (LeakyReluAttrs(0.15), (0.8, 20)),
     Op.RELU: (None, (0.5, -128)),
@@ -34,6 +37,8 @@ def _unary(b: GraphBuilder, op: Op, x: str, ref: QParams) -> str:
     attrs, out = UNARY[op]
     if op is Op.LOGISTIC:
         qp = QParams.per_tensor(1 / 256, -128)
+    elif op is Op.TANH:
+        qp = QParams.per_tensor(1 / 128, 0)
     elif op is Op.RELU6:
         qp = b.tensors[x].qparams
     else:
@@ -72,7 +77,8 @@ def test_conv_unary_conv_c_equals_reference_equals_tflm(tmp_path, op):
     assert report.ok and report.engines == ("c-host", "reference", "tflm"), report.mismatches
 
 
-@pytest.mark.parametrize("op", [Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU], ids=lambda op: op.value.lower())
+@pytest.mark.parametrize("op", [Op.LOGISTIC, Op.TANH, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU],
+                         ids=lambda op: op.value.lower())
 def test_unary_ops_write_into_concat_slices(tmp_path, op):
     """Two branches concatenated: both kb_lut calls write their slice (pixel stride 12, channels 6) directly."""
     graph = unary_model(op, seed=len(op.value) + 1, concat=True)
