@@ -46,6 +46,21 @@ CASES = [
 ]
 
 
+# Ops TFLite Micro has no int8 kernel for (its EXP and LOG take float32 only): checked against TFLite's interpreter.
+# EXP's inputs stay where exp(x) / s_out fits int32 (TFLite's float -> int conversion is undefined beyond).
+LITERT_CASES = [
+    *((Op.RELU_N1_TO_1, q_in, q_out, 0.0) for q_in, q_out in [
+        ((0.05, -10), (0.03, 5)), ((0.1, 0), (0.2, -100)), ((0.02, 100), (0.01, -128)), ((0.2, -128), (0.01, 0)),
+        ((0.003, 3), (0.004, -100)), ((0.01, -128), (1 / 128, 0)), *(c[:2] for c in TIE_CASES)]),
+    *((Op.EXP, q_in, q_out, 0.0) for q_in, q_out in [
+        ((0.05, -128), (0.03, 5)), ((0.02, -128), (0.05, 100)), ((0.05, -10), (0.03, 5)), ((0.1, 0), (0.2, -100)),
+        ((0.02, 100), (0.01, -128)), ((0.003, 3), (0.004, -100)), TIE_CASES[1][:2]]),
+    *((Op.LOG, q_in, q_out, 0.0) for q_in, q_out in [
+        ((0.05, -128), (0.03, 5)), ((0.02, -128), (0.05, 100)), ((0.05, -10), (0.03, 5)), ((0.1, 0), (0.2, -100)),
+        ((0.02, 100), (0.02, 127)), ((0.5, -128), (0.3, 50)), ((0.003, 3), (0.025, 127)), TIE_CASES[1][:2]]),
+]
+
+
 def case_id(case) -> str:
     op, (si, zi), (so, zo), alpha = case
     return f"{op.value.lower()}-{si}:{zi}-{so}:{zo}" + (f"-a{alpha}" if op is Op.LEAKY_RELU else "")

@@ -20,10 +20,10 @@ from ..ir import LeakyReluAttrs, Op
 from .lowering import LoweringError, Value, same_padding
 
 SUPPORTED = ("Conv1d/Conv2d (groups 1 or depthwise), BatchNorm1d/2d, Linear, ReLU, ReLU6/hardtanh(0,6)/clamp, "
-             "Sigmoid, Tanh, ELU (alpha 1), Hardswish, Hardsigmoid, SiLU, LeakyReLU, Avg/MaxPool1d/2d, "
-             "AdaptiveAvg/MaxPool1d/2d, mean, add, sub, mul, div by a constant, maximum, minimum, cat, "
-             "flatten/view/reshape/squeeze/unsqueeze, Dropout, Identity, ZeroPad/pad, Softmax, LogSoftmax, "
-             "ConvTranspose1d/2d, Upsample/interpolate (nearest, nearest-exact, bilinear), GELU")
+             "hardtanh(-1,1)/clamp(-1,1), Sigmoid, Tanh, ELU (alpha 1), exp, log, Hardswish, Hardsigmoid, SiLU, "
+             "LeakyReLU, Avg/MaxPool1d/2d, AdaptiveAvg/MaxPool1d/2d, mean, add, sub, mul, div by a constant, "
+             "maximum, minimum, cat, flatten/view/reshape/squeeze/unsqueeze, Dropout, Identity, ZeroPad/pad, "
+             "Softmax, LogSoftmax, ConvTranspose1d/2d, Upsample/interpolate (nearest, nearest-exact, bilinear), GELU")
 
 # PyTorch ops whose IR op is not there yet: the error names what they need.
 NOT_IN_IR = {
@@ -136,7 +136,10 @@ def _clamp(low, origin, input, min=None, max=None):
         return low.unary(Op.RELU, input, origin=origin)
     if min == 0 and max == 6:
         return low.unary(Op.RELU6, input, origin=origin)
-    raise LoweringError(f"clamp to [{min}, {max}]; only [0, 6] (ReLU6) and [0, inf) (ReLU) are supported")
+    if min == -1 and max == 1:
+        return low.unary(Op.RELU_N1_TO_1, input, origin=origin)
+    raise LoweringError(f"clamp to [{min}, {max}]; only [0, 6] (ReLU6), [0, inf) (ReLU) and [-1, 1] (TFLite's "
+                        f"RELU_N1_TO_1) are supported")
 
 
 def _hardtanh(low, origin, input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -149,6 +152,14 @@ def _sigmoid(low, origin, input):
 
 def _tanh(low, origin, input):
     return low.unary(Op.TANH, input, origin=origin)
+
+
+def _exp(low, origin, input):
+    return low.unary(Op.EXP, input, origin=origin)
+
+
+def _log(low, origin, input):
+    return low.unary(Op.LOG, input, origin=origin)
 
 
 def _elu(low, origin, input, alpha=1.0, inplace=False):
@@ -428,6 +439,7 @@ FUNCTIONS = {
     F.relu: _relu, torch.relu: _relu, torch.relu_: _relu, F.relu_: _relu,
     F.relu6: _relu6, F.hardtanh: _hardtanh, torch.clamp: _clamp, torch.clip: _clamp,
     torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, torch.tanh: _tanh, F.tanh: _tanh, F.elu: _elu,
+    torch.exp: _exp, torch.log: _log,
     F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
     F.silu: _silu, F.leaky_relu: _leaky_relu, F.gelu: _gelu, F.interpolate: _interpolate,
     F.conv_transpose1d: _conv_transpose1d, F.conv_transpose2d: _conv_transpose2d,
@@ -447,7 +459,7 @@ FUNCTIONS = {
 
 METHODS = {
     "relu": _relu, "relu_": _relu, "clamp": _clamp, "clamp_": _clamp, "clip": _clamp, "sigmoid": _sigmoid,
-    "tanh": _tanh,
+    "tanh": _tanh, "exp": _exp, "log": _log,
     "add": _add, "add_": _add, "sub": _sub, "sub_": _sub, "mul": _mul, "mul_": _mul, "div": _div, "div_": _div,
     "neg": _neg, "maximum": _maximum, "minimum": _minimum, "max": _max_or_min(Op.MAXIMUM),
     "min": _max_or_min(Op.MINIMUM), "flatten": _flatten, "view": _reshape, "reshape": _reshape,

@@ -13,8 +13,8 @@ Beyond the conv / pool / ADD core:
 - SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
   element), either operand may be a constant; MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output
   must share params;
-- LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU and a standing RELU / RELU6: the 256-entry table of
-  `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
+- LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
+  256-entry table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
   TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
@@ -297,9 +297,9 @@ def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
 
 def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
     """The 256-entry int8 table of an int8 LOGISTIC / TANH / ELU / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite
-    Micro's Prepare and kernel over every input value) or GELU node (TFLite's Prepare), refusing outputs whose meaning
-    TFLite's kernel would not honour: LOGISTIC writes scale 1/256 and zero point -128 whatever the file says, TANH
-    1/128 and 0, RELU6 never rescales."""
+    Micro's Prepare and kernel over every input value) or GELU / RELU_N1_TO_1 / EXP / LOG node (TFLite's), refusing
+    outputs whose meaning TFLite's kernel would not honour: LOGISTIC writes scale 1/256 and zero point -128 whatever
+    the file says, TANH 1/128 and 0, RELU6 never rescales."""
     x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
     where = f"node '{node.name}' ({node.op.value})"
     if x.dtype != "int8" or y.dtype != "int8":

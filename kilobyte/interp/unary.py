@@ -1,5 +1,5 @@
 """Reference stage: TFLite Micro's int8 unary activations (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU, RELU6) and
-TFLite's int8 GELU, bit for bit.
+TFLite's int8 GELU, RELU_N1_TO_1, EXP and LOG (TFLite Micro has no int8 kernel for these), bit for bit.
 
 Each output of these ops depends on its input byte alone, so each node is fully described by a 256-entry int8
 lookup table (`unary_table`): entry i is the op applied to the int8 value i - 128. The interpreter reads it
@@ -17,6 +17,11 @@ are computed here, once, by transcriptions of TFLite Micro's kernels over all 25
   scale 1/128, zero point 0 (the kernel adds no zero point and reads no output scale).
 - ELU (TFLite Micro's `PopulateLookupTable`): the table is built in Prepare in float32, as GELU's below, from
   x < 0 ? expf(x) - 1 : x (alpha 1; expf taken correctly rounded, as `gelu_f32` takes erfcf).
+- EXP and LOG (TFLite's int8 kernels; TFLite Micro's take float32 only): tables built in float32 the same way from
+  expf / logf. A LOG input at or below zero has no logarithm; TFLite's table holds -128 there (the float -> int
+  conversion of -inf / NaN on the machines its interpreter runs on), and so does ours, by rule.
+- RELU_N1_TO_1 (TFLite's `Relu1Eval`, `QuantizedReluX(-1, 1)`): RELU's requantisation, but Prepare divides the
+  float32 scales in float32 (pinned by the tie cases), then a clamp to zero point + roundf(±1 / s_out).
 - HARD_SWISH (`reference_ops::HardSwish` with `HardSwishParams`): int16 fixed point throughout; the input is moved
   onto a "hires" scale (x · 2^7), a "reluish" factor in [0, 1] comes from a rescale to [-3, 3] -> [-1, 1] with
   saturating shifts, the product uses a truncating (not rounding) doubling high multiply to cancel the rounding bias,
@@ -65,7 +70,8 @@ from ..quant.fixedpoint import (
     one_over_one_plus_x_for_x_in_0_1,
 )
 
-UNARY_OPS = frozenset({Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6, Op.GELU})
+UNARY_OPS = frozenset({Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6, Op.GELU,
+                       Op.RELU_N1_TO_1, Op.EXP, Op.LOG})
 INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)  # table entry i is the op at INT8_VALUES[i]
 LOGISTIC_INPUT_INTEGER_BITS = 4  # the rescaled input is Q4.27
 LOGISTIC_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)  # what TFLite writes; TFLM checks the zero point only
@@ -249,6 +255,17 @@ def relu_int8(x, input_scale: float, input_zero_point: int, output_scale: float,
     return _clip_int8(np.maximum(out, max(INT8_MIN, output_zero_point)))
 
 
+def relu_n1_to_1_int8(x, input_scale: float, input_zero_point: int, output_scale: float,
+                      output_zero_point: int) -> np.ndarray:
+    """TFLite's int8 RELU_N1_TO_1: requantise by s_in / s_out (a float32 quotient), clamp to quantised [-1, 1]."""
+    s_out = _f32(output_scale)
+    m, s = quantize_multiplier(float(_f32(input_scale) / s_out))
+    lo = max(INT8_MIN, output_zero_point + int(round_half_away(_f32(-1.0) / s_out)))
+    hi = min(INT8_MAX, output_zero_point + int(round_half_away(_f32(1.0) / s_out)))
+    out = output_zero_point + multiply_by_quantized_multiplier(np.asarray(x, np.int64) - input_zero_point, m, s)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
 def relu6_int8(x, input_scale: float, input_zero_point: int) -> np.ndarray:
     """TFLite Micro's int8 RELU6: clamp to [zero point, quantised 6.0] on the input's own scale."""
     six = int(np.clip(round_half_away(_f32(6.0) / _f32(input_scale)) + input_zero_point, INT8_MIN, INT8_MAX))
@@ -278,6 +295,30 @@ def elu_f32(x) -> np.ndarray:
     """TFLite Micro's ELU transform in float32: x < 0 ? expf(x) - 1 : x."""
     x = np.asarray(x, np.float32)
     return np.where(x < 0, _expm1_32(np.minimum(x, 0)), x).astype(np.float32)
+
+
+def exp_f32(x) -> np.ndarray:
+    """expf on float32 values, correctly rounded."""
+    return np.exp(np.asarray(x, np.float32).astype(np.float64)).astype(np.float32)
+
+
+def log_f32(x) -> np.ndarray:
+    """logf on positive float32 values, correctly rounded."""
+    return np.log(np.asarray(x, np.float32).astype(np.float64)).astype(np.float32)
+
+
+def exp_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLite's int8 EXP of int8 `x`: its Prepare's `LUTPopulate` entry for each value."""
+    return float_table_int8(x, exp_f32, input_scale, input_zero_point, output_scale, output_zero_point, "EXP")
+
+
+def log_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLite's int8 LOG of int8 `x`: the float32 table entry where the input is positive, -128 elsewhere."""
+    x = np.asarray(x, np.int64)
+    positive = x > input_zero_point
+    table = float_table_int8(np.where(positive, x, input_zero_point + 1), log_f32, input_scale, input_zero_point,
+                             output_scale, output_zero_point, "LOG")
+    return np.where(positive, table, INT8_MIN).astype(np.int8)
 
 
 def elu_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
@@ -324,6 +365,12 @@ def unary_table(op: Op, input_scale: float, input_zero_point: int, output_scale:
         return tanh_int8(x, input_scale, input_zero_point)
     if op is Op.ELU:
         return elu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
+    if op is Op.EXP:
+        return exp_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
+    if op is Op.LOG:
+        return log_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
+    if op is Op.RELU_N1_TO_1:
+        return relu_n1_to_1_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
     if op is Op.HARD_SWISH:
         return hard_swish_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
     if op is Op.LEAKY_RELU:

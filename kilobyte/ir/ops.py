@@ -43,6 +43,9 @@ class Op(enum.Enum):
     GELU = "GELU"
     TANH = "TANH"
     ELU = "ELU"
+    RELU_N1_TO_1 = "RELU_N1_TO_1"
+    EXP = "EXP"
+    LOG = "LOG"
     # Upsampling (decoders): two resizes and the transposed convolution.
     RESIZE_NEAREST_NEIGHBOR = "RESIZE_NEAREST_NEIGHBOR"
     RESIZE_BILINEAR = "RESIZE_BILINEAR"
@@ -225,8 +228,8 @@ class BatchNormAttrs:
 @dataclass(frozen=True)
 class NoAttrs:
     """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, TANH, ELU (TFLite's alpha is 1),
-    LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM, MINIMUM (two operands, no fused activation in
-    TFLite)."""
+    RELU_N1_TO_1, EXP, LOG, LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM, MINIMUM (two operands, no
+    fused activation in TFLite)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -256,6 +259,9 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.GELU: GeluAttrs,
     Op.TANH: NoAttrs,
     Op.ELU: NoAttrs,
+    Op.RELU_N1_TO_1: NoAttrs,
+    Op.EXP: NoAttrs,
+    Op.LOG: NoAttrs,
     Op.RESIZE_NEAREST_NEIGHBOR: ResizeAttrs,
     Op.RESIZE_BILINEAR: ResizeAttrs,
     Op.TRANSPOSE_CONV: TransposeConvAttrs,

@@ -97,8 +97,8 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(x) < 1 or x[-1] < 1:
             raise ShapeError(f"{op.value} works along the last axis; input shape {x} has none")
         return x
-    # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, IDENTITY, QUANTIZE,
-    # DEQUANTIZE.
+    # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
+    # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
 
 

@@ -8,7 +8,7 @@ converter chooses:
 - activations (graph inputs and outputs included) are int8 per-tensor asymmetric, zero point in [-128, 127], the
   range widened to contain 0 and the zero point nudged to an integer as TFLite's `GetAsymmetricQuantizationParams`;
   that covers CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, ADD, SUB, MUL, MEAN, HARD_SWISH,
-  LEAKY_RELU, GELU, ELU and a RELU left standing (each calibrated on its own);
+  LEAKY_RELU, GELU, ELU, RELU_N1_TO_1, EXP, LOG and a RELU left standing (each calibrated on its own);
 - weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D and TRANSPOSE_CONV
   axis 0, DEPTHWISE axis 3, FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with
   scale `s_in · s_w[c]`, axis 0; a constant operand of SUB / MUL is int8 per tensor from its own range (of

@@ -1,7 +1,7 @@
 """The elementwise ops added for real models (MUL, SUB, MAXIMUM, MINIMUM, and the table ops LOGISTIC, TANH, ELU,
-HARD_SWISH, LEAKY_RELU, RELU), the int8 MEAN and the data-movement ops (TRANSPOSE at a model's NCHW head,
-STRIDED_SLICE into concat slices, REDUCE_MAX, TILE) compiled for Cortex-M: bit-exact with the numpy reference under
-QEMU (M7), built with the portable and the DSP kernel sets (`verify_on_target`: QEMU == host C == reference).
+HARD_SWISH, LEAKY_RELU, RELU, RELU_N1_TO_1, EXP, LOG), the int8 MEAN and the data-movement ops (TRANSPOSE at a model's
+NCHW head, STRIDED_SLICE into concat slices, REDUCE_MAX, TILE) compiled for Cortex-M: bit-exact with the numpy reference
+under QEMU (M7), built with the portable and the DSP kernel sets (`verify_on_target`: QEMU == host C == reference).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ MODELS = [("mul", lambda: binary_model(Op.MUL, "per-channel")), ("sub", lambda: 
           ("maximum", lambda: binary_model(Op.MAXIMUM, "per-channel")),
           ("minimum", lambda: binary_model(Op.MINIMUM, "equal")),
           *((op.value.lower(), lambda op=op: unary_model(op, seed=3))
-            for op in (Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU)),
+            for op in (Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU_N1_TO_1, Op.EXP,
+                       Op.LOG)),
           *((kind, lambda kind=kind: movement_model(kind, seed=5))
             for kind in ("transpose-nchw-head", "slice-rows", "reduce-max-hw", "tile"))]
 

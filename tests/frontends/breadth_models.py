@@ -1,4 +1,4 @@
-"""Nine ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
+"""Ten ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
 
 Each `Case` holds a factory (seeded weights, randomised BatchNorm statistics), its NCHW / NCL input shape and the
 calibration data it is quantised with.
@@ -9,6 +9,7 @@ calibration data it is quantised with.
 - `lenet`: LeNet-5 on 28x28 digits ending in log_softmax;
 - `lenet5_tanh`: the classic LeNet-5 (tanh, average pooling, 32-px digits padded in the first conv);
 - `smooth_activations`: ELU and tanh as modules, functions and methods;
+- `unit_clamp_exp_log`: hardtanh(-1, 1), exp and log (TFLite's interpreter is their oracle);
 - `decoder`: LeakyReLU and ConvTranspose2d upsampling, sigmoid output;
 - `segmentation_decoder`: a stride-2 ConvTranspose2d with PyTorch's padding and output_padding, bilinear
   resizes with and without align_corners, a nearest resize to a given size, a sigmoid mask head;
@@ -102,6 +103,19 @@ class SmoothActivations(nn.Module):
         return self.fc(self.elu(y)).tanh()
 
 
+class UnitClampExpLog(nn.Module):
+    """hardtanh(-1, 1) (TFLite's RELU_N1_TO_1), then exp and log: ops TFLite Micro has no int8 kernel for."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, stride=2)
+        self.clamp, self.fc = nn.Hardtanh(), nn.Linear(8, 3)
+
+    def forward(self, x):
+        y = torch.log(torch.exp(self.clamp(self.conv1(x))) * 2.0)  # exp of [-1, 1]: log's input stays positive
+        return self.fc(self.conv2(y).mean((2, 3)))
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -168,6 +182,7 @@ CASES = {
     # four tanh layers, each rounding onto the 1/128 steps TFLite fixes for TANH: 1.34 steps off on average
     "lenet5_tanh": Case(LeNet5Tanh, (1, 1, 28, 28), data="digits", mean_steps=1.5),
     "smooth_activations": Case(SmoothActivations, (1, 3, 12, 12)),
+    "unit_clamp_exp_log": Case(UnitClampExpLog, (1, 3, 10, 10)),
     "segmentation_decoder": Case(SegmentationDecoder, (1, 3, 24, 20)),
     "gelu_head": Case(GeluHead, (1, 3, 16, 16)),
     "kws_conv1d": Case(KeywordSpotter, (1, 40, 49)),

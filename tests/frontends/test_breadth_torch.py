@@ -1,4 +1,4 @@
-"""Breadth (PyTorch): nine ordinary modules a new user tries first, from `nn.Module` to C verified against TFLite
+"""Breadth (PyTorch): ten ordinary modules a new user tries first, from `nn.Module` to C verified against TFLite
 Micro.
 
 Each case of tests/frontends/breadth_models.py is imported with `from_torch` and taken through `check_pipeline`:
@@ -31,5 +31,5 @@ def test_module_imports_quantises_and_runs_bit_exact(name, tmp_path):
                 "unet": {Op.RESIZE_NEAREST_NEIGHBOR, Op.CONCAT}, "decoder": {Op.TRANSPOSE_CONV, Op.LEAKY_RELU},
                 "segmentation_decoder": {Op.TRANSPOSE_CONV, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR},
                 "gelu_head": {Op.GELU}, "lenet5_tanh": {Op.TANH, Op.AVG_POOL_2D},
-                "smooth_activations": {Op.TANH, Op.ELU}}
+                "smooth_activations": {Op.TANH, Op.ELU}, "unit_clamp_exp_log": {Op.RELU_N1_TO_1, Op.EXP, Op.LOG}}
     assert expected.get(name, set()) <= set(result["ops"])

@@ -258,7 +258,7 @@ def test_nodes_the_ir_lacks_name_what_they_need(op, inits, needle):
     (helper.make_node("Conv", ["x", "w"], ["y"], group=3), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): grouped"),
     (helper.make_node("Conv", ["x", "w"], ["y"], group=1), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): conv input"),
     (helper.make_node("ReduceMean", ["x"], ["y"], axes=[1]), {}, "only the spatial axes"),
-    (helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), {"lo": np.float32(-1), "hi": np.float32(1)}, "clip to"),
+    (helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), {"lo": np.float32(-1), "hi": np.float32(2)}, "clip to"),
     (helper.make_node("Max", ["x", "k"], ["y"]), {"k": np.float32(0)}, "maximum with a constant operand"),
     (helper.make_node("Div", ["k", "x"], ["y"]), {"k": np.float32(1)}, "only division by a constant"),
     (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1]), {}, "the IR has no TRANSPOSE"),
@@ -422,3 +422,23 @@ def test_upsampling_it_cannot_express_is_a_one_line_error(node, inits, needle):
     with pytest.raises(UnsupportedOpError) as e:
         from_onnx(make_model([node], [1, 3, 4, 4], inits, [1], opset=13))
     assert needle in str(e.value) and "node 'y'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tanh_elu_exp_log_and_unit_clip_match_onnxruntime():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]),
+             helper.make_node("Tanh", ["c"], ["t"]),
+             helper.make_node("Elu", ["c"], ["e"]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["u"]),
+             helper.make_node("Exp", ["u"], ["x1"]),
+             helper.make_node("Log", ["x1"], ["l"]),  # log(exp(u)) of u in [-1, 1]: finite
+             helper.make_node("Add", ["t", "e"], ["s"]),
+             helper.make_node("Add", ["s", "l"], ["y"])]
+    inits = {"w": rand(5, 3, 1, 1), "lo": np.float32(-1), "hi": np.float32(1)}
+    g = check_against_onnxruntime(make_model(nodes, [1, 3, 4, 6], inits, [1, 5, 4, 6], opset=13))
+    assert [n.op for n in g.nodes][1:6] == [Op.TANH, Op.ELU, Op.RELU_N1_TO_1, Op.EXP, Op.LOG]
+
+
+def test_elu_with_another_alpha_is_refused():
+    model = make_model([helper.make_node("Elu", ["x"], ["y"], alpha=0.5)], [1, 3, 4, 4], {}, [1, 3, 4, 4])
+    with pytest.raises(UnsupportedOpError, match="alpha=0.5; TFLite's ELU has alpha 1 only"):
+        from_onnx(model)

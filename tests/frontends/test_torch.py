@@ -389,3 +389,29 @@ def test_upsampling_it_cannot_express_is_a_one_line_error(make, needle):
     with pytest.raises(UnsupportedOpError) as e:
         from_torch(make(), (1, 3, 4, 4))
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+class Saturating(nn.Module):
+    """exp, log (of a positive value), tanh and the [-1, 1] clamps in their function, method and module forms."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.hardtanh = nn.Conv2d(3, 6, 3, padding=1), nn.Hardtanh()
+
+    def forward(self, x):
+        y = self.conv(x)
+        a = torch.log(torch.exp(y) + 1.0) - y.exp()
+        b = F.hardtanh(y, -1.0, 1.0) + y.clamp(-1, 1) + self.hardtanh(y)
+        return torch.tanh(a) * (b + 4.0).log()
+
+
+def test_exp_log_and_unit_clamps_match_pytorch():
+    g = check_against_torch(Saturating(), (1, 3, 5, 4))
+    used = ops(g)
+    assert used.count(Op.EXP) == 2 and used.count(Op.LOG) == 2 and used.count(Op.RELU_N1_TO_1) == 3
+    assert Op.TANH in used
+
+
+def test_elu_with_another_alpha_is_refused():
+    with pytest.raises(UnsupportedOpError, match="alpha=0.5; TFLite's ELU has alpha 1 only"):
+        from_torch(nn.Sequential(nn.Conv2d(3, 4, 1), nn.ELU(alpha=0.5)), (1, 3, 4, 4))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from unary_cases import ALL_INT8, CASES, case_id, unary_graph
+from litert_oracle import run_litert
+from unary_cases import ALL_INT8, CASES, LITERT_CASES, case_id, unary_graph
 
 from kilobyte.errors import KilobyteError, UnsupportedOpError
 from kilobyte.export.tflite import to_tflite
@@ -39,6 +40,33 @@ def test_all_256_inputs_equal_tflm(case):
     table = unary_node_table(graph, graph.nodes[0])
     assert table.dtype == np.int8 and table.shape == (256,)
     np.testing.assert_array_equal(table, theirs.reshape(-1))  # ALL_INT8 is in table order
+
+
+@pytest.mark.parametrize("case", LITERT_CASES, ids=case_id)
+def test_all_256_inputs_equal_tflite_where_tflm_has_no_int8_kernel(case):
+    """RELU_N1_TO_1, EXP and LOG: TFLite's interpreter is the oracle (TFLite Micro refuses the int8 model)."""
+    op, q_in, q_out, _ = case
+    graph = unary_graph(op, q_in, q_out)
+    ours = run_int8(graph, ALL_INT8)[graph.outputs[0]]
+    theirs = run_litert(to_tflite(graph), {graph.inputs[0]: ALL_INT8})[graph.outputs[0]]
+    differ = np.flatnonzero(ours != theirs)
+    assert differ.size == 0, (f"{differ.size} of 256 differ, first at input {ALL_INT8.flat[differ[0]]}: "
+                              f"ours {ours.flat[differ[0]]}, TFLite {theirs.flat[differ[0]]}")
+    assert len(set(theirs.reshape(-1).tolist())) >= 5
+
+
+def test_tflm_has_no_int8_kernel_for_exp_log_relu_n1_to_1():
+    """What makes TFLite's interpreter the oracle for these ops (`tflm.TFLM_MISSING_OPS`)."""
+    for op in (Op.RELU_N1_TO_1, Op.EXP, Op.LOG):
+        with pytest.raises(KilobyteError, match="cannot prepare|invoke failed"):
+            tflm.run_tflm(to_tflite(unary_graph(op, (0.05, -10), (0.03, 5))), ALL_INT8)
+        assert op.value in tflm.TFLM_MISSING_OPS
+
+
+def test_log_at_or_below_zero_is_the_lowest_value():
+    graph = unary_graph(Op.LOG, (0.05, -10), (0.03, 5))
+    table = unary_node_table(graph, graph.nodes[0])
+    assert np.all(table[:128 - 10 + 1] == -128) and table[128 - 10 + 1] > -128  # inputs -128 .. -10 are <= 0
 
 
 def test_outputs_are_not_trivial():
