@@ -231,6 +231,13 @@ class Lowering:
         layout-agnostic, so a pending permutation passes through."""
         return self._emit(op, [x.name], attrs, origin, perm=x.perm, rank=len(x.shape))
 
+    def prelu(self, x: Value, slope, *, origin: str) -> Value:
+        """PRELU with a constant slope per channel (axis 1) or one for all: the IR's alpha is (C,) or (1,)."""
+        alpha = per_channel(slope, x, "slope") if np.size(slope) > 1 else np.asarray(slope, np.float32).reshape(1)
+        if x.perm is not None and alpha.size > 1:
+            alpha = alpha[x.perm]
+        return self._emit(Op.PRELU, [x.name], None, origin, {"alpha": alpha}, x.perm, len(x.shape))
+
     def hard_sigmoid(self, x: Value, alpha: float, beta: float, *, origin: str) -> Value:
         """`clip(alpha * x + beta, 0, 1)` as `relu6(6 alpha x + 6 beta) / 6` (PyTorch's Hardsigmoid is alpha 1/6,
         beta 1/2): the IR has no such op, TFLite neither; its converter writes the same ADD, RELU6, MUL chain."""

@@ -14,7 +14,7 @@ from ..ir import LeakyReluAttrs, Op
 from .lowering import Lowering, LoweringError, Value, same_padding
 
 SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Clip(-1,1), Sigmoid, Tanh, Elu (alpha 1), "
-             "Exp, Log, HardSwish, HardSigmoid, LeakyRelu, "
+             "PRelu (constant slope), Exp, Log, HardSwish, HardSigmoid, LeakyRelu, "
              "Gemm, MatMul(+Add), AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, ReduceMean, Add, Sub, Mul, "
              "Div by a constant, Neg, Max, Min, Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose of unit axes, "
              "Dropout, Identity, Pad, Softmax, LogSoftmax, ConvTranspose (1-D, 2-D), Resize / Upsample (nearest, "
@@ -186,6 +186,10 @@ def sigmoid(low: Lowering, origin, attrs, ins, opset):
 
 def tanh(low: Lowering, origin, attrs, ins, opset):
     return low.unary(Op.TANH, _act(ins[0]), origin=origin)
+
+
+def prelu(low: Lowering, origin, attrs, ins, opset):
+    return low.prelu(_act(ins[0]), _const(ins[1], "PRelu slope"), origin=origin)
 
 
 def exp(low: Lowering, origin, attrs, ins, opset):
@@ -407,7 +411,7 @@ def transpose(low: Lowering, origin, attrs, ins, opset):
 
 
 OPS = {
-    "Tanh": tanh, "Elu": elu, "Exp": exp, "Log": log,
+    "Tanh": tanh, "Elu": elu, "Exp": exp, "Log": log, "PRelu": prelu,
     "Conv": conv, "ConvTranspose": conv_transpose, "Resize": resize, "Upsample": upsample, "Gelu": gelu,
     "ReduceMax": reduce_max, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
     "HardSwish": hard_swish, "HardSigmoid": hard_sigmoid, "LeakyRelu": leaky_relu, "Gemm": gemm, "MatMul": matmul,

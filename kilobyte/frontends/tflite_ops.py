@@ -403,6 +403,12 @@ def _tanh(fm, op, folds, extra):
     return [_node(fm, op, Op.TANH, op.inputs[:1], None)]
 
 
+def _prelu(fm, op, folds, extra):
+    """PRELU with a constant alpha (what converters write); its per-channel tables are built at compile time."""
+    _const(fm, op, 1, "PRELU's alpha")
+    return [_node(fm, op, Op.PRELU, op.inputs[:2], None)]
+
+
 def _leaky_relu(fm, op, folds, extra):
     alpha = _options(fm, op, "LeakyReluOptions").Alpha() if op.options is not None else 0.0  # the schema default
     return [_node(fm, op, Op.LEAKY_RELU, op.inputs[:1], LeakyReluAttrs(float(alpha)))]
@@ -508,6 +514,7 @@ _CONVERT = {
     B.RELU_N1_TO_1: _plain(Op.RELU_N1_TO_1),
     B.EXP: _plain(Op.EXP),
     B.LOG: _plain(Op.LOG),
+    B.PRELU: _prelu,
     B.LEAKY_RELU: _leaky_relu,
     B.GELU: _gelu,
     B.RESIZE_NEAREST_NEIGHBOR: _resize,

@@ -20,7 +20,7 @@ from ..ir import LeakyReluAttrs, Op
 from .lowering import LoweringError, Value, same_padding
 
 SUPPORTED = ("Conv1d/Conv2d (groups 1 or depthwise), BatchNorm1d/2d, Linear, ReLU, ReLU6/hardtanh(0,6)/clamp, "
-             "hardtanh(-1,1)/clamp(-1,1), Sigmoid, Tanh, ELU (alpha 1), exp, log, Hardswish, Hardsigmoid, SiLU, "
+             "hardtanh(-1,1)/clamp(-1,1), Sigmoid, Tanh, ELU (alpha 1), PReLU, exp, log, Hardswish, Hardsigmoid, SiLU, "
              "LeakyReLU, Avg/MaxPool1d/2d, AdaptiveAvg/MaxPool1d/2d, mean, add, sub, mul, div by a constant, "
              "maximum, minimum, cat, flatten/view/reshape/squeeze/unsqueeze, Dropout, Identity, ZeroPad/pad, "
              "Softmax, LogSoftmax, ConvTranspose1d/2d, Upsample/interpolate (nearest, nearest-exact, bilinear), GELU")
@@ -166,6 +166,13 @@ def _elu(low, origin, input, alpha=1.0, inplace=False):
     if alpha != 1.0:
         raise LoweringError(f"elu with alpha={alpha}; TFLite's ELU has alpha 1 only")
     return low.unary(Op.ELU, input, origin=origin)
+
+
+def _prelu(low, origin, input, weight):
+    w = _np(weight)
+    if w.size > 1:  # PyTorch's weight runs along dim 1: (C,) -> (C, 1, ..) to broadcast as numpy does
+        w = w.reshape((-1,) + (1,) * (len(input.shape) - 2))
+    return low.prelu(input, w, origin=origin)
 
 
 def _hardswish(low, origin, input, inplace=False):
@@ -439,7 +446,7 @@ FUNCTIONS = {
     F.relu: _relu, torch.relu: _relu, torch.relu_: _relu, F.relu_: _relu,
     F.relu6: _relu6, F.hardtanh: _hardtanh, torch.clamp: _clamp, torch.clip: _clamp,
     torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, torch.tanh: _tanh, F.tanh: _tanh, F.elu: _elu,
-    torch.exp: _exp, torch.log: _log,
+    torch.exp: _exp, torch.log: _log, F.prelu: _prelu, torch.prelu: _prelu,
     F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
     F.silu: _silu, F.leaky_relu: _leaky_relu, F.gelu: _gelu, F.interpolate: _interpolate,
     F.conv_transpose1d: _conv_transpose1d, F.conv_transpose2d: _conv_transpose2d,
@@ -515,6 +522,7 @@ MODULES = {
     nn.Sigmoid: lambda low, origin, m, input: _sigmoid(low, origin, input),
     nn.Tanh: lambda low, origin, m, input: _tanh(low, origin, input),
     nn.ELU: lambda low, origin, m, input: _elu(low, origin, input, m.alpha),
+    nn.PReLU: lambda low, origin, m, input: _prelu(low, origin, input, m.weight),
     nn.Hardswish: lambda low, origin, m, input: _hardswish(low, origin, input),
     nn.Hardsigmoid: lambda low, origin, m, input: _hardsigmoid(low, origin, input),
     nn.SiLU: lambda low, origin, m, input: _silu(low, origin, input),

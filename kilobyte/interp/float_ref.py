@@ -182,6 +182,8 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return np.tanh(args[0])
     if op is Op.ELU:
         return np.where(args[0] > 0, args[0], np.expm1(np.minimum(args[0], 0.0)))  # the minimum: no overflow warning
+    if op is Op.PRELU:
+        return np.where(args[0] >= 0, args[0], args[0] * args[1])
     if op is Op.RELU_N1_TO_1:
         return np.clip(args[0], -1.0, 1.0)
     if op is Op.EXP:

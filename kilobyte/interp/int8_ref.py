@@ -15,6 +15,7 @@ Beyond the conv / pool / ADD core:
   must share params;
 - LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
   256-entry table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
+- PRELU: one such table per channel (`kilobyte.interp.prelu`);
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
   TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
@@ -53,6 +54,7 @@ from ..quant.arith import (
     requantize_values,
 )
 from .movement import batched
+from .prelu import prelu_int8, prelu_node_tables
 from .softmax import (
     LOG_SOFTMAX_OUTPUT_QPARAMS,
     SOFTMAX_OUTPUT_QPARAMS,
@@ -139,6 +141,8 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
     if op in UNARY_OPS:
         return apply_table(args[0], unary_node_table(graph, node))
+    if op is Op.PRELU:
+        return prelu_int8(args[0], prelu_node_tables(graph, node))
     if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
         return _eval_resize(graph, node, args[0])
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
@@ -148,7 +152,7 @@ _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_C
                                     Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
                                     Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
                                     Op.TILE, Op.REDUCE_MAX, Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR,
-                                    Op.RESIZE_BILINEAR})
+                                    Op.RESIZE_BILINEAR, Op.PRELU})
 MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 

@@ -46,6 +46,7 @@ class Op(enum.Enum):
     RELU_N1_TO_1 = "RELU_N1_TO_1"
     EXP = "EXP"
     LOG = "LOG"
+    PRELU = "PRELU"  # x >= 0 ? x : alpha * x, alpha a constant second input, per channel (last axis) or single
     # Upsampling (decoders): two resizes and the transposed convolution.
     RESIZE_NEAREST_NEIGHBOR = "RESIZE_NEAREST_NEIGHBOR"
     RESIZE_BILINEAR = "RESIZE_BILINEAR"
@@ -228,8 +229,8 @@ class BatchNormAttrs:
 @dataclass(frozen=True)
 class NoAttrs:
     """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, TANH, ELU (TFLite's alpha is 1),
-    RELU_N1_TO_1, EXP, LOG, LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM, MINIMUM (two operands, no
-    fused activation in TFLite)."""
+    RELU_N1_TO_1, EXP, LOG, PRELU (alpha is an input), LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM,
+    MINIMUM (two operands, no fused activation in TFLite)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -262,6 +263,7 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.RELU_N1_TO_1: NoAttrs,
     Op.EXP: NoAttrs,
     Op.LOG: NoAttrs,
+    Op.PRELU: NoAttrs,
     Op.RESIZE_NEAREST_NEIGHBOR: ResizeAttrs,
     Op.RESIZE_BILINEAR: ResizeAttrs,
     Op.TRANSPOSE_CONV: TransposeConvAttrs,

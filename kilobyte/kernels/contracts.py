@@ -149,6 +149,8 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     *(KernelContract(op, "lut", constraints="int8 in and out; a 256-entry table per node, built as TFLite's Prepare "
                      "builds it in float32 (TFLite Micro's kernel is float only: checked against TFLite's interpreter)")
       for op in (Op.EXP, Op.LOG)),
+    KernelContract(Op.PRELU, "lut", constraints="int8 in, out and constant alpha (per tensor params, as TFLite "
+                   "Micro); alpha per channel or single: a 256-entry table per channel, one kb_lut per table"),
     KernelContract(Op.HARD_SWISH, "lut", constraints="int8 in and out, input scale below 128x the output's "
                    "(TFLite Micro); a 256-entry table per node"),
     KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "

@@ -46,7 +46,7 @@ SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, 
                             Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR})
 FIXED_QPARAMS = {**FIXED_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS, Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
 WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0, Op.TRANSPOSE_CONV: 0}
-CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})
+CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.PRELU})  # PRELU: its alpha
 
 
 def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentile: float = 99.99) -> Graph:

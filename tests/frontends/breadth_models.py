@@ -8,7 +8,7 @@ calibration data it is quantised with.
 - `unet`: a two-level U-Net (max pool down, nn.Upsample up, torch.cat skip);
 - `lenet`: LeNet-5 on 28x28 digits ending in log_softmax;
 - `lenet5_tanh`: the classic LeNet-5 (tanh, average pooling, 32-px digits padded in the first conv);
-- `smooth_activations`: ELU and tanh as modules, functions and methods;
+- `smooth_activations`: ELU and tanh as modules, functions and methods, a per-channel PReLU;
 - `unit_clamp_exp_log`: hardtanh(-1, 1), exp and log (TFLite's interpreter is their oracle);
 - `decoder`: LeakyReLU and ConvTranspose2d upsampling, sigmoid output;
 - `segmentation_decoder`: a stride-2 ConvTranspose2d with PyTorch's padding and output_padding, bilinear
@@ -90,15 +90,17 @@ class LeNet5Tanh(nn.Module):
 
 
 class SmoothActivations(nn.Module):
-    """ELU and tanh in their module, function and method forms."""
+    """ELU and tanh in their module, function and method forms; PReLU per channel."""
 
     def __init__(self):
         super().__init__()
         self.conv1, self.conv2 = nn.Conv2d(3, 12, 3, padding=1), nn.Conv2d(12, 8, 3, stride=2)
-        self.elu, self.fc = nn.ELU(), nn.Linear(8, 4)
+        self.elu, self.fc, self.prelu = nn.ELU(), nn.Linear(8, 4), nn.PReLU(12)
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.linspace(-0.5, 1.5, 12))
 
     def forward(self, x):
-        y = F.elu(self.conv1(x))
+        y = self.prelu(F.elu(self.conv1(x)))
         y = torch.tanh(self.conv2(y)).mean((2, 3))
         return self.fc(self.elu(y)).tanh()
 

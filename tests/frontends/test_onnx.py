@@ -442,3 +442,14 @@ def test_elu_with_another_alpha_is_refused():
     model = make_model([helper.make_node("Elu", ["x"], ["y"], alpha=0.5)], [1, 3, 4, 4], {}, [1, 3, 4, 4])
     with pytest.raises(UnsupportedOpError, match="alpha=0.5; TFLite's ELU has alpha 1 only"):
         from_onnx(model)
+
+
+def test_prelu_per_channel_and_single_match_onnxruntime():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]),
+             helper.make_node("PRelu", ["c", "slope"], ["p"]),
+             helper.make_node("PRelu", ["p", "one"], ["y"])]
+    inits = {"w": rand(5, 3, 1, 1), "slope": np.linspace(-0.5, 1.5, 5, dtype=np.float32).reshape(5, 1, 1),
+             "one": np.float32([0.25])}
+    g = check_against_onnxruntime(make_model(nodes, [1, 3, 4, 6], inits, [1, 5, 4, 6], opset=13))
+    prelus = [n for n in g.nodes if n.op is Op.PRELU]
+    assert [g.tensors[n.inputs[1]].shape for n in prelus] == [(5,), (1,)]

@@ -415,3 +415,26 @@ def test_exp_log_and_unit_clamps_match_pytorch():
 def test_elu_with_another_alpha_is_refused():
     with pytest.raises(UnsupportedOpError, match="alpha=0.5; TFLite's ELU has alpha 1 only"):
         from_torch(nn.Sequential(nn.Conv2d(3, 4, 1), nn.ELU(alpha=0.5)), (1, 3, 4, 4))
+
+
+class PReLUs(nn.Module):
+    """nn.PReLU per channel and single, and F.prelu, on 4-D and 2-D activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 6, 3, padding=1), nn.Linear(6, 5)
+        self.per_channel, self.single, self.head = nn.PReLU(6), nn.PReLU(), nn.PReLU(5)
+        with torch.no_grad():
+            for m in (self.per_channel, self.single, self.head):
+                m.weight.copy_(torch.linspace(-0.7, 1.3, m.weight.numel()))
+
+    def forward(self, x):
+        y = self.single(self.per_channel(self.conv(x)))
+        y = F.prelu(y, torch.full((1,), 0.3)).mean((2, 3))
+        return self.head(self.fc(y))
+
+
+def test_prelu_matches_pytorch():
+    g = check_against_torch(PReLUs(), (1, 3, 5, 4))
+    prelus = [n for n in g.nodes if n.op is Op.PRELU]
+    assert [g.tensors[n.inputs[1]].shape for n in prelus] == [(6,), (1,), (1,), (5,)]
