@@ -159,19 +159,19 @@ def test_depth_multiplier_and_dilation():
 
 
 def test_unsupported_module_names_node_and_op():
-    act = nn.Sequential(OrderedDict(conv=nn.Conv2d(8, 8, 1), act=nn.Tanh()))
+    act = nn.Sequential(OrderedDict(conv=nn.Conv2d(8, 8, 1), act=nn.Softplus()))
     module = nn.Sequential(OrderedDict(features=nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(),
                                                               act)))
     with pytest.raises(UnsupportedOpError) as e:
         from_torch(module, (1, 3, 8, 8))
     msg = str(e.value)
-    assert msg.startswith("node 'features.3.act' (torch.nn.Tanh): unsupported op; supported: ") and "\n" not in msg
+    assert msg.startswith("node 'features.3.act' (torch.nn.Softplus): unsupported op; supported: ") and "\n" not in msg
 
 
 @pytest.mark.parametrize("make,shape,needle", [
     (lambda: nn.LSTM(8, 16, batch_first=True), (1, 5, 8), "node 'lstm' (torch.nn.LSTM): unsupported op"),
     (lambda: nn.Sequential(nn.Conv2d(4, 8, 3, groups=2)), (1, 4, 6, 6), "(torch.nn.Conv2d): grouped convolution"),
-    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh()), (1, 3, 6, 6), "node '1' (torch.nn.Tanh)"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.Softplus()), (1, 3, 6, 6), "node '1' (torch.nn.Softplus)"),
     (lambda: nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 3, 5, 5), "ceil_mode"),
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")), (1, 3, 6, 6), "padding_mode"),
 ])
@@ -182,16 +182,16 @@ def test_unsupported_inputs_get_one_line_errors(make, shape, needle):
 
 
 def test_unsupported_function_and_untraceable_model():
-    class Tanh(nn.Module):
+    class Sine(nn.Module):
         def forward(self, x):
-            return torch.tanh(x)
+            return torch.sin(x)
 
     class Branchy(nn.Module):
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
-    with pytest.raises(UnsupportedOpError, match=r"^node 'tanh' \(torch\.tanh\): unsupported op"):
-        from_torch(Tanh(), (1, 3, 4, 4))
+    with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(torch\.sin\): unsupported op"):
+        from_torch(Sine(), (1, 3, 4, 4))
     with pytest.raises(UnsupportedOpError, match=r"^model Branchy: torch\.fx cannot trace"):
         from_torch(Branchy(), (1, 3, 4, 4))
 
