@@ -24,10 +24,12 @@ _HAVE_ARM = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn"
 
 
 def _loaded(kind: str, tmp_path):
-    """The float model as `kilobyte compile` loads it: the module itself, or the .onnx file torch exports."""
-    module = build("lenet5_tanh")
+    """The float model as `kilobyte compile` loads it: the module by its `module:attr` name (seeded weights), or the
+    .onnx file torch exports of the case's module."""
     if kind == "pytorch":
-        return api._from_module("lenet5_tanh", module, SHAPE)
+        torch.manual_seed(0)
+        return api.load("breadth_models:LeNet5Tanh", resolution=SHAPE[2], channels=SHAPE[1])
+    module = build("lenet5_tanh")
     path = tmp_path / "lenet5_tanh.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
