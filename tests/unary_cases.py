@@ -12,6 +12,7 @@ from kilobyte.ir import GraphBuilder, LeakyReluAttrs, Op, QParams
 
 ALL_INT8 = np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16, 1)  # every int8 value once
 LOGISTIC_OUT = (1 / 256, -128)
+TANH_OUT = (1 / 128, 0)
 
 # Scales whose float32 quotient (or product with alpha) rounds onto a tie that the double one misses: TFLite Micro
 # computes LEAKY_RELU's and RELU's multipliers in double, and these tables show it (s_in / s_out is 1.25 in float32).
@@ -23,6 +24,12 @@ TIE_CASES = [((0.042607866, -3), (0.034086294, 20), 0.15), ((0.06804366, 60), (0
 CASES = [
     *((Op.LOGISTIC, q, LOGISTIC_OUT, 0.0) for q in [(0.1, 0), (0.05, -20), (0.02, 100), (0.5, -128), (0.003, 3),
                                                     (1.0, 127), (2.0, -7), (0.0625, 0)]),
+    *((Op.TANH, q, TANH_OUT, 0.0) for q in [(0.1, 0), (0.05, -20), (0.02, 100), (0.5, -128), (0.003, 3), (1.0, 127),
+                                            (2.0, -7), (0.0625, 0), (0.01, -50)]),
+    *((Op.ELU, q_in, q_out, 0.0) for q_in, q_out in [((0.1, 0), (0.07, 30)), ((0.05, -20), (0.05, -20)),
+                                                      ((0.02, 100), (0.01, -128)), ((0.5, -128), (0.3, 50)),
+                                                      ((0.003, 3), (0.004, -100)), ((0.04, 10), (0.02, -10)),
+                                                      ((1.0, 0), (0.01, 0))]),
     *((Op.HARD_SWISH, q_in, q_out, 0.0) for q_in, q_out in [((0.1, 0), (0.07, -60)), ((0.05, -20), (0.15, 10)),
                                                              ((0.02, 100), (0.014, -128)), ((0.5, -128), (1.5, 10)),
                                                              ((0.003, 3), (0.0021, -60)), ((0.04, 10), (0.04, 10)),
@@ -36,6 +43,21 @@ CASES = [
                                                        ((0.02, 100), (0.04, -100)), ((0.5, -128), (0.25, 0)),
                                                        TIE_CASES[0][:2]]),
     *((Op.RELU6, q, q, 0.0) for q in [(0.1, 0), (0.05, -20), (0.02, 100), (0.5, -128), (0.01, -128)]),
+]
+
+
+# Ops TFLite Micro has no int8 kernel for (its EXP and LOG take float32 only): checked against TFLite's interpreter.
+# EXP's inputs stay where exp(x) / s_out fits int32 (TFLite's float -> int conversion is undefined beyond).
+LITERT_CASES = [
+    *((Op.RELU_N1_TO_1, q_in, q_out, 0.0) for q_in, q_out in [
+        ((0.05, -10), (0.03, 5)), ((0.1, 0), (0.2, -100)), ((0.02, 100), (0.01, -128)), ((0.2, -128), (0.01, 0)),
+        ((0.003, 3), (0.004, -100)), ((0.01, -128), (1 / 128, 0)), *(c[:2] for c in TIE_CASES)]),
+    *((Op.EXP, q_in, q_out, 0.0) for q_in, q_out in [
+        ((0.05, -128), (0.03, 5)), ((0.02, -128), (0.05, 100)), ((0.05, -10), (0.03, 5)), ((0.1, 0), (0.2, -100)),
+        ((0.02, 100), (0.01, -128)), ((0.003, 3), (0.004, -100)), TIE_CASES[1][:2]]),
+    *((Op.LOG, q_in, q_out, 0.0) for q_in, q_out in [
+        ((0.05, -128), (0.03, 5)), ((0.02, -128), (0.05, 100)), ((0.05, -10), (0.03, 5)), ((0.1, 0), (0.2, -100)),
+        ((0.02, 100), (0.02, 127)), ((0.5, -128), (0.3, 50)), ((0.003, 3), (0.025, 127)), TIE_CASES[1][:2]]),
 ]
 
 

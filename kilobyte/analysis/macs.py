@@ -23,8 +23,9 @@ from ..ir.sparse import format_bytes
 from .shapes import output_shape, spatial_extent
 
 LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV})
-ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.GELU, Op.BATCH_NORM,
-                             Op.SOFTMAX, Op.LOG_SOFTMAX, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.RESIZE_BILINEAR})
+ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.GELU, Op.TANH, Op.ELU,
+                             Op.RELU_N1_TO_1, Op.EXP, Op.LOG, Op.PRELU, Op.BATCH_NORM, Op.SOFTMAX, Op.LOG_SOFTMAX,
+                             Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.RESIZE_BILINEAR})
 WEIGHT_BYTES = 1  # int8 weights
 BIAS_BYTES = 4  # int32 biases
 

@@ -23,6 +23,7 @@ from ..interp.int8_ref import (
     tensor_qparams,
     unary_node_table,
 )
+from ..interp.prelu import prelu_node_tables
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
@@ -452,9 +453,9 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 
 def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """An int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6): its 256-entry table, computed here with
-    the reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either side may be a
-    slice)."""
+    """An int8 unary op (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6): its 256-entry table,
+    computed here with the reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either
+    side may be a slice)."""
     x, y = node.inputs[0], node.outputs[0]
     shape = graph.tensors[y].shape
     table = f"kb_lut_{c_ident(node.name)}"
@@ -462,6 +463,24 @@ def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                      body=[f"kb_lut({int(np.prod(shape[:-1]))}, {shape[-1]}, {table}, {bufs.ptr(x)}, "
                            f"{bufs.cstride(x)}, {bufs.ptr(y)}, {bufs.cstride(y)});"],
                      families={"lut"})
+
+
+def emit_prelu(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """An int8 PRELU: its tables (`interp.prelu`, one per channel, or one for a single alpha) as one const array;
+    one `kb_lut` call over all channels, or a loop of calls each running one channel's table over every pixel."""
+    x, y = node.inputs[0], node.outputs[0]
+    shape = graph.tensors[y].shape
+    pixels, channels = int(np.prod(shape[:-1])), shape[-1]
+    tables = prelu_node_tables(graph, node)  # (1 or C, 256)
+    name = f"kb_lut_{c_ident(node.name)}"
+    if tables.shape[0] == 1:
+        body = [f"kb_lut({pixels}, {channels}, {name}, {bufs.ptr(x)}, {bufs.cstride(x)}, {bufs.ptr(y)}, "
+                f"{bufs.cstride(y)});"]
+    else:  # channel c: a one-channel image at pixel stride cstride, starting c bytes in
+        body = [f"for (int32_t c = 0; c < {channels}; ++c) {{",
+                f"    kb_lut({pixels}, 1, {name} + 256 * c, {bufs.ptr(x)} + c, {bufs.cstride(x)}, {bufs.ptr(y)} + c, "
+                f"{bufs.cstride(y)});", "}"]
+    return LayerCode(decls=[c_array(name, "int8_t", tables.reshape(-1))], body=body, families={"lut"})
 
 
 EMITTERS = {
@@ -472,6 +491,7 @@ EMITTERS = {
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
     Op.TRANSPOSE_CONV: emit_transpose_conv, Op.RESIZE_NEAREST_NEIGHBOR: emit_resize, Op.RESIZE_BILINEAR: emit_resize,
     **{op: emit_lut for op in UNARY_OPS},
+    Op.PRELU: emit_prelu,
     **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 

@@ -275,7 +275,8 @@ def _transpose_conv_op(node: Node, out: Tensor, opts: dict) -> tuple[list[TflOp]
 
 
 def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOGISTIC, HARD_SWISH, LOG_SOFTMAX: no attributes."""
+    """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOGISTIC, HARD_SWISH, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
+    PRELU (its alpha a second input), LOG_SOFTMAX: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
 
 
@@ -308,6 +309,12 @@ _LOWER = {
     Op.HARD_SWISH: _plain,
     Op.LEAKY_RELU: _leaky_relu,
     Op.GELU: _gelu,
+    Op.TANH: _plain,
+    Op.ELU: _plain,
+    Op.RELU_N1_TO_1: _plain,
+    Op.EXP: _plain,
+    Op.LOG: _plain,
+    Op.PRELU: _plain,
     Op.RESIZE_NEAREST_NEIGHBOR: _resize,
     Op.RESIZE_BILINEAR: _resize,
     Op.TRANSPOSE_CONV: _transpose_conv,

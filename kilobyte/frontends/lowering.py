@@ -227,9 +227,16 @@ class Lowering:
 
     # -- elementwise -----------------------------------------------------------------------------------------------
     def unary(self, op: Op, x: Value, *, origin: str, attrs=None) -> Value:
-        """An elementwise op of one input (RELU, RELU6, IDENTITY, LOGISTIC, HARD_SWISH, LEAKY_RELU); layout-agnostic,
-        so a pending permutation passes through."""
+        """An elementwise op of one input (RELU, RELU6, IDENTITY, LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU);
+        layout-agnostic, so a pending permutation passes through."""
         return self._emit(op, [x.name], attrs, origin, perm=x.perm, rank=len(x.shape))
+
+    def prelu(self, x: Value, slope, *, origin: str) -> Value:
+        """PRELU with a constant slope per channel (axis 1) or one for all: the IR's alpha is (C,) or (1,)."""
+        alpha = per_channel(slope, x, "slope") if np.size(slope) > 1 else np.asarray(slope, np.float32).reshape(1)
+        if x.perm is not None and alpha.size > 1:
+            alpha = alpha[x.perm]
+        return self._emit(Op.PRELU, [x.name], None, origin, {"alpha": alpha}, x.perm, len(x.shape))
 
     def hard_sigmoid(self, x: Value, alpha: float, beta: float, *, origin: str) -> Value:
         """`clip(alpha * x + beta, 0, 1)` as `relu6(6 alpha x + 6 beta) / 6` (PyTorch's Hardsigmoid is alpha 1/6,

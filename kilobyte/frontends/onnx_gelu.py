@@ -8,8 +8,8 @@ ONNX has a `Gelu` operator only from opset 20; below it PyTorch's exporters spel
 
 The TorchScript exporter multiplies by x before 0.5, the torch.export one by 0.5 before x, and constants stand on
 either side of a Mul or Add. A chain whose intermediate values nothing else reads (and that are no graph outputs)
-becomes one GELU of x at its last Mul; its other nodes lower to nothing. Any other use of Erf or Tanh is left alone
-(and stays an unsupported op).
+becomes one GELU of x at its last Mul; its other nodes lower to nothing. Any other use of Erf or Tanh is left alone: a
+Tanh lowers to TANH, an Erf stays an unsupported op.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import numpy as np
 from ..ir import LeakyReluAttrs, Op
 from .lowering import Lowering, LoweringError, Value, same_padding
 
-SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Sigmoid, HardSwish, HardSigmoid, LeakyRelu, "
+SUPPORTED = ("Conv (1-D, 2-D), BatchNormalization, Relu, Clip(0,6), Clip(-1,1), Sigmoid, Tanh, Elu (alpha 1), "
+             "PRelu (constant slope), Exp, Log, HardSwish, HardSigmoid, LeakyRelu, "
              "Gemm, MatMul(+Add), AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, ReduceMean, Add, Sub, Mul, "
              "Div by a constant, Neg, Max, Min, Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose of unit axes, "
              "Dropout, Identity, Pad, Softmax, LogSoftmax, ConvTranspose (1-D, 2-D), Resize / Upsample (nearest, "
@@ -183,6 +184,28 @@ def sigmoid(low: Lowering, origin, attrs, ins, opset):
     return low.unary(Op.LOGISTIC, _act(ins[0]), origin=origin)
 
 
+def tanh(low: Lowering, origin, attrs, ins, opset):
+    return low.unary(Op.TANH, _act(ins[0]), origin=origin)
+
+
+def prelu(low: Lowering, origin, attrs, ins, opset):
+    return low.prelu(_act(ins[0]), _const(ins[1], "PRelu slope"), origin=origin)
+
+
+def exp(low: Lowering, origin, attrs, ins, opset):
+    return low.unary(Op.EXP, _act(ins[0]), origin=origin)
+
+
+def log(low: Lowering, origin, attrs, ins, opset):
+    return low.unary(Op.LOG, _act(ins[0]), origin=origin)
+
+
+def elu(low: Lowering, origin, attrs, ins, opset):
+    if attrs.get("alpha", 1.0) != 1.0:
+        raise LoweringError(f"Elu with alpha={attrs['alpha']}; TFLite's ELU has alpha 1 only")
+    return low.unary(Op.ELU, _act(ins[0]), origin=origin)
+
+
 def hard_swish(low: Lowering, origin, attrs, ins, opset):
     return low.unary(Op.HARD_SWISH, _act(ins[0]), origin=origin)
 
@@ -214,7 +237,10 @@ def clip(low: Lowering, origin, attrs, ins, opset):
         return low.unary(Op.RELU6, _act(ins[0]), origin=origin)
     if lo == 0 and hi is None:
         return low.unary(Op.RELU, _act(ins[0]), origin=origin)
-    raise LoweringError(f"clip to [{lo}, {hi}]; only [0, 6] (ReLU6) and [0, inf) (ReLU) are supported")
+    if lo == -1 and hi == 1:
+        return low.unary(Op.RELU_N1_TO_1, _act(ins[0]), origin=origin)
+    raise LoweringError(f"clip to [{lo}, {hi}]; only [0, 6] (ReLU6), [0, inf) (ReLU) and [-1, 1] (TFLite's "
+                        f"RELU_N1_TO_1) are supported")
 
 
 def gemm(low: Lowering, origin, attrs, ins, opset):
@@ -385,6 +411,7 @@ def transpose(low: Lowering, origin, attrs, ins, opset):
 
 
 OPS = {
+    "Tanh": tanh, "Elu": elu, "Exp": exp, "Log": log, "PRelu": prelu,
     "Conv": conv, "ConvTranspose": conv_transpose, "Resize": resize, "Upsample": upsample, "Gelu": gelu,
     "ReduceMax": reduce_max, "BatchNormalization": batch_norm, "Relu": relu, "Clip": clip, "Sigmoid": sigmoid,
     "HardSwish": hard_swish, "HardSigmoid": hard_sigmoid, "LeakyRelu": leaky_relu, "Gemm": gemm, "MatMul": matmul,

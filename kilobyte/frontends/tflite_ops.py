@@ -21,7 +21,7 @@ import tflite
 from ..errors import ModelFileError, UnsupportedOpError
 from ..export import tflite_schema as S
 from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
-from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS
+from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS, TANH_OUTPUT_QPARAMS
 from ..ir import (
     Activation,
     AddAttrs,
@@ -398,15 +398,27 @@ def _logistic(fm, op, folds, extra):
     return [_node(fm, op, Op.LOGISTIC, op.inputs[:1], None)]
 
 
+def _tanh(fm, op, folds, extra):
+    _check_softmax_output(fm, op, TANH_OUTPUT_QPARAMS)
+    return [_node(fm, op, Op.TANH, op.inputs[:1], None)]
+
+
+def _prelu(fm, op, folds, extra):
+    """PRELU with a constant alpha (what converters write); its per-channel tables are built at compile time."""
+    _const(fm, op, 1, "PRELU's alpha")
+    return [_node(fm, op, Op.PRELU, op.inputs[:2], None)]
+
+
 def _leaky_relu(fm, op, folds, extra):
     alpha = _options(fm, op, "LeakyReluOptions").Alpha() if op.options is not None else 0.0  # the schema default
     return [_node(fm, op, Op.LEAKY_RELU, op.inputs[:1], LeakyReluAttrs(float(alpha)))]
 
 
 def _check_softmax_output(fm, op, want) -> None:
-    """An int8 (LOG_)SOFTMAX or LOGISTIC must write int8 with the one scale and zero point TFLite prescribes: TFLite
-    Micro's Prepare refuses anything else (LOGISTIC: another zero point; its kernel writes scale 1/256 whatever the
-    file says), so such a file has no reference result to be bit-exact with."""
+    """An int8 (LOG_)SOFTMAX, LOGISTIC or TANH must write int8 with the one scale and zero point TFLite prescribes:
+    TFLite Micro's Prepare refuses anything else (LOGISTIC: another zero point; its kernel writes scale 1/256 whatever
+    the file says; TANH: it checks nothing and writes scale 1/128, zero point 0), so such a file has no reference
+    result to be bit-exact with."""
     x, y = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
     if S.T.INT8 not in (x.type, y.type):
         return
@@ -414,7 +426,7 @@ def _check_softmax_output(fm, op, want) -> None:
     got = None if y.quant is None else (y.quant[0].tolist(), y.quant[1].tolist())
     if x.type != y.type or got != ([scale], [zero_point]):
         raise _unsupported(fm, op, f"an int8 {_op_name(op)} must output int8 with scale {float(scale)} and zero "
-                                   f"point {zero_point} (TFLite Micro refuses others), got "
+                                   f"point {zero_point} (TFLite Micro refuses or misreads others), got "
                                    f"{S.TFL_TYPE_NAMES.get(y.type, y.type)} with (scales, zero points) {got}")
 
 
@@ -497,6 +509,12 @@ _CONVERT = {
     B.RELU6: _plain(Op.RELU6),
     B.LOGISTIC: _logistic,
     B.HARD_SWISH: _plain(Op.HARD_SWISH),
+    B.TANH: _tanh,
+    B.ELU: _plain(Op.ELU),
+    B.RELU_N1_TO_1: _plain(Op.RELU_N1_TO_1),
+    B.EXP: _plain(Op.EXP),
+    B.LOG: _plain(Op.LOG),
+    B.PRELU: _prelu,
     B.LEAKY_RELU: _leaky_relu,
     B.GELU: _gelu,
     B.RESIZE_NEAREST_NEIGHBOR: _resize,

@@ -20,10 +20,10 @@ from ..ir import LeakyReluAttrs, Op
 from .lowering import LoweringError, Value, same_padding
 
 SUPPORTED = ("Conv1d/Conv2d (groups 1 or depthwise), BatchNorm1d/2d, Linear, ReLU, ReLU6/hardtanh(0,6)/clamp, "
-             "Sigmoid, Hardswish, Hardsigmoid, SiLU, LeakyReLU, Avg/MaxPool1d/2d, AdaptiveAvg/MaxPool1d/2d, mean, "
-             "add, sub, mul, div by a constant, maximum, minimum, cat, flatten/view/reshape/squeeze/unsqueeze, "
-             "Dropout, Identity, ZeroPad/pad, Softmax, LogSoftmax, ConvTranspose1d/2d, Upsample/interpolate (nearest, "
-             "nearest-exact, bilinear), GELU")
+             "hardtanh(-1,1)/clamp(-1,1), Sigmoid, Tanh, ELU (alpha 1), PReLU, exp, log, Hardswish, Hardsigmoid, SiLU, "
+             "LeakyReLU, Avg/MaxPool1d/2d, AdaptiveAvg/MaxPool1d/2d, mean, add, sub, mul, div by a constant, "
+             "maximum, minimum, cat, flatten/view/reshape/squeeze/unsqueeze, Dropout, Identity, ZeroPad/pad, "
+             "Softmax, LogSoftmax, ConvTranspose1d/2d, Upsample/interpolate (nearest, nearest-exact, bilinear), GELU")
 
 # PyTorch ops whose IR op is not there yet: the error names what they need.
 NOT_IN_IR = {
@@ -136,7 +136,10 @@ def _clamp(low, origin, input, min=None, max=None):
         return low.unary(Op.RELU, input, origin=origin)
     if min == 0 and max == 6:
         return low.unary(Op.RELU6, input, origin=origin)
-    raise LoweringError(f"clamp to [{min}, {max}]; only [0, 6] (ReLU6) and [0, inf) (ReLU) are supported")
+    if min == -1 and max == 1:
+        return low.unary(Op.RELU_N1_TO_1, input, origin=origin)
+    raise LoweringError(f"clamp to [{min}, {max}]; only [0, 6] (ReLU6), [0, inf) (ReLU) and [-1, 1] (TFLite's "
+                        f"RELU_N1_TO_1) are supported")
 
 
 def _hardtanh(low, origin, input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -145,6 +148,31 @@ def _hardtanh(low, origin, input, min_val=-1.0, max_val=1.0, inplace=False):
 
 def _sigmoid(low, origin, input):
     return low.unary(Op.LOGISTIC, input, origin=origin)
+
+
+def _tanh(low, origin, input):
+    return low.unary(Op.TANH, input, origin=origin)
+
+
+def _exp(low, origin, input):
+    return low.unary(Op.EXP, input, origin=origin)
+
+
+def _log(low, origin, input):
+    return low.unary(Op.LOG, input, origin=origin)
+
+
+def _elu(low, origin, input, alpha=1.0, inplace=False):
+    if alpha != 1.0:
+        raise LoweringError(f"elu with alpha={alpha}; TFLite's ELU has alpha 1 only")
+    return low.unary(Op.ELU, input, origin=origin)
+
+
+def _prelu(low, origin, input, weight):
+    w = _np(weight)
+    if w.size > 1:  # PyTorch's weight runs along dim 1: (C,) -> (C, 1, ..) to broadcast as numpy does
+        w = w.reshape((-1,) + (1,) * (len(input.shape) - 2))
+    return low.prelu(input, w, origin=origin)
 
 
 def _hardswish(low, origin, input, inplace=False):
@@ -417,7 +445,9 @@ FUNCTIONS = {
     F.conv1d: _conv1d, F.conv2d: _conv2d, F.linear: _linear, F.batch_norm: _batch_norm,
     F.relu: _relu, torch.relu: _relu, torch.relu_: _relu, F.relu_: _relu,
     F.relu6: _relu6, F.hardtanh: _hardtanh, torch.clamp: _clamp, torch.clip: _clamp,
-    torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
+    torch.sigmoid: _sigmoid, F.sigmoid: _sigmoid, torch.tanh: _tanh, F.tanh: _tanh, F.elu: _elu,
+    torch.exp: _exp, torch.log: _log, F.prelu: _prelu, torch.prelu: _prelu,
+    F.hardswish: _hardswish, F.hardsigmoid: _hardsigmoid,
     F.silu: _silu, F.leaky_relu: _leaky_relu, F.gelu: _gelu, F.interpolate: _interpolate,
     F.conv_transpose1d: _conv_transpose1d, F.conv_transpose2d: _conv_transpose2d,
     operator.add: _add, operator.iadd: _add, torch.add: _add, operator.sub: _sub, operator.isub: _sub,
@@ -436,6 +466,7 @@ FUNCTIONS = {
 
 METHODS = {
     "relu": _relu, "relu_": _relu, "clamp": _clamp, "clamp_": _clamp, "clip": _clamp, "sigmoid": _sigmoid,
+    "tanh": _tanh, "exp": _exp, "log": _log,
     "add": _add, "add_": _add, "sub": _sub, "sub_": _sub, "mul": _mul, "mul_": _mul, "div": _div, "div_": _div,
     "neg": _neg, "maximum": _maximum, "minimum": _minimum, "max": _max_or_min(Op.MAXIMUM),
     "min": _max_or_min(Op.MINIMUM), "flatten": _flatten, "view": _reshape, "reshape": _reshape,
@@ -489,6 +520,9 @@ MODULES = {
     nn.ReLU6: lambda low, origin, m, input: _relu6(low, origin, input),
     nn.Hardtanh: lambda low, origin, m, input: _hardtanh(low, origin, input, m.min_val, m.max_val),
     nn.Sigmoid: lambda low, origin, m, input: _sigmoid(low, origin, input),
+    nn.Tanh: lambda low, origin, m, input: _tanh(low, origin, input),
+    nn.ELU: lambda low, origin, m, input: _elu(low, origin, input, m.alpha),
+    nn.PReLU: lambda low, origin, m, input: _prelu(low, origin, input, m.weight),
     nn.Hardswish: lambda low, origin, m, input: _hardswish(low, origin, input),
     nn.Hardsigmoid: lambda low, origin, m, input: _hardsigmoid(low, origin, input),
     nn.SiLU: lambda low, origin, m, input: _silu(low, origin, input),

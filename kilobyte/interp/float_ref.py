@@ -178,6 +178,19 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return np.where(args[0] > 0, args[0], args[0] * a.alpha)  # alpha may exceed 1 or be negative: no max()
     if op is Op.GELU:
         return _gelu(args[0], a.approximate)
+    if op is Op.TANH:
+        return np.tanh(args[0])
+    if op is Op.ELU:
+        return np.where(args[0] > 0, args[0], np.expm1(np.minimum(args[0], 0.0)))  # the minimum: no overflow warning
+    if op is Op.PRELU:
+        return np.where(args[0] >= 0, args[0], args[0] * args[1])
+    if op is Op.RELU_N1_TO_1:
+        return np.clip(args[0], -1.0, 1.0)
+    if op is Op.EXP:
+        return np.exp(args[0])
+    if op is Op.LOG:
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf, log(x < 0) = nan, as PyTorch's
+            return np.log(args[0])
     if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
         return _resize(node, args[0])
     if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):

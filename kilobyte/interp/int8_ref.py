@@ -13,8 +13,9 @@ Beyond the conv / pool / ADD core:
 - SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
   element), either operand may be a constant; MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output
   must share params;
-- LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU and a standing RELU / RELU6: the 256-entry table of `kilobyte.interp.unary`
-  that `unary_node_table` builds, the same table the C kernel reads;
+- LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
+  256-entry table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
+- PRELU: one such table per channel (`kilobyte.interp.prelu`);
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
   TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
@@ -53,6 +54,7 @@ from ..quant.arith import (
     requantize_values,
 )
 from .movement import batched
+from .prelu import prelu_int8, prelu_node_tables
 from .softmax import (
     LOG_SOFTMAX_OUTPUT_QPARAMS,
     SOFTMAX_OUTPUT_QPARAMS,
@@ -62,7 +64,7 @@ from .softmax import (
     softmax_int8,
     softmax_params_for,
 )
-from .unary import LOGISTIC_OUTPUT_QPARAMS, UNARY_OPS, apply_table, unary_table
+from .unary import FIXED_OUTPUT_QPARAMS, UNARY_OPS, apply_table, unary_table
 from .upsample import resize_bilinear_int8, resize_nearest, transpose_conv_sum
 
 
@@ -139,6 +141,8 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
     if op in UNARY_OPS:
         return apply_table(args[0], unary_node_table(graph, node))
+    if op is Op.PRELU:
+        return prelu_int8(args[0], prelu_node_tables(graph, node))
     if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
         return _eval_resize(graph, node, args[0])
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
@@ -148,7 +152,7 @@ _ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_C
                                     Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
                                     Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
                                     Op.TILE, Op.REDUCE_MAX, Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR,
-                                    Op.RESIZE_BILINEAR})
+                                    Op.RESIZE_BILINEAR, Op.PRELU})
 MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
@@ -296,18 +300,19 @@ def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
 
 
 def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
-    """The 256-entry int8 table of an int8 LOGISTIC / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite Micro's
-    Prepare and kernel over every input value) or GELU node (TFLite's Prepare), refusing outputs whose meaning
-    TFLite's kernel would not honour:
-    LOGISTIC writes scale 1/256 and zero point -128 whatever the file says, RELU6 never rescales."""
+    """The 256-entry int8 table of an int8 LOGISTIC / TANH / ELU / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite
+    Micro's Prepare and kernel over every input value) or GELU / RELU_N1_TO_1 / EXP / LOG node (TFLite's), refusing
+    outputs whose meaning TFLite's kernel would not honour: LOGISTIC writes scale 1/256 and zero point -128 whatever
+    the file says, TANH 1/128 and 0, RELU6 never rescales."""
     x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
     where = f"node '{node.name}' ({node.op.value})"
     if x.dtype != "int8" or y.dtype != "int8":
         raise KilobyteError(f"{where}: int8 in and out, got {x.dtype} -> {y.dtype}")
     (s_in, z_in), (s_out, z_out) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.outputs[0])
-    if node.op is Op.LOGISTIC and (s_out, z_out) != LOGISTIC_OUTPUT_QPARAMS:
-        raise KilobyteError(f"{where}: output scale {float(LOGISTIC_OUTPUT_QPARAMS[0])} and zero point "
-                            f"{LOGISTIC_OUTPUT_QPARAMS[1]} (TFLite Micro's kernel writes those), got {y.qparams}")
+    fixed = FIXED_OUTPUT_QPARAMS.get(node.op)
+    if fixed is not None and (s_out, z_out) != fixed:
+        raise KilobyteError(f"{where}: output scale {float(fixed[0])} and zero point {fixed[1]} (TFLite Micro's kernel "
+                            f"writes those), got {y.qparams}")
     if node.op is Op.RELU6:
         _require_same_qparams(graph, node)
     alpha = node.attrs.alpha if node.op is Op.LEAKY_RELU else 0.0

@@ -1,5 +1,5 @@
-"""Reference stage: TFLite Micro's int8 unary activations (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) and TFLite's
-int8 GELU, bit for bit.
+"""Reference stage: TFLite Micro's int8 unary activations (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU, RELU6) and
+TFLite's int8 GELU, RELU_N1_TO_1, EXP and LOG (TFLite Micro has no int8 kernel for these), bit for bit.
 
 Each output of these ops depends on its input byte alone, so each node is fully described by a 256-entry int8
 lookup table (`unary_table`): entry i is the op applied to the int8 value i - 128. The interpreter reads it
@@ -11,6 +11,17 @@ are computed here, once, by transcriptions of TFLite Micro's kernels over all 25
   `input_range_radius`; inputs beyond the radius saturate, the others are rescaled into Q4.27 and run through
   gemmlowp's fixed-point `logistic` (exp of the negative magnitude, then 1 / (1 + x)); the Q0.31 result is shifted
   down 23 bits onto the output scale 1/256 with zero point -128, the only output TFLite writes.
+- TANH (`reference_integer_ops::Tanh`, int8): the same Prepare and Q4.27 rescale as LOGISTIC; gemmlowp's `tanh`
+  takes n = -|a|, reads its raw value as Q5.26 (`ExactMulByPot<1>`: 2n) for `exp_on_negative_values`, and turns
+  e = exp(2n) into (1 - e) / (1 + e) by Newton-Raphson; the Q0.31 result is shifted down 24 bits onto the output
+  scale 1/128, zero point 0 (the kernel adds no zero point and reads no output scale).
+- ELU (TFLite Micro's `PopulateLookupTable`): the table is built in Prepare in float32, as GELU's below, from
+  x < 0 ? expf(x) - 1 : x (alpha 1; expf taken correctly rounded, as `gelu_f32` takes erfcf).
+- EXP and LOG (TFLite's int8 kernels; TFLite Micro's take float32 only): tables built in float32 the same way from
+  expf / logf. A LOG input at or below zero has no logarithm; TFLite's table holds -128 there (the float -> int
+  conversion of -inf / NaN on the machines its interpreter runs on), and so does ours, by rule.
+- RELU_N1_TO_1 (TFLite's `Relu1Eval`, `QuantizedReluX(-1, 1)`): RELU's requantisation, but Prepare divides the
+  float32 scales in float32 (pinned by the tie cases), then a clamp to zero point + roundf(±1 / s_out).
 - HARD_SWISH (`reference_ops::HardSwish` with `HardSwishParams`): int16 fixed point throughout; the input is moved
   onto a "hires" scale (x · 2^7), a "reluish" factor in [0, 1] comes from a rescale to [-3, 3] -> [-1, 1] with
   saturating shifts, the product uses a truncating (not rounding) doubling high multiply to cancel the rounding bias,
@@ -53,12 +64,21 @@ from ..quant.arith import (
     rounding_divide_by_pot,
     wrap_int32,
 )
-from ..quant.fixedpoint import exp_on_negative_values, one_over_one_plus_x_for_x_in_0_1
+from ..quant.fixedpoint import (
+    exp_on_negative_values,
+    one_minus_x_over_one_plus_x_for_x_in_0_1,
+    one_over_one_plus_x_for_x_in_0_1,
+)
 
-UNARY_OPS = frozenset({Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6, Op.GELU})
+UNARY_OPS = frozenset({Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6, Op.GELU,
+                       Op.RELU_N1_TO_1, Op.EXP, Op.LOG})
 INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)  # table entry i is the op at INT8_VALUES[i]
 LOGISTIC_INPUT_INTEGER_BITS = 4  # the rescaled input is Q4.27
 LOGISTIC_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)  # what TFLite writes; TFLM checks the zero point only
+TANH_OUTPUT_QPARAMS = (np.float32(1 / 128), 0)  # what TFLite writes; TFLM checks neither
+# The unary ops whose int8 output TFLite's kernel writes on fixed params, whatever the file says (the quantiser
+# gives them these, the reader and the reference refuse any other).
+FIXED_OUTPUT_QPARAMS = {Op.LOGISTIC: LOGISTIC_OUTPUT_QPARAMS, Op.TANH: TANH_OUTPUT_QPARAMS}
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 
 
@@ -99,6 +119,26 @@ def logistic_int8(x, input_scale: float, input_zero_point: int) -> np.ndarray:
     q4 = multiply_by_quantized_multiplier(inside, multiplier, left_shift)
     out = rounding_divide_by_pot(fixed_point_logistic(q4), 31 - 8) + LOGISTIC_OUTPUT_QPARAMS[1]
     out = np.where(d <= -radius, INT8_MIN, np.where(d >= radius, INT8_MAX, out))  # the C code tests these first
+    return _clip_int8(out)
+
+
+# -- TANH ----------------------------------------------------------------------------------------------------------
+def fixed_point_tanh(a) -> np.ndarray:
+    """gemmlowp `tanh` of a Q4.27 raw value: Q0.31 raw tanh(a)."""
+    a = np.asarray(a, np.int64)
+    negative_magnitude = np.where(a < 0, a, -a)
+    t = one_minus_x_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(negative_magnitude, 5))  # raw 2n as Q5.26
+    return np.where(a == 0, 0, np.where(a < 0, -t, t))
+
+
+def tanh_int8(x, input_scale: float, input_zero_point: int) -> np.ndarray:
+    """TFLite Micro's int8 TANH of int8 `x` (output scale 1/128, zero point 0): LOGISTIC's Prepare and radius."""
+    multiplier, left_shift, radius = logistic_params(input_scale)
+    d = np.asarray(x, np.int64) - input_zero_point
+    inside = np.where(np.abs(d) < radius, d, 0)
+    q4 = multiply_by_quantized_multiplier(inside, multiplier, left_shift)
+    out = rounding_divide_by_pot(fixed_point_tanh(q4), 31 - 7)
+    out = np.where(d <= -radius, INT8_MIN, np.where(d >= radius, INT8_MAX, out))
     return _clip_int8(out)
 
 
@@ -215,11 +255,75 @@ def relu_int8(x, input_scale: float, input_zero_point: int, output_scale: float,
     return _clip_int8(np.maximum(out, max(INT8_MIN, output_zero_point)))
 
 
+def relu_n1_to_1_int8(x, input_scale: float, input_zero_point: int, output_scale: float,
+                      output_zero_point: int) -> np.ndarray:
+    """TFLite's int8 RELU_N1_TO_1: requantise by s_in / s_out (a float32 quotient), clamp to quantised [-1, 1]."""
+    s_out = _f32(output_scale)
+    m, s = quantize_multiplier(float(_f32(input_scale) / s_out))
+    lo = max(INT8_MIN, output_zero_point + int(round_half_away(_f32(-1.0) / s_out)))
+    hi = min(INT8_MAX, output_zero_point + int(round_half_away(_f32(1.0) / s_out)))
+    out = output_zero_point + multiply_by_quantized_multiplier(np.asarray(x, np.int64) - input_zero_point, m, s)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
 def relu6_int8(x, input_scale: float, input_zero_point: int) -> np.ndarray:
     """TFLite Micro's int8 RELU6: clamp to [zero point, quantised 6.0] on the input's own scale."""
     six = int(np.clip(round_half_away(_f32(6.0) / _f32(input_scale)) + input_zero_point, INT8_MIN, INT8_MAX))
     x = np.asarray(x, np.int64)
     return np.where(x > six, six, np.where(x < input_zero_point, input_zero_point, x)).astype(np.int8)
+
+
+# -- ELU and GELU: tables built in float32 (TFLite Micro's PopulateLookupTable, TFLite's LUTPopulate) ------------
+_expm1_32 = np.vectorize(lambda v: _f32(math.exp(float(v))) - _f32(1.0), otypes=[np.float32])
+
+
+def float_table_int8(x, transformed, input_scale: float, input_zero_point: int, output_scale: float,
+                     output_zero_point: int, what: str) -> np.ndarray:
+    """The int8 entries of a table built in float32: `transformed` (float32 values -> float32) applied to each
+    dequantised `x`, times 1 / s_out, rounded half away from zero, plus the zero point, truncated, clamped."""
+    inverse_scale = _f32(1.0) / _f32(output_scale)
+    dequantized = _f32(input_scale) * (np.asarray(x, np.int64) - input_zero_point).astype(np.float32)
+    rescaled = round_half_away(transformed(dequantized) * inverse_scale).astype(np.float32)
+    quantized = np.trunc(rescaled + _f32(output_zero_point))  # static_cast<int32_t> of a float32 sum
+    if not np.all(np.abs(quantized) < 2.0**31):  # the C++ conversion to int32 would be undefined
+        raise KilobyteError(f"{what}: input scale {input_scale} / output scale {output_scale} puts table values "
+                            f"beyond int32 (TFLite's float -> int conversion is undefined there)")
+    return _clip_int8(quantized.astype(np.int64))
+
+
+def elu_f32(x) -> np.ndarray:
+    """TFLite Micro's ELU transform in float32: x < 0 ? expf(x) - 1 : x."""
+    x = np.asarray(x, np.float32)
+    return np.where(x < 0, _expm1_32(np.minimum(x, 0)), x).astype(np.float32)
+
+
+def exp_f32(x) -> np.ndarray:
+    """expf on float32 values, correctly rounded."""
+    return np.exp(np.asarray(x, np.float32).astype(np.float64)).astype(np.float32)
+
+
+def log_f32(x) -> np.ndarray:
+    """logf on positive float32 values, correctly rounded."""
+    return np.log(np.asarray(x, np.float32).astype(np.float64)).astype(np.float32)
+
+
+def exp_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLite's int8 EXP of int8 `x`: its Prepare's `LUTPopulate` entry for each value."""
+    return float_table_int8(x, exp_f32, input_scale, input_zero_point, output_scale, output_zero_point, "EXP")
+
+
+def log_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLite's int8 LOG of int8 `x`: the float32 table entry where the input is positive, -128 elsewhere."""
+    x = np.asarray(x, np.int64)
+    positive = x > input_zero_point
+    table = float_table_int8(np.where(positive, x, input_zero_point + 1), log_f32, input_scale, input_zero_point,
+                             output_scale, output_zero_point, "LOG")
+    return np.where(positive, table, INT8_MIN).astype(np.int8)
+
+
+def elu_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLite Micro's int8 ELU of int8 `x`: its Prepare's table entry for each value."""
+    return float_table_int8(x, elu_f32, input_scale, input_zero_point, output_scale, output_zero_point, "ELU")
 
 
 # -- GELU: TFLite's LUTPopulate in float32 ----------------------------------------------------------------------
@@ -243,14 +347,8 @@ def gelu_f32(x, approximate: bool) -> np.ndarray:
 def gelu_int8(x, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
               approximate: bool) -> np.ndarray:
     """TFLite's int8 GELU of int8 `x`: its `LUTPopulate<int8_t>` entry for each value."""
-    inverse_scale = _f32(1.0) / _f32(output_scale)
-    dequantized = _f32(input_scale) * (np.asarray(x, np.int64) - input_zero_point).astype(np.float32)
-    rescaled = round_half_away(gelu_f32(dequantized, approximate) * inverse_scale).astype(np.float32)
-    quantized = np.trunc(rescaled + _f32(output_zero_point))  # static_cast<int32_t> of a float32 sum
-    if not np.all(np.abs(quantized) < 2.0**31):  # the C++ conversion to int32 would be undefined
-        raise KilobyteError(f"GELU: input scale {input_scale} / output scale {output_scale} puts table values beyond "
-                            f"int32 (TFLite's float -> int conversion is undefined there)")
-    return _clip_int8(quantized.astype(np.int64))
+    return float_table_int8(x, lambda v: gelu_f32(v, approximate), input_scale, input_zero_point, output_scale,
+                            output_zero_point, "GELU")
 
 
 # -- the table -----------------------------------------------------------------------------------------------------
@@ -263,6 +361,16 @@ def unary_table(op: Op, input_scale: float, input_zero_point: int, output_scale:
         return gelu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point, approximate)
     if op is Op.LOGISTIC:
         return logistic_int8(x, input_scale, input_zero_point)
+    if op is Op.TANH:
+        return tanh_int8(x, input_scale, input_zero_point)
+    if op is Op.ELU:
+        return elu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
+    if op is Op.EXP:
+        return exp_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
+    if op is Op.LOG:
+        return log_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
+    if op is Op.RELU_N1_TO_1:
+        return relu_n1_to_1_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
     if op is Op.HARD_SWISH:
         return hard_swish_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
     if op is Op.LEAKY_RELU:

@@ -41,6 +41,12 @@ class Op(enum.Enum):
     HARD_SWISH = "HARD_SWISH"
     LEAKY_RELU = "LEAKY_RELU"
     GELU = "GELU"
+    TANH = "TANH"
+    ELU = "ELU"
+    RELU_N1_TO_1 = "RELU_N1_TO_1"
+    EXP = "EXP"
+    LOG = "LOG"
+    PRELU = "PRELU"  # x >= 0 ? x : alpha * x, alpha a constant second input, per channel (last axis) or single
     # Upsampling (decoders): two resizes and the transposed convolution.
     RESIZE_NEAREST_NEIGHBOR = "RESIZE_NEAREST_NEIGHBOR"
     RESIZE_BILINEAR = "RESIZE_BILINEAR"
@@ -222,8 +228,9 @@ class BatchNormAttrs:
 
 @dataclass(frozen=True)
 class NoAttrs:
-    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, LOG_SOFTMAX (TFLite's has no options: beta
-    is 1), MAXIMUM, MINIMUM (two operands, no fused activation in TFLite)."""
+    """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, TANH, ELU (TFLite's alpha is 1),
+    RELU_N1_TO_1, EXP, LOG, PRELU (alpha is an input), LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM,
+    MINIMUM (two operands, no fused activation in TFLite)."""
 
 
 ATTRS_TYPE: dict[Op, type] = {
@@ -251,6 +258,12 @@ ATTRS_TYPE: dict[Op, type] = {
     Op.HARD_SWISH: NoAttrs,
     Op.LEAKY_RELU: LeakyReluAttrs,
     Op.GELU: GeluAttrs,
+    Op.TANH: NoAttrs,
+    Op.ELU: NoAttrs,
+    Op.RELU_N1_TO_1: NoAttrs,
+    Op.EXP: NoAttrs,
+    Op.LOG: NoAttrs,
+    Op.PRELU: NoAttrs,
     Op.RESIZE_NEAREST_NEIGHBOR: ResizeAttrs,
     Op.RESIZE_BILINEAR: ResizeAttrs,
     Op.TRANSPOSE_CONV: TransposeConvAttrs,

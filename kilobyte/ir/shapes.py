@@ -62,6 +62,10 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(shapes) != 2:
             raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
         return broadcast_shape(shapes[0], shapes[1])
+    if op is Op.PRELU:
+        if len(shapes) != 2 or broadcast_shape(x, shapes[1]) != x:
+            raise ShapeError(f"PRELU takes an input and an alpha that broadcasts to it, got {shapes}")
+        return x
     if op in (Op.MEAN, Op.REDUCE_MAX):
         if any(not -len(x) <= a < len(x) for a in attrs.axes):
             raise ShapeError(f"axes {tuple(attrs.axes)} out of range for input shape {x}")
@@ -97,7 +101,8 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(x) < 1 or x[-1] < 1:
             raise ShapeError(f"{op.value} works along the last axis; input shape {x} has none")
         return x
-    # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, IDENTITY, QUANTIZE, DEQUANTIZE.
+    # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
+    # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
 
 

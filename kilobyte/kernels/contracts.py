@@ -140,6 +140,17 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
     KernelContract(Op.LOGISTIC, "lut", constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); "
                    "a 256-entry table per node"),
+    KernelContract(Op.TANH, "lut", constraints="int8 in, int8 out with scale 1/128 and zero point 0 (TFLite); a "
+                   "256-entry table per node"),
+    KernelContract(Op.ELU, "lut", constraints="int8 in and out (alpha 1, as TFLite); a 256-entry table per node, built "
+                   "as TFLite Micro's Prepare builds it"),
+    KernelContract(Op.RELU_N1_TO_1, "lut", constraints="int8 in and out; a 256-entry table per node, TFLite's "
+                   "requantise-and-clamp (TFLite Micro has no RELU_N1_TO_1: checked against TFLite's interpreter)"),
+    *(KernelContract(op, "lut", constraints="int8 in and out; a 256-entry table per node, built as TFLite's Prepare "
+                     "builds it in float32 (TFLite Micro's kernel is float only: checked against TFLite's interpreter)")
+      for op in (Op.EXP, Op.LOG)),
+    KernelContract(Op.PRELU, "lut", constraints="int8 in, out and constant alpha (per tensor params, as TFLite "
+                   "Micro); alpha per channel or single: a 256-entry table per channel, one kb_lut per table"),
     KernelContract(Op.HARD_SWISH, "lut", constraints="int8 in and out, input scale below 128x the output's "
                    "(TFLite Micro); a 256-entry table per node"),
     KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "

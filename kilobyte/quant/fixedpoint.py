@@ -1,11 +1,12 @@
-"""Quantisation stage: gemmlowp's fixed-point math functions (exp, 1/(1+x), log), vectorised, bit for bit.
+"""Quantisation stage: gemmlowp's fixed-point math functions (exp, 1/(1+x), (1-x)/(1+x), log), vectorised, bit for
+bit.
 
-TFLite's int8 SOFTMAX and LOG_SOFTMAX evaluate exp, a reciprocal and a logarithm in gemmlowp's `FixedPoint<int32_t,
-m>` format: a raw int32 `r` stands for `r / 2^(31 - m)` (m integer bits, 31 - m fractional bits). The functions here
-take and return raw values as int64 numpy arrays holding int32 values, one element per lane, and follow gemmlowp's
-operation order exactly (its products are `SaturatingRoundingDoublingHighMul`, its power-of-two rescales saturate
-upwards and round downwards); plain additions wrap to int32 as the C code does in practice. The polynomial
-coefficients are gemmlowp's own raw constants, written as integers so no float arithmetic is involved.
+TFLite's int8 SOFTMAX, LOG_SOFTMAX, LOGISTIC and TANH evaluate exp, a reciprocal and a logarithm in gemmlowp's
+`FixedPoint<int32_t, m>` format: a raw int32 `r` stands for `r / 2^(31 - m)` (m integer bits, 31 - m fractional bits).
+The functions here take and return raw values as int64 numpy arrays holding int32 values, one element per lane, and
+follow gemmlowp's operation order exactly (its products are `SaturatingRoundingDoublingHighMul`, its power-of-two
+rescales saturate upwards and round downwards); plain additions wrap to int32 as the C code does in practice. The
+polynomial coefficients are gemmlowp's own raw constants, written as integers so no float arithmetic is involved.
 
 >>> int(exp_on_negative_values(np.int64(0), 5))  # exp(0) is the largest Q0.31 value
 2147483647
@@ -144,6 +145,18 @@ def one_over_one_plus_x_for_x_in_0_1(a) -> np.ndarray:
         one_minus_half_denominator_times_x = sub(one_q2, mul(half_denominator, x))
         x = add(x, rescale(mul(x, one_minus_half_denominator_times_x), 4, 2))  # Q2 · Q2 is Q4
     return rescale(x, 1, 0)  # x / 2 (the same raw value read as Q1), then to Q0
+
+
+def one_minus_x_over_one_plus_x_for_x_in_0_1(a) -> np.ndarray:
+    """(1 - a) / (1 + a) in Q0.31 for a Q0.31 `a` in [0, 1): the same Newton-Raphson steps as
+    `one_over_one_plus_x_for_x_in_0_1`, then (x - 1) read back from Q2.29 (tanh's last step)."""
+    half_denominator = rounding_half_sum(a, INT32_MAX)
+    x = add(FORTY_EIGHT_OVER_17_Q2, mul(half_denominator, MINUS_32_OVER_17_Q2))
+    one_q2 = 1 << 29
+    for _ in range(3):
+        one_minus_half_denominator_times_x = sub(one_q2, mul(half_denominator, x))
+        x = add(x, rescale(mul(x, one_minus_half_denominator_times_x), 4, 2))
+    return rescale(sub(x, one_q2), 2, 0)
 
 
 def get_reciprocal(x, x_integer_digits: int) -> tuple[np.ndarray, np.ndarray]:

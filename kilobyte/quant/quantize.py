@@ -8,7 +8,7 @@ converter chooses:
 - activations (graph inputs and outputs included) are int8 per-tensor asymmetric, zero point in [-128, 127], the
   range widened to contain 0 and the zero point nudged to an integer as TFLite's `GetAsymmetricQuantizationParams`;
   that covers CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, ADD, SUB, MUL, MEAN, HARD_SWISH,
-  LEAKY_RELU, GELU and a RELU left standing (each calibrated on its own);
+  LEAKY_RELU, GELU, ELU, RELU_N1_TO_1, EXP, LOG and a RELU left standing (each calibrated on its own);
 - weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D and TRANSPOSE_CONV
   axis 0, DEPTHWISE axis 3, FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with
   scale `s_in · s_w[c]`, axis 0; a constant operand of SUB / MUL is int8 per tensor from its own range (of
@@ -18,9 +18,10 @@ converter chooses:
   RESIZE_BILINEAR, CONCAT (TFLite Micro's int8 concat
   copies bytes), MAXIMUM, MINIMUM (they compare raw int8 values) and a standing RELU6 (TFLite Micro's never
   rescales), each group taking the union of its members' calibrated ranges;
-- LOGISTIC and an int8 SOFTMAX output scale 1/256 with zero point -128, LOG_SOFTMAX 16/256 with zero point 127: the
-  only outputs TFLite's kernels write; a group of shared params holding such an output takes these params, and may
-  then hold nothing else computed (e.g. a CONCAT of a LOGISTIC with a conv output would need a requantisation);
+- LOGISTIC and an int8 SOFTMAX output scale 1/256 with zero point -128, TANH 1/128 with zero point 0, LOG_SOFTMAX
+  16/256 with zero point 127: the only outputs TFLite's kernels write; a group of shared params holding such an output
+  takes these params, and may then hold nothing else computed (e.g. a CONCAT of a LOGISTIC with a conv output would need
+  a requantisation);
 - MEAN stays MEAN (TFLite's integer mean, `kb_mean`), with its own output params;
 - a final SOFTMAX (a graph output read by no node) stays float at the graph edge: int8 logits -> DEQUANTIZE -> SOFTMAX
   (float32 output); a SOFTMAX inside the graph is int8.
@@ -32,7 +33,7 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
-from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS
+from ..interp.unary import FIXED_OUTPUT_QPARAMS
 from ..ir import Activation, Graph, Node, Op, QParams, Tensor
 from ..transforms.fold_batchnorm import can_fold
 from ..transforms.fuse_activation import can_fuse, fuse_activation
@@ -43,10 +44,9 @@ from .calibrate import Range, calibrate
 SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.CONCAT, Op.MAXIMUM,
                             Op.MINIMUM, Op.RELU6, Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX,
                             Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR})
-FIXED_QPARAMS = {Op.LOGISTIC: LOGISTIC_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS,
-                 Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
+FIXED_QPARAMS = {**FIXED_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS, Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
 WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0, Op.TRANSPOSE_CONV: 0}
-CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})
+CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.PRELU})  # PRELU: its alpha
 
 
 def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentile: float = 99.99) -> Graph:
@@ -145,7 +145,7 @@ def choose_qparams(lo: float, hi: float) -> QParams:
 
 def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QParams]:
     """QParams of every activation tensor: ranges united over groups that must share params, and the params TFLite
-    prescribes for the outputs of LOGISTIC, SOFTMAX and LOG_SOFTMAX (see the module doc)."""
+    prescribes for the outputs of LOGISTIC, TANH, SOFTMAX and LOG_SOFTMAX (see the module doc)."""
     parent: dict[str, str] = {}
 
     def find(t: str) -> str:
@@ -171,8 +171,8 @@ def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QPar
 
 
 def _fixed_qparams(graph: Graph, find, ranges) -> dict[str, QParams]:
-    """Group root -> the params TFLite fixes for the LOGISTIC / SOFTMAX / LOG_SOFTMAX output in that group. Every
-    other member must be moved there by a shared-params op (nothing else could produce values on that scale)."""
+    """Group root -> the params TFLite fixes for the LOGISTIC / TANH / SOFTMAX / LOG_SOFTMAX output in that group.
+    Every other member must be moved there by a shared-params op (nothing else could produce values on that scale)."""
     fixed: dict[str, tuple[QParams, Node]] = {}
     for n in graph.nodes:
         if n.op in FIXED_QPARAMS and not _is_final_softmax(graph, n):

@@ -63,6 +63,8 @@ def constant_bytes(graph: Graph) -> int:
             total += _weight_array_bytes(graph, node) + PER_CHANNEL_BYTES * out_shape[-1]
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES
+        elif node.op is Op.PRELU and graph.tensors[node.inputs[0]].dtype == "int8":  # a table per alpha
+            total += LUT_BYTES * (1 if graph.tensors[node.inputs[1]].numel == 1 else out_shape[-1])
         elif node.op in BINARY_OPS:
             consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
             total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)

@@ -155,7 +155,8 @@ def stage_code(graph: Graph, stage) -> tuple[list[str], set[str], int]:
 def constant_allowance(graph: Graph) -> int:
     """The most padding the linker can put before model.c's weight arrays and lookup tables."""
     weighted = sum(1 for n in graph.nodes if n.op in WEIGHTED_OPS)
-    tables = sum(1 for n in graph.nodes if n.op in UNARY_OPS and graph.tensors[n.inputs[0]].dtype == "int8")
+    tables = sum(1 for n in graph.nodes
+                 if n.op in UNARY_OPS | {Op.PRELU} and graph.tensors[n.inputs[0]].dtype == "int8")
     return weighted * WEIGHTED_PAD + tables * STRUCT_PAD
 
 

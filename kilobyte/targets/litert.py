@@ -1,5 +1,6 @@
 """Targets stage: TensorFlow Lite's own interpreter (the `ai-edge-litert` wheel, `kilobyte[litert]`) as the oracle
-for models with an op TensorFlow Lite Micro registers no kernel for (GELU, TILE; see `tflm.TFLM_MISSING_OPS`).
+for models with an op TensorFlow Lite Micro registers no int8 kernel for (GELU, TILE, RELU_N1_TO_1, EXP, LOG; see
+`tflm.TFLM_MISSING_OPS`).
 
 It runs with TFLite's reference kernels (`BUILTIN_REF`, the arithmetic TFLite Micro's kernels share) and keeps every
 tensor, so a caller can read internal tensors by name as it does with TFLite Micro's `preserve_all`.

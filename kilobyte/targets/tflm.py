@@ -32,8 +32,9 @@ import numpy as np
 from ..errors import KilobyteError, ModelFileError
 
 TFLM_PIN = "tflite-micro==0.dev20261023182759"
-# IR ops the pinned wheel registers no kernel for: verify_project checks them against TFLite's own interpreter.
-TFLM_MISSING_OPS = frozenset({"GELU", "TILE"})
+# IR ops the pinned wheel registers no (int8) kernel for: verify_project checks them against TFLite's own
+# interpreter. TFLM's EXP and LOG take float32 only.
+TFLM_MISSING_OPS = frozenset({"GELU", "TILE", "RELU_N1_TO_1", "EXP", "LOG"})
 _MAX_ARENA = 1 << 31
 _OUT_OF_ARENA = re.compile(r"[Ff]ailed to allocate|too small")  # what TFLM prints when the arena is short
 

@@ -1,7 +1,8 @@
-"""The elementwise ops added for real models (MUL, SUB, MAXIMUM, MINIMUM, and the table ops LOGISTIC, HARD_SWISH,
-LEAKY_RELU, RELU), the int8 MEAN and the data-movement ops (TRANSPOSE at a model's NCHW head, STRIDED_SLICE into
-concat slices, REDUCE_MAX, TILE) compiled for Cortex-M: bit-exact with the numpy reference under QEMU (M7), built with
-the portable and the DSP kernel sets (`verify_on_target`: QEMU == host C == reference).
+"""The elementwise ops added for real models (MUL, SUB, MAXIMUM, MINIMUM, and the table ops LOGISTIC, TANH, ELU,
+HARD_SWISH, LEAKY_RELU, RELU, RELU_N1_TO_1, EXP, LOG, and PRELU's table per channel), the int8 MEAN and the
+data-movement ops (TRANSPOSE at a model's NCHW head, STRIDED_SLICE into concat slices, REDUCE_MAX, TILE) compiled for
+Cortex-M: bit-exact with the numpy reference under QEMU (M7), built with the portable and the DSP kernel sets
+(`verify_on_target`: QEMU == host C == reference).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 from random_nets import movement_model
 from test_binary_codegen import binary_model
+from test_prelu_codegen import prelu_model
 from test_unary_codegen import unary_model
 
 from kilobyte.codegen import compile_graph
@@ -19,7 +21,9 @@ MODELS = [("mul", lambda: binary_model(Op.MUL, "per-channel")), ("sub", lambda: 
           ("maximum", lambda: binary_model(Op.MAXIMUM, "per-channel")),
           ("minimum", lambda: binary_model(Op.MINIMUM, "equal")),
           *((op.value.lower(), lambda op=op: unary_model(op, seed=3))
-            for op in (Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU)),
+            for op in (Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU_N1_TO_1, Op.EXP,
+                       Op.LOG)),
+          ("prelu", lambda: prelu_model(seed=3)),
           *((kind, lambda kind=kind: movement_model(kind, seed=5))
             for kind in ("transpose-nchw-head", "slice-rows", "reduce-max-hw", "tile"))]
 

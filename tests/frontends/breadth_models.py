@@ -1,4 +1,4 @@
-"""Seven ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
+"""Ten ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
 
 Each `Case` holds a factory (seeded weights, randomised BatchNorm statistics), its NCHW / NCL input shape and the
 calibration data it is quantised with.
@@ -7,6 +7,9 @@ calibration data it is quantised with.
   sigmoid, a (1, C, 1, 1) scale multiplied over (1, C, H, W)), residual add, mean + Linear head;
 - `unet`: a two-level U-Net (max pool down, nn.Upsample up, torch.cat skip);
 - `lenet`: LeNet-5 on 28x28 digits ending in log_softmax;
+- `lenet5_tanh`: the classic LeNet-5 (tanh, average pooling, 32-px digits padded in the first conv);
+- `smooth_activations`: ELU and tanh as modules, functions and methods, a per-channel PReLU;
+- `unit_clamp_exp_log`: hardtanh(-1, 1), exp and log (TFLite's interpreter is their oracle);
 - `decoder`: LeakyReLU and ConvTranspose2d upsampling, sigmoid output;
 - `segmentation_decoder`: a stride-2 ConvTranspose2d with PyTorch's padding and output_padding, bilinear
   resizes with and without align_corners, a nearest resize to a given size, a sigmoid mask head;
@@ -72,6 +75,49 @@ class LeNet(nn.Module):
         return F.log_softmax(self.fc3(x), dim=1)
 
 
+class LeNet5Tanh(nn.Module):
+    """LeCun et al.'s LeNet-5 as textbooks write it: 5x5 convs, tanh, average pooling, three tanh FC layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.Tanh(), nn.AvgPool2d(2),
+                                      nn.Conv2d(6, 16, 5), nn.Tanh(), nn.AvgPool2d(2))
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.Tanh(), nn.Linear(120, 84),
+                                        nn.Tanh(), nn.Linear(84, 10))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+class SmoothActivations(nn.Module):
+    """ELU and tanh in their module, function and method forms; PReLU per channel."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 12, 3, padding=1), nn.Conv2d(12, 8, 3, stride=2)
+        self.elu, self.fc, self.prelu = nn.ELU(), nn.Linear(8, 4), nn.PReLU(12)
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.linspace(-0.5, 1.5, 12))
+
+    def forward(self, x):
+        y = self.prelu(F.elu(self.conv1(x)))
+        y = torch.tanh(self.conv2(y)).mean((2, 3))
+        return self.fc(self.elu(y)).tanh()
+
+
+class UnitClampExpLog(nn.Module):
+    """hardtanh(-1, 1) (TFLite's RELU_N1_TO_1), then exp and log: ops TFLite Micro has no int8 kernel for."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, stride=2)
+        self.clamp, self.fc = nn.Hardtanh(), nn.Linear(8, 3)
+
+    def forward(self, x):
+        y = torch.log(torch.exp(self.clamp(self.conv1(x))) * 2.0)  # exp of [-1, 1]: log's input stays positive
+        return self.fc(self.conv2(y).mean((2, 3)))
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -127,6 +173,7 @@ class Case:
     make: Callable[[], nn.Module]
     shape: tuple[int, ...]
     data: str = "random"  # "digits": scikit-learn's digits resized to the input; "random": standard normal
+    mean_steps: float = 1.0  # the int8 output's mean distance from the float one, in output steps (check_pipeline)
 
 
 CASES = {
@@ -134,6 +181,10 @@ CASES = {
     "unet": Case(UNet, (1, 3, 16, 16)),
     "lenet": Case(LeNet, (1, 1, 28, 28), data="digits"),
     "decoder": Case(Decoder, (1, 8, 4, 4)),
+    # four tanh layers, each rounding onto the 1/128 steps TFLite fixes for TANH: 1.34 steps off on average
+    "lenet5_tanh": Case(LeNet5Tanh, (1, 1, 28, 28), data="digits", mean_steps=1.5),
+    "smooth_activations": Case(SmoothActivations, (1, 3, 12, 12)),
+    "unit_clamp_exp_log": Case(UnitClampExpLog, (1, 3, 10, 10)),
     "segmentation_decoder": Case(SegmentationDecoder, (1, 3, 24, 20)),
     "gelu_head": Case(GeluHead, (1, 3, 16, 16)),
     "kws_conv1d": Case(KeywordSpotter, (1, 40, 49)),
@@ -189,7 +240,7 @@ def check_pipeline(name: str, graph, reference: Callable[[np.ndarray], np.ndarra
        random int8 inputs, and the same three engines agree byte for byte on the unseen samples quantised.
     3. On those unseen samples the int8 output, dequantised, is within the quantisation tolerance of the float one:
        at most 4 output steps off anywhere and 1 step on average (rounding accumulates over ~10 layers; these
-       modules measure 1.5 and 0.45 at worst).
+       modules measure 1.5 and 0.45 at worst), or the case's own `mean_steps` (LeNet-5's four fixed-scale tanh).
     """
     from kilobyte.codegen import HostModel, compile_graph
     from kilobyte.codegen.verify import project_tflite, reference_graph, verify_project
@@ -220,7 +271,8 @@ def check_pipeline(name: str, graph, reference: Callable[[np.ndarray], np.ndarra
     y = dequantize_output(core, np.concatenate(outputs), out)
     step = float(core.tensors[out].qparams.scale[0])
     err = np.abs(y - to_ir_layout(want)) / step
-    assert err.max() <= 4 and err.mean() <= 1, f"int8 vs float: max {err.max():.2f}, mean {err.mean():.2f} steps"
+    assert err.max() <= 4 and err.mean() <= CASES[name].mean_steps, \
+        f"int8 vs float: max {err.max():.2f}, mean {err.mean():.2f} steps"
     return {"max_steps": float(err.max()), "mean_steps": float(err.mean()), "ops": [n.op for n in qgraph.nodes]}
 
 

@@ -1,4 +1,4 @@
-"""Breadth (ONNX): the seven modules of tests/frontends/breadth_models.py exported with `torch.onnx.export`, from
+"""Breadth (ONNX): the ten modules of tests/frontends/breadth_models.py exported with `torch.onnx.export`, from
 `.onnx` to C verified against TFLite Micro.
 
 Both exporters run offline: the TorchScript one (`dynamo=False`, opset 17) and the torch.export one (`dynamo=True`,

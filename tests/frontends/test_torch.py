@@ -159,19 +159,19 @@ def test_depth_multiplier_and_dilation():
 
 
 def test_unsupported_module_names_node_and_op():
-    act = nn.Sequential(OrderedDict(conv=nn.Conv2d(8, 8, 1), act=nn.Tanh()))
+    act = nn.Sequential(OrderedDict(conv=nn.Conv2d(8, 8, 1), act=nn.Softplus()))
     module = nn.Sequential(OrderedDict(features=nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(),
                                                               act)))
     with pytest.raises(UnsupportedOpError) as e:
         from_torch(module, (1, 3, 8, 8))
     msg = str(e.value)
-    assert msg.startswith("node 'features.3.act' (torch.nn.Tanh): unsupported op; supported: ") and "\n" not in msg
+    assert msg.startswith("node 'features.3.act' (torch.nn.Softplus): unsupported op; supported: ") and "\n" not in msg
 
 
 @pytest.mark.parametrize("make,shape,needle", [
     (lambda: nn.LSTM(8, 16, batch_first=True), (1, 5, 8), "node 'lstm' (torch.nn.LSTM): unsupported op"),
     (lambda: nn.Sequential(nn.Conv2d(4, 8, 3, groups=2)), (1, 4, 6, 6), "(torch.nn.Conv2d): grouped convolution"),
-    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh()), (1, 3, 6, 6), "node '1' (torch.nn.Tanh)"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.Softplus()), (1, 3, 6, 6), "node '1' (torch.nn.Softplus)"),
     (lambda: nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 3, 5, 5), "ceil_mode"),
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")), (1, 3, 6, 6), "padding_mode"),
 ])
@@ -182,16 +182,16 @@ def test_unsupported_inputs_get_one_line_errors(make, shape, needle):
 
 
 def test_unsupported_function_and_untraceable_model():
-    class Tanh(nn.Module):
+    class Sine(nn.Module):
         def forward(self, x):
-            return torch.tanh(x)
+            return torch.sin(x)
 
     class Branchy(nn.Module):
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
-    with pytest.raises(UnsupportedOpError, match=r"^node 'tanh' \(torch\.tanh\): unsupported op"):
-        from_torch(Tanh(), (1, 3, 4, 4))
+    with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(torch\.sin\): unsupported op"):
+        from_torch(Sine(), (1, 3, 4, 4))
     with pytest.raises(UnsupportedOpError, match=r"^model Branchy: torch\.fx cannot trace"):
         from_torch(Branchy(), (1, 3, 4, 4))
 
@@ -389,3 +389,52 @@ def test_upsampling_it_cannot_express_is_a_one_line_error(make, needle):
     with pytest.raises(UnsupportedOpError) as e:
         from_torch(make(), (1, 3, 4, 4))
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+class Saturating(nn.Module):
+    """exp, log (of a positive value), tanh and the [-1, 1] clamps in their function, method and module forms."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.hardtanh = nn.Conv2d(3, 6, 3, padding=1), nn.Hardtanh()
+
+    def forward(self, x):
+        y = self.conv(x)
+        a = torch.log(torch.exp(y) + 1.0) - y.exp()
+        b = F.hardtanh(y, -1.0, 1.0) + y.clamp(-1, 1) + self.hardtanh(y)
+        return torch.tanh(a) * (b + 4.0).log()
+
+
+def test_exp_log_and_unit_clamps_match_pytorch():
+    g = check_against_torch(Saturating(), (1, 3, 5, 4))
+    used = ops(g)
+    assert used.count(Op.EXP) == 2 and used.count(Op.LOG) == 2 and used.count(Op.RELU_N1_TO_1) == 3
+    assert Op.TANH in used
+
+
+def test_elu_with_another_alpha_is_refused():
+    with pytest.raises(UnsupportedOpError, match="alpha=0.5; TFLite's ELU has alpha 1 only"):
+        from_torch(nn.Sequential(nn.Conv2d(3, 4, 1), nn.ELU(alpha=0.5)), (1, 3, 4, 4))
+
+
+class PReLUs(nn.Module):
+    """nn.PReLU per channel and single, and F.prelu, on 4-D and 2-D activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 6, 3, padding=1), nn.Linear(6, 5)
+        self.per_channel, self.single, self.head = nn.PReLU(6), nn.PReLU(), nn.PReLU(5)
+        with torch.no_grad():
+            for m in (self.per_channel, self.single, self.head):
+                m.weight.copy_(torch.linspace(-0.7, 1.3, m.weight.numel()))
+
+    def forward(self, x):
+        y = self.single(self.per_channel(self.conv(x)))
+        y = F.prelu(y, torch.full((1,), 0.3)).mean((2, 3))
+        return self.head(self.fc(y))
+
+
+def test_prelu_matches_pytorch():
+    g = check_against_torch(PReLUs(), (1, 3, 5, 4))
+    prelus = [n for n in g.nodes if n.op is Op.PRELU]
+    assert [g.tensors[n.inputs[1]].shape for n in prelus] == [(6,), (1,), (1,), (5,)]

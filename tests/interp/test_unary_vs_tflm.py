@@ -1,5 +1,5 @@
-"""int8 LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU and RELU6: the reference tables (kilobyte.interp.unary) against TFLite
-Micro, exhaustively.
+"""int8 LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU and RELU6: the reference tables (kilobyte.interp.unary)
+against TFLite Micro, exhaustively.
 
 Every output of these ops depends on its input byte alone, so one run over a (1, 16, 16, 1) input holding each int8
 value once compares the whole function; tests/unary_cases.py lists the parameter sets (scales, zero points, alphas).
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from unary_cases import ALL_INT8, CASES, case_id, unary_graph
+from litert_oracle import run_litert
+from unary_cases import ALL_INT8, CASES, LITERT_CASES, case_id, unary_graph
 
 from kilobyte.errors import KilobyteError, UnsupportedOpError
 from kilobyte.export.tflite import to_tflite
@@ -41,10 +42,37 @@ def test_all_256_inputs_equal_tflm(case):
     np.testing.assert_array_equal(table, theirs.reshape(-1))  # ALL_INT8 is in table order
 
 
+@pytest.mark.parametrize("case", LITERT_CASES, ids=case_id)
+def test_all_256_inputs_equal_tflite_where_tflm_has_no_int8_kernel(case):
+    """RELU_N1_TO_1, EXP and LOG: TFLite's interpreter is the oracle (TFLite Micro refuses the int8 model)."""
+    op, q_in, q_out, _ = case
+    graph = unary_graph(op, q_in, q_out)
+    ours = run_int8(graph, ALL_INT8)[graph.outputs[0]]
+    theirs = run_litert(to_tflite(graph), {graph.inputs[0]: ALL_INT8})[graph.outputs[0]]
+    differ = np.flatnonzero(ours != theirs)
+    assert differ.size == 0, (f"{differ.size} of 256 differ, first at input {ALL_INT8.flat[differ[0]]}: "
+                              f"ours {ours.flat[differ[0]]}, TFLite {theirs.flat[differ[0]]}")
+    assert len(set(theirs.reshape(-1).tolist())) >= 5
+
+
+def test_tflm_has_no_int8_kernel_for_exp_log_relu_n1_to_1():
+    """What makes TFLite's interpreter the oracle for these ops (`tflm.TFLM_MISSING_OPS`)."""
+    for op in (Op.RELU_N1_TO_1, Op.EXP, Op.LOG):
+        with pytest.raises(KilobyteError, match="cannot prepare|invoke failed"):
+            tflm.run_tflm(to_tflite(unary_graph(op, (0.05, -10), (0.03, 5))), ALL_INT8)
+        assert op.value in tflm.TFLM_MISSING_OPS
+
+
+def test_log_at_or_below_zero_is_the_lowest_value():
+    graph = unary_graph(Op.LOG, (0.05, -10), (0.03, 5))
+    table = unary_node_table(graph, graph.nodes[0])
+    assert np.all(table[:128 - 10 + 1] == -128) and table[128 - 10 + 1] > -128  # inputs -128 .. -10 are <= 0
+
+
 def test_outputs_are_not_trivial():
     """The cases exercise the functions, not a constant: every table takes several values, and each op has a case
     that uses most of the int8 range (coarse input scales saturate LOGISTIC after a few steps)."""
-    for op in (Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6):
+    for op in (Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6):
         distinct = []
         for _, q_in, q_out, alpha in (c for c in CASES if c[0] is op):
             graph = unary_graph(op, q_in, q_out, alpha)
@@ -58,6 +86,36 @@ def test_logistic_saturates_beyond_its_radius():
     table = unary_node_table(graph, graph.nodes[0])
     assert radius < 128 and table[128 + radius] == 127 and table[128 - radius] == -128
     assert table[128] == 0  # logistic(0) = 1/2: 128 steps of 1/256 above -128
+
+
+def test_tanh_is_odd_and_saturates_beyond_its_radius():
+    """tanh(0) = 0 on the fixed output scale 1/128; |x| at the radius (about 15 / scale) saturates to the int8 ends;
+    the kernel mirrors negative inputs, but +1 on scale 1/128 is 128, clamped to 127."""
+    _, _, radius = logistic_params(0.2)
+    graph = unary_graph(Op.TANH, (0.2, 0), (1 / 128, 0))
+    table = unary_node_table(graph, graph.nodes[0]).astype(int)
+    assert radius < 128 and table[128 + radius] == 127 and table[128 - radius] == -128 and table[128] == 0
+    assert all(table[128 + d] == min(127, -table[128 - d]) for d in range(1, radius))
+    assert table[128 + 1] == 25  # tanh(0.2) * 128 = 25.26
+
+
+def test_tanh_with_another_output_quantisation_is_refused():
+    """TFLite Micro's TANH reads no output params (it writes 1/128, zero point 0 regardless), so a file saying
+    otherwise runs there with a wrong meaning; the reader and the reference refuse it."""
+    graph = unary_graph(Op.TANH, (0.05, 0), (1 / 100, 3))
+    with pytest.raises(UnsupportedOpError, match="TANH.*scale 0.0078125 and zero point 0"):
+        from_tflite(to_tflite(graph))
+    with pytest.raises(KilobyteError, match="node 'tanh_0' \\(TANH\\).*scale 0.0078125 and zero point 0"):
+        run_int8(graph, ALL_INT8)
+
+
+def test_tanh_and_elu_round_trip_through_tflite():
+    for op, q_out in ((Op.TANH, (1 / 128, 0)), (Op.ELU, (0.07, 30))):
+        graph = unary_graph(op, (0.1, 0), q_out)
+        back = from_tflite(to_tflite(graph))
+        assert [n.op for n in back.nodes] == [op]
+        np.testing.assert_array_equal(run_int8(back, ALL_INT8)[back.outputs[0]],
+                                      run_int8(graph, ALL_INT8)[graph.outputs[0]])
 
 
 def test_leaky_relu_round_trips_through_tflite():
