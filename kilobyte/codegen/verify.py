@@ -67,7 +67,14 @@ class VerifyReport:
     def to_json(self) -> dict:
         """The report as JSON: the oracles that ran (`engines`) and those that did not with the reason (`not_run`)."""
         return {"ok": self.ok, "inputs": self.inputs, "engines": list(self.engines), "not_run": dict(self.not_run),
-                "sanitizer_runs": self.sanitizer_runs, "mismatches": list(self.mismatches)}
+                "sanitizer_runs": self.sanitizer_runs, "mismatches": list(self.mismatches), "target": self.target,
+                "stack_bytes": self.stack_bytes}
+
+    @classmethod
+    def from_json(cls, d: dict) -> VerifyReport:
+        """The report back from `to_json`'s dict (a search's or a pruning's report.json), to print its summary."""
+        return cls(d["inputs"], tuple(d["engines"]), list(d["mismatches"]), d["sanitizer_runs"], d.get("target"),
+                   d.get("stack_bytes"), dict(d["not_run"]))
 
 
 def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0) -> list[np.ndarray]:
