@@ -1,22 +1,19 @@
 """`kilobyte compile`: only an explicit --device makes not fitting an error, and a model that does not fit is told
 what would (`targets.fit_hint`), a suggestion the test then compiles and links (arm-none-eabi-gcc: measured SRAM).
 
-Model: an int8 net with a wide first layer (128x128x3 input, a 3x3 conv to 16 channels = 256 kB, two stride-2 convs,
-a mean and a classifier), whose per-layer arena (320 kB) is over STM32F412's 256 kB SRAM while a patch-based first
-stage plans it in a few tens of kB.
+Model: `random_nets.wide_head_model`, whose per-layer arena (320 kB) is over STM32F412's 256 kB SRAM while a
+patch-based first stage plans it in a few tens of kB.
 """
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-from random_nets import _int8_weighted
+from random_nets import wide_head_model
 
 from kilobyte.cli import main
 from kilobyte.export.tflite import to_tflite
-from kilobyte.ir import ConvAttrs, FullyConnectedAttrs, GraphBuilder, MeanAttrs, Op, QParams
 from kilobyte.targets.devices import get_device
 
 
@@ -28,16 +25,8 @@ def cli(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    b = GraphBuilder("wide_head")
-    x = b.input((1, 128, 128, 3), "int8", qparams=QParams.per_tensor(1 / 64, 0))
-    x = _int8_weighted(b, rng, Op.CONV_2D, x, (16, 3, 3, 3), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)  # (1, 128, 128, 16)
-    for _ in range(2):  # (1, 64, 64, 16), (1, 32, 32, 16)
-        x = _int8_weighted(b, rng, Op.CONV_2D, x, (16, 3, 3, 16), ConvAttrs(stride=(2, 2), padding=(0, 1, 0, 1)), 2.0)
-    x = b.node(Op.MEAN, [x], MeanAttrs((1, 2), False), dtype="int8", qparams=b.tensors[x].qparams)
-    y = _int8_weighted(b, rng, Op.FULLY_CONNECTED, x, (10, 16), FullyConnectedAttrs(), 0.5)
     path = tmp_path_factory.mktemp("wide") / "wide.tflite"
-    path.write_bytes(to_tflite(b.build([y])))
+    path.write_bytes(to_tflite(wide_head_model()))
     return path
 
 

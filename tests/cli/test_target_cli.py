@@ -91,6 +91,7 @@ def test_verify_target_json(capsys, compiled):
     assert code == 0, err
     v = json.loads(out)
     assert v["ok"] and v["inputs"] == 2 and v["engines"] == ["qemu-cortex-m4", "c-host", "reference"]
+    assert set(v["not_run"]) == {"tflm", "sanitizer"} and v["not_run"]["tflm"].startswith("a host check")
     assert v["target"] == "cortex-m4" and v["kernels"] == "portable" and v["stack_bytes"] > 0
 
 
