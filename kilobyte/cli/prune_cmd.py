@@ -81,7 +81,7 @@ def run(args) -> int:
     else:
         print(format_report(report))
         print(f"wrote {out}/: the C library (src/, Makefile, CMakeLists.txt), report.json, pruned.pt, model.tflite")
-    return 0 if fit["fits"] else 2
+    return 2 if fit["fits"] is False else 0  # None: no --device, nothing checked
 
 
 def _check_out(out: Path) -> None:
