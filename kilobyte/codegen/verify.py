@@ -147,10 +147,10 @@ def _tflite_engine(core, wanted: bool = True) -> tuple[str | None, dict[str, str
     if not missing and find_spec("tflite_micro") is not None:
         return "tflm", {}
     why = {"tflm": f"no kernel for {', '.join(missing)}" if missing else
-           "not installed (pip install 'kilobyte[tflm]')"}
+           "not installed: pip install 'kilobyte[tflm]'"}
     if litert_available():
         return "tflite", why
-    return None, {**why, "tflite": "not installed (pip install 'kilobyte[litert]')"}
+    return None, {**why, "tflite": "not installed: pip install 'kilobyte[litert]'"}
 
 
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
