@@ -106,11 +106,12 @@ def _from_python(spec: str, resolution: int | None, channels: int | None) -> Loa
 
 
 def calibration_inputs(dataset_spec: str, input_shape_nhwc: tuple[int, ...], n: int = 64, seed: int = 0):
-    """`n` images of a dataset resized / channel-matched to the model input, as a list of (1,H,W,C) arrays."""
-    from .data import load_dataset
+    """`n` images of a dataset in the layout that fits the model input (`data.choose_reading`), resized /
+    channel-matched to it, as a list of (1,H,W,C) arrays."""
+    from .data import choose_reading, load_dataset
 
-    ds = load_dataset(dataset_spec, seed=seed)
-    x = match_input(ds.x[:n], input_shape_nhwc, dataset_spec)
+    ds = load_dataset(dataset_spec, seed=seed).take(slice(0, n))
+    x = match_input(choose_reading(ds, input_shape_nhwc, dataset_spec), input_shape_nhwc, dataset_spec)
     return [x[i:i + 1] for i in range(len(x))]
 
 
@@ -172,7 +173,7 @@ def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", s
     (`kilobyte.prune.prune_model`: `sparsity` or `device`, filterlet / csr / channel) and retrain for
     `retrain_epochs`; returns the `PruneResult`. The dataset is resized to the model input; its last 20 % are held out
     for the accuracies. `kernels`: the kernel set its Flash figures are for (as `compile_model`)."""
-    from .data import Dataset, load_dataset
+    from .data import Dataset, choose_reading, load_dataset
     from .prune import prune_model
     from .prune.pipeline import DEFAULT_LOSS_BUDGET
     from .train import TrainConfig, fit
@@ -184,7 +185,7 @@ def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", s
     if ds.y is None:
         raise KilobyteError(f"dataset '{dataset_spec}' has no labels: pruning needs them")
     shape = model.graph.tensors[model.graph.inputs[0]].shape
-    ds = Dataset(ds.name, match_input(ds.x, shape, dataset_spec), ds.y)
+    ds = Dataset(ds.name, match_input(choose_reading(ds, shape, dataset_spec), shape, dataset_spec), ds.y)
     train, _ = ds.split(len(ds.x) - max(1, round(0.2 * len(ds.x))))
     if epochs > 0:
         fit(model.module, train.x, train.y, TrainConfig(epochs=epochs, seed=seed))

@@ -199,6 +199,20 @@ def _int8_weighted(b: GraphBuilder, rng, op: Op, x: str, w_shape, attrs, gain: f
                   qparams=QParams.per_tensor(s_out, int(rng.integers(-100, 100))))
 
 
+def wide_head_model(seed: int = 0):
+    """An int8 net too wide for STM32F412 per layer: 128x128x3 -> 3x3 conv to 16 channels (1, 128, 128, 16) = 256 kB
+    -> two stride-2 3x3 convs -> mean -> 10 classes. Its per-layer arena (320 kB) is over the part's 256 kB SRAM; a
+    patch-based first stage plans it in a few tens of kB (`kilobyte compile`'s fit hints)."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("wide_head")
+    x = b.input((1, 128, 128, 3), "int8", qparams=QParams.per_tensor(1 / 64, 0))
+    x = _int8_weighted(b, rng, Op.CONV_2D, x, (16, 3, 3, 3), ConvAttrs(padding=(1, 1, 1, 1)), 2.0)
+    for _ in range(2):  # (1, 64, 64, 16), (1, 32, 32, 16)
+        x = _int8_weighted(b, rng, Op.CONV_2D, x, (16, 3, 3, 16), ConvAttrs(stride=(2, 2), padding=(0, 1, 0, 1)), 2.0)
+    x = b.node(Op.MEAN, [x], MeanAttrs((1, 2), False), dtype="int8", qparams=b.tensors[x].qparams)
+    return b.build([_int8_weighted(b, rng, Op.FULLY_CONNECTED, x, (10, 16), FullyConnectedAttrs(), 0.5)])
+
+
 def mean_model(seed: int, hw=(7, 7), cin: int = 3, cout: int = 20, axes=(1, 2), keepdims: bool = False,
                head: bool = True, branches: int = 1):
     """An int8 graph with MEAN nodes as .tflite files have them (built int8 directly, with chosen params): per branch a

@@ -20,10 +20,13 @@ def add_model_args(p) -> None:
     p.add_argument("--classes", type=int, default=None, help="number of classes (zoo models)")
 
 
-def add_device_arg(p, default: str | None = None) -> None:
+def add_device_arg(p, default: str | None = None, why: str = "") -> None:
+    """--device and --devices-file. The rule every command follows: without --device nothing is checked for fit
+    (sizes are reported, exit code 0); a command that cannot work without a device (`demo` plans for a small part,
+    `search` takes its bounds from it) has a `default`, and its help names it and `why`."""
     p.add_argument("--device", "-d", default=default,
-                   help="target device to check the fit against (see `kilobyte devices`)"
-                   + (f"; default {default}" if default else ""))
+                   help="the device to check the fit against (see `kilobyte devices`); "
+                   + (f"default {default}: {why}" if default else "without it the fit is not checked"))
     p.add_argument("--devices-file", default=None,
                    help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")
 

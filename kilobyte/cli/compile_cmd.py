@@ -1,8 +1,11 @@
-"""CLI stage: `kilobyte compile MODEL --device D --out DIR` — quantise (if float), plan, generate and build C.
+"""CLI stage: `kilobyte compile MODEL --out DIR [--device D]` — quantise (if float), plan, generate and build C.
 
-The fit report is MEASURED when it can be: for a device with a Cortex-M4/M7/M55 core and arm-none-eabi-gcc (plus
-pyelftools) installed, the firmware is linked into the device's Flash and SRAM and its sizes read from the ELF; a
-link overflow is exit code 2 with the linker's numbers. Otherwise Flash and SRAM are estimates from the plan.
+Without --device nothing is checked for fit: the library is written and its sizes reported (planned arena, Flash
+from the Flash model: an estimate). With --device the fit report is MEASURED when it can be: for a device with a
+Cortex-M4/M7/M55 core and arm-none-eabi-gcc (plus pyelftools) installed, the firmware is linked into the device's
+Flash and SRAM and its sizes read from the ELF; a link overflow is exit code 2 with the linker's numbers. Otherwise
+Flash and SRAM are estimates from the plan. A model that does not fit gets one line naming a configuration that
+would (`targets.fit_hint`: `--patch auto`, a larger device of the catalogue).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ def register(sub) -> None:
         "model.h (NAME_model.c/.h with --prefix NAME) with only the kernels it uses and an arena of exactly the "
         "planned size, plus a Makefile, a CMakeLists.txt and an arm-none-eabi toolchain file; build it on the "
         "host and print the fit report (SRAM = arena incl. scratch; Flash = the linked firmware's: weights + code, "
-        "measured when arm-none-eabi-gcc is installed, else estimated). Exit code 2 if it "
-        "does not fit --device.")
+        "measured when arm-none-eabi-gcc is installed, else estimated). Without --device the fit is not checked "
+        "and Flash is an estimate; with it, exit code 2 if the model does not fit, with a line naming what would "
+        "(--patch auto, a larger device).")
     add_model_args(p)
-    add_device_arg(p, default="stm32f412")
+    add_device_arg(p)
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (replaced atomically)")
     p.add_argument("--data", metavar="NAME|PATH", help="calibration data for float models: mnist, digits, .npz, folder")
     p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
@@ -70,13 +74,26 @@ def run(args) -> int:
                            conv_columns=args.conv_columns, kernels=args.kernels,
                            max_mac_overhead=args.max_mac_overhead, library=library)
     report, overflow = measured_fit(fit_report(result, device), result, device)
+    if report["fits"] is False:
+        report["suggestion"] = _suggestion(result, device, args.devices_file)
     if args.json:
         print_json(report)
     else:
         print_fit(report, result)
     if overflow is not None:
         print(f"kilobyte: error: {overflow}", file=sys.stderr)
-    return 0 if report["fits"] else 2
+    return 2 if report["fits"] is False else 0
+
+
+def _suggestion(result, device, devices_file) -> dict | None:
+    """What would fit (`targets.fit_hint.suggest_fit`) as the report's `suggestion`, with its one line `text`."""
+    from ..targets.fit_hint import suggest_fit
+
+    hint = suggest_fit(result.graph, result.plan.options, device, devices_file)
+    if hint is None:
+        return {"text": "nothing in the device catalogue fits it, with or without --patch auto (`kilobyte devices`; "
+                        "add a part with --devices-file)"}
+    return {**hint.to_json(), "text": hint.text(device)}
 
 
 def print_fit(report: dict, result) -> None:
@@ -95,6 +112,8 @@ def print_fit(report: dict, result) -> None:
     print(f"MACs  {report['macs'] / 1e6:.2f} M")
     if report["verdict"]:
         print(report["verdict"])
+    if report.get("suggestion"):
+        print(report["suggestion"]["text"])
 
 
 def fit_report(result, device) -> dict:
@@ -106,6 +125,8 @@ def fit_report(result, device) -> dict:
     est = estimate_resources(result.graph, result.plan.options, core=device.core if device else None)
     wbytes, code = est.weight_bytes, est.code_bytes
     verdict = fit_verdict(m["arena_bytes"], wbytes + code, device)
+    if device is None:  # nothing asked: no verdict, and `fits` is null rather than a claim
+        verdict = {"fits": None, "text": "fit not checked: no --device (`kilobyte devices` lists the catalogue)"}
     return {"out_dir": str(result.out_dir), "arena_bytes": m["arena_bytes"], "scratch_bytes": m["scratch_bytes"],
             "peak_bytes": m["peak_bytes"], "input_bytes": m["input_bytes"], "weight_bytes": wbytes,
             "code_bytes": code, "flash_bytes": wbytes + code, "macs": m["macs"],

@@ -44,7 +44,7 @@ def register(sub) -> None:
         "evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.")
     p.add_argument("--strategy", choices=("tinynas", "unas"), default="tinynas",
                    help="tinynas (default): a supernet searched for the device; unas: μNAS's Pareto search")
-    add_device_arg(p, default="stm32f410")
+    add_device_arg(p, default="stm32f410", why="the search's SRAM and Flash bounds are the device's")
     p.add_argument("--data", default="mnist",
                    help="labelled images: mnist, digits, a .npz (x, y) or a folder of class sub-folders "
                    "(default mnist)")
@@ -197,12 +197,14 @@ def _patch_rows(r: dict) -> list[tuple[str, str]]:
 
 
 def _print_report(r: dict) -> None:
+    from ..codegen.verify import VerifyReport
+
     rows = [
         ("space (width, resolution)", f"w{r['space']['width']:g}, r{r['space']['resolution']}"),
         ("architecture", r["description"]),
         ("accuracy (held-out test)",
          f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %"),
-        ("bit-exact C == reference == TFLM", "yes" if r["bit_exact"] else "NO"),
+        ("verification", VerifyReport.from_json(r["verified"]).summary()),
         (f"SRAM ({r['memory']})", f"{kb(r['sram_bytes'])}  (planned peak {kb(r['planned']['peak_bytes'])})"),
         *_patch_rows(r),
         (f"Flash ({r['memory']})", kb(r["flash_bytes"])),
@@ -291,6 +293,8 @@ def _run_unas(args, device, workers: int) -> int:
 
 
 def _print_unas(r: dict) -> None:
+    from ..codegen.verify import VerifyReport
+
     print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "
           f"held-out test accuracy with the search's weights")
     print(f"  {'#':>3} {'int8':>6} {'float':>6} {'SRAM':>8} {'+input':>8} {'size':>8} {'Flash':>8} {'MACs':>8} "
@@ -315,8 +319,8 @@ def _print_unas(r: dict) -> None:
         f = r["final"]
         print(f"  * chosen, trained again {f['epochs']} epochs: float {f['float_accuracy'] * 100:.1f} %, "
               f"int8 {f['int8_accuracy'] * 100:.1f} % (held-out)")
-        print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C), bit-exact with TFLM: "
-              f"{'yes' if d['bit_exact'] else 'NO'}; {d['verdict']}; C library {d['model_dir']}")
+        print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C); "
+              f"{VerifyReport.from_json(d['verified']).summary()}; {d['verdict']}; C library {d['model_dir']}")
     print(f"  export a member: kilobyte search --resume {r['out_dir']} --export N --out model.tflite")
 
 

@@ -1,7 +1,8 @@
 """CLI stage: `kilobyte verify DIR [--target CORE]` — the compiled C model against the numpy reference (and TFLM).
 
 On the host: host C == numpy reference == TFLite Micro (+ an ASan/UBSan build). With --target: the firmware for
-that Cortex-M core runs every input under QEMU and must equal the numpy reference and the host C build.
+that Cortex-M core runs every input under QEMU and must equal the numpy reference and the host C build. The report
+names every oracle that ran and every one that did not, with why (`VerifyReport.summary`, `--json`: engines, not_run).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ def register(sub) -> None:
         "Kilobyte's numpy int8 reference and TensorFlow Lite Micro (TFLite's interpreter for a model with an op "
         "TFLite Micro lacks, when kilobyte[litert] is installed). With --target, build the firmware for that "
         "Cortex-M core instead and run every input under QEMU: its output must equal the numpy reference and the "
-        "host C build bit for bit. Exit code 1 on any mismatch, fault or timeout; 2 if it does not fit --device.")
+        "host C build bit for bit. The report names each oracle that ran and each that did not, and why (e.g. "
+        "'TFLM: not run (no kernel for GELU)'; --json: engines, not_run). Exit code 1 on any mismatch, fault or "
+        "timeout; 2 if it does not fit --device.")
     p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
     p.add_argument("--samples", type=int, default=8, help="random inputs (default 8)")
     p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, .npz, folder)")
@@ -49,8 +52,7 @@ def run(args) -> int:
         except DoesNotFitError as e:
             return does_not_fit(e)
     if args.json:
-        out = {"ok": rep.ok, "inputs": rep.inputs, "engines": list(rep.engines),
-               "sanitizer_runs": rep.sanitizer_runs, "mismatches": rep.mismatches}
+        out = rep.to_json()
         if target is not None:
             from ..targets.cortexm.firmware import planned_kernel_set
 
@@ -61,8 +63,5 @@ def run(args) -> int:
     else:
         for line in rep.mismatches:
             print(f"MISMATCH {line}")
-        status = "OK: bit-exact" if rep.ok else "FAILED"
-        extra = f"; stack high-water mark {rep.stack_bytes} B" if target else \
-            f"; {rep.sanitizer_runs} sanitizer runs"
-        print(f"{status} on {rep.inputs} inputs ({' == '.join(rep.engines)}{extra})")
+        print(rep.summary())
     return 0 if rep.ok else 1

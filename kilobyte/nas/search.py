@@ -355,7 +355,7 @@ def deploy_module(module, resolution: int, fit, test, out_dir, options, device, 
     int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
                               for i in range(len(nhwc))]))
     report, _ = measured_fit(fit_report(result, device), result, device)
-    return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "bit_exact": ver.ok,
+    return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "bit_exact": ver.ok, "verified": ver.to_json(),
             "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
             "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
             "model_dir": str(result.out_dir)}

@@ -7,6 +7,7 @@ docs/benchmarks.md.
 import json
 
 from kilobyte.cli import main
+from kilobyte.cli.demo_cmd import _print_summary
 
 
 def test_demo_end_to_end(capsys, tmp_path):
@@ -15,6 +16,7 @@ def test_demo_end_to_end(capsys, tmp_path):
     assert code == 0, err
     s = json.loads(out)
     assert s["bit_exact"] is True and s["verified_inputs"] >= 8
+    assert s["verified"]["engines"] == ["c-host", "reference", "tflm"] and s["verified"]["not_run"] == {}
     assert s["int8_accuracy"] >= 0.95  # measured: 96.7 % (5 epochs; 20 epochs: 98.2 %)
     assert s["epochs_run"] <= 5 and 1 <= s["best_epoch"] <= s["epochs_run"] and s["val_accuracy"] > 0.9
     # the 1 %-of-float acceptance lives in tests/quant/test_mnist_accuracy.py; here only a sanity bound
@@ -23,3 +25,7 @@ def test_demo_end_to_end(capsys, tmp_path):
     assert 0 < s["arena_bytes"] < s["tflm_arena_bytes"]
     assert (tmp_path / "demo" / "src" / "model.c").is_file()
     assert not list(tmp_path.glob(".calib-*.npz"))  # the calibration file is cleaned up
+    _print_summary(s)  # the text the command prints without --json: the checks that ran, by name
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("verification"))
+    n = s["verified_inputs"]
+    assert row.endswith(f"OK: bit-exact on {n} inputs (c-host == reference == tflm; 2 sanitizer runs)")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kilobyte.cli import main
+from kilobyte.cli.prune_cmd import format_report
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -56,7 +57,10 @@ def check_report(report: dict, out) -> None:
     for where in ("host", "cortex-m7"):
         v = report["verified"][where]
         assert v["ok"] and v["inputs"] >= 6
-    assert "tflm" in report["verified"]["host"]["engines"]
+    assert "tflm" in report["verified"]["host"]["engines"] and "tflm" in report["verified"]["cortex-m7"]["not_run"]
+    text = format_report(report)  # what the command prints without --json: each check that ran, and which did not
+    assert "host: OK: bit-exact on" in text and "(c-host == reference == tflm;" in text
+    assert "cortex-m7: OK: bit-exact on" in text and "TFLM: not run (a host check" in text
     assert report["instructions"] > 0 and report["target"]["core"] == "cortex-m7"
     assert report["instructions"] >= sum(layer["instructions"] for layer in layers) > 0
     assert json.loads((out / "report.json").read_text()) == report

@@ -39,14 +39,14 @@ def cli(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    """mnist-cnn (width 0.35: 0.4 M MACs) compiled for the default device (STM32F412, Cortex-M4).
+    """mnist-cnn (width 0.35: 0.4 M MACs) compiled for STM32F412 (Cortex-M4).
 
     Returns (directory, its manifest, the --json fit report).
     """
     out_dir = tmp_path_factory.mktemp("cli") / "mnist"
     with contextlib.redirect_stdout(io.StringIO()) as out:
         code = main(["compile", "mnist-cnn", "-w", "0.35", "--data", "digits", "--samples", "4", "--out",
-                     str(out_dir), "--json"])
+                     str(out_dir), "--device", "stm32f412", "--json"])
     assert code == 0
     return out_dir, json.loads((out_dir / "kilobyte.json").read_text()), json.loads(out.getvalue())
 
@@ -78,7 +78,8 @@ def test_compile_reports_measured_memory(compiled):
 
 
 def test_compile_human_says_measured_or_estimate(capsys, tmp_path):
-    code, out, _ = cli(capsys, "compile", "mnist-cnn", "--data", "digits", "--samples", "4", "--out", tmp_path / "a")
+    code, out, _ = cli(capsys, "compile", "mnist-cnn", "--data", "digits", "--samples", "4", "--out", tmp_path / "a",
+                       "--device", "stm32f412")
     assert code == 0 and "measured (cortex-m4 firmware: arena" in out and "fits STM32F412" in out
     code, out, _ = cli(capsys, "compile", "mnist-cnn", "--data", "digits", "--samples", "4", "--out", tmp_path / "b",
                        "--device", "rp2040")  # a Cortex-M0+: no firmware target, so the plan's estimate
@@ -90,6 +91,7 @@ def test_verify_target_json(capsys, compiled):
     assert code == 0, err
     v = json.loads(out)
     assert v["ok"] and v["inputs"] == 2 and v["engines"] == ["qemu-cortex-m4", "c-host", "reference"]
+    assert set(v["not_run"]) == {"tflm", "sanitizer"} and v["not_run"]["tflm"].startswith("a host check")
     assert v["target"] == "cortex-m4" and v["kernels"] == "portable" and v["stack_bytes"] > 0
 
 

@@ -53,7 +53,8 @@ def reference(tmp_path_factory):
 def test_report_has_the_promised_keys(reference):
     out, report = reference
     assert KEYS <= set(report)
-    assert report["bit_exact"] is True
+    assert report["bit_exact"] is True and report["verified"]["engines"] == ["c-host", "reference", "tflm"]
+    assert report["verified"]["not_run"] == {}
     assert 0.0 <= report["int8_accuracy"] <= 1.0 and 0.0 <= report["float_accuracy"] <= 1.0
     assert report["fits"] == (report["sram_bytes"] <= 32 * 1024 and report["flash_bytes"] <= 128 * 1024)
     assert report["evaluations"] == len({r[3] for r in _rows(out)[0]})

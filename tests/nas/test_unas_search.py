@@ -64,7 +64,7 @@ def test_report_front_and_deployment(reference):
     best_val = max(r[4] for r in rows)
     assert min(m["val_error"] for m in front) == pytest.approx(1.0 - best_val)  # the most accurate is on the front
     deployed = report["deployed"]
-    assert deployed["bit_exact"] is True
+    assert deployed["bit_exact"] is True and deployed["verified"]["engines"] == ["c-host", "reference", "tflm"]
     chosen = front[report["chosen"]]
     assert chosen["within_bounds"] and report["final"]["index"] == chosen["index"]
     assert deployed["int8_accuracy"] == pytest.approx(report["final"]["int8_accuracy"])  # the C == the reference

@@ -69,7 +69,8 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
                      n_random: int = 8, data: str | None = None, progress: bool = False, timeout: float = 60):
     """Run every verification input under QEMU; compare with the numpy reference and the host C build, bit for bit.
 
-    Returns a `kilobyte.codegen.verify.VerifyReport` (engines qemu-<core>, c-host, reference).
+    Returns a `kilobyte.codegen.verify.VerifyReport` (engines qemu-<core>, c-host, reference); TFLite Micro and the
+    sanitizer build are host checks (`verify_project`), so the report lists them as not run here.
     """
     from kilobyte.codegen import HostModel
     from kilobyte.codegen.verify import VerifyReport, flat_outputs, reference_graph, verify_inputs
@@ -82,7 +83,9 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
     engine = f"qemu-{build.target}"
-    report = VerifyReport(len(xs), (engine, "c-host", "reference"), target=build.target, stack_bytes=0)
+    host_only = "a host check: run `kilobyte verify DIR` without --target"
+    report = VerifyReport(len(xs), (engine, "c-host", "reference"), target=build.target, stack_bytes=0,
+                          not_run={"tflm": host_only, "sanitizer": host_only})
     for i, x in enumerate(tqdm(xs, desc=f"verify {target}", unit="input", disable=not progress, leave=False)):
         want = flat_outputs(run_int8(core, x), core.outputs)  # every output, back to back (int8 or uint8)
         run = run_qemu(build, x, timeout=timeout)
