@@ -50,7 +50,7 @@ def run(args) -> int:
             return does_not_fit(e)
     if args.json:
         out = {"ok": rep.ok, "inputs": rep.inputs, "engines": list(rep.engines),
-               "sanitizer_runs": rep.sanitizer_runs, "mismatches": rep.mismatches}
+               "sanitizer_runs": rep.sanitizer_runs, "mismatches": rep.mismatches, "float_entry": rep.float_entry}
         if target is not None:
             from ..targets.cortexm.firmware import planned_kernel_set
 
@@ -65,4 +65,6 @@ def run(args) -> int:
         extra = f"; stack high-water mark {rep.stack_bytes} B" if target else \
             f"; {rep.sanitizer_runs} sanitizer runs"
         print(f"{status} on {rep.inputs} inputs ({' == '.join(rep.engines)}{extra})")
+        if rep.float_entry:
+            print(f"  {rep.float_entry}")
     return 0 if rep.ok else 1

@@ -5,8 +5,10 @@ the host C build (ctypes) runs the same inputs; a sanitizer build (ASan/UBSan, g
 few of them. A model with an op TFLite Micro has no kernel for (GELU, TILE) is checked against TFLite's own
 interpreter instead (`kilobyte.targets.litert`, engine "tflite") when it is installed, else without a TFLite engine:
 the report's engines say which. Any differing byte is a failure with the input index and the number of differing
-values. The same checks on a Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify
-DIR --target ...`).
+values. A model with a float entry point (`<prefix>_invoke_float`: a float input, float outputs, float tails after
+the int8 core) has that checked too, against the TFLite engine's run of the file itself: integer outputs bit for
+bit, float ones within 1 ulp (the report's `float_entry` says what ran). The same checks on a Cortex-M board under
+QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify DIR --target ...`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class VerifyReport:
     sanitizer_runs: int = 0
     target: str | None = None  # a Cortex-M core when the firmware ran under QEMU, None for host-only checks
     stack_bytes: int | None = None  # highest stack high-water mark over the QEMU runs
+    float_entry: str | None = None  # what checked <prefix>_invoke_float, if the model has one (`float_entry_note`)
 
     @property
     def ok(self) -> bool:
@@ -101,8 +104,65 @@ def _tflite_engine(core) -> str | None:
     return "tflite" if litert_available() else None
 
 
+def oracle_run(oracle: str | None, tfl: bytes, feed: np.ndarray, names) -> dict[str, np.ndarray] | None:
+    """Tensors `names` (the core's outputs and the file's) of one run of the file by the TFLite engine `oracle`."""
+    if oracle == "tflm":
+        from ..targets.tflm import run_tflm
+
+        run = run_tflm(tfl, feed, preserve_all=True)
+        return {n: run.outputs[n] if n in run.outputs else run.tensors[n] for n in names}
+    if oracle == "tflite":
+        from ..targets.litert import run_litert
+
+        return run_litert(tfl, feed, names)
+    return None
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| in float32 units in the last place (0 for equal values, +0 == -0; NaN against NaN is 0)."""
+    def ordered(x):
+        i = np.ascontiguousarray(x, np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    d = np.abs(ordered(a) - ordered(b))
+    return np.where(np.isnan(a) & np.isnan(b), 0, d)
+
+
+def file_output_mismatches(m: dict, got: dict[str, np.ndarray], want: dict[str, np.ndarray], who: str,
+                           i: int) -> list[str]:
+    """The float entry point's outputs `got` against the engine's `want` (both by the file's output names):
+    int8 / uint8 outputs bit for bit, float ones within 1 ulp (TFLite's float kernels and ours may round exp
+    differently in the last place)."""
+    bad = []
+    for o in m["outputs"]:
+        name = o["file_name"]
+        y, ref = np.asarray(got[name]).reshape(-1), np.asarray(want[name]).reshape(-1)
+        if o["file_dtype"] == "float32":
+            d = ulp_distance(y, ref)
+            if int(d.max(initial=0)) > 1:
+                bad.append(f"input {i}: {who} float output '{name}' differs by up to {int(d.max())} ulp in "
+                           f"{int(np.sum(d > 1))} values")
+        elif not np.array_equal(y, ref):
+            bad.append(f"input {i}: {who} output '{name}' differs in {int(np.sum(y != ref))} values")
+    return bad
+
+
+def float_entry_note(m: dict, oracle: str | None, inputs: int) -> str | None:
+    """The report's line about `<prefix>_invoke_float`: what it was compared with, or why it was not."""
+    if not m.get("float_entry"):
+        return None
+    fn = f"{m.get('prefix', 'kb')}_invoke_float"
+    if oracle is None:
+        return f"{fn}: not checked (no TFLite engine to run the model file's float parts)"
+    kinds = sorted({o["file_dtype"] for o in m["outputs"]})
+    return (f"{fn}: {len(m['outputs'])} output(s) ({', '.join(kinds)}) compared with {oracle} on {inputs} inputs "
+            "(integers bit for bit, floats within 1 ulp)")
+
+
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
                    sanitize: bool = True, progress: bool = False) -> VerifyReport:
+    """Host C == numpy reference == TFLite (Micro) on every input, for kb_invoke; and, for a model with a float
+    entry point, its outputs == the TFLite engine's on the file itself (`file_output_mismatches`)."""
     from ..interp import run_int8
 
     project = Path(project)
@@ -113,26 +173,39 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     xs = verify_inputs(project, n_random, data)
     oracle = _tflite_engine(core) if tflm else None
     report = VerifyReport(len(xs), ("c-host", "reference") + ((oracle,) if oracle else ()))
+    report.float_entry = float_entry_note(m, oracle, len(xs))
+    files = [o["file_name"] for o in m["outputs"]] if m.get("float_entry") else []
     for i, x in enumerate(tqdm(xs, desc="verify", unit="input", disable=not progress, leave=False)):
         got = {"c-host": host(x).reshape(-1), "reference": flat_outputs(run_int8(core, x), core.outputs)}
         feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
-        if oracle == "tflm":
-            from ..targets.tflm import run_tflm
-
-            got["tflm"] = flat_outputs(run_tflm(tfl, feed, preserve_all=True).tensors, core.outputs)
-        elif oracle == "tflite":
-            from ..targets.litert import run_litert
-
-            got["tflite"] = flat_outputs(run_litert(tfl, feed, core.outputs), core.outputs)
+        ran = oracle_run(oracle, tfl, feed, list(core.outputs) + files)
+        if ran is not None:
+            got[oracle] = flat_outputs(ran, core.outputs)
         for name, y in got.items():
             if name != "reference" and not np.array_equal(y, got["reference"]):
                 n = int(np.sum(y != got["reference"]))
                 report.mismatches.append(f"input {i}: {name} differs from the reference in {n} values")
+        if files and ran is not None:
+            report.mismatches += file_output_mismatches(m, host.float_outputs(feed), ran, "c-host float entry", i)
     if sanitize:
-        exe = build_executable(project, sanitize=True)
-        for i, x in enumerate(xs[:2]):
-            y = run_executable(exe, x, (-1,), np.dtype(m["output"].get("dtype", "int8")))
-            report.sanitizer_runs += 1
-            if not np.array_equal(y, flat_outputs(run_int8(core, x), core.outputs)):
-                report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
+        _sanitizer_runs(project, m, core, xs, oracle, tfl, report)
     return report
+
+
+def _sanitizer_runs(project: Path, m: dict, core, xs, oracle, tfl: bytes, report: VerifyReport) -> None:
+    """Two inputs through the sanitizer build (ASan/UBSan, arena guard bytes): kb_invoke, and the float entry."""
+    from ..interp import run_int8
+    from .host import unpack_file_outputs
+
+    exe = build_executable(project, sanitize=True)
+    for i, x in enumerate(xs[:2]):
+        y = run_executable(exe, x, (-1,), np.dtype(m["output"].get("dtype", "int8")))
+        report.sanitizer_runs += 1
+        if not np.array_equal(y, flat_outputs(run_int8(core, x), core.outputs)):
+            report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
+        if m.get("float_entry") and oracle is not None:
+            feed = _file_input(m, x)
+            raw = run_executable(exe, feed, (-1,), np.uint8, float_entry=True).tobytes()
+            want = oracle_run(oracle, tfl, feed, [o["file_name"] for o in m["outputs"]])
+            report.mismatches += file_output_mismatches(m, unpack_file_outputs(m, raw), want,
+                                                        "sanitizer float entry", i)

@@ -45,6 +45,7 @@ KERNEL_FILES = {
     "resize": "kb_resize.c",
     "transpose_conv": "kb_transpose_conv.c",
     "sparse_conv": "kb_sparse_conv.c",
+    "float_tail": "kb_float_tail.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
