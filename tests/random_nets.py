@@ -534,3 +534,47 @@ def float_edges(q, head: bool, tail: bool):
         nodes.append(Node("y_float", Op.DEQUANTIZE, (y,), ("y_float",), None))
         outputs = ("y_float",)
     return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=outputs).verify()
+
+
+def with_edges(q, inp: str, outs: list[str]):
+    """int8 graph `q` with the edges a converter writes, per kind: the input "int8" (as it is), "uint8" (a uint8
+    input, zero point +128 and a scale 1.37 times the int8 one, then a QUANTIZE to the core: the general
+    requantisation) or "float" (a float input and a QUANTIZE); each of its outputs "int8", "uint8" (a QUANTIZE to
+    uint8, zero point +128) or "float" (a DEQUANTIZE)."""
+    assert len(outs) == len(q.outputs)
+    tensors, nodes = dict(q.tensors), list(q.nodes)
+    x = q.inputs[0]
+    qx = q.tensors[x].qparams
+    inputs = (x,)
+    if inp != "int8":
+        dtype = "uint8" if inp == "uint8" else "float32"
+        params = QParams((qx.scale * 1.37).astype(np.float32), qx.zero_point + 128) if inp == "uint8" else None
+        tensors["x_file"] = Tensor("x_file", q.tensors[x].shape, dtype, None, params)
+        nodes.insert(0, Node(x, Op.QUANTIZE, ("x_file",), (x,), None))
+        inputs = ("x_file",)
+    outputs = []
+    for k, (y, kind) in enumerate(zip(q.outputs, outs)):
+        if kind == "int8":
+            outputs.append(y)
+            continue
+        name, qy = f"y{k}_{kind}", q.tensors[y].qparams
+        params = QParams(qy.scale, qy.zero_point + 128) if kind == "uint8" else None
+        tensors[name] = Tensor(name, q.tensors[y].shape, "uint8" if kind == "uint8" else "float32", None, params)
+        nodes.append(Node(name, Op.QUANTIZE if kind == "uint8" else Op.DEQUANTIZE, (y,), (name,), None))
+        outputs.append(name)
+    return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=tuple(outputs)).verify()
+
+
+def heads_graph(n_heads: int, seed: int = 0):
+    """A small float backbone (12x12x3) with `n_heads` outputs of different shapes, as a detector's: class scores
+    (1x6x6x3), box offsets (1x6x6x4), a pooled feature (1x3x3x8)."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(f"heads{n_heads}")
+
+    def conv(x, cout, k=3, s=1):
+        w = rng.normal(size=(cout, k, k, b.shape(x)[3])).astype(np.float32) / k
+        return b.node(Op.CONV_2D, [x], ConvAttrs((s, s), (k // 2,) * 4), params={"weight": w})
+
+    f = conv(conv(b.input((1, 12, 12, 3)), 8, s=2), 8)
+    heads = [conv(f, 3, k=1), conv(f, 4), b.node(Op.AVG_POOL_2D, [f], PoolAttrs((2, 2), (2, 2)))]
+    return b.build(heads[:n_heads])

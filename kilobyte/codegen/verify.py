@@ -82,8 +82,10 @@ def reference_graph(project: str | Path):
 
 
 def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
-    """The outputs `names` of one run, flattened and back to back: the bytes the C model writes to `output`."""
-    return np.concatenate([np.asarray(values[n]).reshape(-1) for n in names])
+    """The outputs `names` of one run, flattened and back to back: the bytes the C model writes to `output` (a mix of
+    int8 and uint8 outputs as the first one's type, byte for byte, as the host build's buffer holds them)."""
+    first = np.asarray(values[names[0]]).dtype
+    return np.concatenate([np.ascontiguousarray(values[n]).reshape(-1).view(first) for n in names])
 
 
 def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
