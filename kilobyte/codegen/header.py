@@ -2,9 +2,11 @@
 
 The header says everything needed to call the library: arena size and alignment, input and output shapes, types,
 scales and zero points as macros, the invoke prototype (one output pointer per output, named after the graph's
-outputs), and optional float helpers as `static inline` functions over the runtime's `kb_quantize.c` — no symbol,
-no Flash unless called. It is rendered from the same dict that is written as `kilobyte.json` (`compile_graph`
-builds it from the graph and plan), so the two can never disagree; `tests/codegen/test_library.py` checks that.
+outputs), the float helpers of int8 / uint8 edges as `static inline` functions over the runtime's `kb_quantize.c` —
+no symbol, no Flash unless called — and, when the file has float at an edge, `<prefix>_invoke_float` typed as the
+file has each tensor, with a note per output of what the file has there (its float tail). It is rendered from the
+same dict that is written as `kilobyte.json` (`compile_graph` builds it from the graph and plan), so the two can
+never disagree; `tests/codegen/test_library.py` checks that.
 """
 
 from __future__ import annotations

@@ -188,5 +188,5 @@ def unpack_file_outputs(m: dict, data: bytes) -> dict[str, np.ndarray]:
 
 
 def run_compiled(project: str | Path, x: np.ndarray) -> np.ndarray:
-    """`kilobyte run DIR`: the host build's int8 output (the float tail, if any, is not part of the C model)."""
+    """`kilobyte run DIR`: the host build's int8 output (`kb_invoke`; a float tail runs in `float_outputs`)."""
     return HostModel(project)(x)
