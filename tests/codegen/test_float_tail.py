@@ -88,3 +88,34 @@ def test_other_float_ops_are_refused_in_one_line(tmp_path, op, why):
         compile_graph(_float_after(op), tmp_path / "m")
     assert why in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "m").exists()  # nothing half-written
+
+
+def test_pytorch_onnx_ptq_softmax_tail_runs_in_c(tmp_path):
+    """A small LeNet with a softmax, exported from PyTorch to ONNX and post-training quantised by Kilobyte: its int8
+    logits -> DEQUANTIZE -> SOFTMAX tail now runs in kb_invoke_float (verified against TFLM within 1 ulp), and the
+    probabilities it gives are ONNX Runtime's on the model's own dequantised input to within int8 rounding."""
+    import io
+
+    import onnxruntime as ort
+    import torch
+    from torch import nn
+
+    from kilobyte.api import compile_model, load
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(96, 10),
+                        nn.Softmax(dim=1)).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(net, (torch.randn(1, 1, 8, 8),), buf, opset_version=17, dynamo=False)
+    path = tmp_path / "lenet.onnx"
+    path.write_bytes(buf.getvalue())
+    result = compile_model(load(str(path)), tmp_path / "c", data="digits", samples=32)
+    assert result.tail == ("DEQUANTIZE", "SOFTMAX") and result.manifest["outputs"][0]["file_dtype"] == "float32"
+    report = verify_project(result.out_dir, n_random=3, sanitize=False)
+    assert report.ok and "tflm" in report.float_entry, report.mismatches
+    x = np.random.default_rng(0).integers(-128, 128, result.manifest["input"]["shape"]).astype(np.int8)
+    probs = HostModel(result.out_dir).invoke_float(x).reshape(-1)
+    real = (x.astype(np.float32) - result.manifest["input"]["zero_point"]) * result.manifest["input"]["scale"]
+    session = ort.InferenceSession(buf.getvalue())
+    want = session.run(None, {session.get_inputs()[0].name: real.transpose(0, 3, 1, 2)})[0].reshape(-1)
+    assert abs(float(probs.sum()) - 1) < 1e-5 and np.abs(probs - want).max() < 0.05
