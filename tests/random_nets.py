@@ -448,8 +448,8 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
     """One compiled-model directory (root/src, root/host, root/kilobyte.json) whose kb_invoke runs every project on
     its slice of one packed input and output.
 
-    Each project's model.c is copied as model_<k>.c with `kb_invoke`, `kb_arena` and `kb_arena_guarded` renamed by
-    #defines, and its own model.h as model_<k>.h; the runtime files are the same for every project. Built with
+    Each project's model.c is copied as model_<k>.c with `kb_invoke`, `kb_invoke_float`, `kb_arena` and
+    `kb_arena_guarded` renamed by #defines, and its own model.h as model_<k>.h; the runtime files are the same for every project. Built with
     KB_ARENA_GUARD (the sanitizer build), the bundle's kb_invoke fills each model's guard bytes before its call and
     aborts naming the model if one changed. The manifest has the packed (flat) input and output sizes, so
     `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input offset, input
@@ -469,7 +469,8 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
         text = (project / "src" / "model.c").read_text()
         assert text.count('#include "model.h"') == 1
         rename = (f"#define kb_arena kb_arena_{k}\n#define kb_arena_guarded kb_arena_guarded_{k}\n"
-                  f'#define kb_invoke kb_invoke_{k}\n#include "model_{k}.h"')
+                  f"#define kb_invoke kb_invoke_{k}\n#define kb_invoke_float kb_invoke_float_{k}\n"
+                  f'#include "model_{k}.h"')
         (src / f"model_{k}.c").write_text(text.replace('#include "model.h"', rename))
         m = manifest(project)
         size_in, size_out = int(np.prod(m["input"]["shape"])), int(np.prod(m["output"]["shape"]))

@@ -123,8 +123,13 @@ def _helpers(lib: LibraryOptions, m: dict) -> list[str]:
 def _float_entry(lib: LibraryOptions, m: dict) -> list[str]:
     if not m["float_entry"]:
         return []
+    u = lib.macro
     return ["", "/* The model as its file defines it (float where the file has float: a float input is quantised, "
             "each float output computed after kb_invoke from its int8 tensor above). Not reentrant. */",
+            f"#define {u('FLOAT_ENTRY')} 1",
+            f"#define {u('FILE_INPUT_BYTES')} {m['file_input_bytes']}  /* its input's bytes (a float: 4 each) */",
+            f"#define {u('FILE_OUTPUT_BYTES')} {m['file_output_bytes']}  /* its outputs' bytes, back to back, each "
+            "at a multiple of 4 (kilobyte.json: file_offset) */",
             f"void {lib.symbol('invoke_float')}({', '.join(float_params(m))});"]
 
 

@@ -125,8 +125,7 @@ def model_interface(model_dir: Path) -> dict:
         m = {}
     return {"prefix": m.get("prefix", "kb"), "header": m.get("header", "src/model.h"),
             "source": m.get("source", "src/model.c"), "outputs": m.get("outputs", [{"offset": 0}]),
-            "host_sources": m.get("host_sources", []), "float_entry": bool(m.get("float_entry")),
-            "file_input_bytes": m.get("file_input_bytes"), "file_output_bytes": m.get("file_output_bytes")}
+            "host_sources": m.get("host_sources", []), "float_entry": bool(m.get("float_entry"))}
 
 
 def _check_model_dir(model_dir: Path) -> Path:
@@ -153,8 +152,8 @@ def fw_model_h(model_dir: Path, float_entry: bool = False) -> str:
         return text
     if not names["float_entry"]:
         raise KilobyteError(f"{model_dir}: the model has no float entry point (its input and outputs are integers)")
-    return text + (f"#define FW_FILE_INPUT_BYTES {names['file_input_bytes']}\n"
-                   f"#define FW_FILE_OUTPUT_BYTES {names['file_output_bytes']}\n"
+    return text + (f"#define FW_FILE_INPUT_BYTES {u}_FILE_INPUT_BYTES\n"
+                   f"#define FW_FILE_OUTPUT_BYTES {u}_FILE_OUTPUT_BYTES\n"
                    f"#define FW_INVOKE_FLOAT(in, out) {float_call(m, 'in', 'out')}\n")
 
 
