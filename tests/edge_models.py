@@ -13,8 +13,9 @@ from random_nets import heads_graph, quantized, with_edges
 from kilobyte.export.tflite import to_tflite
 from kilobyte.ir import Activation, AddAttrs, Node, Op, ReshapeAttrs, SoftmaxAttrs, Tensor
 
-OUTPUTS = [["int8"], ["uint8"], ["float"], ["int8", "int8"], ["uint8", "uint8"], ["float", "float", "float"],
-           ["float", "int8", "uint8"]]
+OUTPUTS = [["int8"], ["uint8"], ["float"], ["uint8>float"], ["int8", "int8"], ["uint8", "uint8"],
+           ["float", "float", "float"], ["float", "int8", "uint8"]]
+FILE_DTYPE = {"int8": "int8", "uint8": "uint8", "float": "float32", "uint8>float": "float32"}  # the file's output
 
 
 def edge_model(inp: str, outs: list[str]) -> bytes:

@@ -449,11 +449,11 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
     its slice of one packed input and output.
 
     Each project's model.c is copied as model_<k>.c with `kb_invoke`, `kb_invoke_float`, `kb_arena` and
-    `kb_arena_guarded` renamed by #defines, and its own model.h as model_<k>.h; the runtime files are the same for every project. Built with
-    KB_ARENA_GUARD (the sanitizer build), the bundle's kb_invoke fills each model's guard bytes before its call and
-    aborts naming the model if one changed. The manifest has the packed (flat) input and output sizes, so
-    `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input offset, input
-    bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
+    `kb_arena_guarded` renamed by #defines, and its own model.h as model_<k>.h; the runtime files are the same for
+    every project. Built with KB_ARENA_GUARD (the sanitizer build), the bundle's kb_invoke fills each model's guard
+    bytes before its call and aborts naming the model if one changed. The manifest has the packed (flat) input and
+    output sizes, so `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input
+    offset, input bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
     """
     from kilobyte.codegen.host import manifest
 
@@ -541,7 +541,7 @@ def with_edges(q, inp: str, outs: list[str]):
     """int8 graph `q` with the edges a converter writes, per kind: the input "int8" (as it is), "uint8" (a uint8
     input, zero point +128 and a scale 1.37 times the int8 one, then a QUANTIZE to the core: the general
     requantisation) or "float" (a float input and a QUANTIZE); each of its outputs "int8", "uint8" (a QUANTIZE to
-    uint8, zero point +128) or "float" (a DEQUANTIZE)."""
+    uint8, zero point +128), "float" (a DEQUANTIZE) or "uint8>float" (the uint8 one, then a DEQUANTIZE)."""
     assert len(outs) == len(q.outputs)
     tensors, nodes = dict(q.tensors), list(q.nodes)
     x = q.inputs[0]
@@ -558,11 +558,17 @@ def with_edges(q, inp: str, outs: list[str]):
         if kind == "int8":
             outputs.append(y)
             continue
-        name, qy = f"y{k}_{kind}", q.tensors[y].qparams
-        params = QParams(qy.scale, qy.zero_point + 128) if kind == "uint8" else None
-        tensors[name] = Tensor(name, q.tensors[y].shape, "uint8" if kind == "uint8" else "float32", None, params)
-        nodes.append(Node(name, Op.QUANTIZE if kind == "uint8" else Op.DEQUANTIZE, (y,), (name,), None))
-        outputs.append(name)
+        qy = q.tensors[y].qparams
+        if kind.startswith("uint8"):
+            tensors[f"y{k}_u8"] = Tensor(f"y{k}_u8", q.tensors[y].shape, "uint8", None,
+                                         QParams(qy.scale, qy.zero_point + 128))
+            nodes.append(Node(f"y{k}_u8", Op.QUANTIZE, (y,), (f"y{k}_u8",), None))
+            y = f"y{k}_u8"
+        if kind.endswith("float"):
+            tensors[f"y{k}_f"] = Tensor(f"y{k}_f", tensors[y].shape, "float32", None, None)
+            nodes.append(Node(f"y{k}_f", Op.DEQUANTIZE, (y,), (f"y{k}_f",), None))
+            y = f"y{k}_f"
+        outputs.append(y)
     return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=tuple(outputs)).verify()
 
 

@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from edge_models import OUTPUTS, edge_model, file_input
+from edge_models import FILE_DTYPE, OUTPUTS, edge_model, file_input
 
 from kilobyte.codegen import HostModel, compile_graph
 from kilobyte.codegen.verify import ulp_distance, verify_project
@@ -21,7 +21,7 @@ from kilobyte.frontends.tflite import from_tflite
 from kilobyte.quant.arith import dequantize_values
 from kilobyte.targets.tflm import run_tflm
 
-CTYPE = {"int8": "int8_t", "uint8": "uint8_t", "float": "float"}
+CTYPE = {"int8": "int8_t", "uint8": "uint8_t", "float": "float", "float32": "float"}
 
 
 def assert_file_outputs(got: dict, want: dict) -> None:
@@ -42,12 +42,13 @@ def test_every_interface_builds_and_matches_tflm(tmp_path, inp):
         data = edge_model(inp, outs)
         result = compile_graph(from_tflite(data), tmp_path / f"m{k}")
         m = result.manifest
-        assert [o["file_dtype"] for o in m["outputs"]] == [{"float": "float32"}.get(t, t) for t in outs]
-        assert m["float_entry"] == (inp == "float" or "float" in outs)
+        files = [FILE_DTYPE[t] for t in outs]
+        assert [o["file_dtype"] for o in m["outputs"]] == files
+        assert m["float_entry"] == (inp == "float" or "float32" in files)
         header = (result.out_dir / "src" / "model.h").read_text()
         if m["float_entry"]:  # typed as the file has it: a uint8 input stays uint8 (the -Werror build checks it)
             params = [f"const {CTYPE[inp]} *input"] + [
-                f"{CTYPE[t]} *{'output' if len(outs) == 1 else o['param']}" for t, o in zip(outs, m["outputs"])]
+                f"{CTYPE[t]} *{'output' if len(outs) == 1 else o['param']}" for t, o in zip(files, m["outputs"])]
             assert f"void kb_invoke_float({', '.join(params)});" in header
         report = verify_project(result.out_dir, n_random=2, sanitize=True)
         assert report.ok and "tflm" in report.engines and report.sanitizer_runs == 2, (outs, report.mismatches)
