@@ -46,8 +46,8 @@ class _Tail:
         return y
 
     def const(self, x: str, scale: float) -> str:
-        """A finite float constant of x's shape (the IR's ADD / MUL take equal shapes)."""
-        name = f"{x}_c"
+        """A finite float constant of x's shape (the IR's ADD / MUL take equal shapes), with a name of its own."""
+        name = f"{x}_c{len(self.tensors)}"
         data = (self.rng.normal(0, scale, self.tensors[x].shape)).astype(np.float32)
         self.tensors[name] = Tensor(name, data.shape, "float32", data, None)
         return name

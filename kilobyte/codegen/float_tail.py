@@ -98,8 +98,13 @@ def split_tails(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
 
 
 def _f32(v: float) -> str:
-    """A float32 value as an exact C99 hexadecimal float literal."""
-    return float(np.float32(v)).hex() + "f"
+    """A float32 value as an exact C99 hexadecimal float literal (0.75 -> 0x1.8p-1f).
+
+    >>> _f32(0.75), _f32(-1.0), _f32(0.0)
+    ('0x1.8p-1f', '-0x1p+0f', '0x0p+0f')
+    """
+    mantissa, exponent = float(np.float32(v)).hex().split("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"
 
 
 def _broadcast(c: np.ndarray, shape) -> tuple[np.ndarray, int]:
