@@ -119,3 +119,13 @@ def test_pytorch_onnx_ptq_softmax_tail_runs_in_c(tmp_path):
     session = ort.InferenceSession(buf.getvalue())
     want = session.run(None, {session.get_inputs()[0].name: real.transpose(0, 3, 1, 2)})[0].reshape(-1)
     assert abs(float(probs.sum()) - 1) < 1e-5 and np.abs(probs - want).max() < 0.05
+
+
+def test_ulp_distance_counts_representable_floats_between():
+    """The 1-ulp tolerance of verify: neighbours (np.nextafter) are 1 apart, across zero too; +0 == -0."""
+    a = np.array([1.0, -3.5, 1e-30, 0.0, np.float32(1e-45)], np.float32)
+    up = np.nextafter(a, np.float32(np.inf))
+    np.testing.assert_array_equal(ulp_distance(a, up), [1, 1, 1, 1, 1])
+    np.testing.assert_array_equal(ulp_distance(np.nextafter(up, np.float32(np.inf)), a), [2] * 5)
+    assert ulp_distance(np.float32([-0.0]), np.float32([0.0]))[0] == 0
+    assert ulp_distance(np.float32([-1e-45]), np.float32([1e-45]))[0] == 2
