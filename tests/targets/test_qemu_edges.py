@@ -16,8 +16,8 @@ from kilobyte.frontends.tflite import from_tflite
 from kilobyte.targets.cortexm.verify import verify_on_target
 
 
-def _on_m7(project) -> None:
-    report = verify_on_target(project, "cortex-m7", n_random=1)
+def _on_m7(project, n: int = 1) -> None:
+    report = verify_on_target(project, "cortex-m7", n_random=n)
     assert report.ok, report.mismatches
     m = report.float_entry
     assert report.engines[0] == "qemu-cortex-m7" and (m is None or ("tflm" in m and "under QEMU" in m))
@@ -33,4 +33,4 @@ def test_float_tails_on_cortex_m7(tmp_path):
     for name in TAIL_MODELS:
         result = compile_graph(from_tflite(tail_model(name)), tmp_path / name)
         assert result.tail and result.manifest["float_entry"]
-        _on_m7(result.out_dir)
+        _on_m7(result.out_dir, n=3)
