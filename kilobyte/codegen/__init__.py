@@ -26,11 +26,15 @@ __all__ = ["CompileResult", "HostModel", "LibraryOptions", "build_executable", "
 
 @dataclass(frozen=True)
 class CompileResult:
+    """The project written, the int8 graph `kb_invoke` implements (float head and tails removed), its plan, and
+    `tail`: the float ops `<prefix>_invoke_float` runs in C after the core, every output's in order (e.g.
+    ("DEQUANTIZE", "SOFTMAX")); each output's own are in manifest["outputs"][k]["tail"]."""
+
     out_dir: Path
-    graph: Graph  # the int8 graph kb_invoke implements (float head and tails removed)
+    graph: Graph
     plan: object
-    tail: tuple[str, ...]  # the float ops after the core, every output's in order (e.g. ("DEQUANTIZE", "SOFTMAX")),
-    manifest: dict         # which <prefix>_invoke_float runs in C; each output's own in manifest["outputs"]
+    tail: tuple[str, ...]
+    manifest: dict
 
 
 def split_float_tail(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
