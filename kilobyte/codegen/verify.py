@@ -155,7 +155,7 @@ def float_entry_note(m: dict, oracle: str | None, inputs: int) -> str | None:
         return None
     fn = f"{m.get('prefix', 'kb')}_invoke_float"
     if oracle is None:
-        return f"{fn}: not checked (no TFLite engine to run the model file's float parts)"
+        return f"{fn}: not checked (no TFLite engine ran the model file: turned off, or none installed)"
     kinds = sorted({o["file_dtype"] for o in m["outputs"]})
     return (f"{fn}: {len(m['outputs'])} output(s) ({', '.join(kinds)}) compared with {oracle} on {inputs} inputs "
             "(integers bit for bit, floats within 1 ulp)")
