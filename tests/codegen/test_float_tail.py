@@ -129,3 +129,9 @@ def test_ulp_distance_counts_representable_floats_between():
     np.testing.assert_array_equal(ulp_distance(np.nextafter(up, np.float32(np.inf)), a), [2] * 5)
     assert ulp_distance(np.float32([-0.0]), np.float32([0.0]))[0] == 0
     assert ulp_distance(np.float32([-1e-45]), np.float32([1e-45]))[0] == 2
+
+
+def test_verify_says_when_the_float_entry_was_not_checked(tmp_path):
+    result = compile_graph(from_tflite(tail_model("log_softmax")), tmp_path / "m")
+    report = verify_project(result.out_dir, n_random=1, tflm=False, sanitize=False)
+    assert report.ok and report.float_entry.startswith("kb_invoke_float: not checked") and "tflm" not in report.engines
