@@ -462,12 +462,12 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
     """One compiled-model directory (root/src, root/host, root/kilobyte.json) whose kb_invoke runs every project on
     its slice of one packed input and output.
 
-    Each project's model.c is copied as model_<k>.c with `kb_invoke`, `kb_arena` and `kb_arena_guarded` renamed by
-    #defines, and its own model.h as model_<k>.h; the runtime files are the same for every project. Built with
-    KB_ARENA_GUARD (the sanitizer build), the bundle's kb_invoke fills each model's guard bytes before its call and
-    aborts naming the model if one changed. The manifest has the packed (flat) input and output sizes, so
-    `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input offset, input
-    bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
+    Each project's model.c is copied as model_<k>.c with `kb_invoke`, `kb_invoke_float`, `kb_arena` and
+    `kb_arena_guarded` renamed by #defines, and its own model.h as model_<k>.h; the runtime files are the same for
+    every project. Built with KB_ARENA_GUARD (the sanitizer build), the bundle's kb_invoke fills each model's guard
+    bytes before its call and aborts naming the model if one changed. The manifest has the packed (flat) input and
+    output sizes, so `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input
+    offset, input bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
     """
     from kilobyte.codegen.host import manifest
 
@@ -483,7 +483,8 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
         text = (project / "src" / "model.c").read_text()
         assert text.count('#include "model.h"') == 1
         rename = (f"#define kb_arena kb_arena_{k}\n#define kb_arena_guarded kb_arena_guarded_{k}\n"
-                  f'#define kb_invoke kb_invoke_{k}\n#include "model_{k}.h"')
+                  f"#define kb_invoke kb_invoke_{k}\n#define kb_invoke_float kb_invoke_float_{k}\n"
+                  f'#include "model_{k}.h"')
         (src / f"model_{k}.c").write_text(text.replace('#include "model.h"', rename))
         m = manifest(project)
         size_in, size_out = int(np.prod(m["input"]["shape"])), int(np.prod(m["output"]["shape"]))
@@ -548,3 +549,53 @@ def float_edges(q, head: bool, tail: bool):
         nodes.append(Node("y_float", Op.DEQUANTIZE, (y,), ("y_float",), None))
         outputs = ("y_float",)
     return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=outputs).verify()
+
+
+def with_edges(q, inp: str, outs: list[str]):
+    """int8 graph `q` with the edges a converter writes, per kind: the input "int8" (as it is), "uint8" (a uint8
+    input, zero point +128 and a scale 1.37 times the int8 one, then a QUANTIZE to the core: the general
+    requantisation) or "float" (a float input and a QUANTIZE); each of its outputs "int8", "uint8" (a QUANTIZE to
+    uint8, zero point +128), "float" (a DEQUANTIZE) or "uint8>float" (the uint8 one, then a DEQUANTIZE)."""
+    assert len(outs) == len(q.outputs)
+    tensors, nodes = dict(q.tensors), list(q.nodes)
+    x = q.inputs[0]
+    qx = q.tensors[x].qparams
+    inputs = (x,)
+    if inp != "int8":
+        dtype = "uint8" if inp == "uint8" else "float32"
+        params = QParams((qx.scale * 1.37).astype(np.float32), qx.zero_point + 128) if inp == "uint8" else None
+        tensors["x_file"] = Tensor("x_file", q.tensors[x].shape, dtype, None, params)
+        nodes.insert(0, Node(x, Op.QUANTIZE, ("x_file",), (x,), None))
+        inputs = ("x_file",)
+    outputs = []
+    for k, (y, kind) in enumerate(zip(q.outputs, outs)):
+        if kind == "int8":
+            outputs.append(y)
+            continue
+        qy = q.tensors[y].qparams
+        if kind.startswith("uint8"):
+            tensors[f"y{k}_u8"] = Tensor(f"y{k}_u8", q.tensors[y].shape, "uint8", None,
+                                         QParams(qy.scale, qy.zero_point + 128))
+            nodes.append(Node(f"y{k}_u8", Op.QUANTIZE, (y,), (f"y{k}_u8",), None))
+            y = f"y{k}_u8"
+        if kind.endswith("float"):
+            tensors[f"y{k}_f"] = Tensor(f"y{k}_f", tensors[y].shape, "float32", None, None)
+            nodes.append(Node(f"y{k}_f", Op.DEQUANTIZE, (y,), (f"y{k}_f",), None))
+            y = f"y{k}_f"
+        outputs.append(y)
+    return dataclasses.replace(q, tensors=tensors, nodes=tuple(nodes), inputs=inputs, outputs=tuple(outputs)).verify()
+
+
+def heads_graph(n_heads: int, seed: int = 0):
+    """A small float backbone (12x12x3) with `n_heads` outputs of different shapes, as a detector's: class scores
+    (1x6x6x3), box offsets (1x6x6x4), a pooled feature (1x3x3x8)."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(f"heads{n_heads}")
+
+    def conv(x, cout, k=3, s=1):
+        w = rng.normal(size=(cout, k, k, b.shape(x)[3])).astype(np.float32) / k
+        return b.node(Op.CONV_2D, [x], ConvAttrs((s, s), (k // 2,) * 4), params={"weight": w})
+
+    f = conv(conv(b.input((1, 12, 12, 3)), 8, s=2), 8)
+    heads = [conv(f, 3, k=1), conv(f, 4), b.node(Op.AVG_POOL_2D, [f], PoolAttrs((2, 2), (2, 2)))]
+    return b.build(heads[:n_heads])

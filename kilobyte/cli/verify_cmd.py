@@ -64,4 +64,6 @@ def run(args) -> int:
         for line in rep.mismatches:
             print(f"MISMATCH {line}")
         print(rep.summary())
+        if rep.float_entry:
+            print(f"  {rep.float_entry}")
     return 0 if rep.ok else 1

@@ -1,7 +1,8 @@
 """Codegen stage: (int8 Graph, Plan) -> a self-contained C project (data + calls into `kilobyte/runtime/c`).
 
-`compile_graph` is the whole stage: split off a float tail (DEQUANTIZE -> SOFTMAX stays on the host: the C model
-ends at the int8 logits), plan memory with `kilobyte.schedule`, generate `model.c`/`model.h` plus only the runtime
+`compile_graph` is the whole stage: split off the float edges (a float input's QUANTIZE; each output's DEQUANTIZE and
+the float ops after it, e.g. SOFTMAX: `kb_invoke` ends at the int8 tensors, `<prefix>_invoke_float` runs the rest in
+C), plan memory with `kilobyte.schedule`, generate `model.c`/`model.h` plus only the runtime
 files used, a host harness and a Makefile, and write a manifest. `HostModel` loads the result for fast checks.
 """
 
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import KilobyteError
-from ..ir import Graph, Op
+from ..ir import Graph
+from .float_tail import FloatTail, split_tails
 from .host import HostModel, build_executable, run_compiled, run_executable
 from .io_edges import Edges, split_float_head
 from .library import ARENA_ALIGN, LibraryOptions, is_classifier, output_params
@@ -21,39 +23,24 @@ from .project import write_project
 __all__ = ["CompileResult", "HostModel", "LibraryOptions", "build_executable", "compile_graph", "run_compiled",
            "run_executable", "split_float_head", "split_float_tail"]
 
-FLOAT_TAIL_OPS = (Op.DEQUANTIZE, Op.SOFTMAX)
-
 
 @dataclass(frozen=True)
 class CompileResult:
+    """The project written, the int8 graph `kb_invoke` implements (float head and tails removed), its plan, and
+    `tail`: the float ops `<prefix>_invoke_float` runs in C after the core, every output's in order (e.g.
+    ("DEQUANTIZE", "SOFTMAX")); each output's own are in manifest["outputs"][k]["tail"]."""
+
     out_dir: Path
-    graph: Graph  # the int8 graph the C code implements (float tail removed)
+    graph: Graph
     plan: object
-    tail: tuple[str, ...]  # ops left to the host after the C model (e.g. ("DEQUANTIZE", "SOFTMAX"))
+    tail: tuple[str, ...]
     manifest: dict
 
 
-def split_float_tail(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
-    """The int8 part of `graph` (ending at the last int8 tensor) and the names of the float ops cut off."""
-    from ..transforms.edit import drop_unused_tensors
-
-    if len(graph.outputs) > 1:  # detection heads: every output int8, written back to back (model_c.py)
-        floats = [t for t in graph.outputs if graph.tensors[t].dtype not in ("int8", "uint8")]
-        if floats or len(set(graph.outputs)) != len(graph.outputs) or set(graph.outputs) & set(graph.inputs):
-            raise KilobyteError(f"graph '{graph.name}': with several outputs each must be a distinct int8 tensor "
-                                f"produced by the model ({(floats or list(graph.outputs))[0]} is not)")
-        return graph, ()
-    out, tail, cut = graph.outputs[0], [], set()
-    while graph.tensors[out].dtype not in ("int8", "uint8"):
-        node = graph.producer(out)
-        if node is None or node.op not in FLOAT_TAIL_OPS:
-            raise KilobyteError(f"graph '{graph.name}': output '{out}' is float and not a DEQUANTIZE/SOFTMAX tail; "
-                                "quantise the model first (kilobyte quantize)")
-        tail.insert(0, node.op.value)
-        cut.add(node.name)
-        out = node.inputs[0]
-    kept = tuple(n for n in graph.nodes if n.name not in cut)  # only the tail walked, not every such op
-    return drop_unused_tensors(graph.replace(nodes=kept, outputs=(out,))).verify(), tuple(tail)
+def split_float_tail(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
+    """The int8 part of `graph` (ending at each output's last int8 / uint8 tensor) and every output's float tail
+    (float_tail.py: DEQUANTIZE and the SOFTMAX / LOG_SOFTMAX / LOGISTIC / ADD / MUL / RESHAPE after it)."""
+    return split_tails(graph)
 
 
 def _io(graph: Graph, name: str) -> dict:
@@ -62,14 +49,27 @@ def _io(graph: Graph, name: str) -> dict:
             "zero_point": int(t.qparams.zero_point[0])}
 
 
-def _outputs(graph: Graph) -> list[dict]:
-    """Every output with its byte offset in the one output buffer (model_c.output_offsets) and its parameter name
-    in the invoke (`output`, or with several outputs one pointer each, named after them)."""
+def _outputs(graph: Graph, tails: tuple[FloatTail, ...], shapes: dict) -> list[dict]:
+    """Every output of kb_invoke with its byte offset in the one output buffer (model_c.output_offsets), its
+    parameter name in the invokes (`output`, or with several outputs one pointer each, named after them), and the
+    file's output it becomes (name, dtype, shape, the float ops of its tail: what `<prefix>_invoke_float` gives)."""
     from .model_c import output_offsets
 
     params = output_params(graph.outputs) if len(graph.outputs) > 1 else ["output"]
-    return [{**_io(graph, name), "offset": offset, "param": param}
-            for (name, offset), param in zip(output_offsets(graph), params)]
+    outs = [{**_io(graph, name), "offset": offset, "param": param, "file_name": t.output,
+             "file_dtype": "float32" if t.nodes else graph.tensors[name].dtype,
+             "file_shape": list(shapes[t.output]), "tail": list(t.ops)}
+            for (name, offset), param, t in zip(output_offsets(graph), params, tails)]
+    at = 0  # the float entry's outputs back to back in one byte buffer, each at a multiple of 4 (a float's align)
+    for o in outs:
+        o["file_offset"] = at
+        at += _padded_bytes(graph.tensors[o["name"]].numel, o["file_dtype"])
+    return outs
+
+
+def _padded_bytes(numel: int, dtype: str) -> int:
+    """Bytes of `numel` values of `dtype` (float32: 4 each) rounded up to a multiple of 4."""
+    return -(-numel * (4 if dtype == "float32" else 1) // 4) * 4
 
 
 def _library(lib: LibraryOptions, outputs: list[dict], float_entry: bool) -> dict:
@@ -103,17 +103,16 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     from ..schedule.plan_types import PlanOptions
 
     headless, head = split_float_head(graph)
-    core, tail = split_float_tail(headless)
-    edges = Edges(float_input=bool(head), float_output=tail == ("DEQUANTIZE",))
-    if edges.has_float_entry and len(core.outputs) > 1:
-        raise KilobyteError(f"graph '{graph.name}': a float interface with several outputs is not supported")
+    core, tails = split_float_tail(headless)
+    edges = Edges(float_input=bool(head), tails=tails)
+    tail = tuple(op for t in tails for op in t.ops)
     if len(core.inputs) != 1 or core.tensors[core.inputs[0]].dtype not in ("int8", "uint8"):
         raise KilobyteError(f"graph '{graph.name}': code generation needs one int8 (or uint8) input; quantise the "
                             "model first")
     check_int8(core)
     plan = make_plan(core, options or PlanOptions())
     summary = plan_to_dict(plan)
-    outputs = _outputs(core)
+    outputs = _outputs(core, tails, {t: graph.tensors[t].shape for t in graph.outputs})
     manifest = {
         "model": model_name, "input": _io(core, core.inputs[0]), "output": _io(core, core.outputs[0]),
         "outputs": outputs, **_library(library or LibraryOptions(), outputs, edges.has_float_entry),
@@ -121,6 +120,8 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
         "scratch_bytes": plan.scratch_bytes, "input_bytes": plan.input_bytes, "macs": plan.macs,
         "patch": summary.get("patch"), "order": list(plan.order), "kernel_set": plan.options.kernels,
         "float_head": list(head), "float_entry": edges.has_float_entry,
+        "file_input_bytes": core.tensors[core.inputs[0]].numel * (4 if head else 1),
+        "file_output_bytes": sum(_padded_bytes(core.tensors[o["name"]].numel, o["file_dtype"]) for o in outputs),
     }
     path = write_project(out_dir, core, plan, manifest, _tflite_copy(graph), edges)
     return CompileResult(path, core, plan, tail, json.loads((path / "kilobyte.json").read_text()))

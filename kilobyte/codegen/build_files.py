@@ -65,11 +65,11 @@ out/$(TARGET)/lib{p}.a: $(MODEL) $(ARM_KERNELS) $(HEADERS)
 endif
 
 host/model: $(SRC) $(HEADERS) host/main.c
-\t$(CC) $(CFLAGS) -Isrc $(SRC) host/main.c -o $@
+\t$(CC) $(CFLAGS) -Isrc $(SRC) host/main.c -o $@ -lm
 asan: host/model_asan
 host/model_asan: $(SRC) $(HEADERS) host/main.c
 \t$(CC) $(CFLAGS) -g -fsanitize=address,undefined -fno-sanitize-recover=all -DKB_ARENA_GUARD=64 -Isrc $(SRC) \\
-\t\thost/main.c -o $@
+\t\thost/main.c -o $@ -lm
 lib: out/host/lib{p}.a
 out/host/lib{p}.a: $(MODEL) $(KERNELS) $(HEADERS)
 \trm -rf $(@D)/obj && mkdir -p $(@D)/obj
@@ -122,6 +122,9 @@ if(NOT TARGET kilobyte_runtime)
   target_include_directories(kilobyte_runtime PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}}/src)
   target_include_directories(kilobyte_runtime PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}}/src/arm)
   set_target_properties(kilobyte_runtime PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
+  if(NOT MSVC)
+    target_link_libraries(kilobyte_runtime PUBLIC m)  # expf / logf of a float tail (kb_float_tail.c)
+  endif()
 endif()
 foreach(file IN LISTS {p}_runtime_sources)
   get_filename_component(name ${{file}} NAME)

@@ -2,9 +2,11 @@
 
 The header says everything needed to call the library: arena size and alignment, input and output shapes, types,
 scales and zero points as macros, the invoke prototype (one output pointer per output, named after the graph's
-outputs), and optional float helpers as `static inline` functions over the runtime's `kb_quantize.c` — no symbol,
-no Flash unless called. It is rendered from the same dict that is written as `kilobyte.json` (`compile_graph`
-builds it from the graph and plan), so the two can never disagree; `tests/codegen/test_library.py` checks that.
+outputs), the float helpers of int8 / uint8 edges as `static inline` functions over the runtime's `kb_quantize.c` —
+no symbol, no Flash unless called — and, when the file has float at an edge, `<prefix>_invoke_float` typed as the
+file has each tensor, with a note per output of what the file has there (its float tail). It is rendered from the
+same dict that is written as `kilobyte.json` (`compile_graph` builds it from the graph and plan), so the two can
+never disagree; `tests/codegen/test_library.py` checks that.
 """
 
 from __future__ import annotations
@@ -58,51 +60,85 @@ def _arena(lib: LibraryOptions, m: dict) -> list[str]:
     ]
 
 
+def output_name(o: dict, count: int) -> str:
+    """An output's parameter name in the invokes: `output` when it is the only one, else its own."""
+    return "output" if count == 1 else o["param"]
+
+
+def output_macro(lib: LibraryOptions, o: dict, count: int) -> str:
+    """An output's macro prefix: <P>_OUTPUT when it is the only one, else <P>_OUTPUT_<NAME>."""
+    return lib.macro("OUTPUT") if count == 1 else lib.macro(f"OUTPUT_{c_ident(o['name']).upper()}")
+
+
 def invoke_params(m: dict) -> list[str]:
     """Parameters of `<prefix>_invoke`: the input, then one pointer per output (a single output is `output`)."""
     outs = m["outputs"]
-    params = [f"const {CTYPE[m['input']['dtype']]} *input"]
-    if len(outs) == 1:
-        return params + [f"{CTYPE[outs[0]['dtype']]} *output"]
-    return params + [f"{CTYPE[o['dtype']]} *{o['param']}" for o in outs]
+    return [f"const {CTYPE[m['input']['dtype']]} *input"] + \
+        [f"{CTYPE[o['dtype']]} *{output_name(o, len(outs))}" for o in outs]
+
+
+def float_params(m: dict) -> list[str]:
+    """Parameters of `<prefix>_invoke_float`: as the invoke's, each typed as the file has it (float, int8, uint8)."""
+    outs = m["outputs"]
+    x = "float" if m.get("float_head") else CTYPE[m["input"]["dtype"]]
+    return [f"const {x} *input"] + \
+        [f"{CTYPE[o.get('file_dtype', o['dtype'])]} *{output_name(o, len(outs))}" for o in outs]
+
+
+HELPER_PROTOS = [
+    "/* Runtime functions the helpers call (kb_quantize.c); nothing is linked unless a helper is used. */",
+    "void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);",
+    "void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);",
+    "int32_t kb_argmax_i8(int32_t n, const int8_t *in);",
+    "void kb_quantize_u8(int32_t n, const float *in, float scale, int32_t zero_point, uint8_t *out);",
+    "void kb_dequantize_u8(int32_t n, const uint8_t *in, float scale, int32_t zero_point, float *out);",
+    "int32_t kb_argmax_u8(int32_t n, const uint8_t *in);"]
+_SUFFIX = {"int8": "", "uint8": "_u8"}  # kb_quantize / kb_quantize_u8, ...
 
 
 def _helpers(lib: LibraryOptions, m: dict) -> list[str]:
-    """The float helpers (int8 edges only) and the classifier's argmax, inline over the runtime's kb_quantize.c."""
-    u, outs = lib.macro, m["outputs"]
+    """The float helpers of the int8 / uint8 edges and the classifier's argmax, inline over kb_quantize.c."""
+    u, outs, x = lib.macro, m["outputs"], m["input"]["dtype"]
     body = []
-    if m["input"]["dtype"] == "int8":
+    if x in _SUFFIX:
         body += [f"/* TFLite's QUANTIZE of {u('INPUT_BYTES')} floats (NHWC), bit for bit: a sensor frame -> input. */",
-                 f"static inline void {lib.symbol('quantize_input')}(const float *x, int8_t *q)",
-                 f"{{ kb_quantize({u('INPUT_BYTES')}, x, {u('INPUT_SCALE')}, {u('INPUT_ZERO_POINT')}, q); }}"]
+                 f"static inline void {lib.symbol('quantize_input')}(const float *x, {CTYPE[x]} *q)",
+                 f"{{ kb_quantize{_SUFFIX[x]}({u('INPUT_BYTES')}, x, {u('INPUT_SCALE')}, {u('INPUT_ZERO_POINT')}, "
+                 "q); }"]
     for o in outs:
-        if o["dtype"] != "int8":
+        if o["dtype"] not in _SUFFIX:
             continue
-        one = len(outs) == 1
-        name, m_ = ("output", u("OUTPUT")) if one else (o["param"], u(f"OUTPUT_{c_ident(o['name']).upper()}"))
+        name, m_ = output_name(o, len(outs)), output_macro(lib, o, len(outs))
         body += [f"/* TFLite's DEQUANTIZE of output \"{o['name']}\" to floats. */",
-                 f"static inline void {lib.symbol('dequantize_' + name)}(const int8_t *q, float *y)",
-                 f"{{ kb_dequantize({m_}_BYTES, q, {m_}_SCALE, {m_}_ZERO_POINT, y); }}"]
+                 f"static inline void {lib.symbol('dequantize_' + name)}(const {CTYPE[o['dtype']]} *q, float *y)",
+                 f"{{ kb_dequantize{_SUFFIX[o['dtype']]}({m_}_BYTES, q, {m_}_SCALE, {m_}_ZERO_POINT, y); }}"]
     if m["argmax"]:
+        t = outs[0]["dtype"]
         body += ["/* The index of the highest class score (the first of equal ones), as numpy's argmax. */",
-                 f"static inline int {lib.symbol('argmax')}(const int8_t *output)",
-                 f"{{ return (int)kb_argmax_i8({u('OUTPUT_BYTES')}, output); }}"]
-    if not body:
-        return []
-    protos = ["/* Runtime functions the helpers call (kb_quantize.c); nothing is linked unless a helper is used. */",
-              "void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);",
-              "void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);",
-              "int32_t kb_argmax_i8(int32_t n, const int8_t *in);"]
-    return ["", *protos, "", *body]
+                 f"static inline int {lib.symbol('argmax')}(const {CTYPE[t]} *output)",
+                 f"{{ return (int)kb_argmax{_SUFFIX[t] or '_i8'}({u('OUTPUT_BYTES')}, output); }}"]
+    return ["", *HELPER_PROTOS, "", *body] if body else []
 
 
 def _float_entry(lib: LibraryOptions, m: dict) -> list[str]:
     if not m["float_entry"]:
         return []
-    in_t = "float" if m["float_head"] else "int8_t"
-    out_t = "float" if m["float_tail"] == ["DEQUANTIZE"] else "int8_t"
-    return ["", "/* The model as its file defines it (float where the file has float). Not reentrant. */",
-            f"void {lib.symbol('invoke_float')}(const {in_t} *input, {out_t} *output);"]
+    u = lib.macro
+    return ["", "/* The model as its file defines it (float where the file has float: a float input is quantised, "
+            "each float output computed after kb_invoke from its int8 tensor above). Not reentrant. */",
+            f"#define {u('FLOAT_ENTRY')} 1",
+            f"#define {u('FILE_INPUT_BYTES')} {m['file_input_bytes']}  /* its input's bytes (a float: 4 each) */",
+            f"#define {u('FILE_OUTPUT_BYTES')} {m['file_output_bytes']}  /* its outputs' bytes, back to back, each "
+            "at a multiple of 4 (kilobyte.json: file_offset) */",
+            f"void {lib.symbol('invoke_float')}({', '.join(float_params(m))});"]
+
+
+def _file_note(o: dict) -> list[str]:
+    """What the file (and `<prefix>_invoke_float`) has for an output computed from this int8 tensor."""
+    if not o.get("tail"):
+        return []
+    return [f"/* ... in the file: \"{o['file_name']}\", {o['file_dtype']} {'x'.join(map(str, o['file_shape']))} = "
+            f"{' -> '.join(o['tail'])} of it (the float entry point computes it). */"]
 
 
 def model_h(lib: LibraryOptions, m: dict) -> str:
@@ -115,15 +151,15 @@ def model_h(lib: LibraryOptions, m: dict) -> str:
              f"/* Input \"{x['name']}\", caller-owned, read only. */", *_tensor_macros(u("INPUT"), x, False), ""]
     total = sum(_numel(o) for o in outs)
     if len(outs) == 1:
-        lines += [f"/* Output \"{outs[0]['name']}\". */", f"#define {u('OUTPUT_COUNT')} 1",
+        lines += [f"/* Output \"{outs[0]['name']}\". */", *_file_note(outs[0]), f"#define {u('OUTPUT_COUNT')} 1",
                   *_tensor_macros(u("OUTPUT"), outs[0], False)]
     else:
         lines += [f"/* {len(outs)} outputs; OFFSETs place them back to back in one buffer of OUTPUT_BYTES. */",
                   f"#define {u('OUTPUT_COUNT')} {len(outs)}",
                   f"#define {u('OUTPUT_BYTES')} {total}  /* {len(outs)} outputs, back to back */"]
         for o in outs:
-            lines += ["", f"/* Output \"{o['name']}\" (parameter `{o['param']}`). */",
-                      *_tensor_macros(u(f"OUTPUT_{c_ident(o['name']).upper()}"), o, True)]
+            lines += ["", f"/* Output \"{o['name']}\" (parameter `{o['param']}`). */", *_file_note(o),
+                      *_tensor_macros(output_macro(lib, o, len(outs)), o, True)]
     lines += ["", "/* Run the model once: reads `input`, writes every output; uses the arena, no heap, no globals "
               "besides it. Not reentrant: call it from one task at a time. */",
               f"void {lib.symbol('invoke')}({', '.join(invoke_params(m))});",
@@ -139,3 +175,12 @@ def invoke_call(m: dict, input_expr: str, output_expr: str) -> str:
     args = [f"(const void *)({input_expr})"] + [f"(void *)((int8_t *)({output_expr}) + {o.get('offset', 0)})"
                                                  for o in outs]
     return f"{lib.symbol('invoke')}({', '.join(args)})"
+
+
+def float_call(m: dict, input_expr: str, output_expr: str) -> str:
+    """A C call of `<prefix>_invoke_float` reading `input_expr` (the file's input bytes) and writing every output
+    into the byte buffer `output_expr` at its `file_offset` (4-byte aligned: `output_expr` must be too)."""
+    lib = LibraryOptions(prefix=m.get("prefix", "kb"))
+    args = [f"(const void *)({input_expr})"] + [f"(void *)((int8_t *)({output_expr}) + {o['file_offset']})"
+                                                 for o in m["outputs"]]
+    return f"{lib.symbol('invoke_float')}({', '.join(args)})"

@@ -85,7 +85,7 @@ def _compile(project: Path, out: Path, flags, shared: bool) -> Path:
     else:
         compile_flags = [*flags, *(["-fPIC"] if shared else [])]
         srcs += [str(_object(p, src, compile_flags, cache)) for p in runtime]
-    _gcc(["gcc", *flags, *extra, f"-I{src}", *srcs, "-o", str(out)], project)
+    _gcc(["gcc", *flags, *extra, f"-I{src}", *srcs, "-o", str(out), "-lm"], project)  # -lm: a float tail's expf
     return out
 
 
@@ -128,17 +128,28 @@ class HostModel:
             raise KilobyteError(f"{self.project}: no {name} symbol in the host build")
         return sizes[name]
 
-    def invoke_float(self, x: np.ndarray) -> np.ndarray:
-        """`kb_invoke_float`: the model as its file defines it, float where the file has float (io_edges.py)."""
-        if not self.manifest.get("float_entry"):
-            raise KilobyteError(f"{self.project}: the model's input and output are int8; call it with int8")
-        in_t = np.float32 if self.manifest.get("float_head") else np.int8
-        out_t = np.float32 if self.manifest.get("float_tail") == ["DEQUANTIZE"] else np.int8
-        x = np.ascontiguousarray(x, dtype=in_t).reshape(self.in_shape)
-        y = np.empty(self.out_shape, out_t)
+    def float_outputs(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """`<prefix>_invoke_float`: the model as its file defines it, float where the file has float (io_edges.py):
+        every output by its name in the file, in its shape and the file's dtype."""
+        m = self.manifest
+        if not m.get("float_entry"):
+            raise KilobyteError(f"{self.project}: the model's input and outputs are integers; call it with those")
+        x = np.ascontiguousarray(x, dtype=np.float32 if m.get("float_head") else m["input"]["dtype"])
+        x = x.reshape(self.in_shape)
+        outs = m["outputs"]
+        ys = [np.empty(o["file_shape"], o["file_dtype"]) for o in outs]
         fn = getattr(self.lib, f"{self.prefix}_invoke_float")
-        fn(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data))
-        return y
+        fn.argtypes = [ctypes.c_void_p] * (1 + len(outs))
+        fn.restype = None
+        fn(x.ctypes.data, *(y.ctypes.data for y in ys))
+        return {o["file_name"]: y for o, y in zip(outs, ys)}
+
+    def invoke_float(self, x: np.ndarray) -> np.ndarray:
+        """`float_outputs` of a model with one output: that output."""
+        ys = self.float_outputs(x)
+        if len(ys) != 1:
+            raise KilobyteError(f"{self.project}: the model has {len(ys)} outputs; use float_outputs")
+        return next(iter(ys.values()))
 
     def outputs(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Every output of one run, by name and in its shape."""
@@ -155,17 +166,27 @@ class HostModel:
         return y
 
 
-def run_executable(exe: str | Path, x: np.ndarray, out_shape, out_dtype=np.int8) -> np.ndarray:
-    """Run a host executable on one input via files; a sanitizer report or guard failure raises."""
+def run_executable(exe: str | Path, x: np.ndarray, out_shape, out_dtype=np.int8, *, float_entry: bool = False):
+    """Run a host executable on one input via files; a sanitizer report or guard failure raises. `float_entry`:
+    through `<prefix>_invoke_float` (`--float`): `x` as the file takes it, the outputs' bytes back to back at their
+    file offsets (read them with `out_dtype` uint8 and `unpack_file_outputs`)."""
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-        src.write_bytes(np.ascontiguousarray(x).tobytes())  # one byte per value: int8 or uint8
-        res = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=600)
+        src.write_bytes(np.ascontiguousarray(x).tobytes())  # int8 / uint8 bytes, or the file's floats
+        cmd = [str(exe), *(["--float"] if float_entry else []), str(src), str(dst)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if res.returncode != 0:
             raise KilobyteError(f"{exe}: exit {res.returncode}: {res.stderr.strip()[:400]}")
         return np.frombuffer(dst.read_bytes(), out_dtype).reshape(out_shape)
 
 
+def unpack_file_outputs(m: dict, data: bytes) -> dict[str, np.ndarray]:
+    """The outputs of a `--float` run (or the firmware's float run) from its bytes: each at its file offset, by its
+    name in the file, in its shape and dtype (manifest `m`)."""
+    return {o["file_name"]: np.frombuffer(data, o["file_dtype"], int(np.prod(o["file_shape"])), o["file_offset"])
+            .reshape(o["file_shape"]) for o in m["outputs"]}
+
+
 def run_compiled(project: str | Path, x: np.ndarray) -> np.ndarray:
-    """`kilobyte run DIR`: the host build's int8 output (the float tail, if any, is not part of the C model)."""
+    """`kilobyte run DIR`: the host build's int8 output (`kb_invoke`; a float tail runs in `float_outputs`)."""
     return HostModel(project)(x)

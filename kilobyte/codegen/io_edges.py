@@ -2,11 +2,12 @@
 entry point of an "int8 model with float interface".
 
 The TFLite converter writes such models as float input -> QUANTIZE -> int8 core -> DEQUANTIZE -> float output.
-`split_float_head` takes the leading QUANTIZE off (the C core runs int8 to int8, `kb_invoke`). The header declares,
-for every model, the quantisation macros and the inline `kb_quantize_input` / `kb_dequantize_output` helpers
-(`header.py`); this module adds `kb_invoke_float(input, output)` (prefixed like every export) when the file's input
-is float (QUANTIZE head) or its output is a DEQUANTIZE: the model exactly as the file defines it, with float where
-the file has float. Its int8 buffers are static.
+`split_float_head` takes the leading QUANTIZE off (the C core runs int8 to int8, `kb_invoke`), `float_tail.py` each
+output's DEQUANTIZE and the float ops after it. The header declares, for every model, the quantisation macros and
+the inline `kb_quantize_input` / `kb_dequantize_output` helpers (int8 or uint8 edges, `header.py`); this module adds
+`kb_invoke_float(input, outputs...)` (prefixed like every export) when the file's input is float (QUANTIZE head) or
+an output is float: the model exactly as the file defines it, with float where the file has float and int8 / uint8
+where it has those (a uint8 input is passed to kb_invoke as it is). Its int8 buffers are static.
 """
 
 from __future__ import annotations
@@ -15,20 +16,33 @@ from dataclasses import dataclass
 
 from ..ir import Graph, Op
 from ..transforms.edit import drop_unused_tensors
+from .float_tail import FloatTail, tail_source
+from .header import CTYPE, float_params, output_macro, output_name
 from .library import LibraryOptions
 
 
 @dataclass(frozen=True)
 class Edges:
-    """How the file's input and output relate to the int8 core: float_input (a QUANTIZE head was taken off),
-    float_output (the output is one DEQUANTIZE of the core's output)."""
+    """How the file's input and outputs relate to the int8 core: float_input (a QUANTIZE head was taken off) and
+    each output's float tail (float_tail.py; no nodes for an output kb_invoke writes as the file has it)."""
 
     float_input: bool = False
-    float_output: bool = False
+    tails: tuple[FloatTail, ...] = ()
+
+    @property
+    def float_output(self) -> bool:
+        return any(t.nodes for t in self.tails)
 
     @property
     def has_float_entry(self) -> bool:
         return self.float_input or self.float_output
+
+    @property
+    def families(self) -> set[str]:
+        """The runtime families the float entry calls: kb_quantize.c, and kb_float_tail.c past a DEQUANTIZE."""
+        if not self.has_float_entry:
+            return set()
+        return {"quantize"} | ({"float_tail"} if any(len(t.nodes) > 1 for t in self.tails) else set())
 
 
 def split_float_head(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
@@ -47,19 +61,26 @@ def split_float_head(graph: Graph) -> tuple[Graph, tuple[str, ...]]:
     return drop_unused_tensors(core).verify(), ("QUANTIZE",)
 
 
-def edge_source(edges: Edges, lib: LibraryOptions) -> str:
-    """`<prefix>_invoke_float` for model.c: the float edges around the int8 invoke, through the header's inline
-    quantize / dequantize helpers (kb_quantize.c)."""
-    in_t = "float" if edges.float_input else "int8_t"
-    out_t = "float" if edges.float_output else "int8_t"
-    text = [f"void {lib.symbol('invoke_float')}(const {in_t} *input, {out_t} *output)", "{"]
+def edge_source(edges: Edges, lib: LibraryOptions, m: dict) -> str:
+    """`<prefix>_invoke_float` for model.c (`m`: the manifest): the float edges around the int8 invoke — the header's
+    inline quantize helper before it, each output's float tail after it (float_tail.py), in place on the caller's
+    buffer. The int8 buffers between them are static."""
+    outs, defs = m["outputs"], []
+    text = [f"void {lib.symbol('invoke_float')}({', '.join(float_params(m))})", "{"]
+    args = ["q_in" if edges.float_input else "input"]
     if edges.float_input:
         text += [f"    static int8_t q_in[{lib.macro('INPUT_BYTES')}];",
                  f"    {lib.symbol('quantize_input')}(input, q_in);"]
-    if edges.float_output:
-        text += [f"    static int8_t q_out[{lib.macro('OUTPUT_BYTES')}];"]
-    text += [f"    {lib.symbol('invoke')}({'q_in' if edges.float_input else 'input'}, "
-             f"{'q_out' if edges.float_output else 'output'});"]
-    if edges.float_output:
-        text += [f"    {lib.symbol('dequantize_output')}(q_out, output);"]
-    return "\n".join(text + ["}", ""])
+    steps = []
+    for o, tail in zip(outs, edges.tails):
+        p, macro = output_name(o, len(outs)), output_macro(lib, o, len(outs))
+        if not tail.nodes:
+            args.append(p)
+            continue
+        text.append(f"    static {CTYPE[o['dtype']]} q_{p}[{macro}_BYTES];")
+        args.append(f"q_{p}")
+        d, body = tail_source(tail, p, f"q_{p}", macro, f"tail_{p}")
+        defs += d
+        steps += [f"    {line}" for line in body]
+    text += [f"    {lib.symbol('invoke')}({', '.join(args)});", *steps, "}", ""]
+    return "\n".join(defs + ([""] if defs else []) + text)

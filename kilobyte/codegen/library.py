@@ -93,9 +93,9 @@ def output_params(names) -> list[str]:
 
 
 def is_classifier(outputs: list[dict]) -> bool:
-    """One int8 output of shape (1, ..., 1, N), N > 1: a vector of class scores, for which `<prefix>_argmax` is
-    generated (the int8 argmax is the float one, since DEQUANTIZE is increasing)."""
-    if len(outputs) != 1 or outputs[0]["dtype"] != "int8":
+    """One int8 (or uint8) output of shape (1, ..., 1, N), N > 1: a vector of class scores, for which
+    `<prefix>_argmax` is generated (the integer argmax is the float one, since DEQUANTIZE is increasing)."""
+    if len(outputs) != 1 or outputs[0]["dtype"] not in ("int8", "uint8"):
         return False
     shape = outputs[0]["shape"]
     return len(shape) >= 2 and shape[-1] > 1 and all(d == 1 for d in shape[:-1])

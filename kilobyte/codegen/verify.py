@@ -6,8 +6,10 @@ few of them. A model with an op TFLite Micro has no kernel for (GELU, TILE) is c
 interpreter instead (`kilobyte.targets.litert`, engine "tflite") when it is installed, else without a TFLite engine.
 The report names every oracle that ran (`engines`) and every one that did not, with the reason (`not_run`): a
 report never claims a check that did not run. Any differing byte is a failure with the input index and the number of
-differing values. The same checks on a Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify`
-(`kilobyte verify DIR --target ...`).
+differing values. A model with a float entry point (`<prefix>_invoke_float`: a float input, float outputs, float
+tails after the int8 core) has that checked too, against the TFLite engine's run of the file itself: integer
+outputs bit for bit, float ones within 1 ulp (the report's `float_entry` says what ran). The same checks on a
+Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify DIR --target ...`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class VerifyReport:
     target: str | None = None  # a Cortex-M core when the firmware ran under QEMU, None for host-only checks
     stack_bytes: int | None = None  # highest stack high-water mark over the QEMU runs
     not_run: dict[str, str] = field(default_factory=dict)  # oracle -> the reason it did not run
+    float_entry: str | None = None  # what checked <prefix>_invoke_float, if the model has one (`float_entry_note`)
 
     @property
     def ok(self) -> bool:
@@ -68,13 +71,13 @@ class VerifyReport:
         """The report as JSON: the oracles that ran (`engines`) and those that did not with the reason (`not_run`)."""
         return {"ok": self.ok, "inputs": self.inputs, "engines": list(self.engines), "not_run": dict(self.not_run),
                 "sanitizer_runs": self.sanitizer_runs, "mismatches": list(self.mismatches), "target": self.target,
-                "stack_bytes": self.stack_bytes}
+                "stack_bytes": self.stack_bytes, "float_entry": self.float_entry}
 
     @classmethod
     def from_json(cls, d: dict) -> VerifyReport:
         """The report back from `to_json`'s dict (a search's or a pruning's report.json), to print its summary."""
         return cls(d["inputs"], tuple(d["engines"]), list(d["mismatches"]), d["sanitizer_runs"], d.get("target"),
-                   d.get("stack_bytes"), dict(d["not_run"]))
+                   d.get("stack_bytes"), dict(d["not_run"]), d.get("float_entry"))
 
 
 def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0) -> list[np.ndarray]:
@@ -121,8 +124,10 @@ def reference_graph(project: str | Path):
 
 
 def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
-    """The outputs `names` of one run, flattened and back to back: the bytes the C model writes to `output`."""
-    return np.concatenate([np.asarray(values[n]).reshape(-1) for n in names])
+    """The outputs `names` of one run, flattened and back to back: the bytes the C model writes to `output` (a mix of
+    int8 and uint8 outputs as the first one's type, byte for byte, as the host build's buffer holds them)."""
+    first = np.asarray(values[names[0]]).dtype
+    return np.concatenate([np.ascontiguousarray(values[n]).reshape(-1).view(first) for n in names])
 
 
 def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
@@ -153,11 +158,67 @@ def _tflite_engine(core, wanted: bool = True) -> tuple[str | None, dict[str, str
     return None, {**why, "tflite": "not installed: pip install 'kilobyte[litert]'"}
 
 
+def oracle_run(oracle: str | None, tfl: bytes, feed: np.ndarray, names) -> dict[str, np.ndarray] | None:
+    """Tensors `names` (the core's outputs and the file's) of one run of the file by the TFLite engine `oracle`."""
+    if oracle == "tflm":
+        from ..targets.tflm import run_tflm
+
+        run = run_tflm(tfl, feed, preserve_all=True)
+        return {n: run.outputs[n] if n in run.outputs else run.tensors[n] for n in names}
+    if oracle == "tflite":
+        from ..targets.litert import run_litert
+
+        return run_litert(tfl, feed, names)
+    return None
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| in float32 units in the last place (0 for equal values, +0 == -0; NaN against NaN is 0)."""
+    def ordered(x):
+        i = np.ascontiguousarray(x, np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    d = np.abs(ordered(a) - ordered(b))
+    return np.where(np.isnan(a) & np.isnan(b), 0, d)
+
+
+def file_output_mismatches(m: dict, got: dict[str, np.ndarray], want: dict[str, np.ndarray], who: str,
+                           i: int) -> list[str]:
+    """The float entry point's outputs `got` against the engine's `want` (both by the file's output names):
+    int8 / uint8 outputs bit for bit, float ones within 1 ulp (TFLite's float kernels and ours may round exp
+    differently in the last place)."""
+    bad = []
+    for o in m["outputs"]:
+        name = o["file_name"]
+        y, ref = np.asarray(got[name]).reshape(-1), np.asarray(want[name]).reshape(-1)
+        if o["file_dtype"] == "float32":
+            d = ulp_distance(y, ref)
+            if int(d.max(initial=0)) > 1:
+                bad.append(f"input {i}: {who} float output '{name}' differs by up to {int(d.max())} ulp in "
+                           f"{int(np.sum(d > 1))} values")
+        elif not np.array_equal(y, ref):
+            bad.append(f"input {i}: {who} output '{name}' differs in {int(np.sum(y != ref))} values")
+    return bad
+
+
+def float_entry_note(m: dict, oracle: str | None, inputs: int) -> str | None:
+    """The report's line about `<prefix>_invoke_float`: what it was compared with, or why it was not."""
+    if not m.get("float_entry"):
+        return None
+    fn = f"{m.get('prefix', 'kb')}_invoke_float"
+    if oracle is None:
+        return f"{fn}: not checked (no TFLite engine ran the model file: turned off, or none installed)"
+    kinds = sorted({o["file_dtype"] for o in m["outputs"]})
+    return (f"{fn}: {len(m['outputs'])} output(s) ({', '.join(kinds)}) compared with {oracle} on {inputs} inputs "
+            "(integers bit for bit, floats within 1 ulp)")
+
+
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
                    sanitize: bool = True, progress: bool = False) -> VerifyReport:
     """Host C == numpy reference == TFLite Micro (or TFLite's interpreter) on `n_random` random inputs and images
     of `data`, plus an ASan/UBSan build on two of them; `tflm=False` / `sanitize=False` skip those, and the report's
-    `not_run` says so (as it says why a TFLite oracle could not run)."""
+    `not_run` says so (as it says why a TFLite oracle could not run). For a model with a float
+    entry point, its outputs are compared with the TFLite engine's on the file itself (`file_output_mismatches`)."""
     from ..interp import run_int8
 
     project = Path(project)
@@ -170,26 +231,39 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     if not sanitize:
         not_run["sanitizer"] = "--no-sanitize given"
     report = VerifyReport(len(xs), ("c-host", "reference") + ((oracle,) if oracle else ()), not_run=not_run)
+    report.float_entry = float_entry_note(m, oracle, len(xs))
+    files = [o["file_name"] for o in m["outputs"]] if m.get("float_entry") else []
     for i, x in enumerate(tqdm(xs, desc="verify", unit="input", disable=not progress, leave=False)):
         got = {"c-host": host(x).reshape(-1), "reference": flat_outputs(run_int8(core, x), core.outputs)}
         feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
-        if oracle == "tflm":
-            from ..targets.tflm import run_tflm
-
-            got["tflm"] = flat_outputs(run_tflm(tfl, feed, preserve_all=True).tensors, core.outputs)
-        elif oracle == "tflite":
-            from ..targets.litert import run_litert
-
-            got["tflite"] = flat_outputs(run_litert(tfl, feed, core.outputs), core.outputs)
+        ran = oracle_run(oracle, tfl, feed, list(core.outputs) + files)
+        if ran is not None:
+            got[oracle] = flat_outputs(ran, core.outputs)
         for name, y in got.items():
             if name != "reference" and not np.array_equal(y, got["reference"]):
                 n = int(np.sum(y != got["reference"]))
                 report.mismatches.append(f"input {i}: {name} differs from the reference in {n} values")
+        if files and ran is not None:
+            report.mismatches += file_output_mismatches(m, host.float_outputs(feed), ran, "c-host float entry", i)
     if sanitize:
-        exe = build_executable(project, sanitize=True)
-        for i, x in enumerate(xs[:2]):
-            y = run_executable(exe, x, (-1,), np.dtype(m["output"].get("dtype", "int8")))
-            report.sanitizer_runs += 1
-            if not np.array_equal(y, flat_outputs(run_int8(core, x), core.outputs)):
-                report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
+        _sanitizer_runs(project, m, core, xs, oracle, tfl, report)
     return report
+
+
+def _sanitizer_runs(project: Path, m: dict, core, xs, oracle, tfl: bytes, report: VerifyReport) -> None:
+    """Two inputs through the sanitizer build (ASan/UBSan, arena guard bytes): kb_invoke, and the float entry."""
+    from ..interp import run_int8
+    from .host import unpack_file_outputs
+
+    exe = build_executable(project, sanitize=True)
+    for i, x in enumerate(xs[:2]):
+        y = run_executable(exe, x, (-1,), np.dtype(m["output"].get("dtype", "int8")))
+        report.sanitizer_runs += 1
+        if not np.array_equal(y, flat_outputs(run_int8(core, x), core.outputs)):
+            report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
+        if m.get("float_entry") and oracle is not None:
+            feed = _file_input(m, x)
+            raw = run_executable(exe, feed, (-1,), np.uint8, float_entry=True).tobytes()
+            want = oracle_run(oracle, tfl, feed, [o["file_name"] for o in m["outputs"]])
+            report.mismatches += file_output_mismatches(m, unpack_file_outputs(m, raw), want,
+                                                        "sanitizer float entry", i)

@@ -178,8 +178,9 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
                    constraints="uint8 <-> int8 at the model's input or output; float -> int8 at the input through "
                    "kb_invoke_float"),
-    KernelContract(Op.DEQUANTIZE, "quantize", constraints="int8 -> float at the model's output, through "
-                   "kb_invoke_float"),
+    KernelContract(Op.DEQUANTIZE, "quantize", constraints="int8 / uint8 -> float at a model's output, through "
+                   "kb_invoke_float, with the float ops after it (SOFTMAX, LOG_SOFTMAX, LOGISTIC, ADD / MUL by a "
+                   "constant, RESHAPE: kb_float_tail.c)"),
 )}
 
 

@@ -45,6 +45,7 @@ KERNEL_FILES = {
     "resize": "kb_resize.c",
     "transpose_conv": "kb_transpose_conv.c",
     "sparse_conv": "kb_sparse_conv.c",
+    "float_tail": "kb_float_tail.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -211,9 +212,17 @@ SIGNATURES = {
     "kb_conv_csr": [_conv, _I8, _I8, _U16, _U16, _I32, _I32, _I32, _I8, _I8],
     "kb_resize_nearest": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
     "kb_resize_bilinear": [ctypes.POINTER(ResizeParams), _I16, _I8, _I8],
+    "kb_quantize_u8": [ctypes.c_int32, _F32, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p],
+    "kb_dequantize_u8": [ctypes.c_int32, ctypes.c_void_p, ctypes.c_float, ctypes.c_int32, _F32],
+    "kb_argmax_u8": [ctypes.c_int32, ctypes.c_void_p],
+    "kb_softmax_f32": [ctypes.c_int32, ctypes.c_int32, ctypes.c_float, _F32],
+    "kb_log_softmax_f32": [ctypes.c_int32, ctypes.c_int32, _F32],
+    "kb_logistic_f32": [ctypes.c_int32, _F32],
+    "kb_add_const_f32": [ctypes.c_int32, _F32, _F32, ctypes.c_int32, ctypes.c_int32, ctypes.c_float, ctypes.c_float],
+    "kb_mul_const_f32": [ctypes.c_int32, _F32, _F32, ctypes.c_int32, ctypes.c_int32, ctypes.c_float, ctypes.c_float],
 }
 
-RESTYPES = {"kb_argmax_i8": ctypes.c_int32}  # every other kernel returns void
+RESTYPES = {"kb_argmax_i8": ctypes.c_int32, "kb_argmax_u8": ctypes.c_int32}  # every other kernel returns void
 
 
 def load(path: str | Path) -> ctypes.CDLL:

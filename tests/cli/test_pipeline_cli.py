@@ -117,3 +117,17 @@ def test_compile_too_big_for_device_exits_2(capsys, tmp_path):
     code, out, _ = cli(capsys, "compile", "vgg-small", "--data", "digits", "--samples", "8", "--out", tmp_path / "c",
                        "--device", "stm32f410", "--json")
     assert code == 2 and json.loads(out)["fits"] is False
+
+
+def test_verify_checks_and_names_the_float_entry_point(capsys, tmp_path):
+    """A detector file (uint8 input, two float outputs with tails, one int8): `kilobyte compile FILE` then
+    `kilobyte verify DIR` checks `kb_invoke_float` against TFLM too, and says so in text and JSON."""
+    from edge_models import tail_model
+
+    path = tmp_path / "det.tflite"
+    path.write_bytes(tail_model("detector"))
+    assert cli(capsys, "compile", path, "--out", tmp_path / "c")[0] == 0
+    code, out, _ = cli(capsys, "verify", tmp_path / "c", "--samples", "2", "--no-sanitize")
+    assert code == 0 and "kb_invoke_float: 3 output(s) (float32, int8) compared with tflm on 2 inputs" in out
+    code, out, _ = cli(capsys, "verify", tmp_path / "c", "--samples", "2", "--no-sanitize", "--json")
+    assert code == 0 and "compared with tflm" in json.loads(out)["float_entry"]

@@ -515,6 +515,27 @@ def test_quantize_dequantize(kb_lib, n, seed):
 
 
 @EXAMPLES
+@given(n=st.integers(1, 64), seed=st.integers(0, 2**32))
+def test_quantize_dequantize_uint8(kb_lib, n, seed):
+    """The header's helpers at a uint8 edge (kb_quantize_u8 / kb_dequantize_u8): TFLite's QUANTIZE / DEQUANTIZE with
+    uint8 values, clamped to 0..255 — the int8 reference with the zero point 128 lower, plus 128."""
+    from kilobyte.quant.arith import dequantize_values, quantize_values
+
+    rng = np.random.default_rng(seed)
+    scale, zp = np.float32(2.0 ** rng.uniform(-10, 2)), int(rng.integers(0, 256))
+    x = (rng.normal(0, 150, n) * scale).astype(np.float32)
+    x[: n // 4] = ((rng.integers(-200, 200, n // 4) + 0.5) * scale).astype(np.float32)  # exact halves
+    q = np.zeros(n, np.uint8)
+    kb_lib.kb_quantize_u8(n, x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), float(scale), zp, q.ctypes.data)
+    assert np.array_equal(q.astype(np.int16), quantize_values(x, scale, zp - 128).astype(np.int16) + 128)
+    got = np.zeros(n, np.float32)
+    kb_lib.kb_dequantize_u8(n, q.ctypes.data, float(scale), zp, got.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+    assert np.array_equal(got.view(np.int32), dequantize_values(q, scale, zp).view(np.int32))
+    y = rng.integers(0, 256, n).astype(np.uint8)
+    assert kb_lib.kb_argmax_u8(n, y.ctypes.data) == int(np.argmax(y))
+
+
+@EXAMPLES
 @given(n=st.integers(1, 300), seed=st.integers(0, 2**32))
 def test_argmax(kb_lib, n, seed):
     """kb_argmax_i8 (the generated NAME_argmax) is numpy's argmax: the first index of the largest value, ties too."""

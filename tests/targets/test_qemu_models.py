@@ -289,35 +289,15 @@ def test_random_decoders_bit_exact_on_qemu(decoder_bundle, tmp_path, target, ker
 
 # --- the float interface (kb_invoke_float: float QUANTIZE in, int8 core, DEQUANTIZE out) ----------------------------
 
-def float_firmware_dir(project: Path, root: Path, n_in: int, n_out: int) -> Path:
-    """A copy of `project` whose kb_invoke (what the firmware calls, on bytes) is kb_invoke_float: the generated
-    kb_invoke becomes kb_invoke_int8 (model.c's own call inside kb_invoke_float included) and the firmware's buffers
-    hold 4-byte floats. Nothing of the generated float code is touched."""
-    import shutil
-
-    shutil.copytree(project, root)
-    src = root / "src"
-    (src / "model.h").rename(src / "model_core.h")
-    text = (src / "model.c").read_text()
-    (src / "model.c").write_text(text.replace('#include "model.h"', '#define kb_invoke kb_invoke_int8\n'
-                                                                      '#include "model_core.h"'))
-    (src / "model.h").write_text(f"#include <stdint.h>\n#define KB_INPUT_BYTES {4 * n_in}\n"
-                                 f"#define KB_OUTPUT_BYTES {4 * n_out}\n"
-                                 "void kb_invoke(const int8_t *input, int8_t *output);\n")
-    (src / "float_adapter.c").write_text(
-        '#include "model_core.h"\n'
-        "void kb_invoke(const int8_t *input, int8_t *output)\n"
-        "{\n    kb_invoke_float((const float *)(const void *)input, (float *)(void *)output);\n}\n")
-    return root
-
-
 @pytest.mark.parametrize("target,kernels", [("cortex-m4", "portable"), ("cortex-m7", "dsp"),
                                             ("cortex-m55", "portable")])
 def test_float_interface_bit_exact_on_qemu(tmp_path, target, kernels):
-    """An int8 model with a float interface (as the TFLite converter writes it): kb_invoke_float under QEMU gives the
-    host build's floats bit for bit (the same float QUANTIZE rounding and DEQUANTIZE products on the target's FPU)."""
+    """An int8 model with a float interface (as the TFLite converter writes it): kb_invoke_float under QEMU (the
+    firmware built with the float entry point) gives the host build's floats bit for bit (the same float QUANTIZE
+    rounding and DEQUANTIZE products on the target's FPU), and kb_invoke in the same run the host's int8."""
     from kilobyte.api import compile_model, load
     from kilobyte.codegen import HostModel
+    from kilobyte.codegen.host import unpack_file_outputs
     from kilobyte.export.tflite import to_tflite
 
     q, _ = quantized(load("kws-dscnn").graph, seed=4, n=4)
@@ -325,16 +305,17 @@ def test_float_interface_bit_exact_on_qemu(tmp_path, target, kernels):
     path.write_bytes(to_tflite(float_edges(q, True, True)))
     result = compile_model(load(str(path)), tmp_path / "c", kernels=kernels)
     shape = q.tensors[q.inputs[0]].shape
-    n_out = int(np.prod(q.tensors[q.outputs[0]].shape))
-    fw_dir = float_firmware_dir(result.out_dir, tmp_path / "fw-model", int(np.prod(shape)), n_out)
-    build = build_firmware(fw_dir, target, kernels=kernels, out_dir=tmp_path / "fw")
+    build = build_firmware(result.out_dir, target, kernels=kernels, out_dir=tmp_path / "fw", float_entry=True)
     host = HostModel(result.out_dir)
     rng = np.random.default_rng(1)
     for scale in (0.5, 2.0, 40.0):  # inside, around and far beyond the input's int8 range
         x = rng.normal(0, scale, shape).astype(np.float32)
-        want = host.invoke_float(x).reshape(-1)
-        got = run_qemu(build, np.frombuffer(x.tobytes(), np.int8)).output.view(np.float32)
-        assert got.tobytes() == want.astype(np.float32).tobytes(), f"{target}: {np.abs(got - want).max()}"
+        xq = rng.integers(-128, 128, shape).astype(np.int8)
+        run = run_qemu(build, xq, file_input=x)
+        np.testing.assert_array_equal(run.output, host(xq).reshape(-1))
+        (got,) = unpack_file_outputs(result.manifest, run.file_output).values()
+        want = host.invoke_float(x)
+        assert got.tobytes() == want.tobytes(), f"{target}: {np.abs(got - want).max()}"
 
 
 # --- memory: measured against the plan, and over budget -------------------------------------------------------------

@@ -1,13 +1,14 @@
-/* Kilobyte runtime: QUANTIZE (float32 -> int8) and DEQUANTIZE (int8 -> float32) at the graph's edges, as TFLite.
+/* Kilobyte runtime: QUANTIZE (float32 -> int8 / uint8) and DEQUANTIZE (back) at the graph's edges, as TFLite.
  *
  * QUANTIZE: q = clamp(round(x / scale) + zero_point), with the float32 division (not a multiply by 1/scale, which
  * can differ in the last bit) and std::round's ties away from zero, written without libm.
+ * The same for a uint8 edge (kb_quantize_u8 / kb_dequantize_u8: clamped to 0..255).
  * DEQUANTIZE: x = scale * (q - zero_point). TFLite multiplies in double; the float32 product is the same value,
  * because scale (24-bit significand) times a 9-bit integer is exact in double and then rounded once to float.
  * QUANTIZE between uint8 and int8 (TFLite Micro's Requantize): MBQM(q - zp_in, mult, shift) + zp_out, clamped to the
  * output type; its multiplier and shift are computed at generation time.
- * ARGMAX of a classifier's int8 scores (kb_argmax_i8): the first index of the largest value, as numpy's argmax. A
- * positive scale makes DEQUANTIZE increasing, so the int8 argmax is the float one, with no dequantisation.
+ * ARGMAX of a classifier's int8 or uint8 scores (kb_argmax_i8 / _u8): the first index of the largest value, as
+ * numpy's argmax. A positive scale makes DEQUANTIZE increasing, so the integer argmax is the float one.
  */
 #include "kilobyte.h"
 #include "kb_requant.h"
@@ -26,20 +27,32 @@ static int32_t round_half_away(float v)
     return whole;
 }
 
+/* round(x / scale) + zero_point, before the clamp to the output type. */
+static int32_t quantize_one(float x, float scale, int32_t zero_point)
+{
+    float v = x / scale;
+    /* Beyond +-2^30 the result clamps to the same int8 / uint8 anyway; keeps the int conversion defined. */
+    if (v > 1073741824.0f) {
+        v = 1073741824.0f;
+    } else if (v < -1073741824.0f) {
+        v = -1073741824.0f;
+    }
+    return round_half_away(v) + zero_point;
+}
+
 void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out)
 {
     for (int32_t i = 0; i < n; ++i) {
-        float v = in[i] / scale;
-        /* Beyond +-2^30 the result clamps to the same int8 anyway; keeps the int conversion defined. */
-        if (v > 1073741824.0f) {
-            v = 1073741824.0f;
-        } else if (v < -1073741824.0f) {
-            v = -1073741824.0f;
-        }
-        int32_t q = round_half_away(v) + zero_point;
-        q = q < -128 ? -128 : q;
-        q = q > 127 ? 127 : q;
-        out[i] = (int8_t)q;
+        const int32_t q = quantize_one(in[i], scale, zero_point);
+        out[i] = (int8_t)(q < -128 ? -128 : (q > 127 ? 127 : q));
+    }
+}
+
+void kb_quantize_u8(int32_t n, const float *in, float scale, int32_t zero_point, uint8_t *out)
+{
+    for (int32_t i = 0; i < n; ++i) {
+        const int32_t q = quantize_one(in[i], scale, zero_point);
+        out[i] = (uint8_t)(q < 0 ? 0 : (q > 255 ? 255 : q));
     }
 }
 
@@ -50,7 +63,25 @@ void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point,
     }
 }
 
+void kb_dequantize_u8(int32_t n, const uint8_t *in, float scale, int32_t zero_point, float *out)
+{
+    for (int32_t i = 0; i < n; ++i) {
+        out[i] = scale * (float)(in[i] - zero_point);
+    }
+}
+
 int32_t kb_argmax_i8(int32_t n, const int8_t *in)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i) {
+        if (in[i] > in[best]) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+int32_t kb_argmax_u8(int32_t n, const uint8_t *in)
 {
     int32_t best = 0;
     for (int32_t i = 1; i < n; ++i) {

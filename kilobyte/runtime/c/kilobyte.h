@@ -203,6 +203,10 @@ void kb_pad(const kb_pad_params *p, const int8_t *in, int8_t *out);
 void kb_quantize(int32_t n, const float *in, float scale, int32_t zero_point, int8_t *out);
 void kb_dequantize(int32_t n, const int8_t *in, float scale, int32_t zero_point, float *out);
 int32_t kb_argmax_i8(int32_t n, const int8_t *in);  /* first index of the largest value */
+/* The same at a uint8 edge (a uint8 input or output of the file): clamped to 0..255. */
+void kb_quantize_u8(int32_t n, const float *in, float scale, int32_t zero_point, uint8_t *out);
+void kb_dequantize_u8(int32_t n, const uint8_t *in, float scale, int32_t zero_point, float *out);
+int32_t kb_argmax_u8(int32_t n, const uint8_t *in);
 /* QUANTIZE between uint8 and int8 at a model's edges (TFLite Micro's Requantize). */
 typedef struct {
     int32_t n;
@@ -211,6 +215,13 @@ typedef struct {
 } kb_requantize_params;
 void kb_requantize_u8_i8(const kb_requantize_params *p, const uint8_t *in, int8_t *out);
 void kb_requantize_i8_u8(const kb_requantize_params *p, const int8_t *in, uint8_t *out);
+
+/* kb_float_tail.c: float ops after a model's last DEQUANTIZE, in place on the float output (kb_invoke_float). */
+void kb_softmax_f32(int32_t rows, int32_t depth, float beta, float *x);
+void kb_log_softmax_f32(int32_t rows, int32_t depth, float *x);
+void kb_logistic_f32(int32_t n, float *x);
+void kb_add_const_f32(int32_t n, float *x, const float *c, int32_t c_len, int32_t inner, float lo, float hi);
+void kb_mul_const_f32(int32_t n, float *x, const float *c, int32_t c_len, int32_t inner, float lo, float hi);
 
 /* kb_softmax.c ---------------------------------------------------------------------------------------------------- */
 /* Output quantisation as TFLite requires: SOFTMAX scale 1/256, zero point -128; LOG_SOFTMAX 16/256, 127. out may be

@@ -37,6 +37,7 @@ class QemuResult:
     stack_bytes: int  # measured stack high-water mark of the whole firmware run (painted stack)
     exit_code: int
     seconds: float  # wall time of the QEMU process
+    file_output: bytes | None = None  # a float-entry build's file_output.bin (host.unpack_file_outputs reads it)
 
 
 def qemu_command(build, kernel: Path) -> list[str]:
@@ -84,12 +85,18 @@ def _failure(build, rc: int, console: str) -> KilobyteError:
     return KilobyteError(f"{where}: QEMU exited with code {rc}: {last}")
 
 
-def run_qemu(build, input: np.ndarray, timeout: float = 30) -> QemuResult:
-    """Run the firmware of `build` (a FirmwareBuild) on `input` (int8, KB_INPUT_BYTES elements) under QEMU."""
+def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarray | None = None) -> QemuResult:
+    """Run the firmware of `build` (a FirmwareBuild) on `input` (int8, KB_INPUT_BYTES elements) under QEMU; a build
+    with the float entry point (`build_firmware(float_entry=True)`) also runs that on `file_input` (the file's
+    input: floats for a float input)."""
     data = _as_input(build, input)
+    if (file_input is None) != (build.file_output_bytes is None):
+        raise KilobyteError(f"{build.elf}: give file_input exactly when the firmware runs the float entry point")
     with tempfile.TemporaryDirectory(prefix="kilobyte-qemu-") as tmp:
         work = Path(tmp)
         (work / "input.bin").write_bytes(data)
+        if file_input is not None:
+            (work / "file_input.bin").write_bytes(np.ascontiguousarray(file_input).tobytes())
         start = time.perf_counter()
         try:
             proc = subprocess.run(qemu_command(build, build.elf.resolve()), cwd=work, capture_output=True,
@@ -101,8 +108,12 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30) -> QemuResult:
         if proc.returncode != 0:
             raise _failure(build, proc.returncode, proc.stdout + proc.stderr)
         output = (work / "output.bin").read_bytes()
+        file_output = (work / "file_output.bin").read_bytes() if file_input is not None else None
         stats = dict(line.split() for line in (work / "stats.txt").read_text().splitlines() if line.strip())
     if len(output) != build.output_bytes:
         raise KilobyteError(f"{build.elf}: output.bin has {len(output)} bytes, expected {build.output_bytes}")
+    if file_output is not None and len(file_output) != build.file_output_bytes:
+        raise KilobyteError(f"{build.elf}: file_output.bin has {len(file_output)} bytes, expected "
+                            f"{build.file_output_bytes}")
     return QemuResult(np.frombuffer(output, dtype=np.int8).copy(), int(stats["stack_bytes"]), proc.returncode,
-                      seconds)
+                      seconds, file_output)

@@ -68,33 +68,69 @@ def run_on_target(project, x: np.ndarray, target: str | None, *, device: str | D
 def verify_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str | None = None,
                      n_random: int = 8, data: str | None = None, progress: bool = False, timeout: float = 60):
     """Run every verification input under QEMU; compare with the numpy reference and the host C build, bit for bit.
+    A model with a float entry point runs that too, in the same firmware (`build_firmware(float_entry=True)`): its
+    outputs are compared with the TFLite engine's run of the file (TFLite Micro, or TFLite's interpreter), integers
+    bit for bit and floats within 1 ulp, or with the host C build's when neither is installed.
 
     Returns a `kilobyte.codegen.verify.VerifyReport` (engines qemu-<core>, c-host, reference); TFLite Micro and the
     sanitizer build are host checks (`verify_project`), so the report lists them as not run here.
     """
     from kilobyte.codegen import HostModel
-    from kilobyte.codegen.verify import VerifyReport, flat_outputs, reference_graph, verify_inputs
+    from kilobyte.codegen.host import manifest
+    from kilobyte.codegen.verify import VerifyReport, _file_input, flat_outputs, reference_graph, verify_inputs
     from kilobyte.interp import run_int8
 
     project = Path(project)
     target, dev = resolve_target(target, device)
     core, _ = reference_graph(project)
-    build = build_firmware(project, target, device=dev, kernels=kernels)
+    m = manifest(project)
+    floats = bool(m.get("float_entry"))
+    build = build_firmware(project, target, device=dev, kernels=kernels, float_entry=floats)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
     engine = f"qemu-{build.target}"
     host_only = "a host check: run `kilobyte verify DIR` without --target"
     report = VerifyReport(len(xs), (engine, "c-host", "reference"), target=build.target, stack_bytes=0,
                           not_run={"tflm": host_only, "sanitizer": host_only})
+    check_float = _float_checker(project, m, host, engine, report) if floats else None
     for i, x in enumerate(tqdm(xs, desc=f"verify {target}", unit="input", disable=not progress, leave=False)):
         want = flat_outputs(run_int8(core, x), core.outputs)  # every output, back to back (int8 or uint8)
-        run = run_qemu(build, x, timeout=timeout)
+        feed = _file_input(m, x) if floats else None
+        run = run_qemu(build, x, timeout=timeout, file_input=feed)
         report.stack_bytes = max(report.stack_bytes, run.stack_bytes)
         for name, y in ((engine, run.output.reshape(-1).view(want.dtype)), ("c-host", host(x).reshape(-1))):
             if not np.array_equal(y, want):
                 report.mismatches.append(f"input {i}: {name} differs from the reference in "
                                          f"{int(np.sum(y != want))} values")
+        if check_float is not None:
+            check_float(i, feed, run.file_output)
     return report
+
+
+def _float_checker(project: Path, m: dict, host, engine: str, report):
+    """A function (input index, file input, firmware's file_output bytes) that adds the float entry point's
+    mismatches to `report`; it compares with the TFLite engine on model.tflite, else with the host C build."""
+    from kilobyte.codegen.host import unpack_file_outputs
+    from kilobyte.codegen.verify import (
+        _tflite_engine,
+        file_output_mismatches,
+        float_entry_note,
+        oracle_run,
+        project_tflite,
+        reference_graph,
+    )
+
+    oracle, _ = _tflite_engine(reference_graph(project)[0])
+    tfl = project_tflite(project)
+    names = [o["file_name"] for o in m["outputs"]]
+    note = float_entry_note(m, oracle or "the host C build", report.inputs)
+    report.float_entry = f"{note} under QEMU ({engine})"
+
+    def check(i: int, feed: np.ndarray, raw: bytes) -> None:
+        want = oracle_run(oracle, tfl, feed, names) if oracle else host.float_outputs(feed)
+        report.mismatches.extend(file_output_mismatches(m, unpack_file_outputs(m, raw), want,
+                                                        f"{engine} float entry", i))
+    return check
 
 
 def bench_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str | None = None,

@@ -2,7 +2,10 @@
  *
  * Files go through semihosting, in QEMU's working directory: input.bin (FW_INPUT_BYTES, int8) in, output.bin
  * (FW_OUTPUT_BYTES) and stats.txt ("stack_bytes <n>" = the painted stack's high-water mark) out. fw_model.h,
- * written by firmware.py, names the model's header, sizes and invoke call, whatever the library's prefix. */
+ * written by firmware.py, names the model's header, sizes and invoke call, whatever the library's prefix.
+ * A build with FW_INVOKE_FLOAT (a model's float entry point, asked for by firmware.py) then also runs that on
+ * file_input.bin (FW_FILE_INPUT_BYTES, the file's input) and writes file_output.bin (its outputs as the file has
+ * them); the stack high-water mark covers both calls. */
 #include <stdint.h>
 
 #include "fw.h"
@@ -11,6 +14,10 @@
 /* Global so the ELF names them: the instruction counter writes the input here and reads the output back. */
 int8_t fw_input[FW_INPUT_BYTES] __attribute__((aligned(8)));
 int8_t fw_output[FW_OUTPUT_BYTES] __attribute__((aligned(8)));
+#ifdef FW_INVOKE_FLOAT
+int8_t fw_file_input[FW_FILE_INPUT_BYTES] __attribute__((aligned(8)));
+int8_t fw_file_output[FW_FILE_OUTPUT_BYTES] __attribute__((aligned(8)));
+#endif
 
 static int fw_read_file(const char *name, void *buf, uint32_t n)
 {
@@ -54,6 +61,17 @@ int main(void)
         return FW_EXIT_IO;
     }
     FW_INVOKE(fw_input, fw_output);  /* int8 or uint8 (the model's header): bytes either way */
+#ifdef FW_INVOKE_FLOAT
+    if (fw_read_file("file_input.bin", fw_file_input, FW_FILE_INPUT_BYTES) != 0) {
+        sh_write0("kilobyte-fw: cannot read FW_FILE_INPUT_BYTES bytes from file_input.bin\n");
+        return FW_EXIT_IO;
+    }
+    FW_INVOKE_FLOAT(fw_file_input, fw_file_output);
+    if (fw_write_file("file_output.bin", fw_file_output, FW_FILE_OUTPUT_BYTES) != 0) {
+        sh_write0("kilobyte-fw: cannot write file_output.bin\n");
+        return FW_EXIT_IO;
+    }
+#endif
     if (fw_stack_overflowed()) {
         sh_write0("kilobyte-fw: stack overflow: the run used all of the stack reserve\n");
         return FW_EXIT_STACK;
