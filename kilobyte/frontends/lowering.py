@@ -35,6 +35,7 @@ from .layout import (
     LoweringError,
     Value,
     ir_axis,
+    ir_constant,
     natural_perm,
     nhwc,
     normalize_axes,
@@ -224,6 +225,26 @@ class Lowering:
         c = x.shape[1]
         return self.batch_norm(x, gamma, beta, np.zeros(c, np.float32), np.ones(c, np.float32), eps=0.0,
                                origin=origin)
+
+    def arith_const(self, op: Op, x: Value, const, *, const_first: bool, origin: str) -> Value:
+        """ADD / SUB / MUL of `x` and a constant (`const_first`: the constant is the first operand, c - x for SUB).
+        A per-channel or single-value constant is a `scale_shift` (folded into a conv before it, else MUL / SUB by
+        constants); one of any other shape that broadcasts stays one ADD / SUB / MUL with the constant in IR layout
+        and its own shape (`ir_constant`; `kb_add_const` / `kb_mul_const` read it by strides)."""
+        c = np.asarray(const, np.float32)
+        try:
+            if len(x.shape) in (2, 3, 4):
+                per_channel(c, x, "operand")
+                scale, shift = {Op.ADD: (1.0, c), Op.MUL: (c, 0.0),
+                                Op.SUB: (-1.0, c) if const_first else (1.0, -c)}[op]
+                return self.scale_shift(x, scale, shift, origin=origin)
+        except LoweringError:
+            pass  # varies along more than the channel axis (or does not broadcast: ir_constant says so)
+        name = next(n for n in (f"const_{k}" for k in range(len(self.builder.tensors) + 1))
+                    if n not in self.builder.tensors)
+        k = self.builder.const(name, ir_constant(c, x, "operand"))
+        return self._emit(op, [k, x.name] if const_first else [x.name, k], AddAttrs(), origin, perm=x.perm,
+                          rank=len(x.shape))
 
     # -- elementwise -----------------------------------------------------------------------------------------------
     def unary(self, op: Op, x: Value, *, origin: str, attrs=None) -> Value:

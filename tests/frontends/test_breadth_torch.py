@@ -30,5 +30,5 @@ def test_module_imports_quantises_and_runs_bit_exact(name, tmp_path):
                 "lenet": {Op.LOG_SOFTMAX}, "kws_conv1d": {Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.MAX_POOL_2D, Op.MEAN},
                 "unet": {Op.RESIZE_NEAREST_NEIGHBOR, Op.CONCAT}, "decoder": {Op.TRANSPOSE_CONV, Op.LEAKY_RELU},
                 "segmentation_decoder": {Op.TRANSPOSE_CONV, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR},
-                "gelu_head": {Op.GELU}}
+                "gelu_head": {Op.GELU}, "broadcast_constants": {Op.ADD, Op.SUB, Op.MUL}}
     assert expected.get(name, set()) <= set(result["ops"])
