@@ -2,10 +2,9 @@
 
 The code generator (`codegen/layers.py`, `codegen/patch_loop.py`) writes the calls and the Flash model
 (`schedule/flash.py`) counts the code they pull into the linked firmware, so both ask this module: a conv's variant
-(1x1 fast path, unrolled 3x3, general), an in-place depthwise conv's unrolled variant, an ADD or a SUB (or either
-with a constant operand), ... Only the
-functions a model calls are linked (`-ffunction-sections -Wl,--gc-sections`), and in the DSP set a 1x1 conv and a
-general one differ by 4 KB, so the family alone does not say how much code a model has.
+(1x1 fast path, unrolled 3x3, general), an in-place depthwise conv's unrolled variant, an ADD or a SUB, an ADD / SUB /
+MUL by a constant, ... Only the functions a model calls are linked (`-ffunction-sections -Wl,--gc-sections`), and in
+the DSP set a 1x1 conv and a general one differ by 4 KB, so the family alone does not say how much code a model has.
 
 >>> ENTRY_POINTS["pool"]
 ('kb_avg_pool', 'kb_max_pool')

@@ -306,9 +306,9 @@ def node_struct(graph: Graph, node: Node) -> str | None:
     return CONST_STRUCT if constant_operand(graph, node) is not None else contract_for(node).struct
 
 
-def _steps(shape: tuple[int, ...], out: tuple[int, ...], pixel: int, where: str) -> tuple[int, int, int]:
-    """Element steps (row, col, c) of an operand of `shape` (padded to (1, H, W, C)) over an output of the (1, H, W,
-    C) `out`, pixel stride `pixel`: 0 on an axis it broadcasts over."""
+def _steps(shape: tuple[int, ...], pixel: int, where: str) -> tuple[int, int, int]:
+    """Element steps (row, col, c) of an operand of `shape` (padded to (1, H, W, C)) stored with pixel stride
+    `pixel`: 0 on an axis of size 1 (one the operand broadcasts over, or one the output has as 1 too)."""
     shape = (1,) * (4 - len(shape)) + tuple(shape)
     if len(shape) != 4 or shape[0] != 1:
         raise UnsupportedOpError(f"{where}: operand of shape {shape} has no C kernel (batch 1, up to 4 axes)")
@@ -327,8 +327,8 @@ def const_fields(graph: Graph, node: Node, in_cstride: int, out_cstride: int) ->
         raise UnsupportedOpError(f"{where}: output of shape {tuple(out)} has no C kernel (batch 1, up to 4 axes)")
     const = graph.tensors[node.inputs[k]]
     kc = const.shape[-1] if const.shape else 1
-    in_steps = _steps(graph.tensors[x].shape, out4, in_cstride, where)
-    k_steps = _steps(const.shape, out4, kc, where)
+    in_steps = _steps(graph.tensors[x].shape, in_cstride, where)
+    k_steps = _steps(const.shape, kc, where)
     fields = dict(rows=out4[1], cols=out4[2], c=out4[3], in_row=in_steps[0], in_col=in_steps[1], in_c=in_steps[2],
                   k_row=k_steps[0], k_col=k_steps[1], k_c=k_steps[2], out_row=out4[2] * out_cstride,
                   out_col=out_cstride)

@@ -73,9 +73,9 @@ typedef struct {
  * negated when it is subtracted; MUL its value plus its offset). The output is walked as (rows, cols, c), an NHWC
  * map's (H, W, C); the activation, the terms and the output each have their own element step per axis, 0 on an axis
  * the operand broadcasts over (a (C,) constant: k_row = k_col = 0, k_c = 1; a single value: all three 0).
- * ADD / SUB: out = clamp(MBQM(sign * MBQM((x + in_offset) << left_shift, in_mult, in_shift) + term, out_mult,
- * out_shift) + out_offset), sign -1 when the activation is subtracted (c - x); MUL: out = clamp(MBQM((x + in_offset)
- * * term, out_mult, out_shift) + out_offset). */
+ * ADD / SUB: out = clamp(MBQM(+-MBQM((x + in_offset) << left_shift, in_mult, in_shift) + term, out_mult, out_shift)
+ * + out_offset), the activation's share negated (neg = -1) when it is subtracted (c - x); MUL: out =
+ * clamp(MBQM((x + in_offset) * term, out_mult, out_shift) + out_offset). */
 typedef struct {
     int32_t rows, cols, c;
     int32_t in_row, in_col, in_c;             /* activation element steps per axis */
