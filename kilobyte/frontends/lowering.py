@@ -260,15 +260,16 @@ class Lowering:
         return self.scale_shift(y, 1.0 / 6.0, 0.0, origin=origin)
 
     def add(self, a: Value, b: Value, *, origin: str) -> Value:
+        """ADD of two activations; of different shapes, broadcast as `binary` does (x + x.mean(..., keepdim=True))."""
         if a.shape != b.shape:
-            raise LoweringError(f"add of shapes {a.shape} and {b.shape}; broadcasting is not supported")
+            return self.binary(Op.ADD, a, b, origin=origin)
         if not same_perm(a.perm, b.perm):
             raise LoweringError("add of two tensors flattened in different orders")
         return self._emit(Op.ADD, [a.name, b.name], AddAttrs(), origin, perm=a.perm, rank=len(a.shape))
 
     def binary(self, op: Op, a: Value, b: Value, *, origin: str) -> Value:
-        """SUB, MUL, MAXIMUM or MINIMUM of two activations of one rank, broadcast as numpy does (e.g. the (1, C, 1, 1)
-        scale of a squeeze-excite block over (1, C, H, W))."""
+        """ADD, SUB, MUL, MAXIMUM or MINIMUM of two activations of one rank, broadcast as numpy does (e.g. the
+        (1, C, 1, 1) scale of a squeeze-excite block over (1, C, H, W))."""
         if len(a.shape) != len(b.shape):
             raise LoweringError(f"{op.value.lower()} of shapes {a.shape} and {b.shape}: operands of different ranks")
         try:
@@ -280,7 +281,7 @@ class Lowering:
         for v in (a, b):
             if not (same_perm(v.perm, perm) or (v.perm is None and np.prod(v.shape) == 1)):
                 raise LoweringError(f"{op.value.lower()} of tensors flattened in different orders")
-        attrs = AddAttrs() if op in (Op.SUB, Op.MUL) else None
+        attrs = AddAttrs() if op in (Op.ADD, Op.SUB, Op.MUL) else None
         return self._emit(op, [a.name, b.name], attrs, origin, perm=perm, rank=len(out))
 
     def softmax(self, x: Value, axis: int, *, origin: str, log: bool = False) -> Value:

@@ -263,6 +263,17 @@ def test_constants_varying_beyond_channels_are_one_binary_op(expr, op, shape):
     assert (g.nodes[0].inputs[0] in const) == (op is Op.SUB)
 
 
+def test_add_of_a_per_channel_map_broadcasts():
+    """x + x.mean((2, 3), keepdim=True): an ADD of a (1, 1, 1, C) map over (1, H, W, C), as TFLite broadcasts it."""
+    class Net(nn.Module):
+        def forward(self, x):
+            return x + x.mean((2, 3), keepdim=True)
+
+    g = check_against_torch(Net(), (1, 3, 5, 5))
+    add = next(n for n in g.nodes if n.op is Op.ADD)
+    assert [g.tensors[t].shape for t in add.inputs] == [(1, 5, 5, 3), (1, 1, 1, 3)]
+
+
 @pytest.mark.parametrize("expr,needle", [
     (lambda x: x * x.mean(1, keepdim=True), "mean over axes (1,)"),
     (lambda x: torch.maximum(x, torch.zeros(1)), "maximum with a constant operand"),
