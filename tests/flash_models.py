@@ -4,9 +4,9 @@ and the patch stage to plan.
 
 Calibration: zoo models at small widths and resolutions (10 classes), the MLPerf Tiny shapes, random graphs from
 `random_nets` with and without a patch stage, searched-space networks, and one small graph per op kind the others
-lack (SUB, MUL, MAXIMUM/MINIMUM, lookup-table activations, int8 MEAN, LOG_SOFTMAX, uint8 QUANTIZE edges, a copying
-RESHAPE, two outputs, each data-movement op of `random_nets.MOVEMENTS` and upsampling op of `UPSAMPLES`). Acceptance:
-other widths, resolutions, seeds and architectures.
+lack (SUB, MUL, MAXIMUM/MINIMUM, ADD / SUB / MUL by a broadcast constant, lookup-table activations, int8 MEAN,
+LOG_SOFTMAX, uint8 QUANTIZE edges, a copying RESHAPE, two outputs, each data-movement op of `random_nets.MOVEMENTS`
+and upsampling op of `UPSAMPLES`). Acceptance: other widths, resolutions, seeds and architectures.
 """
 
 from __future__ import annotations
@@ -149,6 +149,21 @@ def int8_edges(seed: int = 0):
     return b.build([out])
 
 
+def const_operands(seed: int = 0):
+    """conv -> ADD of a (C,) constant -> MUL by one value -> SUB from a (1,1,W,1) constant (kb_add_const,
+    kb_mul_const), a fused ReLU on the first."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("const_operands")
+    x = b.input((1, 8, 8, 3), "int8", qparams=QParams.per_tensor(0.02, 0))
+    y = _conv8(b, rng, x, 8, QParams.per_tensor(0.05, 3))
+    for op, shape, act in ((Op.ADD, (8,), Activation.RELU), (Op.MUL, (1,), Activation.NONE),
+                           (Op.SUB, (1, 1, 8, 1), Activation.NONE)):
+        k = b.const(f"k{len(b.nodes)}", rng.integers(-128, 128, shape).astype(np.int8), QParams.per_tensor(0.02, -3))
+        y = b.node(op, [k, y] if op is Op.SUB else [y, k], AddAttrs(act), dtype="int8",
+                   qparams=QParams.per_tensor(0.06, 1))
+    return b.build([y])
+
+
 def two_outputs(seed: int = 0):
     """A RESHAPE of the (caller-owned) input, which must copy, into a FULLY_CONNECTED; and a conv head: two outputs."""
     rng = np.random.default_rng(seed)
@@ -196,6 +211,7 @@ def calibration_models() -> list[FlashModel]:
               *(FlashModel(f"searched s{s}", searched(s, 0.3, 32)) for s in range(3)),
               FlashModel("float-ops", float_ops), FlashModel("int8-edges", int8_edges),
               FlashModel("two-outputs", two_outputs), FlashModel("sparse-convs", sparse_convs),
+              FlashModel("const-operands", const_operands),
               *(FlashModel(f"movement {kind}", functools.partial(movement_model, kind)) for kind in MOVEMENTS),
               *(FlashModel(f"upsample {kind}", functools.partial(upsample_model, kind)) for kind in UPSAMPLES)]
     models += [FlashModel(f"random {s}", random_net(s)[0]) for s in range(16)]

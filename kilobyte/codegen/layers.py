@@ -3,9 +3,10 @@
 Every number a kernel needs (shapes, strides, zero points, clamps, per-channel multipliers and shifts, arena
 offsets) is computed here, at generation time, with the same functions the numpy reference interpreter uses
 (`kilobyte.interp.int8_ref.requant_params`, `add_node_params`, `mul_node_params`, `mean_multiplier`) — one source of
-truth for the arithmetic. Binary ops (ADD, SUB, MUL, MAXIMUM, MINIMUM) run on operands of the output's shape; SUB, MUL,
-MAXIMUM and MINIMUM also take a per-channel (1,1,1,C) operand, broadcast by a pixel stride of 0, and a constant
-operand (a const array in model.c).
+truth for the arithmetic. Binary ops (ADD, SUB, MUL, MAXIMUM, MINIMUM) run on operands of the output's shape, or a
+per-channel (1,1,1,C) operand broadcast by a pixel stride of 0; ADD, SUB and MUL with a constant operand of any
+shape that broadcasts call `kb_add_const` / `kb_mul_const` with the constant's share of each element prepared here
+(`constant_terms`); a constant operand of MAXIMUM / MINIMUM is a const int8 array in model.c.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
-from ..kernels.contracts import add_fields, mul_fields, sparse_scratch_bytes
+from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
 from ..quant.arith import requant_multiplier
 from ..schedule.scratch import conv_columns_bytes
 from .c_text import c_array, c_ident, c_struct
@@ -275,7 +276,10 @@ def _binary_call(node: Node, bufs: Buffers, operands: Operands, struct: str, par
 
 
 def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """int8 ADD and SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_add` / `kb_sub`."""
+    """int8 ADD and SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_add` / `kb_sub`; with a
+    constant operand, `emit_const_operand`."""
+    if constant_operand(graph, node) is not None:
+        return emit_const_operand(graph, node, bufs, plan)
     pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
     operands = binary_operands(graph, node, bufs)
     params = add_fields(graph, node, operands.strides, pixels)
@@ -284,10 +288,26 @@ def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 
 def emit_mul(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """int8 MUL: `kb_mul_params` and `kb_mul`; with a constant operand, `emit_const_operand`."""
+    if constant_operand(graph, node) is not None:
+        return emit_const_operand(graph, node, bufs, plan)
     pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
     operands = binary_operands(graph, node, bufs)
     params = mul_fields(graph, node, operands.strides, pixels)
     return _binary_call(node, bufs, operands, "kb_mul_params", params, "kb_mul", "elementwise")
+
+
+def emit_const_operand(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
+    """ADD / SUB / MUL of an activation and a constant of any shape that broadcasts to it: the constant's share of
+    each element (`constant_terms`) as an int32 array in model.c, one per constant value (a (C,) bias stays C
+    values, never the broadcast map), read by `kb_add_const` / `kb_mul_const` with steps of 0 on broadcast axes."""
+    x, y = node.inputs[1 - constant_operand(graph, node)], node.outputs[0]
+    params, terms = const_fields(graph, node, bufs.cstride(x), bufs.cstride(y))
+    name = f"kb_k_{c_ident(node.name)}"
+    fn, family = ("kb_mul_const", "elementwise") if node.op is Op.MUL else ("kb_add_const", "add")
+    return LayerCode(decls=[c_array(name, "int32_t", terms)],
+                     body=[c_struct("kb_const_params", params), f"{fn}(&p, {bufs.ptr(x)}, {name}, {bufs.ptr(y)});"],
+                     families={family})
 
 
 def emit_minmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:

@@ -101,3 +101,28 @@ def per_channel(const, x: Value, what: str) -> np.ndarray:
         raise LoweringError(f"constant {what} of shape {c.shape} varies along more than the channel axis; only "
                             "per-channel or scalar constants are supported")
     return np.ascontiguousarray(vec)
+
+
+def ir_constant(const, x: Value, what: str) -> np.ndarray:
+    """A constant that broadcasts to `x`, in `x`'s IR layout and in its own broadcast shape (never the broadcast map):
+    against an (N, C, H, W) value a (1, 1, H, W) constant becomes (1, H, W, 1), against (N, C, L) a (C, 1) one
+    becomes (1, 1, 1, C); against a rank-2 value it keeps its shape.
+
+    >>> ir_constant(np.zeros((1, 1, 5, 7)), Value("x", (1, 3, 5, 7)), "term").shape
+    (1, 5, 7, 1)
+    """
+    c = np.asarray(const, np.float32)
+    rank = len(x.shape)
+    try:
+        fits = c.ndim <= rank and np.broadcast_shapes(c.shape, x.shape) == tuple(x.shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise LoweringError(f"constant {what} of shape {c.shape} does not broadcast to {x.shape}")
+    if x.perm is not None and c.size > 1:
+        raise LoweringError(f"constant {what} of shape {c.shape} against a flattened (C, H, W) value: the IR holds "
+                            "its elements in another order")
+    c = c.reshape((1,) * (rank - c.ndim) + c.shape)
+    if rank == 3:
+        c = c[:, :, None, :]  # (N, C, L) -> (N, C, 1, L), as `nhwc` does
+    return np.ascontiguousarray(c.transpose(LAYOUT_AXES[4]) if c.ndim == 4 else c)

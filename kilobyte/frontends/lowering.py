@@ -35,6 +35,7 @@ from .layout import (
     LoweringError,
     Value,
     ir_axis,
+    ir_constant,
     natural_perm,
     nhwc,
     normalize_axes,
@@ -225,6 +226,26 @@ class Lowering:
         return self.batch_norm(x, gamma, beta, np.zeros(c, np.float32), np.ones(c, np.float32), eps=0.0,
                                origin=origin)
 
+    def arith_const(self, op: Op, x: Value, const, *, const_first: bool, origin: str) -> Value:
+        """ADD / SUB / MUL of `x` and a constant (`const_first`: the constant is the first operand, c - x for SUB).
+        A per-channel or single-value constant is a `scale_shift` (folded into a conv before it, else MUL / SUB by
+        constants); one of any other shape that broadcasts stays one ADD / SUB / MUL with the constant in IR layout
+        and its own shape (`ir_constant`; `kb_add_const` / `kb_mul_const` read it by strides)."""
+        c = np.asarray(const, np.float32)
+        try:
+            if len(x.shape) in (2, 3, 4):
+                per_channel(c, x, "operand")
+                scale, shift = {Op.ADD: (1.0, c), Op.MUL: (c, 0.0),
+                                Op.SUB: (-1.0, c) if const_first else (1.0, -c)}[op]
+                return self.scale_shift(x, scale, shift, origin=origin)
+        except LoweringError:
+            pass  # varies along more than the channel axis (or does not broadcast: ir_constant says so)
+        name = next(n for n in (f"const_{k}" for k in range(len(self.builder.tensors) + 1))
+                    if n not in self.builder.tensors)
+        k = self.builder.const(name, ir_constant(c, x, "operand"))
+        return self._emit(op, [k, x.name] if const_first else [x.name, k], AddAttrs(), origin, perm=x.perm,
+                          rank=len(x.shape))
+
     # -- elementwise -----------------------------------------------------------------------------------------------
     def unary(self, op: Op, x: Value, *, origin: str, attrs=None) -> Value:
         """An elementwise op of one input (RELU, RELU6, IDENTITY, LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU);
@@ -246,15 +267,16 @@ class Lowering:
         return self.scale_shift(y, 1.0 / 6.0, 0.0, origin=origin)
 
     def add(self, a: Value, b: Value, *, origin: str) -> Value:
+        """ADD of two activations; of different shapes, broadcast as `binary` does (x + x.mean(..., keepdim=True))."""
         if a.shape != b.shape:
-            raise LoweringError(f"add of shapes {a.shape} and {b.shape}; broadcasting is not supported")
+            return self.binary(Op.ADD, a, b, origin=origin)
         if not same_perm(a.perm, b.perm):
             raise LoweringError("add of two tensors flattened in different orders")
         return self._emit(Op.ADD, [a.name, b.name], AddAttrs(), origin, perm=a.perm, rank=len(a.shape))
 
     def binary(self, op: Op, a: Value, b: Value, *, origin: str) -> Value:
-        """SUB, MUL, MAXIMUM or MINIMUM of two activations of one rank, broadcast as numpy does (e.g. the (1, C, 1, 1)
-        scale of a squeeze-excite block over (1, C, H, W))."""
+        """ADD, SUB, MUL, MAXIMUM or MINIMUM of two activations of one rank, broadcast as numpy does (e.g. the
+        (1, C, 1, 1) scale of a squeeze-excite block over (1, C, H, W))."""
         if len(a.shape) != len(b.shape):
             raise LoweringError(f"{op.value.lower()} of shapes {a.shape} and {b.shape}: operands of different ranks")
         try:
@@ -266,7 +288,7 @@ class Lowering:
         for v in (a, b):
             if not (same_perm(v.perm, perm) or (v.perm is None and np.prod(v.shape) == 1)):
                 raise LoweringError(f"{op.value.lower()} of tensors flattened in different orders")
-        attrs = AddAttrs() if op in (Op.SUB, Op.MUL) else None
+        attrs = AddAttrs() if op in (Op.ADD, Op.SUB, Op.MUL) else None
         return self._emit(op, [a.name, b.name], attrs, origin, perm=perm, rank=len(out))
 
     def softmax(self, x: Value, axis: int, *, origin: str, log: bool = False) -> Value:

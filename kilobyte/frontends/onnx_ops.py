@@ -300,16 +300,13 @@ def reduce_mean(low: Lowering, origin, attrs, ins, opset):
 
 
 def _arith(low: Lowering, origin, op: Op, a, b) -> Value:
-    """Two activations, or an activation and a constant (a per-channel or scalar scale / shift, folded later)."""
+    """Two activations, or an activation and a constant (`Lowering.arith_const`: a per-channel or scalar scale /
+    shift, folded later, or a constant of any broadcast shape)."""
     if isinstance(a, Value) and isinstance(b, Value):
         return low.add(a, b, origin=origin) if op is Op.ADD else low.binary(op, a, b, origin=origin)
     x, c = (a, _const(b, "operand")) if isinstance(a, Value) else (_act(b, "operand"), _const(a, "operand"))
-    if op is Op.ADD:
-        return low.scale_shift(x, 1.0, c, origin=origin)
-    if op is Op.MUL:
-        return low.scale_shift(x, c, 0.0, origin=origin)
-    if op is Op.SUB:  # x - c, or c - x
-        return low.scale_shift(x, 1.0, -c, origin=origin) if x is a else low.scale_shift(x, -1.0, c, origin=origin)
+    if op in (Op.ADD, Op.SUB, Op.MUL):
+        return low.arith_const(op, x, c, const_first=x is not a, origin=origin)
     raise LoweringError(f"{op.value.lower()} with a constant operand is not supported")
 
 

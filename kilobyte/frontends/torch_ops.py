@@ -249,12 +249,8 @@ def _arith(low, origin, op: Op, a, b):
     if isinstance(a, Value) and isinstance(b, Value):
         return low.add(a, b, origin=origin) if op is Op.ADD else low.binary(op, a, b, origin=origin)
     x, c = (a, _constant(b)) if isinstance(a, Value) else (b, _constant(a))
-    if op is Op.ADD:
-        return low.scale_shift(x, 1.0, c, origin=origin)
-    if op is Op.MUL:
-        return low.scale_shift(x, c, 0.0, origin=origin)
-    if op is Op.SUB:  # x - c, or c - x
-        return low.scale_shift(x, 1.0, -c, origin=origin) if x is a else low.scale_shift(x, -1.0, c, origin=origin)
+    if op in (Op.ADD, Op.SUB, Op.MUL):
+        return low.arith_const(op, x, c, const_first=x is not a, origin=origin)
     raise LoweringError(f"{op.value.lower()} with a constant operand is not supported")
 
 

@@ -10,9 +10,11 @@ functions do.
 Beyond the conv / pool / ADD core:
 - MEAN (`mean_int8`, TFLM's integer MEAN; its requantisation in `mean_multiplier`, shared with the code generator);
 - SOFTMAX and LOG_SOFTMAX (`kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields);
-- SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite's broadcast kernels compute the same formula per
-  element), either operand may be a constant; MAXIMUM / MINIMUM compare raw int8 values, so their inputs and output
-  must share params;
+- ADD, SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite Micro's broadcast kernels,
+  `BroadcastAdd6DSlow`, `BroadcastQuantSubSlow`, `BroadcastMul6DSlow`, compute the same formula per element), either
+  operand may be a constant of any shape that broadcasts (a (C,) bias, a single value); `constant_terms` gives a
+  constant operand's share of each element, which the C kernels take from a table; MAXIMUM / MINIMUM compare raw int8
+  values, so their inputs and output must share params;
 - LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
   256-entry table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
 - PRELU: one such table per channel (`kilobyte.interp.prelu`);
@@ -271,6 +273,22 @@ def mul_node_params(graph: Graph, node: Node) -> MulParams:
     return mul_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
 
 
+def constant_terms(graph: Graph, node: Node, k: int) -> np.ndarray:
+    """The share of constant operand `k` (0 or 1) in each element of an int8 ADD / SUB / MUL, in the constant's shape
+    (int64 values in int32 range): what `add_int8` / `sub_int8` / `mul_int8` compute from it alone, so a kernel
+    can take it from a table made here (`kb_add_const`, `kb_mul_const`). ADD / SUB: the rescaled value
+    MBQM((c + offset) << 20, multiplier, shift), negated when SUB subtracts it; MUL: c + offset."""
+    c = np.asarray(graph.tensors[node.inputs[k]].data, np.int64)
+    if node.op is Op.MUL:
+        p = mul_node_params(graph, node)
+        return c + (p.input1_offset, p.input2_offset)[k]
+    p = add_node_params(graph, node)
+    offset, m, s = ((p.input1_offset, p.input1_multiplier, p.input1_shift),
+                    (p.input2_offset, p.input2_multiplier, p.input2_shift))[k]
+    term = multiply_by_quantized_multiplier((c + offset) << p.left_shift, m, s)
+    return -term if node.op is Op.SUB and k == 1 else term
+
+
 def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
     """TFLite Micro's Prepare of an int8 SOFTMAX / LOG_SOFTMAX, refusing what it refuses."""
     log = node.op is Op.LOG_SOFTMAX
@@ -417,7 +435,8 @@ def fully_connected_int8(x, w, bias, p: RequantParams) -> np.ndarray:
 
 
 def add_int8(a, b, p: AddParams) -> np.ndarray:
-    """TFLite's int8 ADD (`AddFunc`) over equal-shaped arrays: inputs shifted left 20 bits, rescaled, summed."""
+    """TFLite's int8 ADD (`AddFunc`): inputs shifted left 20 bits, rescaled, summed. Shapes broadcast as in numpy
+    (TFLite Micro's `BroadcastAdd6DSlow` applies the same function per element)."""
     x = (np.asarray(a, np.int64) + p.input1_offset) << p.left_shift
     y = (np.asarray(b, np.int64) + p.input2_offset) << p.left_shift
     x = multiply_by_quantized_multiplier(x, p.input1_multiplier, p.input1_shift)

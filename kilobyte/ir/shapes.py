@@ -54,10 +54,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         return (x[0], w[0])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         return _window_shape(x, attrs.kernel[0], attrs.kernel[1], attrs, x[3])
-    if op is Op.ADD:
-        if any(s != x for s in shapes[1:]):
-            raise ShapeError(f"add operands differ in shape: {shapes}")
-        return x
     if op in BINARY_OPS:
         if len(shapes) != 2:
             raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
@@ -137,7 +133,7 @@ def _transpose_conv_shape(attrs, x: tuple[int, ...], w: tuple[int, ...]) -> tupl
             transpose_conv_out_size(x[2], w[2], attrs.stride[1], left, r), w[0])
 
 
-BINARY_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting
+BINARY_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:

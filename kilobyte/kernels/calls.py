@@ -2,9 +2,9 @@
 
 The code generator (`codegen/layers.py`, `codegen/patch_loop.py`) writes the calls and the Flash model
 (`schedule/flash.py`) counts the code they pull into the linked firmware, so both ask this module: a conv's variant
-(1x1 fast path, unrolled 3x3, general), an in-place depthwise conv's unrolled variant, an ADD or a SUB, ... Only the
-functions a model calls are linked (`-ffunction-sections -Wl,--gc-sections`), and in the DSP set a 1x1 conv and a
-general one differ by 4 KB, so the family alone does not say how much code a model has.
+(1x1 fast path, unrolled 3x3, general), an in-place depthwise conv's unrolled variant, an ADD or a SUB, an ADD / SUB /
+MUL by a constant, ... Only the functions a model calls are linked (`-ffunction-sections -Wl,--gc-sections`), and in
+the DSP set a 1x1 conv and a general one differ by 4 KB, so the family alone does not say how much code a model has.
 
 >>> ENTRY_POINTS["pool"]
 ('kb_avg_pool', 'kb_max_pool')
@@ -13,7 +13,7 @@ general one differ by 4 KB, so the family alone does not say how much code a mod
 from __future__ import annotations
 
 from ..ir import Graph, Node, Op
-from .contracts import contract_for
+from .contracts import constant_operand, contract_for
 
 # Kernel family -> the functions of its C file that generated code may call (`runtime.KERNEL_FILES`). `memmove` is
 # the C library's: a RESHAPE that cannot alias its input copies its bytes with it.
@@ -23,14 +23,14 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "depthwise": ("kb_depthwise", "kb_depthwise_inplace", "kb_depthwise_inplace_3x3", "kb_depthwise_inplace_5x5",
                   "kb_depthwise_inplace_7x7"),
     "fc": ("kb_fully_connected",),
-    "add": ("kb_add", "kb_sub"),
+    "add": ("kb_add", "kb_sub", "kb_add_const"),
     "pool": ("kb_avg_pool", "kb_max_pool"),
     "mean": ("kb_mean",),
     "concat": ("kb_copy_channels",),
     "pad": ("kb_pad",),
     "quantize": ("kb_requantize_u8_i8", "kb_requantize_i8_u8"),
     "softmax": ("kb_softmax", "kb_log_softmax"),
-    "elementwise": ("kb_mul", "kb_maximum", "kb_minimum"),
+    "elementwise": ("kb_mul", "kb_maximum", "kb_minimum", "kb_mul_const"),
     "lut": ("kb_lut",),
     "movement": ("kb_strided_copy", "kb_reduce_max"),
     "resize": ("kb_resize_nearest", "kb_resize_bilinear"),
@@ -86,6 +86,8 @@ def node_function(graph: Graph, node: Node, in_place: bool = False) -> str | Non
         return inplace_depthwise_kernel(node, kernel) if in_place else "kb_depthwise"
     if node.op is Op.QUANTIZE:
         return "kb_requantize_u8_i8" if graph.tensors[node.inputs[0]].dtype == "uint8" else "kb_requantize_i8_u8"
+    if constant_operand(graph, node) is not None:  # ADD / SUB / MUL by a constant: its terms prepared
+        return "kb_mul_const" if node.op is Op.MUL else "kb_add_const"
     if node.op in _BY_OP:
         return _BY_OP[node.op]
     return "kb_lut" if contract_for(node).family == "lut" else None

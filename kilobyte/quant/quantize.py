@@ -11,7 +11,7 @@ converter chooses:
   LEAKY_RELU, GELU, ELU, RELU_N1_TO_1, EXP, LOG and a RELU left standing (each calibrated on its own);
 - weights are int8 per-output-channel symmetric (zero point 0, scale `max|w| / 127`): CONV_2D and TRANSPOSE_CONV
   axis 0, DEPTHWISE axis 3, FULLY_CONNECTED axis 0 (TFLite Micro supports per-channel FC); biases are int32 with
-  scale `s_in · s_w[c]`, axis 0; a constant operand of SUB / MUL is int8 per tensor from its own range (of
+  scale `s_in · s_w[c]`, axis 0; a constant operand of ADD / SUB / MUL is int8 per tensor from its own range (of
   MAXIMUM / MINIMUM: their shared params);
 - ops that move values without rescaling share one set of params between inputs and output: MAX_POOL_2D,
   AVG_POOL_2D, RESHAPE, PAD, IDENTITY, TRANSPOSE, STRIDED_SLICE, TILE, REDUCE_MAX, RESIZE_NEAREST_NEIGHBOR,
@@ -46,7 +46,7 @@ SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, 
                             Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR})
 FIXED_QPARAMS = {**FIXED_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS, Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
 WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0, Op.TRANSPOSE_CONV: 0}
-CONSTANT_OPERAND_OPS = frozenset({Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.PRELU})  # PRELU: its alpha
+CONSTANT_OPERAND_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.PRELU})  # PRELU: its alpha
 
 
 def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentile: float = 99.99) -> Graph:
@@ -111,7 +111,7 @@ def _check_float_inference_graph(graph: Graph) -> None:
         if consts and (n.op not in allowed or len(consts) == len(n.inputs)):
             raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): constant operand '{consts[0]}' cannot be "
                                      f"quantised (only conv / depthwise / FC weights and biases, and one operand of "
-                                     f"SUB / MUL / MAXIMUM / MINIMUM can be constants)")
+                                     f"ADD / SUB / MUL / MAXIMUM / MINIMUM can be constants)")
         if n.op is Op.CONCAT and n.attrs.activation is not Activation.NONE:
             raise UnsupportedOpError(f"node '{n.name}' (CONCAT): int8 concat cannot fuse an activation")
 
@@ -221,7 +221,7 @@ def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray
 
 def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
     """int8 weight and int32 bias tensors of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node, or the int8
-    constant operand of a SUB / MUL / MAXIMUM / MINIMUM node."""
+    constant operand of an ADD / SUB / MUL / MAXIMUM / MINIMUM node."""
     if node.op in CONSTANT_OPERAND_OPS:
         return [_constant_operand(graph.tensors[t], node, qparams) for t in node.inputs if graph.tensors[t].is_const]
     if node.op not in WEIGHT_AXIS:
@@ -261,7 +261,7 @@ _INT8_ZERO = np.int8(0)
 
 
 def _constant_operand(t: Tensor, node: Node, qparams: dict[str, QParams]) -> Tensor:
-    """A constant operand as int8 per tensor: with its own range (SUB, MUL), or the params it shares (MAXIMUM,
+    """A constant operand as int8 per tensor: with its own range (ADD, SUB, MUL), or the params it shares (MAXIMUM,
     MINIMUM, whose kernels compare raw values)."""
     q = qparams[node.outputs[0]] if node.op in SHARED_QPARAMS else choose_qparams(t.data.min(), t.data.max())
     return _const(t, quantize_values(t.data, q.scale[0], q.zero_point[0]), q)

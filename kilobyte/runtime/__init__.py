@@ -152,6 +152,8 @@ AddParams = _struct("AddParams", """pixels c in1_cstride in2_cstride out_cstride
 MulParams = _struct("MulParams", """pixels c in1_cstride in2_cstride out_cstride in1_offset in2_offset out_mult
     out_shift out_offset act_min act_max""")
 MinMaxParams = _struct("MinMaxParams", "pixels c in1_cstride in2_cstride out_cstride")
+ConstParams = _struct("ConstParams", """rows cols c in_row in_col in_c k_row k_col k_c out_row out_col in_offset
+    left_shift in_mult in_shift neg out_mult out_shift out_offset act_min act_max""")
 PadParams = _struct("PadParams", """in_h in_w in_c in_cstride pad_t pad_b pad_l pad_r pad_c0 pad_c1 out_cstride
     value in_row out_row""")
 MeanParams = _struct("MeanParams", "outer reduce inner c in_cstride out_cstride sum_offset mult shift out_offset")
@@ -170,7 +172,7 @@ class StridesParams(ctypes.Structure):
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
            "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
            "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams,
-           "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams}
+           "kb_const_params": ConstParams, "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _I16, _U16 = ctypes.POINTER(ctypes.c_int16), ctypes.POINTER(ctypes.c_uint16)
@@ -189,6 +191,8 @@ SIGNATURES = {
     "kb_add": [ctypes.POINTER(AddParams), _I8, _I8, _I8],
     "kb_sub": [ctypes.POINTER(AddParams), _I8, _I8, _I8],
     "kb_mul": [ctypes.POINTER(MulParams), _I8, _I8, _I8],
+    "kb_add_const": [ctypes.POINTER(ConstParams), _I8, _I32, _I8],
+    "kb_mul_const": [ctypes.POINTER(ConstParams), _I8, _I32, _I8],
     "kb_maximum": [ctypes.POINTER(MinMaxParams), _I8, _I8, _I8],
     "kb_minimum": [ctypes.POINTER(MinMaxParams), _I8, _I8, _I8],
     "kb_avg_pool": [_conv, _I8, _I8],
@@ -235,7 +239,7 @@ def load(path: str | Path) -> ctypes.CDLL:
     return lib
 
 
-__all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConvParams", "FcParams", "HEADERS", "KERNEL_FILES", "MeanParams",
-           "MinMaxParams", "MulParams", "PadParams", "RESTYPES", "RequantizeParams", "ResizeParams", "SANITIZE_FLAGS",
-           "SIGNATURES", "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files", "assembly_for", "build_cached",
-           "build_shared", "load", "sanitizer_env", "sources_for"]
+__all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConstParams", "ConvParams", "FcParams", "HEADERS",
+           "KERNEL_FILES", "MeanParams", "MinMaxParams", "MulParams", "PadParams", "RESTYPES", "RequantizeParams",
+           "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files",
+           "assembly_for", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]

@@ -23,12 +23,14 @@ from ..ir import Graph, Op
 from ..ir.shapes import BINARY_OPS
 from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
+from ..kernels.contracts import constant_operand
 from ..transforms.fuse_activation import can_fuse
 from .flash import WEIGHTED_OPS, code_bytes, generated_code
 from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
+TERM_BYTES = 4  # an int32 term per value of an ADD / SUB / MUL constant operand (kb_add_const, kb_mul_const)
 PER_CHANNEL_BYTES = 12  # a weighted layer's int32 bias, multiplier and shift per output channel
 
 
@@ -53,9 +55,10 @@ class Resources:
 def constant_bytes(graph: Graph) -> int:
     """Bytes of the constant arrays the generated C holds for `graph` (an int8 graph): per weighted layer its int8
     weights, one int32 bias per output channel (zeros if the layer has none), and an int32 multiplier and shift; per
-    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6) its 256-byte table; per constant operand of a
-    binary op its int8 values (one per channel for a per-channel or single-value constant); per resize its int16
-    table of source rows and columns."""
+    int8 unary op (LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6) its 256-byte table; per constant operand of
+    ADD / SUB / MUL one int32 term per value it has (never broadcast); per constant operand of MAXIMUM / MINIMUM its
+    int8 values (one per channel for a per-channel or single-value constant); per resize its int16 table of source
+    rows and columns."""
     total = 0
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
@@ -65,6 +68,8 @@ def constant_bytes(graph: Graph) -> int:
             total += LUT_BYTES
         elif node.op is Op.PRELU and graph.tensors[node.inputs[0]].dtype == "int8":  # a table per alpha
             total += LUT_BYTES * (1 if graph.tensors[node.inputs[1]].numel == 1 else out_shape[-1])
+        elif constant_operand(graph, node) is not None:
+            total += TERM_BYTES * graph.tensors[node.inputs[constant_operand(graph, node)]].numel
         elif node.op in BINARY_OPS:
             consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
             total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)

@@ -30,6 +30,7 @@ from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
 from ..kernels import contract_for, is_sparse
 from ..kernels.calls import ENTRY_POINTS, node_function
+from ..kernels.contracts import constant_operand, node_struct
 from ..kernels.movement import movement_calls
 from . import code_size
 from .inplace import slice_placement
@@ -82,9 +83,9 @@ def layer_kind(graph: Graph, node: Node) -> str | None:
     return contract_for(node).family
 
 
-def _struct_bytes(node: Node) -> int:
+def _struct_bytes(graph: Graph, node: Node) -> int:
     """Bytes of `node`'s static parameter struct + its padding."""
-    struct = contract_for(node).struct
+    struct = node_struct(graph, node)
     return struct_bytes(struct) + STRUCT_PAD if struct else 0
 
 
@@ -102,7 +103,7 @@ def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str]
         if name in fused:
             layers.append((name, "conv_add"))
             functions.add("kb_conv_1x1_add")
-            data += _struct_bytes(node) + _struct_bytes(graph.node(fused[name]))
+            data += _struct_bytes(graph, node) + _struct_bytes(graph, graph.node(fused[name]))
         elif node.op is Op.RESHAPE:
             if node.outputs[0] not in steps.storage.reshape_of:  # not an alias: one copy
                 layers.append((name, "reshape"))
@@ -122,7 +123,7 @@ def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str]
                     strides = tuple(slice_placement(steps.storage, graph, t)[1] for t in (node.inputs[0],
                                                                                           node.outputs[0]))
                     calls = movement_calls(graph, node, strides)
-                data += calls * _struct_bytes(node)
+                data += calls * _struct_bytes(graph, node)
     return layers, functions, data
 
 
@@ -153,11 +154,12 @@ def stage_code(graph: Graph, stage) -> tuple[list[str], set[str], int]:
 
 
 def constant_allowance(graph: Graph) -> int:
-    """The most padding the linker can put before model.c's weight arrays and lookup tables."""
+    """The most padding the linker can put before model.c's weight arrays, lookup tables and constant terms."""
     weighted = sum(1 for n in graph.nodes if n.op in WEIGHTED_OPS)
     tables = sum(1 for n in graph.nodes
                  if n.op in UNARY_OPS | {Op.PRELU} and graph.tensors[n.inputs[0]].dtype == "int8")
-    return weighted * WEIGHTED_PAD + tables * STRUCT_PAD
+    terms = sum(1 for n in graph.nodes if constant_operand(graph, n) is not None)
+    return weighted * WEIGHTED_PAD + (tables + terms) * STRUCT_PAD
 
 
 def generated_code(graph: Graph, steps) -> GeneratedCode:

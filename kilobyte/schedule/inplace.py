@@ -133,8 +133,11 @@ def _candidates(graph: Graph, options: PlanOptions, slices: dict) -> tuple[dict,
         ins = [t for t in activation_inputs(graph, n) if t not in graph.inputs]
         if rule is None or not ins or n.outputs[0] in slices:
             continue
-        if rule.elementwise:  # ADD: element i over element i of any dying input
-            cands[n.name], scratch[n.name] = tuple(ins if rule.inputs == "any" else ins[:1]), 0
+        if rule.elementwise:  # ADD: element i over element i of any dying input of the output's shape (not one
+            out_shape = graph.tensors[n.outputs[0]].shape  # it broadcasts: a constant is never an activation input)
+            ins = [t for t in ins if graph.tensors[t].shape == out_shape]
+            if ins:
+                cands[n.name], scratch[n.name] = tuple(ins if rule.inputs == "any" else ins[:1]), 0
             continue
         # channel by channel through one padded channel (TinyEngine in-place DW): the output no larger than the
         # input, and used only when it saves bytes (padded channel < output)

@@ -161,7 +161,10 @@ def _check_node(graph: Graph, node: Node, made: set[str]) -> None:
     if node.op is Op.CONV_2D and not is_local(node):
         raise PatchStageError(f"patch stage: node '{node.name}' stores its weights {node.attrs.weight_format} and runs "
                               "per layer (kb_sparse_conv.c); end the stage before it")
-    if not is_local(node) or not (concat_ok and pad_ok) or len(shape) != 4:
+    # an ADD broadcasting an operand (a constant's terms, a (1,1,1,C) map) is no tile-by-tile sum (kb_add_const)
+    add_ok = node.op is not Op.ADD or all(graph.tensors[t].shape == shape and not graph.tensors[t].is_const
+                                          for t in node.inputs)
+    if not is_local(node) or not (concat_ok and pad_ok and add_ok) or len(shape) != 4:
         raise PatchStageError(f"patch stage: node '{node.name}' ({node.op.value}) is not spatially local; end "
                               f"the stage before it")
 

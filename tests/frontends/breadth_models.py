@@ -1,4 +1,4 @@
-"""Ten ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
+"""Eleven ordinary PyTorch modules a new user would try first, shared by tests/frontends/test_breadth_{torch,onnx}.py.
 
 Each `Case` holds a factory (seeded weights, randomised BatchNorm statistics), its NCHW / NCL input shape and the
 calibration data it is quantised with.
@@ -15,7 +15,10 @@ calibration data it is quantised with.
   resizes with and without align_corners, a nearest resize to a given size, a sigmoid mask head;
 - `gelu_head`: GELU convs (exact, then tanh) and a global max pool (nn.AdaptiveMaxPool2d(1) -> MAX_POOL_2D);
 - `kws_conv1d`: keyword spotting over 40 MFCC bands x 49 frames, Conv1d / BatchNorm1d / MaxPool1d /
-  AdaptiveAvgPool1d, then Linear.
+  AdaptiveAvgPool1d, then Linear;
+- `broadcast_constants`: the constants hand-written modules add, multiply and subtract (a (C,) bias after a ReLU, as
+  a pre-activation ResNet's folded BatchNorm, a scale and a shift by one value, a (1, 1, H, W) positional term, a
+  (W,) row scale, c - x): ADD / SUB / MUL by constants of several broadcast shapes.
 """
 
 from __future__ import annotations
@@ -168,6 +171,22 @@ class KeywordSpotter(nn.Module):
         return self.fc(self.features(x).flatten(1))
 
 
+class BroadcastConstants(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 6, 3, padding=1)
+        self.bias = nn.Parameter(0.3 * torch.randn(8))
+        self.pos = nn.Parameter(0.5 * torch.randn(1, 1, 16, 12))
+        self.row = nn.Parameter(0.5 + torch.rand(12))
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):  # (N, 3, 16, 12)
+        y = F.relu(self.conv1(x)) + self.bias.view(1, -1, 1, 1)
+        y = (y * 0.5 - 0.25) + self.pos
+        y = F.relu(self.conv2(1.0 - y * self.row))
+        return self.fc(y.mean((2, 3)))
+
+
 @dataclass(frozen=True)
 class Case:
     make: Callable[[], nn.Module]
@@ -188,6 +207,7 @@ CASES = {
     "segmentation_decoder": Case(SegmentationDecoder, (1, 3, 24, 20)),
     "gelu_head": Case(GeluHead, (1, 3, 16, 16)),
     "kws_conv1d": Case(KeywordSpotter, (1, 40, 49)),
+    "broadcast_constants": Case(BroadcastConstants, (1, 3, 16, 12)),
 }
 
 

@@ -30,7 +30,8 @@ def test_module_imports_quantises_and_runs_bit_exact(name, tmp_path):
                 "lenet": {Op.LOG_SOFTMAX}, "kws_conv1d": {Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.MAX_POOL_2D, Op.MEAN},
                 "unet": {Op.RESIZE_NEAREST_NEIGHBOR, Op.CONCAT}, "decoder": {Op.TRANSPOSE_CONV, Op.LEAKY_RELU},
                 "segmentation_decoder": {Op.TRANSPOSE_CONV, Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR},
-                "gelu_head": {Op.GELU}, "lenet5_tanh": {Op.TANH, Op.AVG_POOL_2D},
+                "gelu_head": {Op.GELU}, "broadcast_constants": {Op.ADD, Op.SUB, Op.MUL},
+                "lenet5_tanh": {Op.TANH, Op.AVG_POOL_2D},
                 "smooth_activations": {Op.TANH, Op.ELU, Op.PRELU},
                 "unit_clamp_exp_log": {Op.RELU_N1_TO_1, Op.EXP, Op.LOG}}
     assert expected.get(name, set()) <= set(result["ops"])

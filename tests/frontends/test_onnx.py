@@ -254,7 +254,8 @@ def test_nodes_the_ir_lacks_name_what_they_need(op, inits, needle):
 
 
 @pytest.mark.parametrize("node,inits,needle", [
-    (helper.make_node("Add", ["x", "k"], ["y"]), {"k": rand(1, 3, 4, 4)}, "(ONNX Add): constant term of shape"),
+    (helper.make_node("Add", ["x", "k"], ["y"]), {"k": rand(2, 4, 4)},
+     "(ONNX Add): constant operand of shape (2, 4, 4) does not broadcast"),
     (helper.make_node("Conv", ["x", "w"], ["y"], group=3), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): grouped"),
     (helper.make_node("Conv", ["x", "w"], ["y"], group=1), {"w": rand(6, 1, 3, 3)}, "(ONNX Conv): conv input"),
     (helper.make_node("ReduceMean", ["x"], ["y"], axes=[1]), {}, "only the spatial axes"),

@@ -49,3 +49,42 @@ def test_explicit_pads_are_folded_on_import(tmp_path):
     result = compile_model(model, tmp_path / "c")
     report = verify_project(result.out_dir, n_random=3, sanitize=False)
     assert report.ok and "tflm" in report.engines, report.mismatches
+
+
+def _const_add_net():
+    """int8: conv -> ADD of a (C,) constant (a pre-activation ResNet's folded BatchNorm) -> ADD of a (1,) constant
+    given first (a TinyEngine MCUNetV2 model's) -> MUL by a (C,) constant -> RELU-fused SUB of a (1, 1, W, 1) one."""
+    from kilobyte.ir import Activation, AddAttrs, QParams
+
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("const_adds")
+    x = b.input((1, 6, 5, 3), "int8", qparams=QParams.per_tensor(0.02, -4))
+    s_w = np.full(8, 0.004, np.float32)
+    w = b.const("w", rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8), QParams(s_w, np.zeros(8, np.int64), 0))
+    y = b.node(Op.CONV_2D, [x, w], ConvAttrs(padding=(1, 1, 1, 1)), dtype="int8",
+               qparams=QParams.per_tensor(0.05, 6))
+    for op, shape, first, act in ((Op.ADD, (8,), False, Activation.NONE), (Op.ADD, (1,), True, Activation.RELU),
+                                  (Op.MUL, (8,), False, Activation.NONE), (Op.SUB, (1, 1, 5, 1), False,
+                                                                           Activation.RELU)):
+        k = b.const(f"k{len(b.nodes)}", rng.integers(-128, 128, shape).astype(np.int8), QParams.per_tensor(0.03, 7))
+        y = b.node(op, [k, y] if first else [y, k], AddAttrs(act), dtype="int8",
+                   qparams=QParams.per_tensor(0.1 if op is Op.MUL else 0.06, -20))
+    return b.build([y])
+
+
+def test_broadcast_constant_operands_load_compile_and_verify(tmp_path):
+    """A `.tflite` file with ADD / SUB / MUL by (C,), (1,) and (1, 1, W, 1) constants (refused as "add operands differ
+    in shape" before): read with the constants in their own shapes, compiled, C == reference == TFLite Micro."""
+    graph = _const_add_net()
+    path = tmp_path / "const_adds.tflite"
+    path.write_bytes(to_tflite(graph))
+    model = load(str(path))
+    shapes = [model.graph.tensors[t].shape for n in model.graph.nodes for t in n.inputs
+              if n.op is not Op.CONV_2D and model.graph.tensors[t].is_const]
+    assert shapes == [(8,), (1,), (8,), (1, 1, 5, 1)]
+    x = np.random.default_rng(4).integers(-128, 128, (1, 6, 5, 3)).astype(np.int8)
+    want = run_int8(graph, x)[graph.outputs[0]]
+    np.testing.assert_array_equal(run_int8(model.graph, x)[model.graph.outputs[0]], want)
+    result = compile_model(model, tmp_path / "c")
+    report = verify_project(result.out_dir, n_random=3, sanitize=False)
+    assert report.ok and "tflm" in report.engines, report.mismatches

@@ -243,10 +243,41 @@ def test_hardsigmoid_is_relu6_of_a_shift_then_a_scale():
                                1 / 6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("expr,op,shape", [
+    (lambda x: x * torch.arange(75.0).reshape(1, 3, 5, 5), Op.MUL, (1, 5, 5, 3)),  # a full map, NCHW -> NHWC
+    (lambda x: x + torch.linspace(-1, 1, 25).reshape(1, 1, 5, 5), Op.ADD, (1, 5, 5, 1)),  # (H, W) positional
+    (lambda x: torch.linspace(0, 1, 5) - x, Op.SUB, (1, 1, 5, 1)),  # a (W,) row, the constant first
+    (lambda x: x * torch.linspace(1, 2, 15).reshape(3, 5, 1), Op.MUL, (1, 5, 1, 3)),  # (C, H, 1)
+])
+def test_constants_varying_beyond_channels_are_one_binary_op(expr, op, shape):
+    """A constant varying along more than the channel axis stays one ADD / SUB / MUL, the constant in IR layout in its
+    own broadcast shape (a per-channel or single value one is a BATCH_NORM, folded or lowered later)."""
+    class Net(nn.Module):
+        def forward(self, x):
+            return expr(x)
+
+    g = check_against_torch(Net(), (1, 3, 5, 5))
+    assert ops(g) == [op]
+    const = [t for t in g.nodes[0].inputs if g.tensors[t].is_const]
+    assert [g.tensors[t].shape for t in const] == [shape]
+    assert (g.nodes[0].inputs[0] in const) == (op is Op.SUB)
+
+
+def test_add_of_a_per_channel_map_broadcasts():
+    """x + x.mean((2, 3), keepdim=True): an ADD of a (1, 1, 1, C) map over (1, H, W, C), as TFLite broadcasts it."""
+    class Net(nn.Module):
+        def forward(self, x):
+            return x + x.mean((2, 3), keepdim=True)
+
+    g = check_against_torch(Net(), (1, 3, 5, 5))
+    add = next(n for n in g.nodes if n.op is Op.ADD)
+    assert [g.tensors[t].shape for t in add.inputs] == [(1, 5, 5, 3), (1, 1, 1, 3)]
+
+
 @pytest.mark.parametrize("expr,needle", [
     (lambda x: x * x.mean(1, keepdim=True), "mean over axes (1,)"),
     (lambda x: torch.maximum(x, torch.zeros(1)), "maximum with a constant operand"),
-    (lambda x: x * torch.arange(75.0).reshape(1, 3, 5, 5), "varies along more than the channel axis"),
+    (lambda x: x * torch.ones(1, 1, 3, 5, 5), "of shape (1, 1, 3, 5, 5) does not broadcast to (1, 3, 5, 5)"),
     (lambda x: 2.0 / x, "main input is a constant"),
     (lambda x: x + x.mean((2, 3)), "add of shapes (1, 3, 5, 5) and (1, 3)"),
 ])

@@ -37,7 +37,7 @@ def test_errors():
 
 
 def test_binary_ops_broadcast_like_numpy():
-    for op in (Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM):
+    for op in (Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM):
         assert infer_shape(op, None, [(1, 4, 5, 6), (1, 4, 5, 6)]) == (1, 4, 5, 6)
         assert infer_shape(op, None, [(1, 1, 1, 6), (1, 4, 5, 6)]) == (1, 4, 5, 6)
         assert infer_shape(op, None, [(1, 4, 5, 6), (6,)]) == (1, 4, 5, 6)
@@ -46,8 +46,7 @@ def test_binary_ops_broadcast_like_numpy():
             infer_shape(op, None, [(1, 4, 5, 6), (1, 4, 5, 3)])
         with pytest.raises(ShapeError, match="two operands"):
             infer_shape(op, None, [(1, 4, 5, 6)])
-    with pytest.raises(ShapeError, match="add operands differ"):  # ADD keeps its equal-shapes rule
-        infer_shape(Op.ADD, None, [(1, 4, 5, 6), (1, 1, 1, 6)])
+        assert infer_shape(op, None, [(1,), (1, 4, 5, 6)]) == (1, 4, 5, 6)  # a single value, first
 
 
 @given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())

@@ -161,9 +161,25 @@ def test_rejects_training_ops_naming_the_node(op):
 def test_rejects_constant_activation_operand():
     b = GraphBuilder()
     x = b.input((1, 4))
-    y = b.node(Op.ADD, [x, b.const("offset", np.ones((1, 4), np.float32))])
-    with pytest.raises(UnsupportedOpError, match="add_0.*offset"):
+    y = b.node(Op.CONCAT, [x, b.const("offset", np.ones((1, 4), np.float32))], ConcatAttrs(axis=1))
+    with pytest.raises(UnsupportedOpError, match="concat_0.*offset"):
         quantize(b.build([y]), np.zeros((1, 4), np.float32))
+
+
+def test_add_of_a_broadcast_constant_is_int8_from_its_own_range():
+    """ADD of a (4,) constant (a folded batch norm's bias): the constant int8 per tensor over its own range, kept in
+    its shape; the int8 result within a step or two of the float one."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    bias = np.array([-0.5, 0.25, 1.5, 3.0], np.float32)
+    y = b.node(Op.ADD, [b.input((1, 3, 3, 4)), b.const("bias", bias)])
+    x = rng.normal(size=(16, 3, 3, 4)).astype(np.float32)
+    q = quantize(b.build([y]), x)
+    k = q.tensors["bias"]
+    assert k.dtype == "int8" and k.shape == (4,) and (k.data.min(), k.data.max()) == (-128, 127)
+    step = float(q.tensors[y].qparams.scale[0])
+    got = dequantize_output(q, run_int8(q, quantize_input(q, x))[y], y)
+    assert np.abs(got - (x + bias)).max() <= 2 * step
 
 
 def test_rejects_already_quantised_graph():

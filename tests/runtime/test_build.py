@@ -66,7 +66,8 @@ def test_kernels_under_sanitizers():
     env = {**os.environ, **rt.sanitizer_env(), "KB_RUNTIME_SANITIZE": "1"}
     here = Path(__file__).parent
     files = [str(here / f) for f in ("test_kernels.py", "test_softmax_kernel.py", "test_lut_kernel.py",
-                                     "test_movement_kernel.py", "test_upsample_kernel.py")]
+                                     "test_movement_kernel.py", "test_upsample_kernel.py",
+                                     "test_const_kernels.py")]
     cmd = [sys.executable, "-m", "pytest", *files, "-q", "-x", "-p", "no:cacheprovider"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here.parents[1], timeout=300)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

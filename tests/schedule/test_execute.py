@@ -316,6 +316,24 @@ def test_fused_conv_add_runs_over_the_residual():
         execute_plan(q, dataclasses.replace(plan, fused={"conv_2d_1": "add_0"}), x)
 
 
+def test_add_of_a_constant_runs_in_place():
+    """conv -> ADD of a (C,) constant -> ADD of a (1, H, 1, 1) one: each ADD over its dying input (the constants take
+    no placement), bit-exact; a (1, 1, 1, C) activation operand is never overwritten (it is smaller than the output)."""
+    rng = np.random.default_rng(6)
+    b = GraphBuilder()
+    x = b.node(Op.CONV_2D, [b.input((1, 5, 4, 3))], ConvAttrs(padding=(1, 1, 1, 1)),
+               params={"weight": rng.normal(0, 0.5, (6, 3, 3, 3))})
+    y = b.node(Op.ADD, [x, b.const("bias", rng.normal(0, 1, 6).astype(np.float32))])
+    y = b.node(Op.ADD, [b.const("rows", rng.normal(0, 1, (1, 5, 1, 1)).astype(np.float32)), y])
+    m = b.node(Op.MEAN, [y], MeanAttrs((1, 2), keepdims=True))
+    q, xq = _int8(b.build([b.node(Op.ADD, [m, y])]))
+    plan = make_plan(q, PlanOptions())
+    assert plan.inplace == {"add_0": "conv_2d_0", "add_1": "add_0", "add_2": "add_1"}
+    assert not {"bias", "rows"} & set(plan.placements)
+    _assert_bit_exact(q, plan, xq)
+    _assert_bit_exact(q, make_plan(q, NO_RULES), xq)
+
+
 def test_window_wholly_in_padding():
     """A strided 1x1 conv with padding: its first output row reads only padding, so that patch needs nothing of
     the layer before (an empty tile) and runs on zero-point padding alone."""

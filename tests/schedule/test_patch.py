@@ -271,6 +271,20 @@ def test_stage_must_be_spatially_local_and_fit_the_grid():
         plan_patch_stage(g, _names(g), 3, 5)
 
 
+@pytest.mark.parametrize("shape", [(4,), (1,), (1, 4, 1, 1)])
+def test_an_add_of_a_constant_ends_the_stage(shape):
+    """An ADD of a constant (any broadcast shape; kb_add_const) is no tile-by-tile sum: it ends a stage (the ADD of
+    two equal maps in `_small_graph` is inside the stages above)."""
+    b = GraphBuilder()
+    a = _conv(b, b.input((1, 8, 8, 2)), 4, stride=2)
+    y = b.node(Op.ADD, [a, b.const("k", np.ones(shape, np.float32))])
+    g = b.build([_conv(b, y, 4)])
+    add = next(n.name for n in g.nodes if n.op is Op.ADD)
+    with pytest.raises(PatchStageError, match=f"{add}.*not spatially local"):
+        stage_nodes(g, _names(g), len(g.nodes))
+    assert all(g.nodes[n - 1].op is not Op.ADD for n in candidate_cuts(g, _names(g)))
+
+
 def test_outputs_of_different_sizes_are_refused():
     b = GraphBuilder()
     x = b.input((1, 8, 8, 2))

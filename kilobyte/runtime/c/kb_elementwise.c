@@ -6,6 +6,8 @@
  * since its broadcast path computes the same formula per element. When all three are dense the loop runs over the
  * whole tensor as one row. MUL rescales the product of the two offset inputs once; MAXIMUM / MINIMUM compare the raw
  * int8 values (valid because inputs and output share quantisation params, which the code generator checks).
+ * kb_mul_const multiplies an activation by a constant of any shape that broadcasts to it (kb_const_params: the
+ * constant's values with their offset added, read by steps that are 0 on broadcast axes).
  */
 #include "kilobyte.h"
 #include "kb_requant.h"
@@ -45,6 +47,28 @@ void kb_mul(const kb_mul_params *p, const int8_t *in1, const int8_t *in2, int8_t
     }
     for (int32_t px = 0; px < p->pixels; ++px) {
         mul_row(&k, in1 + px * p->in1_cstride, in2 + px * p->in2_cstride, p->c, out + px * p->out_cstride);
+    }
+}
+
+/* MUL of an activation and constant terms (each the constant's value plus its offset): one rescale per element. */
+void kb_mul_const(const kb_const_params *p, const int8_t *in, const int32_t *terms, int8_t *out)
+{
+    const kb_const_params q = *p;  /* locals: the int8 stores may not alias them */
+    const kb_rq_channel so = kb_rq_channel_of(0, q.out_mult, q.out_shift);
+    const kb_rq_bounds bd = kb_rq_bounds_of(q.out_offset, q.act_min, q.act_max);
+    for (int32_t r = 0; r < q.rows; ++r) {
+        for (int32_t col = 0; col < q.cols; ++col) {
+            const int8_t *x = in + r * q.in_row + col * q.in_col;
+            const int32_t *t = terms + r * q.k_row + col * q.k_col;
+            int8_t *y = out + r * q.out_row + col * q.out_col;
+            for (int32_t i = 0; i < q.c; ++i) {
+                /* both factors are in [-255, 255] */
+                int32_t v = kb_rq_scale_v((x[i * q.in_c] + q.in_offset) * t[i * q.k_c], &so);
+                v = v < bd.lo ? bd.lo : v;
+                v = v > bd.hi ? bd.hi : v;
+                y[i] = (int8_t)(v + bd.out_offset);
+            }
+        }
     }
 }
 

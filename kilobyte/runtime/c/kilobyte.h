@@ -68,6 +68,26 @@ typedef struct {
     int32_t act_min, act_max;
 } kb_mul_params;
 
+/* ADD, SUB and MUL with one constant operand (TFLite int8, broadcast as numpy does): the constant's share of each
+ * element is prepared at generation time as one int32 per constant element ("terms": ADD / SUB its rescaled value,
+ * negated when it is subtracted; MUL its value plus its offset). The output is walked as (rows, cols, c), an NHWC
+ * map's (H, W, C); the activation, the terms and the output each have their own element step per axis, 0 on an axis
+ * the operand broadcasts over (a (C,) constant: k_row = k_col = 0, k_c = 1; a single value: all three 0).
+ * ADD / SUB: out = clamp(MBQM(+-MBQM((x + in_offset) << left_shift, in_mult, in_shift) + term, out_mult, out_shift)
+ * + out_offset), the activation's share negated (neg = -1) when it is subtracted (c - x); MUL: out =
+ * clamp(MBQM((x + in_offset) * term, out_mult, out_shift) + out_offset). */
+typedef struct {
+    int32_t rows, cols, c;
+    int32_t in_row, in_col, in_c;             /* activation element steps per axis */
+    int32_t k_row, k_col, k_c;                /* term steps per axis */
+    int32_t out_row, out_col;                 /* output element steps (channels are contiguous) */
+    int32_t in_offset;                        /* -activation zero point */
+    int32_t left_shift, in_mult, in_shift;    /* ADD / SUB: the activation's rescale (left shift 20) */
+    int32_t neg;                              /* ADD / SUB: 0, or -1 when the activation is subtracted */
+    int32_t out_mult, out_shift, out_offset;
+    int32_t act_min, act_max;
+} kb_const_params;
+
 /* MAXIMUM / MINIMUM (TFLite int8): raw int8 values compared (inputs and output share quantisation params); shapes and
  * strides as kb_add_params. */
 typedef struct {
@@ -179,9 +199,12 @@ void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w
 /* out may be in1 or in2 when it has the same stride (every element is read before it is written). */
 void kb_add(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void kb_sub(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+/* out may be in when it has the same steps; terms as kb_const_params says. */
+void kb_add_const(const kb_const_params *p, const int8_t *in, const int32_t *terms, int8_t *out);
 
 /* kb_elementwise.c ----------------------------------------------------------------------------------------------- */
 void kb_mul(const kb_mul_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void kb_mul_const(const kb_const_params *p, const int8_t *in, const int32_t *terms, int8_t *out);
 void kb_maximum(const kb_minmax_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void kb_minimum(const kb_minmax_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 
