@@ -1,8 +1,9 @@
 """Codegen stage: write a complete, self-contained C project for one model, atomically.
 
 Layout of the output directory (names for the default prefix `kb`; with `--prefix kws`, src/kws_model.h etc.):
-    kilobyte.json   manifest: prefix, shapes, quantisation of input/output, plan summary, kernels, float tail,
-                    runtime files, "tflite"; the header is rendered from it (header.py)
+    kilobyte.json   manifest: prefix, shapes, quantisation of input/output, plan summary, kernels (kb_invoke's;
+                    float_entry_kernels: the float entry's), float tail, runtime files, "tflite"; the header is
+                    rendered from it (header.py)
     model.tflite    the int8 model (what `kilobyte verify` checks the C build against, with TFLM too); only with
                     the `[tflite]` extra installed, else the manifest's "tflite" is null
     src/            model.h, model.c, the runtime headers (kilobyte.h, kb_requant.h, kb_dot.h) and ONLY the
@@ -138,14 +139,14 @@ def _fill(d: Path, graph: Graph, plan, manifest: dict, tflite_bytes: bytes | Non
     params = [o["param"] for o in manifest["outputs"]] if len(manifest["outputs"]) > 1 else None
     signature = invoke_params(manifest)
     signature[0] = signature[0].replace("*input", "*raw_input")
-    text, families = model_c(graph, plan, lib, signature, params)
+    text, families = model_c(graph, plan, lib, signature, params)  # the int8 core's kernels (kb_invoke)
     if edges.has_float_entry:  # the model as the file defines it: float edges, float tails (io_edges.py)
-        families = families | edges.families
         text += "\n" + edge_source(edges, lib, manifest)
     (d / "src" / lib.source).write_text(text)
     for name in runtime.HEADERS:
         shutil.copyfile(runtime.C_DIR / name, d / "src" / name)
-    sources = runtime.sources_for(sorted(families | {"quantize"}))  # kb_quantize.c: the header's float helpers
+    # kb_quantize.c: the header's float helpers; the float entry's own families are linked only if it is called
+    sources = runtime.sources_for(sorted(families | edges.families | {"quantize"}))
     for src in sources:
         shutil.copyfile(src, d / "src" / src.name)
     arm = runtime.arm_files([s.name for s in sources])
@@ -153,7 +154,8 @@ def _fill(d: Path, graph: Graph, plan, manifest: dict, tflite_bytes: bytes | Non
         shutil.copyfile(src, d / "src" / "arm" / src.name)
     swapped = {a.name for a in arm if a.suffix == ".c"}
     host_sources = ["host/arena.c"] if lib.arena_extern else []
-    manifest = {**manifest, "kernels": sorted(families), "tflite": TFLITE_FILE if tflite_bytes is not None else None,
+    manifest = {**manifest, "kernels": sorted(families), "float_entry_kernels": sorted(edges.families),
+                "tflite": TFLITE_FILE if tflite_bytes is not None else None,
                 "host_sources": host_sources,
                 "runtime": {"portable": [f"src/{s.name}" for s in sources],
                             "arm": [f"src/arm/{s.name}" if s.name in swapped else f"src/{s.name}" for s in sources]
