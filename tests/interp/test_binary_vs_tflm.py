@@ -18,8 +18,7 @@ from kilobyte.errors import KilobyteError
 from kilobyte.export.tflite import to_tflite
 from kilobyte.interp import run_int8
 from kilobyte.ir import Activation, AddAttrs, GraphBuilder, Op, QParams
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 OPS = [Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM]
 SHARED_QPARAMS = (Op.MAXIMUM, Op.MINIMUM)  # TFLite compares raw int8 values: one quantisation for all three
