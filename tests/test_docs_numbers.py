@@ -5,16 +5,16 @@ paragraph — is followed, after at most blank lines, by one line
 
     Source: `COMMAND` → `bench/results/FILE.json`[, `bench/results/OTHER.json` ...]
 
-(`FILE.json#key.0.key` narrows the file to that object (a number indexes a list): the figures of one run of a file that holds several), and then
-the block's figures must be in those files:
+(`FILE.json#key.0.key` narrows a file to one object, a number indexing a list: the figures of one run of a file that
+holds several), and then the block's figures must be in those files:
 - a code block whose results file stores the command's printed output (`stdout`, bench/bench_readme.py) must show
   only lines of that output (`...` marks lines left out; a `$ COMMAND` line must be the stored command);
 - any other code block, and each body row of a table, shows only numbers that some value of the file gives at the
   doc's rounding (a row: all its numbers from one record of the file — one element of a list of objects);
-- in a paragraph, the **bold** figures are the ones checked.
+- in a paragraph, the **bold** figures are the ones checked (a stored output's printed numbers count as values).
 A number counts as given by a value v when v, or v in the unit written after the number (% of a fraction, kB of
-bytes or kB, M of a count, ms / µs of seconds or ms, min of seconds), rounds to it. So a block that drifts from its file
-(the README's 18.4 kB against a stale 18.9 kB in vs_tflm.json) fails here.
+bytes or kB, M of a count, ms / µs of seconds or ms, min of seconds), rounds to it. So a block that drifts from its
+file (the README's 18.4 kB against a stale 18.9 kB in vs_tflm.json) fails here.
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ def leaves(obj) -> list[float]:
     if isinstance(obj, dict):
         obj = list(obj.values())
     return [v for item in obj for v in leaves(item)] if isinstance(obj, list) else []
+
+
+def values_of(result) -> list[float]:
+    """A results file's values: its numbers, and those printed in a stored output (`stdout`: a list of lines)."""
+    printed = result.get("stdout", []) if isinstance(result, dict) else []
+    return leaves(result) + [f[1] for line in printed for f in numbers(line)]
 
 
 def records(obj) -> list:
@@ -139,7 +145,7 @@ def test_block_figures_are_in_its_results_files(path, line, command, files, kind
             text = " ".join(re.findall(r"\*\*(.+?)\*\*", text))
         figures = numbers(text)
         assert figures, f"{path.name}:{line}: the block above the Source line shows no figure to check"
-        values = [v for r in results for v in leaves(r)]
+        values = [v for r in results for v in values_of(r)]
         missing = [f[0] + (f[3] or "") for f in figures if not given_by(f, values)]
         assert not missing, f"{path.name}:{line}: {missing} are not in {files}"
 
