@@ -1,5 +1,8 @@
 """Search evaluations on a real two-node local Ray cluster (`ray start --head` + a second node joining it): the same
-results as the local process pool, and the work really spread over both nodes."""
+results as the local process pool, and the work really spread over both nodes. The clusters are stopped by killing
+only the processes they started (tests/ray_cluster.py), never with `ray stop`, which stops every Ray cluster on the
+machine: a one-node cluster started and stopped while the module's cluster runs leaves that one (used by the test
+after it) and a stranger's Ray worker alive."""
 
 from __future__ import annotations
 
