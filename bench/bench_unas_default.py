@@ -1,7 +1,7 @@
 """What the default μNAS command gives: `kilobyte search --strategy unas --data mnist` (300 evaluations, the CLI's
 defaults) once per seed, each report (`--json`) stored in bench/results/unas_default.json as it finishes, so a run
-stopped part way keeps the seeds it finished. The README's μNAS tour quotes these next to the longer benchmark runs
-of bench_unas.py.
+stopped part way keeps the seeds it finished. Meant for the README's μNAS tour, beside the longer bench_unas.py runs
+it shows; not yet run to the end (a first try on a loaded 2-core machine managed ~5 evaluations a minute).
 
     python bench/bench_unas_default.py --seeds 0 1 2      # about 11 minutes per seed on an idle 2-core machine
 """
