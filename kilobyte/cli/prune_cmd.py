@@ -166,6 +166,8 @@ def format_report(r: dict) -> str:
     lines += [f"method {r['method']}: {r['sparsity']:.1%} of the convolution weights removed; "
               f"weights {r['weight_bytes']} B + index {r['index_bytes']} B; "
               f"Flash {r['flash_bytes']} B (unpruned {r['dense_flash_bytes']} B); MACs {r['macs']:,}",
+              f"dead before pruning: {r['dense_dead_fraction']:.1%} of the unpruned model's convolution weights only "
+              "ever multiply padding",
               f"accuracy float {before['float']:.1%} -> {after['float']:.1%}, "
               f"int8 {before['int8']:.1%} -> {after['int8']:.1%} (held-out)"]
     for where, v in r["verified"].items():  # "host", or the core the firmware ran on under QEMU

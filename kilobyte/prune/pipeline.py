@@ -19,7 +19,9 @@ The int8 graph comes back with each pruned convolution's weight format set (`set
 filterlets, "csr" for weights; channel pruning and layers with nothing removed stay dense), so compiling it emits the
 sparse arrays and kernels. Its per-layer bytes are those arrays' (`ir.sparse.layer_weight_bytes`) and its Flash is
 the planner's Flash model on it (`schedule.estimate_resources`: the arrays plus the linked code, sparse kernels
-included), the figure `kilobyte compile` reports for it.
+included), the figure `kilobyte compile` reports for it. The result also gives the share of the dense model's
+convolution weights that only ever multiply padding (`analysis.dead_weights`): a network that runs 3x3 convolutions
+on 1x1 maps has most of its weights removable before any pruning, and a sparsity means little next to that.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..analysis.dead_weights import dead_weights
 from ..errors import DoesNotFitError, PruneError
 from ..ir import Op
 from .importance import taylor_scores
@@ -73,6 +76,8 @@ class PruneResult:
     accuracy_after: dict[str, float]
     flash_bytes: int  # whole model, pruned layers in their format, for the device's core or the largest (module doc)
     dense_flash_bytes: int  # the same model unpruned
+    dense_dead_fraction: float  # of the dense model's convolution weights, those that only ever multiply padding
+    # (`analysis.dead_weights`): removable for free, so a sparsity is read against it
     strategy: Strategy | None = None  # device mode: the scheduler's choice ...
     uniform: Strategy | None = None  # ... and the uniform baseline at the same budget (`feasible` False: no shared
     # ratio meets both the loss budget and the Flash; it is then the dense model)
@@ -93,7 +98,8 @@ class PruneResult:
     def to_dict(self) -> dict:
         out = {"method": self.method, "sparsity": self.sparsity, "weight_bytes": self.weight_bytes,
                "index_bytes": self.index_bytes, "flash_bytes": self.flash_bytes,
-               "dense_flash_bytes": self.dense_flash_bytes, "accuracy_before": self.accuracy_before,
+               "dense_flash_bytes": self.dense_flash_bytes, "dense_dead_fraction": self.dense_dead_fraction,
+               "accuracy_before": self.accuracy_before,
                "accuracy_after": self.accuracy_after, "layers": [asdict(r) for r in self.layers]}
         for key in ("strategy", "uniform"):
             s = getattr(self, key)
@@ -166,7 +172,7 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     reports = _layer_reports(all_layers, graph, achieved)
     flash = _resources(graph, device, kernels).flash_bytes
     return PruneResult(method, module, graph, reports, _sparsity(all_layers, reports), before, after, flash,
-                       dense.flash_bytes, strategy, uniform, history)
+                       dense.flash_bytes, dead_weights(dense_graph).fraction, strategy, uniform, history)
 
 
 def _check_request(method: str, sparsity, device, ratios) -> None:

@@ -1,8 +1,10 @@
-"""`kilobyte prune` (kilobyte/cli/prune_cmd.py): issue #16's acceptance command as written — vgg-small trained on
-digits at their 8 px, pruned to 90 % by filterlets and by weights, compiled to a C library with the pruned layers in
-FWCS / CSR and run on a QEMU Cortex-M7 — its report against the generated C, an independent host-vs-TFLite-Micro run,
-and the two formats against each other; channel pruning compiled dense; a `--device` run held to the measured ELF;
-the one-line errors of a bad request. On CI (env CI set) nothing here is skipped."""
+"""`kilobyte prune` (kilobyte/cli/prune_cmd.py): the README's example, made cheaper — vgg-small (width 0.5) trained on
+MNIST upsampled to 48 px, where its smallest map is 3x3 and no weight only ever multiplies padding, pruned to 90 % by
+filterlets and by weights, compiled to a C library with the pruned layers in FWCS / CSR and run on a QEMU Cortex-M7 —
+its report against the generated C, an independent host-vs-TFLite-Micro run, and the two formats against each other;
+channel pruning compiled dense; a `--device` run held to the measured ELF; the one-line errors of a bad request (these
+three on digits at 8 px, where vgg-small runs half its convolutions on 1x1 maps: 63 % of its weights are dead before
+pruning, which the report says). On CI (env CI set) nothing here is skipped."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 KEYS = ("method", "sparsity", "weight_bytes", "index_bytes", "flash_bytes", "accuracy_before", "accuracy_after",
         "layers", "instructions")
-ACCEPTANCE = ["prune", "vgg-small", "--data", "digits", "--sparsity", "0.9", "--target", "cortex-m7", "--json"]
+# The README's command (bench/bench_readme.py) at width 0.5 and 3 training epochs, for time
+HEADLINE = ["prune", "vgg-small", "--data", "mnist", "--resolution", "48", "--width", "0.5", "--sparsity", "0.9",
+            "--target", "cortex-m7", "--json"]
 
 
 def run(capsys, *argv):
@@ -67,8 +71,8 @@ def check_report(report: dict, out) -> None:
     assert (out / "pruned.pt").is_file() and (out / "kilobyte.json").is_file()
 
 
-def host_equals_tflm(out) -> None:
-    """Independently of the report: the host library and TFLite Micro on two digits images, byte for byte."""
+def host_equals_tflm(out, data: str) -> None:
+    """Independently of the report: the host library and TFLite Micro on two images of `data`, byte for byte."""
     from kilobyte.api import calibration_inputs
     from kilobyte.codegen import HostModel
     from kilobyte.targets.tflm import run_tflm
@@ -76,24 +80,28 @@ def host_equals_tflm(out) -> None:
     m = json.loads((out / "kilobyte.json").read_text())
     host, tfl = HostModel(out), (out / "model.tflite").read_bytes()
     scale, zp = m["input"]["scale"], m["input"]["zero_point"]
-    for img in calibration_inputs("digits", tuple(m["input"]["shape"]), n=2, seed=5):
+    for img in calibration_inputs(data, tuple(m["input"]["shape"]), n=2, seed=5):
         x = np.clip(np.round(img / scale) + zp, -128, 127).astype(np.int8)
         want = run_tflm(tfl, x).tensors[m["output"]["name"]].reshape(-1)
         assert np.array_equal(host(x).reshape(-1), want)
 
 
-def test_acceptance_filterlet_and_csr_on_cortex_m7(capsys, tmp_path):
-    """The filterlet command exactly as written (10 training epochs); the CSR one with 2 (time)."""
+def test_filterlet_and_csr_on_mnist_on_cortex_m7(capsys, tmp_path):
+    """The filterlet run with 3 training epochs, the CSR one with 1 (time): 90 % of weights removed, none of which was
+    dead before pruning. On earned sparsity 90 % costs accuracy (the README's full run, width 1.0 and 10 epochs: int8
+    98.8 -> 96.0 %; here, width 0.5 and 3 epochs: about 84 %), so the floor is the old acceptance test's 80 %, far
+    above the ~10 % a broken pruning or compile keeps."""
     reports = {}
-    for method, extra in (("filterlet", []), ("csr", ["--epochs", "2"])):
+    for method, epochs in (("filterlet", "3"), ("csr", "1")):
         out = tmp_path / method
-        code, text, err = run(capsys, *ACCEPTANCE, "--method", method, *extra, "--out", out)
+        code, text, err = run(capsys, *HEADLINE, "--method", method, "--epochs", epochs, "--out", out)
         assert code == 0, err
         reports[method] = json.loads(text)
         check_report(reports[method], out)
-    host_equals_tflm(tmp_path / "filterlet")
+    host_equals_tflm(tmp_path / "filterlet", "mnist")
     fwcs, csr = reports["filterlet"], reports["csr"]
-    assert fwcs["accuracy_after"]["int8"] > 0.8
+    assert fwcs["dense_dead_fraction"] == 0 == csr["dense_dead_fraction"]  # 48 px: every tap sees a real pixel
+    assert fwcs["accuracy_after"]["int8"] > 0.8 and fwcs["accuracy_before"]["int8"] > 0.9
     assert fwcs["index_bytes"] < csr["index_bytes"] / 5  # 2 B per kept filterlet vs per kept weight
     assert fwcs["flash_bytes"] < csr["flash_bytes"]
     assert 0 < fwcs["instructions"] < csr["instructions"]
@@ -113,6 +121,8 @@ def test_channel_pruning_compiles_dense_with_fewer_macs(capsys, tmp_path):
     assert "kb_conv_fwcs" not in model_c and "kb_conv_csr" not in model_c and not re.search(r"kb_i_conv", model_c)
     dense = load("vgg-small", resolution=8, channels=1).graph
     assert r["macs"] < 0.75 * sum(node_macs(dense, n) for n in dense.nodes)
+    # digits' 8 px: 4 of the 8 convs (64 -> 64, 3x3) run on 1x1 maps, 8 of 9 taps padding: 131,072 of 207,504
+    assert r["dense_dead_fraction"] == pytest.approx(131072 / 207504)
     assert r["flash_bytes"] < r["dense_flash_bytes"]
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tflite
 
+from kilobyte import api, quant
 from kilobyte.errors import KilobyteError
 from kilobyte.export import save_tflite, to_tflite
 from kilobyte.export import tflite_schema as S
@@ -250,8 +251,6 @@ def test_save_tflite_is_atomic(tmp_path):
 @pytest.mark.parametrize("name", ["vgg-small", "resnet-small", "mobilenetv2"])
 def test_quantised_zoo_models_round_trip(name):
     pytest.importorskip("torch")
-    api = pytest.importorskip("kilobyte.api")
-    quant = pytest.importorskip("kilobyte.quant")
     kw = {"resolution": 32, "width": 0.35} if name == "mobilenetv2" else {}
     g = api.load(name, **kw).graph
     rng = np.random.default_rng(0)

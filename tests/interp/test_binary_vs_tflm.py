@@ -23,8 +23,7 @@ from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import activation_range_of, add_node_params, constant_terms, mul_node_params
 from kilobyte.ir import Activation, AddAttrs, GraphBuilder, Op, QParams
 from kilobyte.quant.arith import multiply_by_quantized_multiplier
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 OPS = [Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM]
 SHARED_QPARAMS = (Op.MAXIMUM, Op.MINIMUM)  # TFLite compares raw int8 values: one quantisation for all three

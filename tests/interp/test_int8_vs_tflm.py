@@ -34,8 +34,7 @@ from kilobyte.ir import (
     ReshapeAttrs,
 )
 from kilobyte.quant import quantize, quantize_input
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 
 def assert_bit_exact(qgraph, x: np.ndarray) -> int:

@@ -27,8 +27,7 @@ from kilobyte.frontends.tflite import from_tflite
 from kilobyte.frontends.tflite_index import slice_bounds
 from kilobyte.interp import run_int8
 from kilobyte.ir import GraphBuilder, MeanAttrs, Op, QParams, StridedSliceAttrs, Tensor, TileAttrs, TransposeAttrs
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 B = tflite.BuiltinOperator
 Q = QParams.per_tensor(0.07, -5)

@@ -14,8 +14,7 @@ from kilobyte.export.tflite import to_tflite
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
 from kilobyte.ir import GraphBuilder, Op, QParams
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 C = 5
 EVERY_VALUE = np.tile(np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16, 1), (1, 1, 1, C))

@@ -27,8 +27,7 @@ from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import softmax_params
 from kilobyte.interp.softmax import log_softmax_int8, log_softmax_params_for, softmax_int8, softmax_params_for
 from kilobyte.ir import Op, QParams
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 
 def tflm_runnable(x: np.ndarray, graph) -> np.ndarray:

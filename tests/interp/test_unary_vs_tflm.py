@@ -20,8 +20,7 @@ from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import unary_node_table
 from kilobyte.interp.unary import hard_swish_params, logistic_params
 from kilobyte.ir import Op
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 
 def tflm_output(graph, x: np.ndarray) -> np.ndarray:

@@ -25,8 +25,7 @@ from kilobyte.export.tflite import to_tflite
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
 from kilobyte.ir import Activation, GeluAttrs, GraphBuilder, Op, QParams, ResizeAttrs, TransposeConvAttrs
-
-tflm = pytest.importorskip("kilobyte.targets.tflm")
+from kilobyte.targets import tflm
 
 
 def random_input(shape, rng) -> np.ndarray:

@@ -1,18 +1,19 @@
 """Search evaluations on a real two-node local Ray cluster (`ray start --head` + a second node joining it): the same
-results as the local process pool, and the work really spread over both nodes."""
+results as the local process pool, and the work really spread over both nodes. The clusters are stopped by killing
+only the processes they started (tests/ray_cluster.py), never with `ray stop`, which stops every Ray cluster on the
+machine: a one-node cluster started and stopped while the module's cluster runs leaves that one (used by the test
+after it) and a stranger's Ray worker alive."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
+import time
 
 import numpy as np
 import pytest
 import torch
+from ray_cluster import free_port, group_members, local_cluster
 
 from kilobyte.nas.evolution import EvolutionConfig, evolve
 from kilobyte.nas.parallel import RayError, ScorerSpec, open_fitness
@@ -20,36 +21,17 @@ from kilobyte.nas.resources import Budget, ResourceEvaluator
 from kilobyte.nas.space import MBSpace
 from kilobyte.nas.supernet import SuperNet
 
+# One xdist worker for the whole module (conftest groups modules with a module-scoped fixture too; said here since
+# the cluster is the reason): one two-node cluster, not one per worker.
+pytestmark = pytest.mark.xdist_group("ray_cluster")
+
 SPACE = MBSpace(num_classes=10, in_channels=1)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray(*args, env):
-    ray = shutil.which("ray", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    return subprocess.run([ray, *args], capture_output=True, text=True, timeout=180, env=env)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    port = _free_port()
-    tmp = tempfile.mkdtemp(prefix="kbray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--num-cpus", "1", "--object-store-memory", str(100 * 1024 ** 2), "--disable-usage-stats"]
-    head = _ray("start", "--head", "--port", str(port), "--include-dashboard=false",
-                "--temp-dir", str(tmp), *common, env=env)
-    assert head.returncode == 0, head.stderr[-2000:]
-    try:
-        node = _ray("start", "--address", f"127.0.0.1:{port}", *common, env=env)
-        assert node.returncode == 0, node.stderr[-2000:]
-        yield f"127.0.0.1:{port}"
-    finally:
-        _ray("stop", "--force", env=env)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with local_cluster(nodes=2) as (address, _):
+        yield address
 
 
 def _spec():
@@ -76,10 +58,34 @@ def test_ray_cluster_gives_the_local_pool_results(cluster):
 
 
 def test_unreachable_cluster_is_a_one_line_error():
-    port = _free_port()
+    port = free_port()
     with pytest.raises(RayError, match=f"--ray 127.0.0.1:{port}: cannot connect"):
         with open_fitness(_spec(), ray_address=f"127.0.0.1:{port}"):
             pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_stopping_a_cluster_leaves_other_ray_processes_alive():
+    """The teardown kills the processes its `ray start`s launched and no others: a stand-in for another run's Ray
+    worker (`default_worker.py` on its command line, which `ray stop --force` matches and kills) survives it."""
+    foreign = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "default_worker.py"])
+    try:
+        with local_cluster(nodes=1) as (_, groups):
+            ours = group_members(groups)
+            assert len(ours) >= 3 and foreign.pid not in ours, ours  # gcs_server, raylet, monitor, ...
+        time.sleep(0.5)
+        assert foreign.poll() is None, "the teardown killed a Ray process it had not started"
+        assert not [pid for pid in ours if _alive(pid)], "the teardown left some of its own Ray processes running"
+    finally:
+        foreign.kill()
+        foreign.wait()
 
 
 def test_unas_search_on_the_cluster_gives_the_local_results(cluster, tmp_path):

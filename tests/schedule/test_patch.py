@@ -28,6 +28,7 @@ from kilobyte.schedule.patch import (
     stage_nodes,
     stage_peak,
 )
+from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions
 
 KIB = 1024  # the papers' kB (see test_mbv2_paper_convention)
@@ -385,7 +386,6 @@ def test_mbv2_rd_patch_stage(mbv2_rd):
     stage = plan_patch_stage(mbv2_rd, _names(mbv2_rd), n, 4)
     assert stage.input_patch == 63
     assert (stage.macs - stage.base_macs) / _network_macs(mbv2_rd) <= 0.05
-    make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
     plan = make_plan(mbv2_rd, PlanOptions(patch=(n, 4)))
     assert plan.patch.input_patch == 63 and plan.mac_overhead <= 0.05
     assert abs(plan.peak_bytes / (172 * KIB) - 1) <= 0.01
@@ -439,7 +439,6 @@ def test_mbv2_planned_total(mbv2):
     stage = plan_patch_stage(mbv2, _names(mbv2), n, 4)
     assert max(stage_peak(stage), _rest_peak(mbv2, n, PlanOptions())) == BLOCK5_DW
     assert max(stage_peak(stage), _rest_peak(mbv2, n, UNFUSED)) == 200_704
-    make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
     plan = make_plan(mbv2, PlanOptions(patch=(n, 4)))
     assert plan.peak_bytes == plan.arena_bytes == BLOCK5_DW
     assert plan.patch.input_patch == 75
@@ -454,7 +453,6 @@ def test_mbv2_total_within_1pc_of_172kB(mbv2):
     stage = plan_patch_stage(mbv2, _names(mbv2), n, 4)
     total = max(stage_peak(stage), _rest_peak(mbv2, n, PlanOptions()))
     assert abs(total / (172 * KIB) - 1) <= 0.01
-    make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
     plan = make_plan(mbv2, PlanOptions(patch=(n, 4)))
     assert abs(plan.peak_bytes / (172 * KIB) - 1) <= 0.01 and 0.08 <= plan.mac_overhead <= 0.14
 
@@ -480,7 +478,6 @@ def test_mbv2_auto(mbv2):
     limited = choose_patch(mbv2, _names(mbv2), UNFUSED, notes=notes)
     assert limited is None or limited.macs - limited.base_macs <= 0.2 * sum(node_macs(mbv2, x) for x in mbv2.nodes)
     assert len(notes) == 1 and "195440 B" in notes[0] and "+117 % MACs" in notes[0]
-    make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
     plan = make_plan(mbv2, PlanOptions(patch="auto"))
     assert plan.peak_bytes == total and 0.08 <= plan.mac_overhead <= 0.14
     assert make_plan(mbv2, PlanOptions(patch="auto", max_mac_overhead=0.15)).peak_bytes == total
@@ -493,7 +490,6 @@ def test_mbv2_auto_reaches_172kB(mbv2):
     """The paper's precision: 172 kB means round(peak / 1024) <= 172."""
     auto = choose_patch(mbv2, _names(mbv2))
     assert round(max(stage_peak(auto), _rest_peak(mbv2, auto.n_nodes, PlanOptions())) / KIB) <= 172
-    make_plan = pytest.importorskip("kilobyte.schedule.plan").make_plan
     assert round(make_plan(mbv2, PlanOptions(patch="auto")).peak_bytes / KIB) <= 172
 
 

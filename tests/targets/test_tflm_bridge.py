@@ -9,8 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+from kilobyte import api, quant
 from kilobyte.errors import KilobyteError
 from kilobyte.export import to_tflite
+from kilobyte.interp import int8_ref
 from kilobyte.ir import Activation, ConvAttrs, DepthwiseAttrs, GraphBuilder, Op, PoolAttrs, QParams
 from kilobyte.targets.tflm import run_tflm, tflm_arena_bytes, tflm_arena_report, tflm_invoke_latency
 
@@ -63,7 +65,6 @@ def test_arena_is_the_smallest_that_allocates_and_grows_with_tensors():
 
 
 def test_every_ir_tensor_is_returned_and_matches_the_int8_reference():
-    int8_ref = pytest.importorskip("kilobyte.interp.int8_ref")
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "export"))
     try:
         from test_tflite_roundtrip import all_ops_graph
@@ -124,8 +125,6 @@ def test_missing_wheel_is_a_clear_error(monkeypatch):
 
 def quantised_zoo_model(name, **kw):
     pytest.importorskip("torch")
-    api = pytest.importorskip("kilobyte.api")
-    quant = pytest.importorskip("kilobyte.quant")
     g = api.load(name, **kw).graph
     rng = np.random.default_rng(0)
     shape = g.tensors[g.inputs[0]].shape
@@ -159,7 +158,6 @@ def test_a_model_tflm_refuses_is_a_clear_error_not_an_arena_search():
 
 
 def test_pool_padding_through_padv2_matches_reference():
-    int8_ref = pytest.importorskip("kilobyte.interp.int8_ref")
     b = GraphBuilder()
     x = b.input((1, 5, 5, 3), "int8", qparams=QParams.per_tensor(0.1, -2))
     y = b.node(Op.MAX_POOL_2D, [x], PoolAttrs((3, 3), (2, 2), (2, 0, 1, 1)), qparams=QParams.per_tensor(0.1, -2))
