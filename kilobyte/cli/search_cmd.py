@@ -197,14 +197,14 @@ def _patch_rows(r: dict) -> list[tuple[str, str]]:
 
 
 def _print_report(r: dict) -> None:
-    from ..codegen.verify import VerifyReport
+    from ..codegen.verify import verification_line
 
     rows = [
         ("space (width, resolution)", f"w{r['space']['width']:g}, r{r['space']['resolution']}"),
         ("architecture", r["description"]),
         ("accuracy (held-out test)",
          f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %"),
-        ("verification", VerifyReport.from_json(r["verified"]).summary()),
+        ("verification", verification_line(r)),
         (f"SRAM ({r['memory']})", f"{kb(r['sram_bytes'])}  (planned peak {kb(r['planned']['peak_bytes'])})"),
         *_patch_rows(r),
         (f"Flash ({r['memory']})", kb(r["flash_bytes"])),
@@ -293,7 +293,7 @@ def _run_unas(args, device, workers: int) -> int:
 
 
 def _print_unas(r: dict) -> None:
-    from ..codegen.verify import VerifyReport
+    from ..codegen.verify import verification_line
 
     print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "
           f"held-out test accuracy with the search's weights")
@@ -320,7 +320,7 @@ def _print_unas(r: dict) -> None:
         print(f"  * chosen, trained again {f['epochs']} epochs: float {f['float_accuracy'] * 100:.1f} %, "
               f"int8 {f['int8_accuracy'] * 100:.1f} % (held-out)")
         print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C); "
-              f"{VerifyReport.from_json(d['verified']).summary()}; {d['verdict']}; C library {d['model_dir']}")
+              f"{verification_line(d)}; {d['verdict']}; C library {d['model_dir']}")
     print(f"  export a member: kilobyte search --resume {r['out_dir']} --export N --out model.tflite")
 
 

@@ -80,6 +80,16 @@ class VerifyReport:
                    d.get("stack_bytes"), dict(d["not_run"]), d.get("float_entry"))
 
 
+def verification_line(report: dict) -> str:
+    """The verification line of a stored report (a search's, a demo's, a pruning's): its `verified` record's
+    summary, or for a report written before the record existed only what it kept — the bit-exact flag, without
+    naming oracles it cannot vouch for."""
+    if report.get("verified") is not None:
+        return VerifyReport.from_json(report["verified"]).summary()
+    return ("bit-exact" if report.get("bit_exact") else "FAILED") + " (an older report: which oracles ran is not " \
+        "recorded; run `kilobyte verify DIR`)"
+
+
 def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0) -> list[np.ndarray]:
     """Random int8 inputs plus (optionally) dataset images quantised with the model's input qparams."""
     m = manifest(project)

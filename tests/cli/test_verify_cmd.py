@@ -74,3 +74,14 @@ def test_no_tflm_flag_is_named_as_the_reason(capsys, projects):
     code, out, err = cli(capsys, "verify", projects["transpose-hw"], "--samples", "2", "--no-tflm", "--no-sanitize")
     assert code == 0, err
     assert "TFLM: not run (--no-tflm given)" in out and "== tflm" not in out
+
+
+def test_a_stored_report_without_its_verification_record_names_no_oracle():
+    """A search / demo report written before `verified` existed prints its flag alone, never "tflm"."""
+    from kilobyte.codegen.verify import VerifyReport, verification_line
+
+    old = verification_line({"bit_exact": True})
+    assert old.startswith("bit-exact") and "tflm" not in old.lower() and "older report" in old
+    assert verification_line({"bit_exact": False}).startswith("FAILED")
+    rep = VerifyReport(3, ("c-host", "reference"), not_run={"tflm": "--no-tflm given"})
+    assert verification_line({"bit_exact": True, "verified": rep.to_json()}) == rep.summary()
