@@ -1,7 +1,7 @@
 """CLI stage: `kilobyte evaluate DIR --data DATA` — the compiled library's accuracy on labelled images.
 
-Parses and prints only: the run is `train.library_accuracy.evaluate_library`, the text and the PNG are
-`report.confusion`'s.
+Parses and prints only: the run is `api.evaluate` (`train.library_accuracy.evaluate_library`), the text and the
+PNG are `report.confusion`'s.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..train.library_accuracy import evaluate_library
+    from ..api import evaluate
 
     target, device = target_device(args)
     try:
-        ev = evaluate_library(args.dir, args.data, split=args.split, limit=args.limit, target=target,
+        ev = evaluate(args.dir, args.data, split=args.split, limit=args.limit, target=target,
                               device=device, kernels=args.kernels, resize=args.resize, progress=not args.json)
     except DoesNotFitError as e:
         return does_not_fit(e)

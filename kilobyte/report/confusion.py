@@ -23,8 +23,8 @@ def format_evaluation(ev) -> str:
              f"input     {_preprocessing(ev.preprocessing)}"]
     reported = ""
     if ev.split is not None:
-        reported = (f"   (reported by {ev.split['by']}: {ev.split['int8_accuracy'] * 100:.2f} %, "
-                    "same images)")
+        same = "same images" if ev.same_images_as_report else f"on all {ev.split['images']} of them"
+        reported = f"   (reported by {ev.split['by']}: {ev.split['int8_accuracy'] * 100:.2f} %, {same})"
     lines.append(f"accuracy  {_percent(ev.host)}{reported}")
     if ev.hint:
         lines.append(f"note      {ev.hint}")
@@ -83,8 +83,9 @@ def _source(ev) -> str:
     if ev.split is None:
         return f"{ev.data}, {ev.host.images} images"
     s = ev.split
-    return (f"{ev.data}, held-out images {s['start']}-{s['stop'] - 1} (seed {s['seed']}): the {s['images']} images "
-            f"{s['by']} reported its int8 accuracy on")
+    first = "" if ev.same_images_as_report else f"the first {ev.host.images} of "
+    return (f"{ev.data}, held-out images {s['start']}-{s['stop'] - 1} (seed {s['seed']}): {first}the {s['images']} "
+            f"images {s['by']} reported its int8 accuracy on")
 
 
 def _preprocessing(p: dict) -> str:

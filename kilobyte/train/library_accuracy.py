@@ -86,12 +86,18 @@ class LibraryEvaluation:
     on_target: Scores | None = None
     differing: list[int] = field(default_factory=list)  # images whose target output differs from the host's
 
+    @property
+    def same_images_as_report(self) -> bool:
+        """All the held-out images the reported int8 accuracy was measured on (split="test" and no smaller limit)."""
+        return self.split is not None and self.host.images == self.split["images"]
+
     def to_json(self) -> dict:
         out = {"model_dir": str(self.project), "data": self.data, "classes": self.classes,
                "preprocessing": self.preprocessing, "host": self.host.to_json(self.classes),
                "accuracy": self.host.accuracy, "split": self.split, "note": self.hint, "target": None}
         if self.split is not None:
             out["reported_int8_accuracy"] = self.split["int8_accuracy"]
+            out["same_images_as_report"] = self.same_images_as_report
         if self.on_target is not None:
             out["target"] = {"core": self.target, **self.on_target.to_json(self.classes),
                              "equal_to_host": not self.differing, "differing_images": self.differing}

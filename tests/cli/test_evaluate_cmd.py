@@ -59,7 +59,7 @@ def test_equals_the_search_reported_int8_accuracy(searched, capsys):
     assert code == 0, err
     got = json.loads(text)
     assert got["accuracy"] == report["int8_accuracy"] and got["host"]["images"] == 360
-    assert got["reported_int8_accuracy"] == report["int8_accuracy"]
+    assert got["reported_int8_accuracy"] == report["int8_accuracy"] and got["same_images_as_report"] is True
     assert report["int8_accuracy"] > 0.15  # above chance (10 %): a preprocessing slip would show
     assert sum(c["images"] for c in got["host"]["per_class"]) == 360
     assert np.trace(got["host"]["confusion"]) == round(report["int8_accuracy"] * 360)
@@ -98,6 +98,7 @@ def test_on_qemu_equals_the_host(searched, capsys):
     t = got["target"]
     assert t["core"] == "cortex-m7" and t["images"] == 4 and t["equal_to_host"] and t["differing_images"] == []
     assert t["confusion"] == got["host"]["confusion"] and got["host"]["images"] == 4
+    assert got["same_images_as_report"] is False  # 4 of the 360: not the reported number's images
 
 
 @needs_qemu
