@@ -19,6 +19,7 @@ Images run in chunks (memory stays bounded for large inputs), one ctypes call ea
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,7 +134,8 @@ def check_labels(ds, spec: str, n_classes: int) -> None:
         raise KilobyteError(f"dataset '{spec}' has no labels ('y' in a .npz, or class sub-folders)")
     bad = ds.y[(ds.y < 0) | (ds.y >= n_classes)]
     if len(bad):
-        raise KilobyteError(f"dataset '{spec}': label {int(bad[0])} is out of range for the library's {n_classes} "
+        worst = int(bad.max()) if bad.max() >= n_classes else int(bad.min())  # the largest, else the most negative
+        raise KilobyteError(f"dataset '{spec}': label {worst} is out of range for the library's {n_classes} "
                             f"classes (0-{n_classes - 1}); {len(bad)} image(s) have such labels")
 
 
@@ -195,30 +197,28 @@ def evaluate_library(path, data: str | None = None, *, split: str | None = None,
     `limit`: the first `limit` images only. `target` (a Cortex-M core, or from `device`): the firmware also runs each
     image under QEMU, and every output is compared with the host build's. `device` over budget: `DoesNotFitError`."""
     from ..codegen.host import manifest
+    from ..data import choose_reading
 
+    if resize not in RESIZES:
+        raise KilobyteError(f"resize '{resize}': use one of {', '.join(RESIZES)}")
+    if limit is not None and limit < 1:
+        raise KilobyteError(f"--limit {limit}: give at least 1 image")
     project = library_dir(path)
     m = manifest(project)
     n_classes = class_count(project, m)
-    ds, spec, record, hint = _dataset(project, data, split)
-    if resize not in RESIZES:
-        raise KilobyteError(f"resize '{resize}': use one of {', '.join(RESIZES)}")
-    if limit is not None:
-        if limit < 1:
-            raise KilobyteError(f"--limit {limit}: give at least 1 image")
-        ds = ds.take(slice(0, limit))
-    check_labels(ds, spec, n_classes)
     in_shape = tuple(m["input"]["shape"])
     if len(in_shape) != 4:
         raise KilobyteError(f"{project}: the input {in_shape} is not an image (1, H, W, C); evaluate takes images")
-    from ..data import choose_reading
-
-    x = choose_reading(ds, in_shape, spec)
+    ds, spec, record, hint = _dataset(project, data, split)
+    ds = ds if limit is None else ds.take(slice(0, limit))
+    check_labels(ds, spec, n_classes)
+    x = choose_reading(ds, in_shape, spec)  # (n, h, w, c) float32, as loaded
     names = [ds.classes[i] if ds.classes and i < len(ds.classes) else str(i) for i in range(n_classes)]
     run = _Run(project, m, in_shape, spec, resize, _firmware(project, target, device, kernels))
     predictions, target_predictions = run.all(x, progress)
-    ev = LibraryEvaluation(project, spec, names, {**describe_preprocessing(x, in_shape, m["input"], resize),
-                                                  "clipped_values": run.clipped},
-                           Scores(confusion_matrix(ds.y, predictions, n_classes)), record, hint)
+    ev = LibraryEvaluation(project, spec, names,
+                           {**describe_preprocessing(x, in_shape, m["input"], resize), "clipped_values": run.clipped},
+                           Scores(confusion_matrix(ds.y, predictions, n_classes)), split=record, hint=hint)
     if run.build is not None:
         ev.target, ev.differing = run.build.target, run.differing
         ev.on_target = Scores(confusion_matrix(ds.y, target_predictions, n_classes))
@@ -236,9 +236,9 @@ def _dataset(project: Path, data: str | None, split: str | None):
             raise KilobyteError("give the labelled images with --data (mnist, digits, a .npz or a folder of class "
                                 "sub-folders), or --split test for the held-out images the library was reported on")
         hint = None
-        if record is not None and data in (record["data"], record.get("path")):
-            hint = (f"{record['by']} reported int8 accuracy {record['int8_accuracy'] * 100:.2f} % on images "
-                    f"{record['start']}-{record['stop'] - 1} of this data; --split test evaluates exactly those")
+        if record is not None and (data == record["data"] or os.path.abspath(data) == record.get("path")):
+            hint = (f"{record['by']} reported int8 accuracy {record['int8_accuracy'] * 100:.2f} % on "
+                    f"{record['images']} held-out images of this data; --split test evaluates exactly those")
         return load_dataset(data), data, None, hint
     if split != "test":
         raise KilobyteError(f"--split {split}: the only split is 'test' (the held-out images)")

@@ -86,7 +86,7 @@ def test_all_of_the_data_says_where_the_reported_split_is(searched, capsys):
     assert code == 0, err
     got = json.loads(text)
     assert got["host"]["images"] == 50 and got["split"] is None
-    assert "images 1437-1796 of this data; --split test evaluates exactly those" in got["note"]
+    assert "on 360 held-out images of this data; --split test evaluates exactly those" in got["note"]
 
 
 @needs_qemu
@@ -129,7 +129,12 @@ def test_one_line_errors(tmp_path, capsys):
              ((classifier,), "give the labelled images with --data"),
              ((classifier, "--split", "test"), "no held_out.json"),
              ((classifier, "--data", "digits", "--limit", "0"), "--limit 0: give at least 1 image"),
-             ((tmp_path, "--data", "digits"), "not a compiled Kilobyte library")]
+             ((tmp_path, "--data", "digits"), "not a compiled Kilobyte library"),
+             ((classifier, "--data", "digits"), "label 9 is out of range for the library's 3 classes (0-2)"),
+             ((classifier, "--data", tmp_path / "rgb.npz"), "has 3 channels, the library's input has 1"),
+             ((classifier, "--data", tmp_path / "empty"), "no images found in class sub-folders")]
+    np.savez(tmp_path / "rgb.npz", x=np.zeros((2, 4, 4, 3), np.uint8), y=np.zeros(2, int), layout="NHWC")
+    (tmp_path / "empty" / "a").mkdir(parents=True)
     for args, message in cases:
         code, _, err = _evaluate(capsys, *args)
         assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
