@@ -145,8 +145,12 @@ def _draw_matrix(fig, ax, scores, names: list[str], title: str) -> None:
 
 
 def _draw_per_class(ax, scores, names: list[str], title: str) -> None:
-    acc = [0.0 if a is None else a * 100 for _, _, a in scores.per_class()]
+    per_class = scores.per_class()
+    acc = [0.0 if a is None else a * 100 for _, _, a in per_class]
     ax.bar(range(len(names)), acc, color="tab:blue")
+    for i, (n, _, _) in enumerate(per_class):
+        if n == 0:  # no image of this class: no bar, and not a 0 % one
+            ax.text(i, 2, "no images", rotation=90, ha="center", va="bottom", fontsize="x-small", color="gray")
     ax.axhline(scores.accuracy * 100, color="tab:orange", linestyle="--", linewidth=1.2,
                label=f"overall {scores.accuracy * 100:.2f} %")
     ax.set_xticks(range(len(names)), names, rotation=90 if len(names) > 10 else 0, fontsize="small")
@@ -154,4 +158,4 @@ def _draw_per_class(ax, scores, names: list[str], title: str) -> None:
     ax.set_xlabel("class")
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
