@@ -48,6 +48,10 @@ def run(args) -> int:
     from ..api import evaluate
 
     target, device = target_device(args)
+    if args.plot:
+        from ..report.confusion import check_plot_path
+
+        check_plot_path(args.plot)
     try:
         ev = evaluate(args.dir, args.data, split=args.split, limit=args.limit, target=target,
                               device=device, kernels=args.kernels, resize=args.resize, progress=not args.json)

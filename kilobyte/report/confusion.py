@@ -103,6 +103,19 @@ def _preprocessing(p: dict) -> str:
     return ", ".join(steps)
 
 
+def check_plot_path(path) -> None:
+    """Before a long run: a one-line error when the PNG could not be written (no matplotlib, no such folder)."""
+    import importlib.util
+
+    from ..errors import KilobyteError
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise KilobyteError(f"--plot {path}: drawing needs matplotlib: pip install 'kilobyte[plot]'")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise KilobyteError(f"--plot {path}: no such folder {folder}")
+
+
 def plot_evaluation(ev, path) -> str:
     """Draw the confusion matrix (each row as fractions of its class) and the per-class accuracy of the host build
     (and of the target in a second row when any of its outputs differ) to PNG file `path`; returns the path."""

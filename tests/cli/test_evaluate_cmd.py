@@ -132,7 +132,8 @@ def test_one_line_errors(tmp_path, capsys):
              ((tmp_path, "--data", "digits"), "not a compiled Kilobyte library"),
              ((classifier, "--data", "digits"), "label 9 is out of range for the library's 3 classes (0-2)"),
              ((classifier, "--data", tmp_path / "rgb.npz"), "has 3 channels, the library's input has 1"),
-             ((classifier, "--data", tmp_path / "empty"), "no images found in class sub-folders")]
+             ((classifier, "--data", tmp_path / "empty"), "no images found in class sub-folders"),
+             ((classifier, "--data", "digits", "--plot", tmp_path / "nowhere" / "a.png"), "no such folder")]
     np.savez(tmp_path / "rgb.npz", x=np.zeros((2, 4, 4, 3), np.uint8), y=np.zeros(2, int), layout="NHWC")
     (tmp_path / "empty" / "a").mkdir(parents=True)
     for args, message in cases:
