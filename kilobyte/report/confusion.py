@@ -26,6 +26,8 @@ def format_evaluation(ev) -> str:
         same = "same images" if ev.same_images_as_report else f"on all {ev.split['images']} of them"
         reported = f"   (reported by {ev.split['by']}: {ev.split['int8_accuracy'] * 100:.2f} %, {same})"
     lines.append(f"accuracy  {_percent(ev.host)}{reported}")
+    if ev.warning:
+        lines.append(f"WARNING   {ev.warning}")
     if ev.hint:
         lines.append(f"note      {ev.hint}")
     lines += ["", format_scores(ev.host, ev.classes)]

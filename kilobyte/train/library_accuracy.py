@@ -83,6 +83,7 @@ class LibraryEvaluation:
     host: Scores
     split: dict | None = None  # with split="test": the held-out record (what was reported, on which images)
     hint: str | None = None  # a note for the reader (e.g. the reported accuracy is on a split of this data)
+    warning: str | None = None  # the images' values do not look like the range the input represents
     target: str | None = None
     on_target: Scores | None = None
     differing: list[int] = field(default_factory=list)  # images whose target output differs from the host's
@@ -95,7 +96,8 @@ class LibraryEvaluation:
     def to_json(self) -> dict:
         out = {"model_dir": str(self.project), "data": self.data, "classes": self.classes,
                "preprocessing": self.preprocessing, "host": self.host.to_json(self.classes),
-               "accuracy": self.host.accuracy, "split": self.split, "note": self.hint, "target": None}
+               "accuracy": self.host.accuracy, "split": self.split, "note": self.hint, "warning": self.warning,
+               "target": None}
         if self.split is not None:
             out["reported_int8_accuracy"] = self.split["int8_accuracy"]
             out["same_images_as_report"] = self.same_images_as_report
@@ -187,6 +189,22 @@ def describe_preprocessing(x: np.ndarray, in_shape, m_input: dict, resize: str) 
             "dtype": m_input["dtype"], "scale": m_input["scale"], "zero_point": m_input["zero_point"]}
 
 
+def range_warning(p: dict) -> str | None:
+    """A warning when the images' values do not fit the float range the library's input represents, scale * (q -
+    zero point) over its type: over 1 % of them clipped, or all of them within a tenth of it (e.g. images in 0..1 fed
+    to a model trained on 0..255) — the accuracy is then that of badly scaled images."""
+    info = np.iinfo(np.dtype(p["dtype"]))
+    lo_in, hi_in = p["scale"] * (info.min - p["zero_point"]), p["scale"] * (info.max - p["zero_point"])
+    lo, hi = p["value_range"]
+    span = f"the {lo_in:.4g}..{hi_in:.4g} the library's input represents"
+    if p["values"] and p["clipped_values"] > 0.01 * p["values"]:
+        return (f"{p['clipped_values'] / p['values']:.1%} of the image values ({lo:.4g}..{hi:.4g}) fall outside "
+                f"{span}: scale the images as the model was trained")
+    if hi - lo < 0.1 * (hi_in - lo_in):
+        return f"the images span {lo:.4g}..{hi:.4g}, a small part of {span}: scale them as the model was trained"
+    return None
+
+
 # -- the run ---------------------------------------------------------------------------------------------------------
 def evaluate_library(path, data: str | None = None, *, split: str | None = None, limit: int | None = None,
                      target: str | None = None, device=None, kernels: str | None = None, resize: str = "bilinear",
@@ -216,9 +234,10 @@ def evaluate_library(path, data: str | None = None, *, split: str | None = None,
     names = [ds.classes[i] if ds.classes and i < len(ds.classes) else str(i) for i in range(n_classes)]
     run = _Run(project, m, in_shape, spec, resize, _firmware(project, target, device, kernels))
     predictions, target_predictions = run.all(x, progress)
-    ev = LibraryEvaluation(project, spec, names,
-                           {**describe_preprocessing(x, in_shape, m["input"], resize), "clipped_values": run.clipped},
-                           Scores(confusion_matrix(ds.y, predictions, n_classes)), split=record, hint=hint)
+    prep = {**describe_preprocessing(x, in_shape, m["input"], resize), "clipped_values": run.clipped,
+            "values": run.values}
+    ev = LibraryEvaluation(project, spec, names, prep, Scores(confusion_matrix(ds.y, predictions, n_classes)),
+                           split=record, hint=hint, warning=range_warning(prep))
     if run.build is not None:
         ev.target, ev.differing = run.build.target, run.differing
         ev.on_target = Scores(confusion_matrix(ds.y, target_predictions, n_classes))
@@ -267,7 +286,7 @@ class _Run:
         from ..codegen import HostModel
 
         self.host, self.m, self.in_shape, self.spec, self.resize = HostModel(project), m, in_shape, spec, resize
-        self.build, self.clipped, self.differing = build, 0, []
+        self.build, self.clipped, self.values, self.differing = build, 0, 0, []
 
     def all(self, x: np.ndarray, progress: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Predicted classes of every image of `x` on the host, and on the target (or None)."""
@@ -279,7 +298,7 @@ class _Run:
             for start in range(0, len(x), CHUNK):
                 q, clipped = quantize_images(fit_images(x[start:start + CHUNK], self.in_shape, self.spec,
                                                         self.resize), self.m["input"])
-                self.clipped += clipped
+                self.clipped, self.values = self.clipped + clipped, self.values + q.size
                 ys = self.host.run_batch(q).reshape(len(q), -1)  # (n, classes) int8 scores
                 host.append(ys.argmax(axis=1))
                 if self.build is not None:

@@ -114,3 +114,18 @@ def test_one_line_errors(tmp_path):
             evaluate_library(library, "digits")
     with pytest.raises(KilobyteError, match="not a compiled Kilobyte library"):
         evaluate_library(tmp_path, "digits")
+
+
+def test_badly_scaled_images_are_warned_about(tmp_path):
+    project, q = classifier_library(tmp_path / "c", classes=3)
+    x = np.random.default_rng(3).random((50, 4, 4, 1)).astype(np.float32)  # 0..1, as calibrated
+    t = q.tensors[q.inputs[0]].qparams
+    represented = float(t.scale[0]) * (127 - int(t.zero_point[0])) - float(t.scale[0]) * (-128 - int(t.zero_point[0]))
+    assert 0.9 < represented < 1.2  # calibrated on 0..1 images: the input represents about that span
+    warnings = {}
+    for name, images in (("ok", x), ("0..255", x * 255), ("tiny", x / 50)):
+        np.savez(tmp_path / f"{name}.npz", x=images, y=np.zeros(50, int))
+        warnings[name] = evaluate_library(project, str(tmp_path / f"{name}.npz")).warning
+    assert warnings["ok"] is None
+    assert "of the image values" in warnings["0..255"] and "fall outside" in warnings["0..255"]
+    assert "a small part of" in warnings["tiny"]
