@@ -194,6 +194,20 @@ def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", s
                        loss_budget=DEFAULT_LOSS_BUDGET if loss_budget is None else loss_budget, kernels=kernels)
 
 
+def evaluate(library_dir, data: str | None = None, *, split: str | None = None, limit: int | None = None,
+             target: str | None = None, device=None, kernels: str | None = None, resize: str = "bilinear",
+             progress: bool = False):
+    """`kilobyte evaluate`: the accuracy of the compiled library in `library_dir` (or a search's output folder) on
+    labelled images, per class and as a confusion matrix, from its own host C build — and, with `target` / `device`,
+    from its firmware under QEMU, each output compared with the host's. `split="test"`: the held-out images a search
+    or the demo reported its int8 accuracy on. Returns a `train.library_accuracy.LibraryEvaluation` (`.to_json()`;
+    `report.confusion` formats and draws it)."""
+    from .train.library_accuracy import evaluate_library
+
+    return evaluate_library(library_dir, data, split=split, limit=limit, target=target, device=device,
+                            kernels=kernels, resize=resize, progress=progress)
+
+
 @dataclass
 class PrunedBuild:
     """A pruned model compiled and checked (`compile_pruned`)."""

@@ -14,6 +14,7 @@ from . import (
     compile_cmd,
     demo_cmd,
     devices_cmd,
+    evaluate_cmd,
     plan_cmd,
     profile_cmd,
     prune_cmd,
@@ -24,7 +25,7 @@ from . import (
 )
 
 COMMANDS = [search_cmd, demo_cmd, profile_cmd, quantize_cmd, prune_cmd, run_cmd, plan_cmd, compile_cmd, verify_cmd,
-            bench_cmd, devices_cmd]
+            evaluate_cmd, bench_cmd, devices_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -48,6 +48,7 @@ def run(args) -> int:
     from ..codegen import HostModel
     from ..codegen.verify import verify_project
     from ..data import load_dataset
+    from ..data.held_out import write_held_out
     from ..train import float_accuracy
     from .common import get_device
     from .compile_cmd import fit_report
@@ -74,6 +75,7 @@ def run(args) -> int:
     report = fit_report(result, device)
     host = HostModel(result.out_dir)
     acc_int8, latency_us = _int8_accuracy(host, result.graph, test)
+    write_held_out(result.out_dir, test, acc_int8, by="kilobyte demo")  # for `kilobyte evaluate DIR --split test`
     say("[3/5] verifying C == numpy reference == TFLite Micro ...")
     ver = verify_project(result.out_dir, n_random=8, progress=not quiet)
     say("[4/5] measuring TFLite Micro (arena, latency) ...")

@@ -157,6 +157,21 @@ class HostModel:
         return {o["name"]: flat[o.get("offset", 0):o.get("offset", 0) + int(np.prod(o["shape"]))].reshape(o["shape"])
                 for o in self.manifest.get("outputs", [self.manifest["output"]])}
 
+    def run_batch(self, xs: np.ndarray) -> np.ndarray:
+        """`<prefix>_invoke` on each of `xs` (N, *input shape; the input's leading batch of 1 may be left out) in
+        turn, into one (N, *output shape) array: for thousands of inputs, no per-call conversion, check or
+        allocation (about 1 µs of Python per input)."""
+        xs = np.ascontiguousarray(xs, dtype=self.manifest["input"]["dtype"])
+        if xs.shape[1:] not in (self.in_shape, self.in_shape[1:]) or self.in_shape[:1] != (1,):
+            raise KilobyteError(f"{self.project}: inputs {xs.shape[1:]}, the model wants {self.in_shape}")
+        ys = np.empty((len(xs), *self.out_shape), self.manifest["output"]["dtype"])
+        x0, y0 = xs.ctypes.data, ys.ctypes.data
+        x_step, y_step = xs[0].nbytes if len(xs) else 0, ys[0].nbytes if len(ys) else 0
+        invoke, offsets = self._invoke, self._offsets
+        for i in range(len(xs)):
+            invoke(x0 + i * x_step, *(y0 + i * y_step + offset for offset in offsets))
+        return ys
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=self.manifest["input"]["dtype"])
         if x.shape != self.in_shape:

@@ -10,10 +10,15 @@ input, NHWC 1×49×10, has H = 1 like an NCHW array with one channel). Its `layo
 one (`np.savez(path, x=x, layout="NHWC")`); otherwise the model's input does (`choose_reading`: the reading that
 fits its shape, exactly or after the usual resize / channel repeat), and a one-line error asks when both readings
 fit. `Dataset.x` holds the NHWC guess of the array alone, for code that has no model input to match.
+
+A loaded dataset knows where it came from (`Dataset.origin`: rows [start, stop) of `load_dataset(data, seed)`), and
+`split` / `take` with a slice keep that: a search's or the demo's held-out test split can be written down and loaded
+again, image for image (`held_out.py`, for `kilobyte evaluate --split test`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +36,34 @@ LAYOUTS = ("NHWC", "NCHW")
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Rows [start, stop) of `load_dataset(data, seed)`: enough to load the same images again."""
+
+    data: str
+    seed: int
+    start: int
+    stop: int
+
+    def take(self, rows) -> Origin | None:
+        """The origin of `rows` of these samples: kept for a contiguous slice, lost (None) for anything else.
+
+        >>> Origin("mnist", 0, 0, 5000).take(slice(4000, None))
+        Origin(data='mnist', seed=0, start=4000, stop=5000)
+        """
+        if not isinstance(rows, slice):
+            return None
+        r = range(self.start, self.stop)[rows]
+        return Origin(self.data, self.seed, r.start, r.stop) if r.step == 1 else None
+
+
+@dataclass(frozen=True)
 class Dataset:
     name: str
     x: np.ndarray  # (N, H, W, C) float32 in [0, 1]; for an undecided .npz, the guess of the array alone
     y: np.ndarray | None  # (N,) int64
     undecided: np.ndarray | None = None  # an .npz 'x' (N, A, B, C) that does not state its layout, as stored
+    origin: Origin | None = None  # where these samples are in `load_dataset`'s result (None: not known)
+    classes: tuple[str, ...] | None = None  # the name of each label (an image folder's sub-folders), else None
 
     def split(self, n_train: int) -> tuple[Dataset, Dataset]:
         """First `n_train` samples and the rest (the bundled sets are already shuffled by us)."""
@@ -45,7 +73,8 @@ class Dataset:
         """The samples `rows` (a slice or an index array) of every array."""
         y = None if self.y is None else self.y[rows]
         raw = None if self.undecided is None else self.undecided[rows]
-        return Dataset(self.name, self.x[rows], y, raw)
+        origin = None if self.origin is None else self.origin.take(rows)
+        return Dataset(self.name, self.x[rows], y, raw, origin, self.classes)
 
     def readings(self) -> dict[str, np.ndarray]:
         """Every NHWC reading of the images: {"NHWC": x} when the layout is known, else both of the stored array."""
@@ -55,20 +84,23 @@ class Dataset:
 
 
 def load_dataset(spec: str, seed: int = 0) -> Dataset:
-    """Load a built-in dataset by name or a user `.npz` / image folder by path."""
+    """Load a built-in dataset by name (shuffled by `seed`) or a user `.npz` / image folder by path (in its order)."""
     if spec in BUILTIN:
         x, y = _mnist() if spec == "mnist" else _digits()
         order = np.random.default_rng(seed).permutation(len(x))
-        return Dataset(spec, x[order], y[order])
-    path = Path(spec)
-    if not path.exists():
-        raise KilobyteError(f"dataset '{spec}': no such file or folder, and not a built-in name "
-                            f"({', '.join(BUILTIN)})")
-    if path.is_dir():
-        return _image_folder(path)
-    if path.suffix == ".npz":
-        return _npz(path)
-    raise KilobyteError(f"dataset '{spec}': expected a .npz file or an image folder")
+        ds = Dataset(spec, x[order], y[order])
+    else:
+        path = Path(spec)
+        if not path.exists():
+            raise KilobyteError(f"dataset '{spec}': no such file or folder, and not a built-in name "
+                                f"({', '.join(BUILTIN)})")
+        if path.is_dir():
+            ds = _image_folder(path)
+        elif path.suffix == ".npz":
+            ds = _npz(path)
+        else:
+            raise KilobyteError(f"dataset '{spec}': expected a .npz file or an image folder")
+    return dataclasses.replace(ds, origin=Origin(spec, seed, 0, len(ds.x)))
 
 
 def _mnist() -> tuple[np.ndarray, np.ndarray]:
@@ -139,7 +171,8 @@ def _image_folder(path: Path) -> Dataset:
     if len(shapes) != 1:
         raise KilobyteError(f"dataset '{path}': images differ in size {sorted(shapes)[:3]}; resize them first")
     x = _four_dims(np.stack(arrays), path)  # PIL arrays are (H, W) or (H, W, C): NHWC, never a guess
-    return Dataset(os.path.basename(path), _to_01(x), np.array([i for _, i in files], np.int64))
+    return Dataset(os.path.basename(path), _to_01(x), np.array([i for _, i in files], np.int64),
+                   classes=tuple(classes))
 
 
 def choose_reading(ds: Dataset, input_shape_nhwc: tuple[int, ...], spec: str) -> np.ndarray:

@@ -329,7 +329,8 @@ def deploy_module(module, resolution: int, fit, test, out_dir, options, device, 
                   progress: bool = False) -> dict:
     """A trained float classifier (NCHW input at `resolution`) to a verified C library in `out_dir`: int8 PTQ on 128
     training images, plan, compile, verification against the numpy reference and TensorFlow Lite Micro, float and
-    int8 top-1 on the held-out `test` split (int8 by the generated C itself), the device fit (measured on the linked
+    int8 top-1 on the held-out `test` split (int8 by the generated C itself; which images they were is written to
+    `held_out.json` beside the library, for `kilobyte evaluate --split test`), the device fit (measured on the linked
     firmware when the Arm toolchain is present). The search's last phase, and the baselines' of bench_search.py."""
     import torch
 
@@ -337,6 +338,7 @@ def deploy_module(module, resolution: int, fit, test, out_dir, options, device, 
     from ..cli.compile_cmd import fit_report, measured_fit
     from ..codegen import HostModel, compile_graph
     from ..codegen.verify import verify_project
+    from ..data.held_out import write_held_out
     from ..quant.quantize import quantize, quantize_input
     from .supernet_train import resize
 
@@ -354,8 +356,10 @@ def deploy_module(module, resolution: int, fit, test, out_dir, options, device, 
     nhwc = test_x.numpy().transpose(0, 2, 3, 1)
     int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
                               for i in range(len(nhwc))]))
+    held_out = write_held_out(result.out_dir, test, int8_acc, by=f"kilobyte search ({name})")
     report, _ = measured_fit(fit_report(result, device), result, device)
-    return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "bit_exact": ver.ok, "verified": ver.to_json(),
+    return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
+            "verified": ver.to_json(),
             "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
             "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
             "model_dir": str(result.out_dir)}

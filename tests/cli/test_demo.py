@@ -25,6 +25,10 @@ def test_demo_end_to_end(capsys, tmp_path):
     assert 0 < s["arena_bytes"] < s["tflm_arena_bytes"]
     assert (tmp_path / "demo" / "src" / "model.c").is_file()
     assert not list(tmp_path.glob(".calib-*.npz"))  # the calibration file is cleaned up
+    # `kilobyte evaluate --split test` runs the library on the 1,000 held-out images the demo measured: same number
+    assert main(["evaluate", str(tmp_path / "demo"), "--split", "test", "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["host"]["images"] == 1000 and ev["accuracy"] == s["int8_accuracy"]
     _print_summary(s)  # the text the command prints without --json: the checks that ran, by name
     row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("verification"))
     n = s["verified_inputs"]

@@ -74,6 +74,18 @@ def test_report_front_and_deployment(reference):
     assert {p.stem for p in (out / "weights").glob("*.pt")} == {str(m["index"]) for m in front}
 
 
+def test_evaluate_on_the_held_out_split_gives_the_deployed_accuracy(reference):
+    """`kilobyte evaluate DIR --split test`: the library's host C build on the images held_out.json names equals
+    the int8 accuracy the search reported for it."""
+    out, report = reference
+    run = subprocess.run([sys.executable, "-m", "kilobyte", "evaluate", str(out), "--split", "test", "--json"],
+                         capture_output=True, text=True, timeout=300, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    assert got["same_images_as_report"] and got["host"]["images"] == report["deployed"]["held_out"]["images"]
+    assert got["accuracy"] == report["deployed"]["int8_accuracy"] > 0.5
+
+
 def test_chosen_after_a_second_evaluation_of_the_finalists(reference):
     """The finalists are the 3 members inside the bounds with the lowest search validation error; the chosen one is
     the finalist with the lowest error after the longer training, and every finalist's score is in the store."""
