@@ -125,10 +125,13 @@ def create(
     resolution: int | None = None,
     num_classes: int | None = None,
     in_channels: int | None = None,
+    seed: int = 0,
 ) -> tuple[nn.Module, tuple[int, int, int, int]]:
     """Build zoo model `name` in eval mode and return it with its NCHW input shape (batch 1).
 
     `width` multiplies channel counts; `resolution` (square) and `num_classes` default to the model's own values.
+    The initial weights follow from `seed` alone (the caller's global torch generator is left as it was), so a
+    model trained from them is the same every run: the demo's result does not depend on what ran before it.
 
     >>> model, shape = create("resnet-small", resolution=28, in_channels=1)
     >>> shape
@@ -150,9 +153,13 @@ def create(
     module_name, function_name = entry.builder.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
     extra = {"resolution": resolution} if "resolution" in inspect.signature(build).parameters else {}
-    model = build(width=width, num_classes=num_classes, in_channels=in_channels, **extra)
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build(width=width, num_classes=num_classes, in_channels=in_channels, **extra)
     shape = (1, in_channels, *(entry.input_hw or (resolution, resolution)))
-    _settle_batchnorm(model, shape)
+    _settle_batchnorm(model, shape, seed)
     return model.eval(), shape
 
 
