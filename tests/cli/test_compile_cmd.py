@@ -10,17 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_helpers import cli
 from random_nets import wide_head_model
 
-from kilobyte.cli import main
 from kilobyte.export.tflite import to_tflite
 from kilobyte.targets.devices import get_device
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -4,16 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from cli_helpers import cli
 
 from kilobyte.cli import main
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import cli
 
 from kilobyte.cli import main
 from kilobyte.codegen.verify import reference_graph
@@ -29,12 +30,6 @@ pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # n
 
 BENCH_KEYS = {"flash_bytes", "sram_bytes", "stack_bytes", "instructions", "macs", "instructions_per_mac",
               "per_layer_instructions", "flash", "sram", "planned", "note", "target", "kernels", "device"}
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_helpers import cli
 from random_nets import movement_model
 
-from kilobyte.cli import main
 from kilobyte.codegen import compile_graph
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,21 @@
 
 #include "kilobyte.h"
 
+/* The largest value of one row (TFLite's reference softmaxes subtract it before expf). */
+static float row_max(const float *row, int32_t depth)
+{
+    float max = row[0];
+    for (int32_t c = 1; c < depth; ++c) {
+        max = row[c] > max ? row[c] : max;
+    }
+    return max;
+}
+
 void kb_softmax_f32(int32_t rows, int32_t depth, float beta, float *x)
 {
     for (int32_t r = 0; r < rows; ++r) {
         float *row = x + r * depth;
-        float max = row[0];
-        for (int32_t c = 1; c < depth; ++c) {
-            max = row[c] > max ? row[c] : max;
-        }
+        const float max = row_max(row, depth);
         float sum = 0.0f;
         for (int32_t c = 0; c < depth; ++c) {
             const float e = expf((row[c] - max) * beta);
@@ -37,10 +44,7 @@ void kb_log_softmax_f32(int32_t rows, int32_t depth, float *x)
 {
     for (int32_t r = 0; r < rows; ++r) {
         float *row = x + r * depth;
-        float max = row[0];
-        for (int32_t c = 1; c < depth; ++c) {
-            max = row[c] > max ? row[c] : max;
-        }
+        const float max = row_max(row, depth);
         float sum = 0.0f;
         for (int32_t c = 0; c < depth; ++c) {
             sum += expf(row[c] - max);
