@@ -102,13 +102,18 @@ class SearchContext:
     device: object = None  # targets.devices.Device: the firmware fit is measured for it
 
 
-def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int) -> MBSpace:
+def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int,
+           input_size: tuple[int, int] | None = None) -> MBSpace:
+    """The search's MBConv space for data of side `native`. Per layer, a candidate's graph starts with the resize
+    from the data's `input_size` (H, W) that its library will run (`deploy_module`), so the evaluator counts its
+    input and resized tensor; a patch stage cannot contain a resize, so the joint search's inputs stay resized
+    outside the library."""
     resolutions = tuple(config.resolutions or data_resolutions(native, wide=config.patch))
     if config.patch:  # MCUNetV2's genome: per-stage widths and receptive-field redistribution (space.py)
         return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
                        resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES)
     return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                   resolutions=resolutions)
+                   resolutions=resolutions, input_size=input_size)
 
 
 def _budget(config: SearchConfig) -> Budget:
@@ -294,7 +299,7 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     resources = evaluator(ctx.config, space, device.core)
     options = compile_options(ctx.config, resources, arch)
     result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
-                           progress=ctx.progress)
+                           progress=ctx.progress, resize_inside=space.input_size is not None)
     budget = _budget(ctx.config)
     planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
@@ -326,7 +331,7 @@ def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
 
 
 def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir, options, device, name: str = "tinynas",
-                  progress: bool = False) -> dict:
+                  progress: bool = False, resize_inside: bool = True) -> dict:
     """A trained float classifier (NCHW input at `resolution`, an int for a square one) to a verified C library in
     `out_dir`: int8 PTQ on 128 training images, plan, compile, verification against the numpy reference and
     TensorFlow Lite Micro, float and int8 top-1 on the held-out `test` split (int8 by the generated C itself; which
@@ -336,8 +341,9 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
 
     When `resolution` is not the data's own size, the resize the network was trained behind becomes the library's
     first op (`with_input_resize`), so the library takes the data's images and its fit includes the resized tensor;
-    calibration and both accuracies then see the data's images as they are. A patch-based winner keeps its input at
-    `resolution` (a resize cannot run patch by patch), and `kilobyte evaluate` resizes for it."""
+    calibration and both accuracies then see the data's images as they are. With `resize_inside=False`, or a patch
+    stage (a resize cannot run patch by patch), the input stays at `resolution` and `kilobyte evaluate` resizes
+    the images with the same function (`data.resize_images`)."""
     import torch
 
     from ..api import _from_module
@@ -351,7 +357,7 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     module = module.eval()
     _, h, w, channels = fit.x.shape
     resolution = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
-    size = (h, w) if options.patch is None else resolution
+    size = (h, w) if resize_inside and options.patch is None else resolution
     module = with_input_resize(module, resolution, size)
     graph = _from_module(name, module, (1, channels, *size)).graph
     calib = to_nchw_tensor(fit.x[:128], size).numpy().transpose(0, 2, 3, 1)
@@ -405,7 +411,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device)
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
-        space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1])
+        space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3])
         width, resolution = choose_space(ctx, space)
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)
