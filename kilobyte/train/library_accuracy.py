@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.resize import resize_images
+from ..data.resize import MODES, resize_images
 from ..errors import KilobyteError
 
 CHUNK = 256  # images prepared and run at a time
-RESIZES = ("bilinear", "nearest")
+RESIZES = MODES  # `data.resize_images` modes; bilinear unless the user asks
 
 
 def confusion_matrix(labels, predictions, n_classes: int) -> np.ndarray:
