@@ -35,7 +35,8 @@ def main() -> None:
     from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
     from kilobyte.nas.store import SearchStore
     from kilobyte.nas.supernet import SuperNet
-    from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights, resize
+    from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights
+    from kilobyte.train import to_nchw_tensor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("search_dir", type=Path)
@@ -63,13 +64,13 @@ def main() -> None:
     w, r = space_choice["width"], space_choice["resolution"]
     net = SuperNet(space, w, r)
     load_weights(net, args.search_dir / "supernet.pt")
-    x = resize(fit.x, r)
-    spec = ScorerSpec.of(net, x[:20 * 64], resize(val.x, r), torch.from_numpy(val.y))
+    x = to_nchw_tensor(fit.x, r)
+    spec = ScorerSpec.of(net, x[:20 * 64], to_nchw_tensor(val.x, r), torch.from_numpy(val.y))
     sub = net.space
     from kilobyte.targets.devices import get_device
 
     evaluator = ResourceEvaluator(sub, _plan_options(config), core=get_device(config.device).core)
-    test_score = SubnetScorer(net, x[:20 * 64], resize(test.x, r), torch.from_numpy(test.y))
+    test_score = SubnetScorer(net, x[:20 * 64], to_nchw_tensor(test.x, r), torch.from_numpy(test.y))
     budget = _budget(config)
     rows, curves = [], {}
     start = time.perf_counter()

@@ -33,8 +33,9 @@ def main() -> None:
     from kilobyte.nas.resources import ResourceEvaluator
     from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
     from kilobyte.nas.supernet import SuperNet
-    from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights, resize, train_phase
+    from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights, train_phase
     from kilobyte.targets.devices import get_device
+    from kilobyte.train import to_nchw_tensor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="stm32f410")
@@ -50,8 +51,8 @@ def main() -> None:
     config = SearchConfig(device.name, device.sram_bytes, device.flash_bytes, seed=args.seed)
     fit, val, test = load_split(config)
     space = _space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1])
-    x, y = resize(fit.x, args.resolution), torch.from_numpy(fit.y)
-    val_x, val_y = resize(val.x, args.resolution), torch.from_numpy(val.y)
+    x, y = to_nchw_tensor(fit.x, args.resolution), torch.from_numpy(fit.y)
+    val_x, val_y = to_nchw_tensor(val.x, args.resolution), torch.from_numpy(val.y)
 
     torch.manual_seed(args.seed)
     net = SuperNet(space, args.width, args.resolution)

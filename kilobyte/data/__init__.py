@@ -216,9 +216,3 @@ def _hwc(shape) -> str:
     return "x".join(str(d) for d in shape)
 
 
-def resize_nearest(x: np.ndarray, size: int) -> np.ndarray:
-    """Nearest-neighbour resize of NHWC images to size×size (for feeding a dataset to a model's resolution)."""
-    n, h, w, c = x.shape
-    rows = (np.arange(size) * h // size)
-    cols = (np.arange(size) * w // size)
-    return x[:, rows][:, :, cols]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs
+from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs, ResizeAttrs
 from .space import Arch, ArchError, MBSpace
 
 
@@ -86,7 +86,10 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
     graph check, for the resource evaluator's thousands of candidates; tests build with it on)."""
     net = network(space, arch)
     b = GraphBuilder(name)
-    x = b.input((1, net.resolution, net.resolution, net.in_channels))
+    r = net.resolution
+    x = b.input((1, *space.input_hw(r), net.in_channels))
+    if space.input_hw(r) != (r, r):  # the data's image resized as training resizes it (`search.with_input_resize`)
+        x = b.node(Op.RESIZE_BILINEAR, [x], ResizeAttrs((r, r), align_corners=False, half_pixel_centers=True))
 
     def conv(x: str, layer: ConvLayer) -> str:
         pad = layer.kernel // 2

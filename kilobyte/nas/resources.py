@@ -155,7 +155,7 @@ class ResourceEvaluator:
             return False
         if budget.max_macs is not None and macs > budget.max_macs:  # a patch stage only adds MACs
             return False
-        extra = (net.in_channels * net.resolution ** 2 if budget.count_input else 0) + budget.sram_reserve
+        extra = (self.input_bytes(arch) if budget.count_input else 0) + budget.sram_reserve
         if not self.patch and sram_lower_bound(net) + extra > budget.sram_bytes:  # a patch stage beats the bound
             return False
         if extra > budget.sram_bytes:
@@ -201,8 +201,12 @@ class ResourceEvaluator:
 
     def _limit(self, arch: Arch, budget: Budget) -> int:
         """The arena bytes `budget` leaves `arch` (its SRAM minus the input buffer and the stack reserve)."""
-        return budget.sram_bytes - budget.sram_reserve - (
-            self.space.in_channels * arch.resolution ** 2 if budget.count_input else 0)
+        return budget.sram_bytes - budget.sram_reserve - (self.input_bytes(arch) if budget.count_input else 0)
+
+    def input_bytes(self, arch: Arch) -> int:
+        """The caller-owned int8 input of `arch`: the data's image when the space resizes it (`MBSpace.input_size`)."""
+        h, w = self.space.input_hw(arch.resolution)
+        return self.space.in_channels * h * w
 
     def _fit(self, arch: Arch, budget: Budget) -> PatchFit | None:
         """The fewest-cost schedule whose arena fits: MACs, or the latency model's instructions when the budget

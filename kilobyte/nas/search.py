@@ -102,13 +102,18 @@ class SearchContext:
     device: object = None  # targets.devices.Device: the firmware fit is measured for it
 
 
-def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int) -> MBSpace:
+def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int,
+           input_size: tuple[int, int] | None = None) -> MBSpace:
+    """The search's MBConv space for data of side `native`. Per layer, a candidate's graph starts with the resize
+    from the data's `input_size` (H, W) that its library will run (`deploy_module`), so the evaluator counts its
+    input and resized tensor; a patch stage cannot contain a resize, so the joint search's inputs stay resized
+    outside the library."""
     resolutions = tuple(config.resolutions or data_resolutions(native, wide=config.patch))
     if config.patch:  # MCUNetV2's genome: per-stage widths and receptive-field redistribution (space.py)
         return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
                        resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES)
     return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                   resolutions=resolutions)
+                   resolutions=resolutions, input_size=input_size)
 
 
 def _budget(config: SearchConfig) -> Budget:
@@ -294,7 +299,7 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     resources = evaluator(ctx.config, space, device.core)
     options = compile_options(ctx.config, resources, arch)
     result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
-                           progress=ctx.progress)
+                           progress=ctx.progress, resize_inside=space.input_size is not None)
     budget = _budget(ctx.config)
     planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
@@ -325,13 +330,20 @@ def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
             "mac_overhead": (manifest["macs"] - per_layer_macs) / per_layer_macs}
 
 
-def deploy_module(module, resolution: int, fit, test, out_dir, options, device, name: str = "tinynas",
-                  progress: bool = False) -> dict:
-    """A trained float classifier (NCHW input at `resolution`) to a verified C library in `out_dir`: int8 PTQ on 128
-    training images, plan, compile, verification against the numpy reference and TensorFlow Lite Micro, float and
-    int8 top-1 on the held-out `test` split (int8 by the generated C itself; which images they were is written to
-    `held_out.json` beside the library, for `kilobyte evaluate --split test`), the device fit (measured on the linked
-    firmware when the Arm toolchain is present). The search's last phase, and the baselines' of bench_search.py."""
+def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir, options, device, name: str = "tinynas",
+                  progress: bool = False, resize_inside: bool = True) -> dict:
+    """A trained float classifier (NCHW input at `resolution`, an int for a square one) to a verified C library in
+    `out_dir`: int8 PTQ on 128 training images, plan, compile, verification against the numpy reference and
+    TensorFlow Lite Micro, float and int8 top-1 on the held-out `test` split (int8 by the generated C itself; which
+    images they were is written to `held_out.json` beside the library, for `kilobyte evaluate --split test`), the
+    device fit (measured on the linked firmware when the Arm toolchain is present). The search's last phase, and
+    the baselines' of bench_search.py.
+
+    When `resolution` is not the data's own size, the resize the network was trained behind becomes the library's
+    first op (`with_input_resize`), so the library takes the data's images and its fit includes the resized tensor;
+    calibration and both accuracies then see the data's images as they are. With `resize_inside=False`, or a patch
+    stage (a resize cannot run patch by patch), the input stays at `resolution` and `kilobyte evaluate` resizes
+    the images with the same function (`data.resize_images`)."""
     import torch
 
     from ..api import _from_module
@@ -340,16 +352,19 @@ def deploy_module(module, resolution: int, fit, test, out_dir, options, device, 
     from ..codegen.verify import verify_project
     from ..data.held_out import write_held_out
     from ..quant.quantize import quantize, quantize_input
-    from .supernet_train import resize
+    from ..train import to_nchw_tensor
 
     module = module.eval()
-    channels = fit.x.shape[-1]
-    graph = _from_module(name, module, (1, channels, resolution, resolution)).graph
-    calib = resize(fit.x[:128], resolution).numpy().transpose(0, 2, 3, 1)
+    _, h, w, channels = fit.x.shape
+    resolution = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
+    size = (h, w) if resize_inside and options.patch is None else resolution
+    module = with_input_resize(module, resolution, size)
+    graph = _from_module(name, module, (1, channels, *size)).graph
+    calib = to_nchw_tensor(fit.x[:128], size).numpy().transpose(0, 2, 3, 1)
     int8 = quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
     result = compile_graph(int8, out_dir, options, model_name=name)
     ver = verify_project(result.out_dir, n_random=8, progress=progress)
-    test_x = resize(test.x, resolution)
+    test_x = to_nchw_tensor(test.x, size)
     with torch.no_grad():
         float_acc = float((module(test_x).argmax(1).numpy() == test.y).mean())
     host = HostModel(result.out_dir)
@@ -359,10 +374,24 @@ def deploy_module(module, resolution: int, fit, test, out_dir, options, device, 
     held_out = write_held_out(result.out_dir, test, int8_acc, by=f"kilobyte search ({name})")
     report, _ = measured_fit(fit_report(result, device), result, device)
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
-            "verified": ver.to_json(),
+            "verified": ver.to_json(), "input_shape": [1, *size, channels],
+            "input_resize": None if size == resolution else list(resolution),
             "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
             "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
             "model_dir": str(result.out_dir)}
+
+
+def with_input_resize(module, resolution: tuple[int, int], size: tuple[int, int]):
+    """`module` (trained on images resized to `resolution` by `data.resize_images`) behind that same resize
+    from `size`: an `nn.Upsample(bilinear, align_corners=False)`, which the torch frontend lowers to RESIZE_BILINEAR
+    with half-pixel centres — the op whose float semantics `resize_images` has. Unchanged when `size` is already
+    the resolution."""
+    from torch import nn
+
+    if tuple(size) == tuple(resolution):
+        return module
+    return nn.Sequential(nn.Upsample(size=tuple(resolution), mode="bilinear", align_corners=False),
+                         module).eval()
 
 
 # -- the whole search --------------------------------------------------------------------------------------------------
@@ -371,8 +400,8 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
     """Run (or resume) a search into `out_dir`; returns the report (also written to `report.json`)."""
     import torch
 
+    from ..train import to_nchw_tensor
     from .supernet import SuperNet
-    from .supernet_train import resize
 
     started = time.perf_counter()
     out_dir = Path(out_dir)
@@ -382,14 +411,15 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device)
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
-        space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1])
+        space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3])
         width, resolution = choose_space(ctx, space)
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)
-        x, y = resize(fit.x, resolution), torch.from_numpy(fit.y)
+        x, y = to_nchw_tensor(fit.x, resolution), torch.from_numpy(fit.y)
         train_supernet(ctx, net, x, y)
         calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
-        evo, rnd = run_evolution(ctx, net, net.space, calib_x, resize(val.x, resolution), torch.from_numpy(val.y))
+        evo, rnd = run_evolution(ctx, net, net.space, calib_x, to_nchw_tensor(val.x, resolution),
+                                  torch.from_numpy(val.y))
         module = finetune(ctx, net, evo.best.arch, fit, val)
         deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
         report = {**deployed, "evaluations": evo.evaluations,

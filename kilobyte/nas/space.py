@@ -79,6 +79,9 @@ class MBSpace:
     dropout: float = 0.1
     stage_width_choices: tuple[float, ...] = (1.0,)  # MCUNetV2 joint search: (0.5, 0.75, 1.0)
     rd_stages: int = 0  # MCUNetV2 joint search: 2
+    # the data's (H, W) when a network may run at another resolution: it then starts with the resize to it (the
+    # deployed library's RESIZE_BILINEAR) and its input is the data's image; None: the input is at the resolution
+    input_size: tuple[int, int] | None = None
 
     def __post_init__(self):
         if not 0 <= self.rd_stages < len(self.stage_depths):
@@ -87,6 +90,10 @@ class MBSpace:
         if not self.stage_width_choices or min(self.stage_width_choices) <= 0:
             raise ArchError(f"search space: stage_width_choices = {list(self.stage_width_choices)} must be "
                             "positive multipliers")
+
+    def input_hw(self, resolution: int) -> tuple[int, int]:
+        """(H, W) of the input a network at `resolution` takes: the data's when the space has one, else its own."""
+        return tuple(self.input_size) if self.input_size is not None else (resolution, resolution)
 
     @property
     def depth_choices(self) -> tuple[tuple[int, ...], ...]:

@@ -44,14 +44,6 @@ class SupernetTraining:
     shift: int = 2  # random shift augmentation, pixels at the data's native resolution (0: none)
 
 
-def resize(x: np.ndarray, resolution: int) -> torch.Tensor:
-    """NHWC float images -> NCHW torch tensor at `resolution` (bilinear; identity when already that size)."""
-    t = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
-    if t.shape[-1] != resolution or t.shape[-2] != resolution:
-        t = F.interpolate(t, size=(resolution, resolution), mode="bilinear", align_corners=False)
-    return t.contiguous()
-
-
 def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tensor:
     """Each image moved by a random integer offset in [-pixels, pixels] per axis, zero-filled."""
     if pixels <= 0:

@@ -547,9 +547,9 @@ def _deploy(space, config, report, out_dir, fit, test, device, progress, log) ->
         f"against TFLite Micro ...")
     module = load_member(space, out_dir, member)
     module.load_state_dict(torch.load(out_dir / "final.pt", weights_only=True))
-    h = space.input_shape[0]
-    return deploy_module(module, h, fit, test, out_dir / "model", PlanOptions(kernels=config.kernels),
-                         device or get_device("stm32f410"), name="unas", progress=progress)
+    return deploy_module(module, tuple(space.input_shape[:2]), fit, test, out_dir / "model",
+                         PlanOptions(kernels=config.kernels), device or get_device("stm32f410"), name="unas",
+                         progress=progress)
 
 
 def export_member(search_dir, n: int, out_path) -> dict:

@@ -26,7 +26,8 @@ def recalibrate_bn(module, x, batches: int = 20, batch_size: int = 64, *, resolu
     import torch
     from torch import nn
 
-    from .evaluate import resize_to, to_nchw_tensor
+    from ..data.resize import resize_images
+    from .evaluate import to_nchw_tensor
 
     norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
     if not norms:
@@ -44,7 +45,7 @@ def recalibrate_bn(module, x, batches: int = 20, batch_size: int = 64, *, resolu
         module.train()
         with torch.no_grad():
             for i in range(0, len(order), batch_size):
-                module(resize_to(xt[order[i:i + batch_size]], resolution))
+                module(resize_images(xt[order[i:i + batch_size]], resolution))
     finally:
         for m, momentum in zip(norms, momenta):
             m.momentum = momentum

@@ -10,21 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.resize import resize_images
 
-def to_nchw_tensor(x: np.ndarray):
-    """NHWC numpy images -> an NCHW torch tensor."""
+
+def to_nchw_tensor(x: np.ndarray, resolution: int | None = None):
+    """NHWC numpy images -> an NCHW torch tensor, resized to resolution×resolution (`data.resize_images`) if given."""
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
-
-
-def resize_to(x, resolution: int | None):
-    """NCHW images resized bilinearly to resolution x resolution (unchanged if None or already that size)."""
-    import torch.nn.functional as F
-
-    if resolution is None or tuple(x.shape[2:]) == (resolution, resolution):
-        return x
-    return F.interpolate(x, size=(resolution, resolution), mode="bilinear", align_corners=False)
+    return torch.from_numpy(np.ascontiguousarray(resize_images(x, resolution).transpose(0, 3, 1, 2)))
 
 
 def float_accuracy(module, x: np.ndarray, y: np.ndarray, batch_size: int = 256, resolution: int | None = None) -> float:
@@ -35,7 +28,7 @@ def float_accuracy(module, x: np.ndarray, y: np.ndarray, batch_size: int = 256, 
     correct = 0
     with torch.no_grad():
         for i in range(0, len(x), batch_size):
-            logits = module(resize_to(to_nchw_tensor(x[i:i + batch_size]), resolution))
+            logits = module(to_nchw_tensor(x[i:i + batch_size], resolution))
             correct += int((logits.argmax(1).numpy() == y[i:i + batch_size]).sum())
     return correct / len(x)
 

@@ -7,9 +7,10 @@ images whose int8 accuracy they report (`nas.search.deploy_module`, `cli.demo_cm
 numbers are equal:
 
 1. the reading of the data that fits the library's input (`data.choose_reading`), values as loaded ([0, 1]);
-2. a resize to the input's size when it differs — bilinear, `train.evaluate.resize_to`, the function training and
-   the search use (`resize="nearest"`: `data.resize_nearest`, as `kilobyte compile` calibrates) — and one channel
-   repeated to the input's channels;
+2. a resize to the input's size when it differs — `data.resize_images`, bilinear with half-pixel centres, the one
+   resize of training, calibration and the RESIZE_BILINEAR a search puts at the front of its library (so a search's
+   library takes the data's images and nothing is resized here; `resize="nearest"` only when asked) — and one
+   channel repeated to the input's channels;
 3. TFLite's QUANTIZE with the input's scale and zero point (`quant.arith.quantize_values`);
 4. the class = argmax of the one int8 output (1, ..., N) (the first on ties, as numpy and the search do).
 
@@ -25,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.resize import MODES, resize_images
 from ..errors import KilobyteError
 
 CHUNK = 256  # images prepared and run at a time
-RESIZES = ("bilinear", "nearest")
+RESIZES = MODES  # `data.resize_images` modes; bilinear unless the user asks
 
 
 def confusion_matrix(labels, predictions, n_classes: int) -> np.ndarray:
@@ -151,18 +153,10 @@ def fit_images(x: np.ndarray, in_shape: tuple[int, ...], spec: str, resize: str)
         if h != w:
             raise KilobyteError(f"dataset '{spec}': cannot resize {x.shape[1]}x{x.shape[2]} images to the "
                                 f"library's {h}x{w} input (only to a square one); resize them first")
-        x = _resize(x, h, resize)
+        x = resize_images(x, h, resize)
     return np.repeat(x, c, axis=3) if x.shape[3] != c else x
 
 
-def _resize(x: np.ndarray, size: int, how: str) -> np.ndarray:
-    if how == "nearest":
-        from ..data import resize_nearest
-
-        return resize_nearest(x, size)
-    from .evaluate import resize_to, to_nchw_tensor
-
-    return resize_to(to_nchw_tensor(x), size).numpy().transpose(0, 2, 3, 1)
 
 
 def quantize_images(x: np.ndarray, m_input: dict) -> tuple[np.ndarray, int]:

@@ -150,8 +150,8 @@ class _Loop:
         import torch
         from tqdm import tqdm
 
+        from ..data.resize import resize_images
         from .augment import augment_batch
-        from .evaluate import resize_to
 
         c, bs = self.config, self.config.batch_size
         order = torch.randperm(len(self.data.x), generator=self.generator)
@@ -164,7 +164,7 @@ class _Loop:
             x = self.data.x[idx]  # (B, C, H, W)
             if c.augment:
                 x = augment_batch(x, self.generator, c.augment_strength, c.random_scale)
-            loss = self.train_step(resize_to(x, c.resolution), self.data.y[idx])
+            loss = self.train_step(resize_images(x, c.resolution), self.data.y[idx])
             total += loss
             bar.set_postfix(loss=f"{loss:.3f}")
         bar.close()

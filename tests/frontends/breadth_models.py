@@ -231,10 +231,11 @@ def samples(name: str, n: int, seed: int) -> np.ndarray:
     """`n` float32 inputs of case `name` in its source layout, (n, *shape[1:])."""
     case = CASES[name]
     if case.data == "digits":
-        from kilobyte.data import load_dataset, resize_nearest
+        from kilobyte.data import load_dataset
+        from kilobyte.data.resize import resize_images
 
         x = load_dataset("digits", seed=seed).x[:n]  # (n, 8, 8, 1) in [0, 1]
-        return resize_nearest(x, case.shape[2]).transpose(0, 3, 1, 2).astype(np.float32)
+        return resize_images(x, case.shape[2], "nearest").transpose(0, 3, 1, 2).astype(np.float32)
     return np.random.default_rng(seed).standard_normal((n, *case.shape[1:])).astype(np.float32)
 
 

@@ -141,3 +141,38 @@ def test_evaluator_equals_plan_on_the_joint_space():
         assert ev.flash_lower_bound(arch) <= r.flash_bytes
         assert sram_lower_bound(net) <= r.peak_bytes
     assert no_dw >= 10  # the kernel-1 blocks were exercised
+
+
+def test_evaluator_counts_the_input_resize_as_the_deployed_library_has_it(tmp_path):
+    """A space with the data's size (8x8 images searched at 16..40) prices each candidate as `deploy_module`
+    compiles it: the PyTorch module behind `nn.Upsample` (`search.with_input_resize`), through the torch frontend,
+    quantised and compiled — the resize's tensor in the arena, its kernel in Flash, the 8x8 input counted."""
+    import dataclasses
+
+    import torch
+
+    from kilobyte.api import _from_module
+    from kilobyte.nas.build import build_module
+    from kilobyte.nas.search import with_input_resize
+
+    space = dataclasses.replace(SPACE, input_size=(8, 8))
+    rng = np.random.default_rng(13)
+    ev = ResourceEvaluator(space)
+    for seed in range(3):
+        arch = space.sample(rng)
+        r = ev.evaluate(arch)
+        torch.manual_seed(seed)
+        module = with_input_resize(build_module(space, arch).eval(), (arch.resolution,) * 2, (8, 8))
+        graph = _from_module("m", module, (1, 1, 8, 8)).graph
+        calib = [rng.random((1, 8, 8, 1), dtype=np.float32) for _ in range(2)]
+        result = compile_graph(quantize(graph, calib), tmp_path / f"m{seed}")
+        m = result.manifest
+        assert m["order"][0].startswith("resize_bilinear") and "resize" in r.families
+        assert (r.arena_bytes, r.peak_bytes, r.input_bytes, r.macs) == (
+            m["arena_bytes"], m["peak_bytes"], m["input_bytes"], m["macs"]) and r.input_bytes == 64
+        assert list(r.families) == m["kernels"]
+        code = project_code((result.out_dir / "src" / "model.c").read_text(), len(m["outputs"]))
+        assert r.functions == tuple(sorted(code.functions))
+        stem = network(space, arch).stem  # the stem reads the resized image: both live in the arena
+        assert r.peak_bytes >= arch.resolution ** 2 + stem.cout * (-(-arch.resolution // stem.stride)) ** 2
+        assert r.peak_bytes >= ResourceEvaluator(SPACE).evaluate(arch).peak_bytes

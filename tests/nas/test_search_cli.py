@@ -15,6 +15,9 @@ import time
 import pytest
 from process_helpers import wait_until
 
+from kilobyte.api import load
+from kilobyte.ir import Op, ResizeAttrs
+
 ARGS = ["search", "--data", "digits", "--device", "stm32f410", "--space-samples", "20", "--epochs", "2,2,1",
         "--population", "6", "--generations", "2", "--workers", "1", "--train-images", "256", "--json"]
 # 256 training images: the tests check the report, the store and resuming, not accuracy; all 937 made the supernet
@@ -61,6 +64,27 @@ def test_report_has_the_promised_keys(reference):
     assert report["planned"]["peak_bytes"] <= report["sram_bytes"]
     for name in ("report.json", "space.json", "space_cdf.png", "pareto.png", "model/src/model.c"):
         assert (out / name).exists(), name
+
+
+def test_library_takes_the_datas_images_and_evaluates_to_the_reported_accuracy(reference):
+    """digits is 8x8 and searched at a larger resolution: the library's first op is that resize (RESIZE_BILINEAR,
+    half-pixel centres, the training resize), its input is the data's 8x8x1, and `kilobyte evaluate --split test`,
+    feeding the held-out images as they are, gives the int8 accuracy the search reported."""
+    out, report = reference
+    resolution = report["space"]["resolution"]
+    assert resolution > 8
+    manifest = json.loads((out / "model" / "kilobyte.json").read_text())
+    assert manifest["input"]["shape"] == [1, 8, 8, 1] == report["input_shape"]
+    assert report["input_resize"] == [resolution, resolution]
+    first = load(str(out / "model" / "model.tflite")).graph.nodes[0]
+    assert first.op is Op.RESIZE_BILINEAR
+    assert first.attrs == ResizeAttrs((resolution, resolution), align_corners=False, half_pixel_centers=True)
+    run = subprocess.run([sys.executable, "-m", "kilobyte", "evaluate", str(out), "--split", "test", "--json"],
+                         capture_output=True, text=True, timeout=300, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    assert got["same_images_as_report"] and got["host"]["images"] == report["held_out"]["images"]
+    assert got["accuracy"] == report["int8_accuracy"]
 
 
 def test_sigkill_at_three_points_then_resume(reference, tmp_path):
