@@ -44,6 +44,9 @@ def _check(tmp_path, shuffle_labels: bool) -> dict:
 
 
 def test_on_digits_the_random_subnets_keep_most_of_the_largest_accuracy(tmp_path):
+    """Measured: warm-up 20.6 %, then largest 25.4 %, random mean 20.7 % (81 %; chance 11.2 %).
+    Deterministic (one thread, seeded), but the margin is small: at 6 + 3 epochs the largest pulls ahead (40 % vs
+    21 % in bench/diag_supernet.py), the random subnets being trained far less often."""
     c = _check(tmp_path, shuffle_labels=False)
     assert c["largest_warmup"] > c["chance"] + 0.05 and len(c["random"]) == 4, c
     assert c["random_mean"] >= 0.8 * c["largest"], c
