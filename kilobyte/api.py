@@ -158,7 +158,7 @@ def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, sampl
 
     if not model.is_int8 and data is None:
         raise KilobyteError(f"model '{model.source}' is float: give calibration data with --data "
-                            "(mnist, digits, a .npz or an image folder)")
+                            "(mnist, digits, letters, a .npz or an image folder)")
     graph = quantize(model, data, samples=samples) if not model.is_int8 else model.graph
     opts = PlanOptions(inplace_depthwise=inplace, inplace_add=inplace, alias_reshape=inplace,
                        concat_in_place=inplace, fuse_add=inplace, patch=patch, conv_columns=conv_columns,

@@ -46,8 +46,8 @@ def register(sub) -> None:
                    help="tinynas (default): a supernet searched for the device; unas: μNAS's Pareto search")
     add_device_arg(p, default="stm32f410", why="the search's SRAM and Flash bounds are the device's")
     p.add_argument("--data", default="mnist",
-                   help="labelled images: mnist, digits, a .npz (x, y) or a folder of class sub-folders "
-                   "(default mnist)")
+                   help="labelled images: mnist, digits, letters (26 classes, 32x32), a .npz (x, y) or a folder of "
+                   "class sub-folders (default mnist)")
     p.add_argument("--out", "-o", default="kilobyte-search", metavar="DIR", help="output directory")
     p.add_argument("--max-sram", type=parse_size, default=None, metavar="SIZE",
                    help="tighten the device's SRAM budget (peak of the planned arena), e.g. 16KB")
@@ -196,6 +196,21 @@ def _patch_rows(r: dict) -> list[tuple[str, str]]:
              f"{kb(r['planned']['peak_bytes'])})")]
 
 
+def _supernet_rows(r: dict) -> list[tuple[str, str]]:
+    """Each training phase's validation accuracy, and the one-line warning when the supernet did not learn."""
+    c = r.get("supernet")
+    if not c:
+        return []
+    pct = lambda a: "n/a" if a is None else f"{a * 100:.1f} %"  # noqa: E731
+    rows = [("largest network (validation)", f"{pct(c['largest_warmup'])} after its warm-up"),
+            ("supernet (validation)", f"largest {pct(c['largest'])}, smallest {pct(c['smallest'])}, "
+                                      f"{len(c['random'])} random {', '.join(pct(a) for a in c['random'])} "
+                                      f"(mean {pct(c['random_mean'])}; chance {pct(c['chance'])})")]
+    if not c["searched"]:
+        rows.append(("WARNING", c["reason"]))
+    return rows
+
+
 def _print_report(r: dict) -> None:
     from ..codegen.verify import verification_line
 
@@ -211,7 +226,9 @@ def _print_report(r: dict) -> None:
         ("MACs", f"{r['macs'] / 1e6:.2f} M"),
         *([("Cortex-M7 instructions (model)", f"{r['planned']['instructions'] / 1e6:.2f} M")]
           if "instructions" in r.get("planned", {}) else []),
-        ("evaluations", f"{r['evaluations']} subnets (search accuracy {r['search_accuracy'] * 100:.1f} %)"),
+        *_supernet_rows(r),
+        ("evaluations", f"{r['evaluations']} subnets (search accuracy {r['search_accuracy'] * 100:.1f} %)"
+                        f"{'' if r.get('searched', True) else ': the winner is NOT a searched result'}"),
     ]
     if r.get("random_search"):
         rows.append(("random search, same evaluations", f"{r['random_search']['accuracy'] * 100:.1f} %"))

@@ -4,7 +4,9 @@ The phases, each a function below, in order; each commits its result to the stor
 directory) so that `--resume` skips what is done:
 
 1. `choose_space`: search-space optimisation over (width, resolution) for the device's SRAM and Flash.
-2. `train_supernet`: the largest network, then the weight-sharing supernet (checkpoint every epoch).
+2. `train_supernet`: the largest network, then the weight-sharing supernet (checkpoint every epoch); each phase's
+   validation accuracy (the largest after its warm-up; then the largest, the smallest and random subnets) goes to
+   the report, with `searched` False when the random subnets are near chance (`supernet_train.supernet_check`).
 3. `run_evolution`: evolution over the chosen space; fitness = held-out accuracy with inherited weights after BN
    recalibration; constraints checked by the `ResourceEvaluator` (the compiler's planner); every evaluation
    committed as it finishes. Optionally random search with as many evaluations (`random_baseline`).
@@ -207,24 +209,34 @@ def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Ar
 
 
 # -- 2. supernet -------------------------------------------------------------------------------------------------------
-def train_supernet(ctx: SearchContext, net, x, y) -> None:
-    from .supernet_train import load_weights, train_phase
+def train_supernet(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> dict:
+    """The two training phases, each scored on the validation split: the largest network after its warm-up, then
+    the supernet's largest, smallest and random subnets (`supernet_train.supernet_check`, which says whether the
+    supernet learned). Returns the check, stored with the phase so that a resumed search reports it too."""
+    from . import supernet_train as st
 
     ckpt = ctx.out_dir / "supernet.pt"
-    if ctx.store.phase_result("supernet") is not None:
-        load_weights(net, ckpt)
-        return
+    done = ctx.store.phase_result("supernet")
+    if done is not None:
+        st.load_weights(net, ckpt)
+        return done.get("check")
     cfg = ctx.config.training
+    scorer = st.SubnetScorer(net, calib_x, val_x, val_y)
     if ctx.store.phase_result("largest") is None:
         ctx.log(f"[2/5] training the largest network ({cfg.largest_epochs} epochs) ...")
-        history = train_phase(net, "largest", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
-        ctx.store.finish_phase("largest", {"history": history})
+        history = st.train_phase(net, "largest", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
+        warmup = st.score_without_side_effects(net, scorer, [net.largest_arch])[0]
+        ctx.store.finish_phase("largest", {"history": history, "accuracy": warmup})
+        ctx.log(f"      the largest network: validation accuracy {warmup * 100:.1f} %")
+    warmup = ctx.store.phase_result("largest").get("accuracy")  # None: a store of a search before issue 26
     if cfg.supernet_epochs and ckpt.exists():
-        load_weights(net, ckpt)  # resumed runs start from the stored weights, not from initialisation
+        st.load_weights(net, ckpt)  # resumed runs start from the stored weights, not from initialisation
     ctx.log(f"      training the supernet ({cfg.supernet_epochs} epochs, {cfg.subnets_per_batch} subnets per batch"
             f"{' + largest + smallest' if cfg.sandwich else ''}) ...")
-    history = train_phase(net, "supernet", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
-    ctx.store.finish_phase("supernet", {"history": history})
+    history = st.train_phase(net, "supernet", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
+    check = st.supernet_check(net, scorer, ctx.config.seed, warmup, st.chance(val_y.numpy()))
+    ctx.store.finish_phase("supernet", {"history": history, "check": check})
+    return check
 
 
 # -- 3. evolution ------------------------------------------------------------------------------------------------------
@@ -416,16 +428,18 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)
         x, y = to_nchw_tensor(fit.x, resolution), torch.from_numpy(fit.y)
-        train_supernet(ctx, net, x, y)
         calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
-        evo, rnd = run_evolution(ctx, net, net.space, calib_x, to_nchw_tensor(val.x, resolution),
-                                  torch.from_numpy(val.y))
+        val_x, val_y = to_nchw_tensor(val.x, resolution), torch.from_numpy(val.y)
+        check = train_supernet(ctx, net, x, y, calib_x, val_x, val_y)
+        evo, rnd = run_evolution(ctx, net, net.space, calib_x, val_x, val_y)
         module = finetune(ctx, net, evo.best.arch, fit, val)
         deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
         report = {**deployed, "evaluations": evo.evaluations,
                   "space": {"width": width, "resolution": resolution},
                   "architecture": evo.best.arch.to_json(), "description": evo.best.arch.describe(),
-                  "search_accuracy": evo.best.accuracy,
+                  "search_accuracy": evo.best.accuracy, "supernet": check,
+                  "searched": None if check is None else check["searched"],
+                  "not_searched_reason": None if check is None else check["reason"],
                   "random_search": None if rnd is None else {"accuracy": rnd.best.accuracy,
                                                              "evaluations": rnd.evaluations},
                   "device": config.device, "budget": {"sram_bytes": config.sram_bytes,

@@ -1,8 +1,14 @@
 """Search stage: training the TinyNAS supernet, resumably, and scoring its subnets.
 
 Two phases (thesis Appendix, papers/search-specs.md A.3): first the largest subnet alone, then the supernet, every
-batch sampling `subnets_per_batch` random subnets (plus the largest and the smallest with `sandwich`), summing their
-gradients into one SGD step (momentum 0.9, cosine learning rate, light weight decay).
+batch sampling `subnets_per_batch` random subnets (plus the largest and the smallest with `sandwich`), averaging
+their gradients into one SGD step (momentum 0.9, cosine learning rate, light weight decay).
+
+Averaged, not summed (issue 26): the supernet phase restarts the cosine rate at its peak from the trained largest
+network, and a sum of 6 subnets' gradients made its first steps 6x the largest network's — on 26 letters the
+first step took the largest network's loss from 2.67 to 3.02, and within an epoch every subnet sat at ln 26 (chance)
+for good. The mean keeps one step the size of one network's, whatever `subnets_per_batch` is (docs/search.md,
+"Why the supernet collapsed").
 
 Resume: a checkpoint (weights, optimiser, epoch) is written atomically after every epoch; each epoch draws its batch
 order, augmentation and subnets from a generator seeded by (seed, phase, epoch), so a run restarted from the
@@ -102,11 +108,12 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
             xb, yb = shift_batch(x[idx], cfg.shift, g), y[idx]
             opt.zero_grad(set_to_none=True)
-            for arch in _batch_archs(net, phase, cfg, rng):
+            archs = _batch_archs(net, phase, cfg, rng)
+            for arch in archs:
                 if arch is not None:
                     net.set_active(arch)
                 loss = loss_fn(net(xb), yb)
-                loss.backward()
+                (loss / len(archs)).backward()  # the mean gradient: one step is one network's, not 6 (module doc)
                 losses.append(loss.item())
             opt.step()
             bar.update(1)
@@ -176,3 +183,54 @@ def recalibrate(module: torch.nn.Module, batches) -> None:
     for m, momentum in zip(bns, saved):
         m.momentum = momentum
     module.eval()
+
+
+NEAR_CHANCE_SHARE = 0.25  # random subnets recovering less than this share of the largest's gain over chance ...
+NEAR_CHANCE_MARGIN = 0.05  # ... or less than 5 points over chance: the supernet did not learn (`supernet_check`)
+CHECK_SUBNETS = 4  # random subnets scored after the supernet phase
+CHECK_SEED = 4  # their generator: (seed, CHECK_SEED), apart from the phases' streams (PHASE_SEED)
+
+
+def chance(labels: np.ndarray) -> float:
+    """The accuracy of always answering the most frequent validation label."""
+    return float(np.bincount(np.asarray(labels)).max() / len(labels))
+
+
+def _pct(accuracy: float | None) -> str:
+    return "n/a" if accuracy is None else f"{accuracy * 100:.1f} %"
+
+
+@torch.no_grad()
+def score_without_side_effects(net: SuperNet, scorer: SubnetScorer, archs: list[Arch]) -> list[float]:
+    """`scorer`'s accuracy of each arch, the supernet's state (BN statistics, active subnet) left as it was: a
+    resumed search, which reloads a checkpoint instead, then trains exactly what an uninterrupted one trains."""
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    active = net.active
+    try:
+        return [scorer(arch) for arch in archs]
+    finally:
+        net.load_state_dict(state)
+        net.set_active(active)
+
+
+def supernet_check(net: SuperNet, scorer: SubnetScorer, seed: int, largest_warmup: float | None,
+                   chance_acc: float) -> dict:
+    """Validation accuracy after the supernet phase of the largest, the smallest and `CHECK_SUBNETS` random subnets
+    (each after BN recalibration), and whether the supernet learned: `searched` is False, with the `reason` in one
+    line, when the random subnets' mean is within max(NEAR_CHANCE_MARGIN, NEAR_CHANCE_SHARE x (largest after
+    warm-up - chance)) of chance — evolution's scores are then noise and its pick is not a searched result.
+    `largest_warmup` None (unknown) counts as chance."""
+    rng = np.random.default_rng([seed, CHECK_SEED])
+    randoms = [net.space.sample(rng) for _ in range(CHECK_SUBNETS)]
+    largest, smallest, *random = score_without_side_effects(
+        net, scorer, [net.largest_arch, net.space.smallest(), *randoms])
+    mean = float(np.mean(random))
+    gain = 0.0 if largest_warmup is None else largest_warmup - chance_acc
+    floor = chance_acc + max(NEAR_CHANCE_MARGIN, NEAR_CHANCE_SHARE * gain)
+    searched = mean >= floor
+    reason = None if searched else (
+        f"the supernet did not learn: its random subnets score {mean * 100:.1f} % (chance {chance_acc * 100:.1f} %, "
+        f"needed {floor * 100:.1f} %; the largest network had {_pct(largest_warmup)} after its warm-up), so the "
+        f"winner is not a searched result")
+    return {"chance": chance_acc, "largest_warmup": largest_warmup, "largest": largest, "smallest": smallest,
+            "random": random, "random_mean": mean, "threshold": floor, "searched": searched, "reason": reason}
