@@ -1,10 +1,11 @@
-"""The README's CLI runs whose output it prints: `kilobyte demo` and the `kilobyte prune` example, run as a user types
-them, their printed output (stdout; progress bars go to stderr) and, where the command writes one, its report stored
-in bench/results/readme_demo.json and readme_prune.json. tests/test_docs_numbers.py checks that every line the
-README shows of these outputs is a line of the stored output, so re-running this script and pasting its output is
-how those README blocks change.
+"""The README's CLI runs whose output it prints: `kilobyte demo`, the Quickstart's `kilobyte search --out
+/tmp/search` and the `kilobyte prune` example, run as a user types them, their printed output (stdout; progress bars
+go to stderr) and, where the command writes one, its report stored in bench/results/readme_demo.json,
+readme_search.json and readme_prune.json. tests/test_docs_numbers.py checks that every line the README shows of
+these outputs is a line of the stored output, so re-running this script and pasting its output is how those README
+blocks change.
 
-    python bench/bench_readme.py                 # both (about 1 + 5 minutes on an idle 2-core machine)
+    python bench/bench_readme.py                 # all three (about 1 + 10 + 5 minutes on an idle 2-core machine)
     python bench/bench_readme.py --only prune
 """
 
@@ -26,6 +27,7 @@ RESULTS = ROOT / "bench" / "results"
 # paths are the README's; replaced), the report file it writes there or None)
 RUNS = {
     "demo": (["demo", "--out", "/tmp/kilobyte-demo"], "/tmp/kilobyte-demo", None),
+    "search": (["search", "--out", "/tmp/search"], "/tmp/search", "report.json"),  # the Quickstart's main job
     "prune": (["prune", "vgg-small", "--data", "mnist", "--resolution", "48", "--sparsity", "0.9", "--method",
                "filterlet", "--target", "cortex-m7", "--out", "/tmp/kbp/readme"], "/tmp/kbp/readme", "report.json"),
 }

@@ -32,7 +32,8 @@ def register(sub) -> None:
     add_model_args(p)
     add_device_arg(p)
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (replaced atomically)")
-    p.add_argument("--data", metavar="NAME|PATH", help="calibration data for float models: mnist, digits, .npz, folder")
+    p.add_argument("--data", metavar="NAME|PATH",
+                   help="calibration data for float models: mnist, digits, letters, .npz, folder")
     p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
     p.add_argument("--patch", default="off", metavar="auto|off|N,P", help="patch-based stage (see `kilobyte plan`)")
     add_mac_overhead_arg(p)

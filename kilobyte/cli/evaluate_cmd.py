@@ -29,9 +29,9 @@ def register(sub) -> None:
         "when the firmware does not fit --device.")
     p.add_argument("dir", metavar="DIR", help="a compiled library (kilobyte.json), or a search's output folder")
     p.add_argument("--data", metavar="NAME|PATH",
-                   help="labelled images: mnist, digits, a .npz (x, y; optional layout='NHWC'/'NCHW'), or a folder "
-                   "with one sub-folder of images per class (the sub-folder names are the class names, in sorted "
-                   "order); with --split test, default: the data the split was taken from")
+                   help="labelled images: mnist, digits, letters, a .npz (x, y; optional layout='NHWC'/'NCHW'), or a "
+                   "folder with one sub-folder of images per class (the sub-folder names are the class names, in "
+                   "sorted order); with --split test, default: the data the split was taken from")
     p.add_argument("--split", choices=("test",), default=None,
                    help="'test': only the held-out images the search or the demo reported its int8 accuracy on "
                    "(recorded in DIR/held_out.json; checked to be the same images)")

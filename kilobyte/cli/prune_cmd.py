@@ -29,7 +29,8 @@ def register(sub) -> None:
         "per-layer ratios and bytes, Flash, accuracy before and after, and with --target the instructions of a "
         "QEMU-verified Cortex-M run. Exit code 2 if it does not fit --device (measured on the linked firmware).")
     add_model_args(p)
-    p.add_argument("--data", required=True, metavar="NAME|PATH", help="dataset: mnist, digits, .npz or folder")
+    p.add_argument("--data", required=True, metavar="NAME|PATH", help="dataset: mnist, digits, letters, .npz or "
+                   "folder")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--sparsity", type=float, metavar="S", help="fraction of the prunable weights to remove")
     target.add_argument("--device", "-d", metavar="DEVICE", help="fit this device's Flash (filterlet method)")

@@ -8,11 +8,12 @@ from .common import add_model_args, atomic_write_bytes, load_model
 def register(sub) -> None:
     p = sub.add_parser(
         "quantize", help="post-training int8 quantisation to a .tflite file (TFLite int8 spec)",
-        description="Calibrate activation ranges on a dataset (built-in: mnist, digits; or a .npz / image "
+        description="Calibrate activation ranges on a dataset (built-in: mnist, digits, letters; or a .npz / image "
         "folder), quantise to int8 exactly as TFLite does (per-channel weights, int32 bias) and write a .tflite "
         "that TFLite Micro runs bit-exactly like Kilobyte's own reference interpreter.")
     add_model_args(p)
-    p.add_argument("--data", required=True, metavar="NAME|PATH", help="calibration data: mnist, digits, .npz or folder")
+    p.add_argument("--data", required=True, metavar="NAME|PATH", help="calibration data: mnist, digits, letters, "
+                   ".npz or folder")
     p.add_argument("--out", "-o", required=True, metavar="FILE.tflite", help="output .tflite path")
     p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
     p.add_argument("--method", choices=["minmax", "percentile"], default="minmax",

@@ -27,7 +27,8 @@ def register(sub) -> None:
         "timeout; 2 if it does not fit --device.")
     p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
     p.add_argument("--samples", type=int, default=8, help="random inputs (default 8)")
-    p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, .npz, folder)")
+    p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, "
+                   "letters, .npz, folder)")
     p.add_argument("--no-tflm", action="store_true",
                    help="skip TensorFlow Lite Micro (and TFLite's interpreter, its stand-in on GELU and TILE)")
     p.add_argument("--no-sanitize", action="store_true", help="skip the ASan/UBSan build (host check only)")
