@@ -140,7 +140,7 @@ def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
     return np.concatenate([np.ascontiguousarray(values[n]).reshape(-1).view(first) for n in names])
 
 
-def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
+def file_input(m: dict, x: np.ndarray) -> np.ndarray:
     """What the model file takes for the int8 core input `x`: `x` itself, or for a float input (a QUANTIZE head) the
     floats TFLite's DEQUANTIZE gives for `x`, which its QUANTIZE maps back to exactly `x`."""
     from ..quant.arith import dequantize_values
@@ -148,7 +148,7 @@ def _file_input(m: dict, x: np.ndarray) -> np.ndarray:
     return dequantize_values(x, m["input"]["scale"], m["input"]["zero_point"]) if m.get("float_head") else x
 
 
-def _tflite_engine(core, wanted: bool = True) -> tuple[str | None, dict[str, str]]:
+def tflite_engine(core, wanted: bool = True) -> tuple[str | None, dict[str, str]]:
     """The TFLite oracle for `core` and why the others do not run: ("tflm", {}) when TFLite Micro runs every op,
     else ("tflite", {"tflm": why}) when TFLite's interpreter is installed, else (None, {...both, with why})."""
     from importlib.util import find_spec
@@ -237,7 +237,7 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     core, _ = reference_graph(project)
     host = HostModel(project)
     xs = verify_inputs(project, n_random, data)
-    oracle, not_run = _tflite_engine(core, wanted=tflm)
+    oracle, not_run = tflite_engine(core, wanted=tflm)
     if not sanitize:
         not_run["sanitizer"] = "--no-sanitize given"
     report = VerifyReport(len(xs), ("c-host", "reference") + ((oracle,) if oracle else ()), not_run=not_run)
@@ -245,7 +245,7 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     files = [o["file_name"] for o in m["outputs"]] if m.get("float_entry") else []
     for i, x in enumerate(tqdm(xs, desc="verify", unit="input", disable=not progress, leave=False)):
         got = {"c-host": host(x).reshape(-1), "reference": flat_outputs(run_int8(core, x), core.outputs)}
-        feed = _file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
+        feed = file_input(m, x)  # a float-input file takes the float values whose QUANTIZE is x
         ran = oracle_run(oracle, tfl, feed, list(core.outputs) + files)
         if ran is not None:
             got[oracle] = flat_outputs(ran, core.outputs)
@@ -272,7 +272,7 @@ def _sanitizer_runs(project: Path, m: dict, core, xs, oracle, tfl: bytes, report
         if not np.array_equal(y, flat_outputs(run_int8(core, x), core.outputs)):
             report.mismatches.append(f"input {i}: sanitizer build differs from the reference")
         if m.get("float_entry") and oracle is not None:
-            feed = _file_input(m, x)
+            feed = file_input(m, x)
             raw = run_executable(exe, feed, (-1,), np.uint8, float_entry=True).tobytes()
             want = oracle_run(oracle, tfl, feed, [o["file_name"] for o in m["outputs"]])
             report.mismatches += file_output_mismatches(m, unpack_file_outputs(m, raw), want,

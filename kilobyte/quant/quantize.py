@@ -167,7 +167,21 @@ def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QPar
         old_lo, old_hi = union.get(root, (lo, hi))
         union[root] = (min(old_lo, lo), max(old_hi, hi))
     fixed = _fixed_qparams(graph, find, ranges)
-    return {t: fixed.get(find(t)) or choose_qparams(*union[find(t)]) for t in ranges if not graph.tensors[t].is_const}
+    return {t: fixed.get(find(t)) or _tensor_qparams(graph, t, union[find(t)]) for t in ranges
+            if not graph.tensors[t].is_const}
+
+
+def _tensor_qparams(graph: Graph, name: str, rng: Range) -> QParams:
+    """`choose_qparams` for tensor `name`; a non-finite calibrated range (a LOG of zero, an overflowing EXP) is a
+    one-line error naming the tensor and the op that produced it."""
+    try:
+        return choose_qparams(*rng)
+    except KilobyteError:
+        node = graph.producer(name)
+        where = f" ({node.op.value} '{node.name}')" if node is not None else ""
+        raise KilobyteError(f"graph '{graph.name}': tensor '{name}'{where} has the calibrated range [{rng[0]}, "
+                            f"{rng[1]}], which int8 cannot represent; check the calibration data (a LOG of values "
+                            "<= 0, an EXP that overflows)") from None
 
 
 def _fixed_qparams(graph: Graph, find, ranges) -> dict[str, QParams]:

@@ -166,6 +166,18 @@ def test_rejects_constant_activation_operand():
         quantize(b.build([y]), np.zeros((1, 4), np.float32))
 
 
+def test_a_log_of_zero_in_calibration_names_the_tensor_and_op():
+    """LOG of a non-positive value calibrates to -inf: one line naming the tensor and the LOG node, not a bare
+    "range is not finite"."""
+    b = GraphBuilder("logs")
+    y = b.node(Op.LOG, [b.input((1, 2, 2, 3))])
+    x = np.abs(np.random.default_rng(0).normal(size=(4, 2, 2, 3))).astype(np.float32)
+    x[0, 0, 0, 0] = 0.0
+    with pytest.raises(KilobyteError, match=f"tensor '{y}' \\(LOG '.*'\\).*calibration data") as e:
+        quantize(b.build([y]), x)
+    assert "\n" not in str(e.value)
+
+
 def test_add_of_a_broadcast_constant_is_int8_from_its_own_range():
     """ADD of a (4,) constant (a folded batch norm's bias): the constant int8 per tensor over its own range, kept in
     its shape; the int8 result within a step or two of the float one."""

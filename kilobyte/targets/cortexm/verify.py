@@ -77,7 +77,7 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
     """
     from kilobyte.codegen import HostModel
     from kilobyte.codegen.host import manifest
-    from kilobyte.codegen.verify import VerifyReport, _file_input, flat_outputs, reference_graph, verify_inputs
+    from kilobyte.codegen.verify import VerifyReport, file_input, flat_outputs, reference_graph, verify_inputs
     from kilobyte.interp import run_int8
 
     project = Path(project)
@@ -95,7 +95,7 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
     check_float = _float_checker(project, m, host, engine, report) if floats else None
     for i, x in enumerate(tqdm(xs, desc=f"verify {target}", unit="input", disable=not progress, leave=False)):
         want = flat_outputs(run_int8(core, x), core.outputs)  # every output, back to back (int8 or uint8)
-        feed = _file_input(m, x) if floats else None
+        feed = file_input(m, x) if floats else None
         run = run_qemu(build, x, timeout=timeout, file_input=feed)
         report.stack_bytes = max(report.stack_bytes, run.stack_bytes)
         for name, y in ((engine, run.output.reshape(-1).view(want.dtype)), ("c-host", host(x).reshape(-1))):
@@ -112,15 +112,15 @@ def _float_checker(project: Path, m: dict, host, engine: str, report):
     mismatches to `report`; it compares with the TFLite engine on model.tflite, else with the host C build."""
     from kilobyte.codegen.host import unpack_file_outputs
     from kilobyte.codegen.verify import (
-        _tflite_engine,
         file_output_mismatches,
         float_entry_note,
         oracle_run,
         project_tflite,
         reference_graph,
+        tflite_engine,
     )
 
-    oracle, _ = _tflite_engine(reference_graph(project)[0])
+    oracle, _ = tflite_engine(reference_graph(project)[0])
     tfl = project_tflite(project)
     names = [o["file_name"] for o in m["outputs"]]
     note = float_entry_note(m, oracle or "the host C build", report.inputs)
