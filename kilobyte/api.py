@@ -117,21 +117,10 @@ def calibration_inputs(dataset_spec: str, input_shape_nhwc: tuple[int, ...], n: 
 
 def match_input(x, input_shape_nhwc: tuple[int, ...], dataset_spec: str):
     """NHWC images `x` resized (`data.resize_images`: bilinear, as the search trains and its libraries resize) and
-    channel-repeated to a model input of shape `input_shape_nhwc`."""
-    import numpy as np
+    channel-repeated to a model input of shape `input_shape_nhwc` (`data.resize.fit_to_input`)."""
+    from .data.resize import fit_to_input
 
-    from .data.resize import resize_images
-
-    _, h, w, c = input_shape_nhwc
-    if x.shape[1:3] != (h, w):
-        if h != w:
-            raise KilobyteError(f"dataset '{dataset_spec}': cannot resize {x.shape[1:3]} images to {h}x{w}")
-        x = resize_images(x, h)
-    if x.shape[3] != c:
-        if x.shape[3] != 1:
-            raise KilobyteError(f"dataset '{dataset_spec}' has {x.shape[3]} channels, the model wants {c}")
-        x = np.repeat(x, c, axis=3)
-    return x
+    return fit_to_input(x, input_shape_nhwc, dataset_spec)
 
 
 def quantize(model: LoadedModel, dataset_spec: str, *, samples: int = 64, method: str = "minmax") -> Graph:

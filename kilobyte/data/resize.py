@@ -16,7 +16,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import KilobyteError
+
 MODES = ("bilinear", "nearest")
+
+
+def fit_to_input(x: np.ndarray, input_shape_nhwc: tuple[int, ...], spec: str, mode: str = "bilinear",
+                 what: str = "the model's") -> np.ndarray:
+    """NHWC images `x` made the shape of an input (1, H, W, C): resized (`resize_images`, `mode`) to a square input
+    when the size differs, one channel repeated when the input has more; a one-line error naming dataset `spec` and
+    `what` takes them ("the model's", "the library's") otherwise. (n, H, W, C) float32."""
+    _, h, w, c = input_shape_nhwc
+    if x.shape[3] != c and x.shape[3] != 1:
+        raise KilobyteError(f"dataset '{spec}' has {x.shape[3]} channels, {what} input has {c}")
+    if tuple(x.shape[1:3]) != (h, w):
+        if h != w:
+            raise KilobyteError(f"dataset '{spec}': cannot resize {x.shape[1]}x{x.shape[2]} images to {what} "
+                                f"{h}x{w} input (only to a square one); resize them first")
+        x = resize_images(x, h, mode)
+    return np.repeat(x, c, axis=3) if x.shape[3] != c else x
 
 
 def resize_images(x, size, mode: str = "bilinear"):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.resize import MODES, resize_images
+from ..data.resize import MODES, fit_to_input
 from ..errors import KilobyteError
 
 CHUNK = 256  # images prepared and run at a time
@@ -144,19 +144,8 @@ def check_labels(ds, spec: str, n_classes: int) -> None:
 
 
 def fit_images(x: np.ndarray, in_shape: tuple[int, ...], spec: str, resize: str) -> np.ndarray:
-    """NHWC images `x` in the library's input size and channels: resized (`resize`) when the size differs, one
-    channel repeated when the input has more. (n, H, W, C) float32."""
-    _, h, w, c = in_shape
-    if x.shape[3] != c and x.shape[3] != 1:
-        raise KilobyteError(f"dataset '{spec}' has {x.shape[3]} channels, the library's input has {c}")
-    if x.shape[1:3] != (h, w):
-        if h != w:
-            raise KilobyteError(f"dataset '{spec}': cannot resize {x.shape[1]}x{x.shape[2]} images to the "
-                                f"library's {h}x{w} input (only to a square one); resize them first")
-        x = resize_images(x, h, resize)
-    return np.repeat(x, c, axis=3) if x.shape[3] != c else x
-
-
+    """NHWC images `x` in the library's input size and channels (`data.resize.fit_to_input`)."""
+    return fit_to_input(x, in_shape, spec, resize, what="the library's")
 
 
 def quantize_images(x: np.ndarray, m_input: dict) -> tuple[np.ndarray, int]:
