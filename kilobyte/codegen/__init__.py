@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import KilobyteError
 from ..ir import Graph
-from .float_tail import FloatTail, split_tails
+from .float_tail import FloatTail, split_float_tail
 from .host import HostModel, build_executable, run_compiled, run_executable
 from .io_edges import Edges, split_float_head
 from .library import ARENA_ALIGN, LibraryOptions, is_classifier, output_params
@@ -35,12 +35,6 @@ class CompileResult:
     plan: object
     tail: tuple[str, ...]
     manifest: dict
-
-
-def split_float_tail(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
-    """The int8 part of `graph` (ending at each output's last int8 / uint8 tensor) and every output's float tail
-    (float_tail.py: DEQUANTIZE and the SOFTMAX / LOG_SOFTMAX / LOGISTIC / ADD / MUL / RESHAPE after it)."""
-    return split_tails(graph)
 
 
 def _io(graph: Graph, name: str) -> dict:

@@ -2,7 +2,7 @@
 
 A converter writes an int8 model's outputs as int8 tensors, or as a DEQUANTIZE of one, possibly followed by a short
 float chain (a PTQ'd ONNX LeNet: DEQUANTIZE -> LOG_SOFTMAX; our own quantiser: DEQUANTIZE -> SOFTMAX; detectors:
-DEQUANTIZE -> LOGISTIC, or MUL / ADD by anchor constants). `split_tails` cuts every output's chain off the graph:
+DEQUANTIZE -> LOGISTIC, or MUL / ADD by anchor constants). `split_float_tail` cuts every output's chain off the graph:
 the C core (`kb_invoke`) ends at the int8 (or uint8) tensors, and `<prefix>_invoke_float` (io_edges.py) runs each
 chain in C after it, in place on the caller's float buffer (`tail_source`, runtime `kb_float_tail.c`).
 """
@@ -79,7 +79,7 @@ def _walk(graph: Graph, out: str) -> FloatTail:
     return FloatTail(out, t, graph.tensors[t].dtype, tuple(nodes), consts, shapes)
 
 
-def split_tails(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
+def split_float_tail(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
     """The int8 core of `graph` (its outputs: each output's core tensor, in order) and every output's tail."""
     from ..transforms.edit import drop_unused_tensors
 
