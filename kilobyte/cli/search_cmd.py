@@ -80,8 +80,8 @@ def register(sub) -> None:
     adv.add_argument("--epochs", default=None, metavar="L,S,F",
                      help="epochs for the largest network, the supernet and the fine-tuning, e.g. 8,8,10")
     adv.add_argument("--space-samples", type=int, default=None,
-                     help="networks sampled per (width, resolution) in space optimisation (default 1000; 200 with "
-                     "--patch, whose candidates each try every patch schedule)")
+                     help="networks sampled per (width, resolution, downsampling schedule) in space optimisation "
+                     "(default 300; 200 with --patch, whose candidates each try every patch schedule)")
     adv.add_argument("--train-images", type=int, default=None, help="use at most this many training images")
     adv.add_argument("--random-baseline", action="store_true",
                      help="also run random search with as many evaluations, and report it")
@@ -211,11 +211,23 @@ def _supernet_rows(r: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _space_line(space: dict) -> str:
+    """`w0.3, r28, stem stride 1, 3 downsamplings -> last stage 4x4 (best of 147 configurations)`."""
+    line = f"w{space['width']:g}, r{space['resolution']}"
+    if space.get("strides"):
+        strides = space["strides"]
+        line += (f", stem stride {strides[0]}, {sum(s == 2 for s in strides)} downsamplings -> last stage "
+                 f"{space['final_map']}x{space['final_map']} (best of {space['configs']} configurations)")
+    if space.get("edge"):
+        line += f"; on the grid's edge ({', '.join(space['edge'])})"
+    return line
+
+
 def _print_report(r: dict) -> None:
     from ..codegen.verify import verification_line
 
     rows = [
-        ("space (width, resolution)", f"w{r['space']['width']:g}, r{r['space']['resolution']}"),
+        ("space", _space_line(r["space"])),
         ("architecture", r["description"]),
         ("accuracy (held-out test)",
          f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %"),

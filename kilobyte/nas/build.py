@@ -61,8 +61,8 @@ def mb_block(cin: int, cout: int, kernel: int, expand: int, stride: int, stage: 
 
 
 def network(space: MBSpace, arch: Arch) -> Network:
-    """The layers of `arch` in `space`: stem, MB1 block (kernel `arch.first_kernel`), each stage's first `depth`
-    blocks at the stage's width (`make_divisible(base · w · stage width)`), head."""
+    """The layers of `arch` in `space`: stem (stride `space.stem_stride`), MB1 block (kernel `arch.first_kernel`),
+    each stage's first `depth` blocks at the stage's width (`make_divisible(base · w · stage width)`), head."""
     stem_c, first_c, stage_c, head_c = space.channels(arch.width, arch.stage_widths)
     blocks = [mb_block(stem_c, first_c, arch.first_kernel, 1, 1, -1)]
     blocks[0] = MBBlock(blocks[0].convs, False, -1)  # the fixed first block never adds its input (MCUNet)
@@ -71,8 +71,8 @@ def network(space: MBSpace, arch: Arch) -> Network:
         for i, (k, e) in enumerate(genes[:d]):
             blocks.append(mb_block(cin, stage_c[s], k, e, space.stage_strides[s] if i == 0 else 1, s))
             cin = stage_c[s]
-    return Network(space.in_channels, arch.resolution, ConvLayer(space.in_channels, stem_c, 3, 2), tuple(blocks),
-                   ConvLayer(cin, head_c, 1), space.num_classes)
+    return Network(space.in_channels, arch.resolution, ConvLayer(space.in_channels, stem_c, 3, space.stem_stride),
+                   tuple(blocks), ConvLayer(cin, head_c, 1), space.num_classes)
 
 
 def _zeros(shape_w, n_out) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +132,7 @@ def build_module(space: MBSpace, arch: Arch):
         specs.append((cout, BlockSpec(expand, cout, dw.kernel if dw else 1, dw.stride if dw else 1,
                                       residual=block.residual, depthwise=dw is not None)))
     return MobileNet(net.stem.cout, specs, net.head.cout, net.num_classes, in_channels=net.in_channels,
-                     dropout=space.dropout)
+                     dropout=space.dropout, stem_stride=net.stem.stride)
 
 
 def input_shape(space: MBSpace, arch: Arch) -> tuple[int, int, int, int]:

@@ -62,7 +62,7 @@ class SearchConfig:
     seed: int = 0
     widths: tuple[float, ...] = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
     resolutions: tuple[int, ...] | None = None  # None: around the data's own resolution (see `data_resolutions`)
-    space_samples: int = 1000
+    space_samples: int = 300  # per configuration: with the schedules, a small-image grid has ~170 of them
     train_fraction: float = 0.8  # of the labelled images; the rest is the held-out test split
     val_images: int = 500
     train_images: int | None = None  # cap on supernet/fine-tune training images (None: all)
@@ -115,7 +115,20 @@ def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int
         return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
                        resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES)
     return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                   resolutions=resolutions, input_size=input_size)
+                   resolutions=resolutions, input_size=input_size,
+                   schedules="adaptive" if native <= ADAPTIVE_MAX_SIDE else "fixed")
+
+
+ADAPTIVE_MAX_SIDE = 96  # images up to this side search the downsampling schedule too; larger keep ImageNet's
+GROW_RESOLUTION = 2  # the grid may grow up to this multiple of the data's side (and to the largest GROW_WIDTHS)
+
+
+def grow_limit(config: SearchConfig, native: int) -> tuple[float, int] | None:
+    """How far space optimisation may grow the grid (`space_opt.optimize_space`): None for the joint search, whose
+    grid already reaches 4x the data's side and whose candidates cost 10x more to plan."""
+    from .space_opt import GROW_WIDTHS
+
+    return None if config.patch else (max(GROW_WIDTHS), GROW_RESOLUTION * native)
 
 
 def _budget(config: SearchConfig) -> Budget:
@@ -163,21 +176,27 @@ def split_data(data: str, seed: int, train_fraction: float, val_images: int | No
 
 
 # -- 1. space ----------------------------------------------------------------------------------------------------------
-def choose_space(ctx: SearchContext, space: MBSpace) -> tuple[float, int]:
+def choose_space(ctx: SearchContext, space: MBSpace, native: int) -> MBSpace:
+    """The sub-space of the chosen (width, resolution, downsampling schedule); stored, so `--resume` skips it."""
     done = ctx.store.phase_result("space")
-    if done is not None:
-        return done["width"], done["resolution"]
-    ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} resolutions, "
-            f"{ctx.config.space_samples} samples each ...")
-    choice = optimize_space(space, _budget(ctx.config), samples=ctx.config.space_samples, seed=ctx.config.seed,
-                            options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress,
-                            core=_core(ctx))
-    best = require_fit(choice)
-    write_report(choice, ctx.out_dir)
-    result = {"width": best.width, "resolution": best.resolution, "mean_macs": best.mean_macs,
-              "fitting": best.fitting, "sampled": best.sampled}
-    ctx.store.finish_phase("space", result)
-    return best.width, best.resolution
+    if done is None:
+        schedules = "" if space.schedules == "fixed" else " x their downsampling schedules"
+        ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} "
+                f"resolutions{schedules}, {ctx.config.space_samples} samples each ...")
+        choice = optimize_space(space, _budget(ctx.config), samples=ctx.config.space_samples, seed=ctx.config.seed,
+                                options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress,
+                                core=_core(ctx), grow_to=grow_limit(ctx.config, native))
+        best = require_fit(choice)
+        write_report(choice, ctx.out_dir)
+        done = {"width": best.width, "resolution": best.resolution, "strides": list(best.strides),
+                "final_map": best.final_map, "label": best.label(), "mean_macs": best.mean_macs,
+                "fitting": best.fitting, "sampled": best.sampled, "configs": len(choice.configs),
+                "edge": list(choice.edge)}
+        ctx.store.finish_phase("space", done)
+        edge = f"; on the grid's edge ({', '.join(choice.edge)}): the budget did not bind" if choice.edge else ""
+        ctx.log(f"      chose {best.label()} (last stage {best.final_map}x{best.final_map}) of "
+                f"{len(choice.configs)} configurations{edge}")
+    return space.with_config(done["width"], done["resolution"], done.get("strides"))  # stores before 26: no strides
 
 
 def _core(ctx: SearchContext) -> str | None:
@@ -423,8 +442,9 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device)
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
-        space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3])
-        width, resolution = choose_space(ctx, space)
+        space = choose_space(ctx, _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3]),
+                             fit.x.shape[1])
+        width, resolution = space.widths[0], space.resolutions[0]
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)
         x, y = to_nchw_tensor(fit.x, resolution), torch.from_numpy(fit.y)
@@ -435,7 +455,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         module = finetune(ctx, net, evo.best.arch, fit, val)
         deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
         report = {**deployed, "evaluations": evo.evaluations,
-                  "space": {"width": width, "resolution": resolution},
+                  "space": _space_summary(store.phase_result("space")),
                   "architecture": evo.best.arch.to_json(), "description": evo.best.arch.describe(),
                   "search_accuracy": evo.best.accuracy, "supernet": check,
                   "searched": None if check is None else check["searched"],
@@ -452,6 +472,12 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         return report
     finally:
         store.close()
+
+
+def _space_summary(chosen: dict) -> dict:
+    """The report's `space`: the chosen configuration, its downsampling and whether it sat on the grid's edge."""
+    keys = ("width", "resolution", "strides", "final_map", "label", "mean_macs", "configs", "edge")
+    return {k: chosen.get(k) for k in keys}
 
 
 def _write_pareto(store: SearchStore, config: SearchConfig, out_dir: Path) -> None:

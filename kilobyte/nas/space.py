@@ -53,6 +53,7 @@ from ..zoo.blocks import make_divisible
 
 DEFAULT_WIDTHS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DEFAULT_RESOLUTIONS = tuple(range(48, 225, 16))  # 48, 64, ..., 224: the thesis's 12 values
+DEFAULT_STRIDES = (2, 2, 2, 2, 1, 2, 1)  # ImageNet's downsampling: the stem, then each stage's first block
 
 
 class ArchError(KilobyteError):
@@ -66,7 +67,7 @@ class MBSpace:
     stem_channels: int = 32
     first_block_channels: int = 16
     stage_widths: tuple[int, ...] = (24, 40, 80, 96, 192, 320)
-    stage_strides: tuple[int, ...] = (2, 2, 2, 1, 2, 1)
+    stage_strides: tuple[int, ...] = DEFAULT_STRIDES[1:]
     stage_depths: tuple[tuple[int, ...], ...] = ((2, 3, 4),) * 5 + ((1,),)
     kernels: tuple[int, ...] = (3, 5, 7)
     expands: tuple[int, ...] = (3, 4, 6)
@@ -82,11 +83,19 @@ class MBSpace:
     # the data's (H, W) when a network may run at another resolution: it then starts with the resize to it (the
     # deployed library's RESIZE_BILINEAR) and its input is the data's image; None: the input is at the resolution
     input_size: tuple[int, int] | None = None
+    stem_stride: int = DEFAULT_STRIDES[0]
+    # "fixed": every configuration downsamples by `stem_stride` and `stage_strides`; "adaptive" (small images, issue
+    # 26): the downsampling schedule is a configuration dimension, chosen per resolution (`downsampling_schedules`)
+    schedules: str = "fixed"
 
     def __post_init__(self):
         if not 0 <= self.rd_stages < len(self.stage_depths):
             raise ArchError(f"search space: rd_stages = {self.rd_stages} must be in 0..{len(self.stage_depths) - 1} "
                             "(receptive-field redistribution moves blocks to a later stage)")
+        if self.schedules not in ("fixed", "adaptive"):
+            raise ArchError(f"search space: schedules = {self.schedules!r} must be 'fixed' or 'adaptive'")
+        if self.stem_stride not in (1, 2) or len(self.stage_strides) != len(self.stage_depths):
+            raise ArchError(f"search space: strides {self.strides} must be 1 or 2, one per stage after the stem")
         if not self.stage_width_choices or min(self.stage_width_choices) <= 0:
             raise ArchError(f"search space: stage_width_choices = {list(self.stage_width_choices)} must be "
                             "positive multipliers")
@@ -137,9 +146,19 @@ class MBSpace:
         return (make_divisible(self.stem_channels * width), make_divisible(self.first_block_channels * width),
                 tuple(make_divisible(c * width * ws) for c, ws in zip(self.stage_widths, scales)), head)
 
-    def with_config(self, width: float, resolution: int) -> MBSpace:
-        """The sub-space of one (w, r) configuration, as TinyNAS searches it."""
-        return replace(self, widths=(width,), resolutions=(resolution,))
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The downsampling schedule: (stem stride, first-block stride of each stage)."""
+        return (self.stem_stride, *self.stage_strides)
+
+    def with_config(self, width: float, resolution: int, strides: Sequence[int] | None = None) -> MBSpace:
+        """The sub-space of one (w, r) configuration, as TinyNAS searches it; `strides` (a schedule of
+        `downsampling_schedules`) sets the downsampling, and the sub-space's schedule is then fixed."""
+        space = replace(self, widths=(width,), resolutions=(resolution,))
+        if strides is None:
+            return space
+        return replace(space, stem_stride=int(strides[0]), stage_strides=tuple(int(s) for s in strides[1:]),
+                       schedules="fixed")
 
     def _blocks(self, kernel, expand) -> tuple:
         """(kernel, expand) genes for every slot from `kernel(choices)` / `expand(choices)`, slot by slot."""
@@ -273,7 +292,43 @@ class MBSpace:
             raise ArchError(f"search space: {e}") from None
 
 
-_DEFAULT_JOINT = {"stage_width_choices": (1.0,), "rd_stages": 0}
+_DEFAULT_JOINT = {"stage_width_choices": (1.0,), "rd_stages": 0, "stem_stride": 2, "schedules": "fixed"}
+
+MIN_FINAL_MAP, MAX_FINAL_MAP = 3, 7  # the last stage's map side an adaptive schedule aims for (issue 26: >= 3x3)
+
+
+def final_map(strides: Sequence[int], resolution: int) -> int:
+    """Side of the last stage's feature map: each stride-2 layer (padding k // 2) takes ceil(side / 2)."""
+    side = resolution
+    for s in strides:
+        side = -(-side // s)
+    return side
+
+
+def downsampling_schedules(space: MBSpace, resolution: int) -> tuple[tuple[int, ...], ...]:
+    """The downsampling schedules a configuration at `resolution` may take, each (stem stride, stage strides...).
+
+    "fixed": the space's own. "adaptive": n of the default schedule's stride-2 slots (the stem and the stages whose
+    first block downsamples) keep stride 2 — the first n, or with the stem at stride 1 the first n stages — for
+    every n whose last stage sees a map of MIN_FINAL_MAP..MAX_FINAL_MAP pixels (else the n closest to that range).
+    ImageNet's schedule (stride-2 stem, four stride-2 stages) at 224 px ends at 7x7; at 28 px it would end at 1x1.
+    """
+    if space.schedules == "fixed":
+        return (space.strides,)
+    slots = [i for i, s in enumerate(space.strides) if s == 2]  # indices into (stem, stage 0, ...)
+    candidates = []
+    for stem in (2, 1):
+        usable = slots if stem == 2 else [i for i in slots if i > 0]
+        for n in range(1 if stem == 2 else 0, len(usable) + 1):
+            strides = [1] * len(space.strides)
+            for i in usable[:n]:
+                strides[i] = 2
+            candidates.append(tuple(strides))
+    def distance(strides):
+        side = final_map(strides, resolution)
+        return max(MIN_FINAL_MAP - side, side - MAX_FINAL_MAP, 0)
+    best = min(distance(c) for c in candidates)
+    return tuple(c for c in candidates if distance(c) == best)
 
 
 @dataclass(frozen=True)
@@ -358,6 +413,8 @@ class Arch:
 
 
 def grid(space: MBSpace, widths: Sequence[float] | None = None,
-         resolutions: Sequence[int] | None = None) -> list[tuple[float, int]]:
-    """Every (w, r) configuration of the space (or of the given values), width-major."""
-    return [(w, r) for w in (widths or space.widths) for r in (resolutions or space.resolutions)]
+         resolutions: Sequence[int] | None = None) -> list[tuple[float, int, tuple[int, ...]]]:
+    """Every (w, r, downsampling schedule) configuration of the space (or of the given widths and resolutions),
+    width-major."""
+    return [(w, r, strides) for w in (widths or space.widths) for r in (resolutions or space.resolutions)
+            for strides in downsampling_schedules(space, r)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ from ..schedule.plan_types import PlanOptions
 from .build import network
 from .plots import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, sram_lower_bound
-from .space import MBSpace, grid
+from .space import DEFAULT_STRIDES, MBSpace, final_map, grid
 
 PATCH_MIN_SRAM_SAMPLES = 10
 
@@ -47,6 +47,14 @@ class ConfigStats:
     # the least of the PATCH_MIN_SRAM_SAMPLES samples with the smallest per-layer bound, each with its smallest-peak
     # schedule)
     min_flash: int  # smallest Flash any sampled network needs
+    strides: tuple[int, ...] = (2, 2, 2, 2, 1, 2, 1)  # the downsampling schedule (stem, stages); space.py
+    final_map: int = 0  # side of the last stage's map at this resolution and schedule
+
+    def label(self) -> str:
+        """`w0.3-r28` (+ `-s1d3`: stem stride, number of stride-2 layers, when the schedule is not ImageNet's)."""
+        extra = "" if self.strides == DEFAULT_STRIDES else \
+            f"-s{self.strides[0]}d{sum(s == 2 for s in self.strides)}"
+        return f"w{self.width:g}-r{self.resolution}{extra}"
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,8 @@ class SpaceChoice:
     budget: Budget
     configs: tuple[ConfigStats, ...]
     best: ConfigStats | None
+    edge: tuple[str, ...] = ()  # "width" / "resolution": the best sits on the grid's largest value and the grid
+    # could not grow further (`extend_until_bound`)
 
     def to_json(self) -> dict:
         def row(c: ConfigStats) -> dict:
@@ -64,8 +74,10 @@ class SpaceChoice:
 
         return {"budget": asdict(self.budget),
                 "best": None if self.best is None else {"width": self.best.width, "resolution": self.best.resolution,
+                                                        "strides": list(self.best.strides),
+                                                        "final_map": self.best.final_map,
                                                         "mean_macs": self.best.mean_macs},
-                "configs": [row(c) for c in self.configs]}
+                "edge": list(self.edge), "configs": [row(c) for c in self.configs]}
 
 
 def _cdf_points(macs: tuple[int, ...], points: int = 21) -> list[int]:
@@ -79,10 +91,13 @@ def config_seed(seed: int, width: float, resolution: int) -> int:
     return int(seed) * 1_000_003 + int(round(width * 1000)) * 1009 + int(resolution)
 
 
-def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: float, resolution: int, samples: int,
-                  seed: int) -> tuple[ConfigStats, ...]:
-    """One configuration's statistics under each budget; every sampled network is planned at most once."""
-    sub = ev.space.with_config(width, resolution)
+def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: float, resolution: int,
+                  strides: tuple[int, ...], samples: int, seed: int) -> tuple[ConfigStats, ...]:
+    """One configuration's statistics under each budget; every sampled network is planned at most once. The
+    schedules of one (w, r) draw the same networks (the seed is (seed, w, r)): a paired comparison."""
+    sub = ev.space.with_config(width, resolution, strides)
+    if sub.strides != ev.space.strides:  # the schedule is the evaluator's space's: one evaluator per schedule
+        ev = ResourceEvaluator(sub, ev.options, core=ev.core, latency_core=ev.latency_core)
     rng = np.random.default_rng(config_seed(seed, width, resolution))
     archs = [sub.sample(rng) for _ in range(samples)]
     sram_bound = lambda a: sram_lower_bound(network(ev.space, a))  # noqa: E731
@@ -96,7 +111,8 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
     for budget in budgets:
         macs = sorted(ev.fitting(a, budget).macs for a in archs if ev.fits(a, budget))
         out.append(ConfigStats(width, resolution, samples, len(macs), float(np.mean(macs)) if macs else 0.0,
-                               tuple(macs), budget.sram_of(min_sram), min_flash.flash_bytes))
+                               tuple(macs), budget.sram_of(min_sram), min_flash.flash_bytes, tuple(strides),
+                               final_map(strides, resolution)))
     return tuple(out)
 
 
@@ -125,28 +141,86 @@ def _worker_run(args) -> tuple[ConfigStats, ...]:
 
 
 def optimize_space(space: MBSpace, budget: Budget, *, samples: int = 1000, seed: int = 0,
-                   options: PlanOptions | None = None, workers: int | None = None,
-                   progress: bool = False, core: str | None = None) -> SpaceChoice:
-    """Score every (w, r) of `space` (its `widths` x `resolutions`) and choose the largest mean MACs that fits
-    (Flash for `core`, as `ResourceEvaluator` counts it)."""
-    return optimize_spaces(space, [budget], samples=samples, seed=seed, options=options, workers=workers,
-                           progress=progress, core=core)[0]
+                   options: PlanOptions | None = None, workers: int | None = None, progress: bool = False,
+                   core: str | None = None, grow_to: tuple[float, int] | None = None) -> SpaceChoice:
+    """Score every configuration of `space` (its widths x resolutions x downsampling schedules) and choose the
+    largest mean MACs that fits (Flash for `core`, as `ResourceEvaluator` counts it). With `grow_to` (the largest
+    width and resolution allowed), a choice on the grid's largest width or resolution grows the grid in that
+    direction (`grown`) until the budget binds — the choice is inside the grid — or the limit is reached, which the
+    choice's `edge` then records."""
+    scored: dict[tuple, ConfigStats] = {}
+    while True:
+        new = [c for c in grid(space) if c not in scored]
+        for config, stats in zip(new, score_configs(space, (budget,), new, samples=samples, seed=seed,
+                                                    options=options, workers=workers, progress=progress, core=core)):
+            scored[config] = stats[0]
+        choice = choose(budget, tuple(scored.values()))
+        if choice.best is None:
+            return choice
+        bigger = grown(space, choice.best, grow_to) if grow_to is not None else None
+        if bigger is None:
+            edge = tuple(dim for dim, value, values in (("width", choice.best.width, space.widths),
+                                                        ("resolution", choice.best.resolution, space.resolutions))
+                         if len(values) > 1 and value == max(values))
+            return replace(choice, edge=edge)
+        space = bigger
+
+
+GROW_WIDTHS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0)  # the ladder a grid grows on
+GROW_STEPS = 2  # values added per direction per round
+
+
+def grown(space: MBSpace, best: ConfigStats, limit: tuple[float, int]) -> MBSpace | None:
+    """`space` with up to GROW_STEPS more widths (GROW_WIDTHS) and/or resolutions (the grid's own step) beyond its
+    largest, in each direction where `best` sits on the largest value; None when neither can grow within `limit`
+    (largest width, largest resolution)."""
+    widths, resolutions = space.widths, space.resolutions
+    if best.width == max(widths):
+        widths += tuple(w for w in GROW_WIDTHS if max(widths) < w <= limit[0])[:GROW_STEPS]
+    if best.resolution == max(resolutions):
+        step = resolutions[-1] - resolutions[-2] if len(resolutions) > 1 else 4
+        top = max(resolutions)
+        resolutions += tuple(r for r in range(top + step, top + GROW_STEPS * step + 1, step) if r <= limit[1])
+    if (widths, resolutions) == (space.widths, space.resolutions):
+        return None
+    return replace(space, widths=widths, resolutions=resolutions)
+
+
+MIN_FIT_SHARE = 0.05  # a configuration where fewer sampled networks fit leaves evolution little to choose from
+
+
+def choose(budget: Budget, configs: tuple[ConfigStats, ...]) -> SpaceChoice:
+    """The configuration with the largest mean MACs of fitting networks among those where at least MIN_FIT_SHARE of
+    the samples fit (any that fits when none does); ties go to the narrower, lower-resolution one."""
+    fitting = [c for c in configs if c.fitting]
+    roomy = [c for c in fitting if c.fitting >= MIN_FIT_SHARE * c.sampled] or fitting
+    best = max(roomy, key=lambda c: (c.mean_macs, -c.width, -c.resolution, -c.final_map)) if roomy else None
+    return SpaceChoice(budget, configs, best)
 
 
 def optimize_spaces(space: MBSpace, budgets, *, samples: int = 1000, seed: int = 0,
                     options: PlanOptions | None = None, workers: int | None = None,
                     progress: bool = False, core: str | None = None) -> list[SpaceChoice]:
-    """`optimize_space` for several budgets at once: the same samples, each network planned once for all."""
+    """`optimize_space` for several budgets at once (on the space's own grid): the same samples, each network
+    planned once for all."""
+    budgets = tuple(budgets)
+    results = score_configs(space, budgets, grid(space), samples=samples, seed=seed, options=options,
+                            workers=workers, progress=progress, core=core)
+    return [choose(budget, tuple(r[i] for r in results)) for i, budget in enumerate(budgets)]
+
+
+def score_configs(space: MBSpace, budgets: tuple[Budget, ...], configs, *, samples: int, seed: int,
+                  options: PlanOptions | None, workers: int | None, progress: bool, core: str | None
+                  ) -> list[tuple[ConfigStats, ...]]:
+    """Each (w, r, strides) configuration's statistics under each budget, spread over `workers` processes."""
     from tqdm import tqdm
 
-    budgets = tuple(budgets)
     options = options or PlanOptions()
-    configs = grid(space)
     workers = workers if workers is not None else min(len(configs), os.cpu_count() or 1)
-    jobs = [(budgets, w, r, samples, seed) for w, r in configs]
+    jobs = [(budgets, w, r, strides, samples, seed) for w, r, strides in configs]
     bar = tqdm(total=len(jobs), desc="space optimisation", unit="config", disable=not progress, leave=False)
     results = []
-    if workers <= 1:
+    if workers <= 1 or len(jobs) <= 1:
         _worker_init(space, options, core)
         for job in jobs:
             results.append(_worker_run(job))
@@ -157,13 +231,7 @@ def optimize_spaces(space: MBSpace, budgets, *, samples: int = 1000, seed: int =
                 results.append(stats)
                 bar.update(1)
     bar.close()
-    choices = []
-    for i, budget in enumerate(budgets):
-        per_config = tuple(r[i] for r in results)
-        fitting = [c for c in per_config if c.fitting]
-        best = max(fitting, key=lambda c: (c.mean_macs, -c.width, -c.resolution)) if fitting else None
-        choices.append(SpaceChoice(budget, per_config, best))
-    return choices
+    return results
 
 
 def require_fit(choice: SpaceChoice) -> ConfigStats:
@@ -172,9 +240,10 @@ def require_fit(choice: SpaceChoice) -> ConfigStats:
         return choice.best
     sram = min(c.min_sram for c in choice.configs)
     flash = min(c.min_flash for c in choice.configs)
-    raise NoSpaceFitsError(f"no architecture in any of the {len(choice.configs)} (width, resolution) spaces fits "
-                           f"{choice.budget.sram_bytes:,} B SRAM / {choice.budget.flash_bytes:,} B Flash: the smallest "
-                           f"sampled network needs {sram:,} B SRAM, and the smallest in Flash {flash:,} B Flash")
+    raise NoSpaceFitsError(f"no architecture in any of the {len(choice.configs)} (width, resolution, schedule) "
+                           f"spaces fits {choice.budget.sram_bytes:,} B SRAM / {choice.budget.flash_bytes:,} B Flash: "
+                           f"the smallest sampled network needs {sram:,} B SRAM, and the smallest in Flash "
+                           f"{flash:,} B Flash")
 
 
 def write_report(choice: SpaceChoice, out_dir: Path, top: int = 10) -> dict[str, Path]:
@@ -195,8 +264,7 @@ def write_report(choice: SpaceChoice, out_dir: Path, top: int = 10) -> dict[str,
     for c in ranked:
         m = np.asarray(c.macs) / 1e6
         style = {"linewidth": 2.5, "color": "red"} if c is choice.best else {"linewidth": 1}
-        ax.plot(m, np.arange(1, len(m) + 1) / len(m), label=f"w{c.width:g}-r{c.resolution} | {c.mean_macs / 1e6:.2f}M",
-                **style)
+        ax.plot(m, np.arange(1, len(m) + 1) / len(m), label=f"{c.label()} | {c.mean_macs / 1e6:.2f}M", **style)
     ax.set_xlabel("MACs (M) of networks that fit")
     ax.set_ylabel("CDF")
     ax.set_title(f"{choice.budget.sram_bytes // 1024} KB SRAM / {choice.budget.flash_bytes // 1024} KB Flash")

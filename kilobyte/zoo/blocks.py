@@ -108,7 +108,8 @@ def init_weights(model: nn.Module) -> None:
 
 
 class MobileNet(nn.Module):
-    """Stem conv3x3/s2 -> MB blocks -> 1x1 head conv -> global avg pool -> dropout -> linear.
+    """Stem conv3x3 (stride `stem_stride`, 2 by default) -> MB blocks -> 1x1 head conv -> global avg pool -> dropout
+    -> linear.
 
     `features` is an nn.Sequential whose children are the stem, each MB block and the head, in order, so analyses
     (receptive field, per-block memory) can walk it block by block.
@@ -123,9 +124,10 @@ class MobileNet(nn.Module):
         in_channels: int = 3,
         dropout: float = 0.2,
         act: type[nn.Module] = nn.ReLU6,
+        stem_stride: int = 2,
     ):
         super().__init__()
-        layers: list[nn.Module] = [conv_bn_act(in_channels, stem_channels, 3, stride=2, act=act)]
+        layers: list[nn.Module] = [conv_bn_act(in_channels, stem_channels, 3, stride=stem_stride, act=act)]
         cin = stem_channels
         for cout, spec in blocks:  # cout is the width-scaled spec.out_channels
             layers.append(InvertedResidual(cin, cout, spec, act=act))

@@ -16,9 +16,12 @@ from kilobyte.interp.float_ref import run_float
 from kilobyte.ir import Activation, Op
 from kilobyte.ir.compare import assert_graphs_equivalent
 from kilobyte.nas.build import build_graph, build_module, input_shape
-from kilobyte.nas.space import MBSpace
+from kilobyte.nas.space import MBSpace, downsampling_schedules
 
 SPACE = MBSpace(num_classes=10, in_channels=1, widths=(0.2, 0.35, 0.5), resolutions=(28, 32, 40))
+# small images: the downsampling schedule is searched too (stem stride 1, fewer stride-2 stages)
+ADAPTIVE = [SPACE.with_config(0.35, 28, strides) for strides in downsampling_schedules(
+    dataclasses.replace(SPACE, schedules="adaptive"), 28)]
 
 
 def folded_weights(module):
@@ -37,13 +40,14 @@ def folded_weights(module):
             yield m.weight.detach().numpy(), m.bias.detach().numpy()
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(6 + len(ADAPTIVE)))
 def test_graph_equals_traced_module(seed):
-    arch = SPACE.sample(np.random.default_rng(seed))
-    module = build_module(SPACE, arch).eval()
+    space = SPACE if seed < 6 else ADAPTIVE[seed - 6]
+    arch = space.sample(np.random.default_rng(seed))
+    module = build_module(space, arch).eval()
     randomise_bn(module, seed)
-    traced = _from_module("arch", module, input_shape(SPACE, arch)).graph
-    direct = build_graph(SPACE, arch, weights=folded_weights(module), name=traced.name)
+    traced = _from_module("arch", module, input_shape(space, arch)).graph
+    direct = build_graph(space, arch, weights=folded_weights(module), name=traced.name)
     assert_graphs_equivalent(direct, traced, rtol=1e-4, atol=1e-5)
     assert sum(node_macs(direct, n) for n in direct.nodes) == sum(node_macs(traced, n) for n in traced.nodes)
     x = np.random.default_rng(seed).standard_normal((1, arch.resolution, arch.resolution, 1)).astype(np.float32)

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from kilobyte.nas.space import Arch, ArchError, MBSpace
+from kilobyte.nas.space import DEFAULT_STRIDES, Arch, ArchError, MBSpace, downsampling_schedules, final_map
 
 SPACE = MBSpace(num_classes=10, in_channels=1)
 
@@ -138,3 +138,26 @@ def test_rd_kernel_1_on_a_strided_slot_is_rejected():
 def test_bad_joint_space_is_one_line_error(bad):
     with pytest.raises(ArchError, match="search space"):
         MBSpace(**bad)
+
+
+@pytest.mark.parametrize("resolution", [12, 16, 28, 40, 64, 96, 224])
+def test_adaptive_schedules_end_at_a_sensible_map(resolution):
+    """Each schedule's last stage sees 3..7 pixels (ImageNet's schedule at 224 px ends at 7x7; at 28 px at 1x1),
+    the stem downsamples or not, and only the default schedule's stride-2 slots are ever stride 2."""
+    space = MBSpace(num_classes=10, in_channels=1, schedules="adaptive")
+    schedules = downsampling_schedules(space, resolution)
+    assert schedules and len(set(schedules)) == len(schedules)
+    for strides in schedules:
+        side = resolution
+        for s in strides:
+            side = (side + s - 1) // s
+        assert 3 <= side <= 7 and final_map(strides, resolution) == side
+        assert all(s == 1 for s, d in zip(strides, DEFAULT_STRIDES) if d == 1)
+    assert (DEFAULT_STRIDES in schedules) == (resolution in (96, 224))
+    assert downsampling_schedules(MBSpace(), resolution) == (DEFAULT_STRIDES,)  # "fixed": the space's own
+
+
+def test_schedule_json_round_trips_and_default_json_is_unchanged():
+    space = MBSpace(num_classes=10, in_channels=1, schedules="adaptive").with_config(0.3, 28, (1, 2, 2, 1, 1, 1, 1))
+    assert MBSpace.from_json(space.to_json()) == space and space.stem_stride == 1 and space.schedules == "fixed"
+    assert "stem_stride" not in MBSpace().to_json() and "schedules" not in MBSpace().to_json()
