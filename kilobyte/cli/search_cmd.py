@@ -3,9 +3,9 @@ the Pareto front of tiny networks over error, SRAM, model size and MACs (`--stra
 
 Arguments become a `nas.search.SearchConfig` or a `nas.unas_search.UnasConfig` (what decides the result, stored with
 the search) plus how to run it (workers, Ray, progress); `nas.search.run_search` / `nas.unas_search.run_unas` do the
-work, and `--export N` writes a member of a finished μNAS front as a `.tflite`. `--minutes` scales the training
-epochs and the evolution's generations (μNAS: the evaluations) from the 15-minute preset, before the run starts: the
-same arguments always give the same search, so `--resume` can replay it.
+work, and `--export N` writes a member of a finished μNAS front as a `.tflite`. `--minutes` is a budget: TinyNAS
+measures its step costs and sizes the settings not given on the command line to it when it runs (`nas/budget.py`),
+storing the plan so that `--resume` replays it; μNAS trains 20 candidates per minute.
 """
 
 from __future__ import annotations
@@ -59,7 +59,10 @@ def register(sub) -> None:
                    "emulated counts (docs/benchmarks.md; a proxy for time); with --patch the schedule is then "
                    "chosen by instructions instead of MACs")
     p.add_argument("--minutes", type=float, default=PRESET_MINUTES,
-                   help=f"time to plan for on 2 cores: scales epochs and generations (default {PRESET_MINUTES})")
+                   help="the time the search may take on this machine (default %(default)s): it measures what a "
+                   "training step and a subnet evaluation cost for the chosen space and data, then sizes epochs, "
+                   "population and generations to it; the report shows planned vs spent per phase (TinyNAS; μNAS: "
+                   "20 evaluations per minute)")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
                    help="continue the search stored in DIR (default: --out; same arguments)")
     p.add_argument("--workers", type=int, default=None,
@@ -74,7 +77,7 @@ def register(sub) -> None:
                    "patch by patch on a p x p grid) with the fewest MACs that fits the SRAM, or per layer; the space "
                    "gains per-stage width multipliers 0.5/0.75/1, receptive-field redistribution in the first two "
                    "stages and inputs up to 4x the data's size")
-    adv = p.add_argument_group("search budget (defaults: the --minutes preset)")
+    adv = p.add_argument_group("search budget (defaults: sized to --minutes; a value given here is kept)")
     adv.add_argument("--population", type=int, default=None, help="evolution population")
     adv.add_argument("--generations", type=int, default=None, help="evolution generations")
     adv.add_argument("--epochs", default=None, metavar="L,S,F",
@@ -116,42 +119,47 @@ PATCH_SPACE_SAMPLES = 200
 
 
 def config_from_args(args, device):
-    """The `SearchConfig` of the arguments (the preset scaled by --minutes, then explicit overrides)."""
+    """The `SearchConfig` of the arguments: what is given is fixed; the rest of the budget settings (epochs,
+    population, generations, space samples) is sized to --minutes when the search runs (`nas/budget.py`)."""
     from dataclasses import replace
 
-    from ..nas.search import SearchConfig
+    from ..nas.search import PLANNED, SearchConfig
 
     sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
     flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
     if args.minutes <= 0:
         raise KilobyteError("--minutes must be positive")
     base = SearchConfig(device.name, sram, flash)
-    scale = args.minutes / PRESET_MINUTES
-    t = base.training
-    epochs = (max(1, round(t.largest_epochs * scale)), max(0, round(t.supernet_epochs * scale)),
-              max(1, round(base.finetune_epochs * scale)))
+    given = set()
+    training, evo, finetune = base.training, replace(base.evolution, seed=args.seed), base.finetune_epochs
     if args.epochs:
         try:
             epochs = tuple(int(v) for v in args.epochs.split(","))
-            assert len(epochs) == 3 and min(epochs) >= 0
+            assert len(epochs) == 3 and min(epochs) >= 0 and epochs[0] >= 1 and epochs[2] >= 1
         except (ValueError, AssertionError):
-            raise KilobyteError(f"--epochs '{args.epochs}': expected three numbers L,S,F, e.g. 8,8,10") from None
-    evo = replace(base.evolution, generations=max(1, round(base.evolution.generations * scale)), seed=args.seed)
+            raise KilobyteError(f"--epochs '{args.epochs}': expected three numbers L,S,F (L, F at least 1), "
+                                f"e.g. 8,8,10") from None
+        training = replace(training, largest_epochs=epochs[0], supernet_epochs=epochs[1])
+        finetune = epochs[2]
+        given |= {"largest_epochs", "supernet_epochs", "finetune_epochs"}
     if args.generations is not None:
-        evo = replace(evo, generations=args.generations)
+        evo, given = replace(evo, generations=args.generations), given | {"generations"}
     if args.population is not None:
         if args.population < 4:
             raise KilobyteError("--population must be at least 4")
         evo = replace(evo, population=args.population, parents=max(2, args.population // 4))
+        given.add("population")
+    if args.space_samples is not None:
+        given.add("space_samples")
     if args.max_latency is not None and args.max_latency <= 0:
         raise KilobyteError("--max-latency must be positive (million instructions)")
     return replace(base, max_macs=None if args.max_macs is None else int(args.max_macs * 1e6), data=args.data,
                    max_instructions=None if args.max_latency is None else int(args.max_latency * 1e6),
                    seed=args.seed, train_images=args.train_images,
                    space_samples=args.space_samples or (PATCH_SPACE_SAMPLES if args.patch else base.space_samples),
-                   training=replace(t, largest_epochs=epochs[0], supernet_epochs=epochs[1]),
-                   finetune_epochs=epochs[2], evolution=evo, random_baseline=args.random_baseline,
-                   kernels=args.kernels, patch=args.patch)
+                   training=training, finetune_epochs=finetune, evolution=evo, random_baseline=args.random_baseline,
+                   kernels=args.kernels, patch=args.patch, minutes=args.minutes,
+                   planned=tuple(p for p in PLANNED if p not in given and not (args.patch and p == "space_samples")))
 
 
 def run(args) -> int:
@@ -216,11 +224,25 @@ def _space_line(space: dict) -> str:
     line = f"w{space['width']:g}, r{space['resolution']}"
     if space.get("strides"):
         strides = space["strides"]
-        line += (f", stem stride {strides[0]}, {sum(s == 2 for s in strides)} downsamplings -> last stage "
+        n = sum(s == 2 for s in strides)
+        line += (f", stem stride {strides[0]}, {n} downsampling{'s' if n != 1 else ''} -> last stage "
                  f"{space['final_map']}x{space['final_map']} (best of {space['configs']} configurations)")
     if space.get("edge"):
         line += f"; on the grid's edge ({', '.join(space['edge'])})"
     return line
+
+
+def _time_line(r: dict) -> str:
+    """`9.8 min of 15 planned: space 1.2/1.1, largest 1.5/1.6, ... (spent/planned minutes)`."""
+    line = f"{r['seconds'] / 60:.1f} min"
+    times = r.get("phase_times")
+    if not r.get("minutes") or not times:
+        return line
+    parts = [f"{p} {t['spent'] / 60:.1f}/{t['planned'] / 60:.1f}" for p, t in times.items()
+             if t["spent"] is not None and t["planned"] is not None]
+    if not parts:  # every setting given: nothing was planned
+        return line
+    return f"{line} of {r['minutes']:g} planned  ({', '.join(parts)}: spent/planned min)"
 
 
 def _print_report(r: dict) -> None:
@@ -244,7 +266,7 @@ def _print_report(r: dict) -> None:
     ]
     if r.get("random_search"):
         rows.append(("random search, same evaluations", f"{r['random_search']['accuracy'] * 100:.1f} %"))
-    rows += [("fit", r["verdict"]), ("time", f"{r['seconds'] / 60:.1f} min"), ("C library", r["model_dir"]),
+    rows += [("fit", r["verdict"]), ("time", _time_line(r)), ("C library", r["model_dir"]),
              ("report", os.path.join(r["out_dir"], "report.json"))]
     width = max(len(k) for k, _ in rows)
     print()

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -75,9 +75,16 @@ class SearchConfig:
     kernels: str = "portable"
     patch: bool = False  # MCUNetV2's joint search: patch schedules, per-stage widths, RD, wider resolutions
     max_instructions: int | None = None  # emulated Cortex-M7 instructions per inference (the fitted latency model)
+    minutes: float | None = None  # a time budget: the settings named in `planned` are sized to it (nas/budget.py)
+    planned: tuple[str, ...] = ()  # of PLANNED: left to the budget; the others are as given
+
 
     def settings(self) -> dict:
         return json.loads(json.dumps(asdict(self)))
+
+
+PHASES = ("space", "largest", "supernet", "evolution", "finetune")  # the stored phases, in order
+PLANNED = ("space_samples", "largest_epochs", "supernet_epochs", "population", "generations", "finetune_epochs")
 
 
 def data_resolutions(native: int, wide: bool = False) -> tuple[int, ...]:
@@ -102,6 +109,16 @@ class SearchContext:
     progress: bool = False
     log: object = print
     device: object = None  # targets.devices.Device: the firmware fit is measured for it
+    started: float = field(default_factory=time.perf_counter)
+    spent_before: float = 0.0  # seconds the stored phases took in earlier runs of a resumed search
+
+    def elapsed(self) -> float:
+        """Seconds of the search so far, earlier runs of a resumed search included (their finished phases)."""
+        return self.spent_before + time.perf_counter() - self.started
+
+    def finish(self, phase: str, result: dict, since: float) -> None:
+        """Commit `phase`'s result with the seconds it took since `since` (a `time.perf_counter()`)."""
+        self.store.finish_phase(phase, {**result, "seconds": time.perf_counter() - since})
 
 
 def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int,
@@ -180,6 +197,7 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int) -> MBSpace:
     """The sub-space of the chosen (width, resolution, downsampling schedule); stored, so `--resume` skips it."""
     done = ctx.store.phase_result("space")
     if done is None:
+        since = time.perf_counter()
         schedules = "" if space.schedules == "fixed" else " x their downsampling schedules"
         ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} "
                 f"resolutions{schedules}, {ctx.config.space_samples} samples each ...")
@@ -192,7 +210,7 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int) -> MBSpace:
                 "final_map": best.final_map, "label": best.label(), "mean_macs": best.mean_macs,
                 "fitting": best.fitting, "sampled": best.sampled, "configs": len(choice.configs),
                 "edge": list(choice.edge)}
-        ctx.store.finish_phase("space", done)
+        ctx.finish("space", done, since)
         edge = f"; on the grid's edge ({', '.join(choice.edge)}): the budget did not bind" if choice.edge else ""
         ctx.log(f"      chose {best.label()} (last stage {best.final_map}x{best.final_map}) of "
                 f"{len(choice.configs)} configurations{edge}")
@@ -227,6 +245,63 @@ def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Ar
     return replace(_plan_options(config), patch=resources.schedule(arch, _budget(config)))
 
 
+# -- the time budget ---------------------------------------------------------------------------------------------------
+def plan_budget(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> SearchConfig:
+    """`ctx.config` with its `planned` settings sized to `minutes` (`budget.plan_phases`, from step costs measured
+    on a copy of the supernet); the plan is stored, so a resumed search replays it."""
+    from .budget import FINETUNE_OVERHEAD, measure_costs, plan_phases
+    from .build import network
+    from .resources import layer_counts
+    from .supernet_train import SubnetScorer
+
+    config = ctx.config
+    done = ctx.store.phase_result("plan")
+    if done is None:
+        costs = measure_costs(net, x, y, config.training, lambda n: SubnetScorer(n, calib_x, val_x, val_y),
+                              config.seed)
+        largest_macs = layer_counts(network(net.space, net.largest_arch))[1]
+        share = min(1.0, ctx.store.phase_result("space")["mean_macs"] / largest_macs)  # a typical fitting subnet
+        plan = plan_phases(config.minutes * 60, ctx.elapsed(), costs, ctx.workers,
+                           FINETUNE_OVERHEAD * costs.largest_step * share)
+        done = plan.to_json()
+        ctx.store.finish_phase("plan", done)
+        ctx.log(f"      budget {config.minutes:g} min: largest {plan.largest_epochs} epochs, supernet "
+                f"{plan.supernet_epochs} epochs, evolution {plan.population} x {plan.generations + 1}, fine-tuning "
+                f"up to {plan.finetune_epochs} epochs (a step: largest {costs.largest_step * 1e3:.0f} ms, sandwich "
+                f"{costs.sandwich_step * 1e3:.0f} ms; a subnet's fitness {costs.evaluation:.2f} s)")
+    return apply_plan(config, done)
+
+
+def apply_plan(config: SearchConfig, plan: dict) -> SearchConfig:
+    """`config` with the settings it leaves to the budget (`planned`) taken from `plan`."""
+    training, evolution = config.training, config.evolution
+    for name in ("largest_epochs", "supernet_epochs"):
+        if name in config.planned:
+            training = replace(training, **{name: plan[name]})
+    if "population" in config.planned:
+        evolution = replace(evolution, population=plan["population"], parents=max(2, plan["population"] // 4))
+    if "generations" in config.planned:
+        evolution = replace(evolution, generations=plan["generations"])
+    finetune = plan["finetune_epochs"] if "finetune_epochs" in config.planned else config.finetune_epochs
+    return replace(config, training=training, evolution=evolution, finetune_epochs=finetune)
+
+
+def phase_times(store: SearchStore, deploy_seconds: float) -> dict:
+    """Each phase's planned seconds (None without a budget) and spent seconds (None when it ran before this was
+    recorded), for the report."""
+    plan = store.phase_result("plan") or {}
+    planned = plan.get("seconds", {})
+    out = {}
+    for phase in ("space", "largest", "supernet", "evolution", "finetune", "deploy"):
+        done = store.phase_result(phase) or {}
+        spent = deploy_seconds if phase == "deploy" else done.get("seconds")
+        out[phase] = {"planned": planned.get(phase), "spent": spent}
+    ft = store.phase_result("finetune_plan")
+    if ft is not None and out["finetune"]["planned"] is not None:  # re-planned from the time left
+        out["finetune"]["planned"] = ft["epochs"] * ft["step_seconds"] * plan["costs"]["steps_per_epoch"]
+    return out
+
+
 # -- 2. supernet -------------------------------------------------------------------------------------------------------
 def train_supernet(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> dict:
     """The two training phases, each scored on the validation split: the largest network after its warm-up, then
@@ -243,18 +318,20 @@ def train_supernet(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> dict
     scorer = st.SubnetScorer(net, calib_x, val_x, val_y)
     if ctx.store.phase_result("largest") is None:
         ctx.log(f"[2/5] training the largest network ({cfg.largest_epochs} epochs) ...")
+        since = time.perf_counter()
         history = st.train_phase(net, "largest", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
         warmup = st.score_without_side_effects(net, scorer, [net.largest_arch])[0]
-        ctx.store.finish_phase("largest", {"history": history, "accuracy": warmup})
+        ctx.finish("largest", {"history": history, "accuracy": warmup}, since)
         ctx.log(f"      the largest network: validation accuracy {warmup * 100:.1f} %")
     warmup = ctx.store.phase_result("largest").get("accuracy")  # None: a store of a search before issue 26
     if cfg.supernet_epochs and ckpt.exists():
         st.load_weights(net, ckpt)  # resumed runs start from the stored weights, not from initialisation
     ctx.log(f"      training the supernet ({cfg.supernet_epochs} epochs, {cfg.subnets_per_batch} subnets per batch"
             f"{' + largest + smallest' if cfg.sandwich else ''}) ...")
+    since = time.perf_counter()
     history = st.train_phase(net, "supernet", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
     check = st.supernet_check(net, scorer, ctx.config.seed, warmup, st.chance(val_y.numpy()))
-    ctx.store.finish_phase("supernet", {"history": history, "check": check})
+    ctx.finish("supernet", {"history": history, "check": check}, since)
     return check
 
 
@@ -272,6 +349,7 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
     ctx.log(f"[3/5] evolution: population {cfg.evolution.population}, {cfg.evolution.generations} generations "
             f"({'Ray ' + ctx.ray_address if ctx.ray_address else f'{ctx.workers} worker(s)'}) ...")
     bar = tqdm(total=total, desc="evolution", unit="subnet", disable=not ctx.progress, leave=False)
+    since = time.perf_counter()
     try:
         with open_fitness(spec, ctx.workers, ctx.ray_address) as fitness:
             evo = evolve(space, resources, budget, fitness, cfg.evolution, store=ctx.store,
@@ -285,11 +363,11 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
                           f"{budget.sram_bytes:,} B SRAM / {budget.flash_bytes:,} B Flash") from None
     finally:
         bar.close()
-    ctx.store.finish_phase("evolution", {"best": evo.best.arch.to_json(), "accuracy": evo.best.accuracy,
-                                         "evaluations": evo.evaluations, "curve": evo.best_so_far(),
-                                         "random": None if rnd is None else {
-                                             "best": rnd.best.arch.to_json(), "accuracy": rnd.best.accuracy,
-                                             "curve": rnd.best_so_far()}})
+    ctx.finish("evolution", {"best": evo.best.arch.to_json(), "accuracy": evo.best.accuracy,
+                             "evaluations": evo.evaluations, "curve": evo.best_so_far(),
+                             "random": None if rnd is None else {"best": rnd.best.arch.to_json(),
+                                                                 "accuracy": rnd.best.accuracy,
+                                                                 "curve": rnd.best_so_far()}}, since)
     return evo, rnd
 
 
@@ -314,11 +392,33 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
         load_weights(module, ckpt)
         return module.eval()
     cfg = finetune_config(ctx.config, arch.resolution)
+    if "finetune_epochs" in ctx.config.planned:
+        cfg = replace(cfg, epochs=finetune_epochs(ctx, module, fit, arch.resolution, cfg.batch_size))
     ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
+    since = time.perf_counter()
     result = train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
     atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
-    ctx.store.finish_phase("finetune", result.to_dict())
+    ctx.finish("finetune", result.to_dict(), since)
     return module.eval()
+
+
+def finetune_epochs(ctx: SearchContext, module, fit, resolution: int, batch_size: int) -> int:
+    """The fine-tuning epochs for the time left (`budget.plan_finetune`, at the winner's measured step), stored
+    before training so that a resumed search replays them."""
+    import torch
+
+    from ..train import to_nchw_tensor
+    from .budget import FINETUNE_OVERHEAD, plan_finetune, time_module_step
+
+    done = ctx.store.phase_result("finetune_plan")
+    if done is None:
+        x = to_nchw_tensor(fit.x[:batch_size], resolution)
+        step = FINETUNE_OVERHEAD * time_module_step(module, x, torch.from_numpy(fit.y[:batch_size]), batch_size)
+        left = ctx.config.minutes * 60 - ctx.elapsed()
+        done = {"epochs": plan_finetune(left, step, math.ceil(len(fit.x) / batch_size)), "step_seconds": step,
+                "seconds_left": left}
+        ctx.store.finish_phase("finetune_plan", done)
+    return done["epochs"]
 
 
 # -- 5. deploy ---------------------------------------------------------------------------------------------------------
@@ -434,12 +534,17 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
     from ..train import to_nchw_tensor
     from .supernet import SuperNet
 
-    started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = SearchStore(out_dir / "search.sqlite", config.settings(), resume=resume)
     try:
-        ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device)
+        spent_before = sum((store.phase_result(p) or {}).get("seconds", 0.0) for p in PHASES)
+        if "space_samples" in config.planned:
+            from .budget import space_samples
+
+            config = replace(config, space_samples=space_samples(config.minutes))
+        ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device,
+                            spent_before=spent_before)
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
         space = choose_space(ctx, _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3]),
@@ -450,10 +555,14 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         x, y = to_nchw_tensor(fit.x, resolution), torch.from_numpy(fit.y)
         calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
         val_x, val_y = to_nchw_tensor(val.x, resolution), torch.from_numpy(val.y)
+        if config.minutes is not None and config.planned:
+            ctx.config = plan_budget(ctx, net, x, y, calib_x, val_x, val_y)
         check = train_supernet(ctx, net, x, y, calib_x, val_x, val_y)
         evo, rnd = run_evolution(ctx, net, net.space, calib_x, val_x, val_y)
         module = finetune(ctx, net, evo.best.arch, fit, val)
+        since = time.perf_counter()
         deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
+        deploy_seconds = time.perf_counter() - since
         report = {**deployed, "evaluations": evo.evaluations,
                   "space": _space_summary(store.phase_result("space")),
                   "architecture": evo.best.arch.to_json(), "description": evo.best.arch.describe(),
@@ -464,7 +573,8 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
                                                              "evaluations": rnd.evaluations},
                   "device": config.device, "budget": {"sram_bytes": config.sram_bytes,
                                                       "flash_bytes": config.flash_bytes},
-                  "seconds": time.perf_counter() - started, "out_dir": str(out_dir)}
+                  "minutes": config.minutes, "phase_times": phase_times(store, deploy_seconds),
+                  "seconds": ctx.elapsed(), "out_dir": str(out_dir)}
         _write_pareto(store, config, out_dir)
         tmp = out_dir / "report.json.tmp"
         tmp.write_text(json.dumps(report, indent=1))

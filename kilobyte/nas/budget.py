@@ -1,0 +1,144 @@
+"""Search stage: `--minutes` as a budget the search keeps (issue 26, item 5).
+
+A fixed preset (epochs and generations tuned for MNIST, scaled by minutes / 15) runs far past its time on larger
+images or networks. Instead the search measures what its steps cost for the chosen space and data, then sizes each
+phase to a share of the time left:
+
+1. space optimisation runs first (its samples scale with the minutes: `space_samples`); its time is spent;
+2. `measure_costs` times a few training steps of the largest network and of the supernet's sandwich, and one subnet's
+   fitness (BN recalibration + validation), on a copy of the supernet so the search's own weights are untouched;
+3. `plan_phases` splits what is left, less a reserve for deployment (int8, C, verification), by `SHARES` and turns
+   each share into epochs (population and generations for evolution);
+4. before fine-tuning, `plan_finetune` sizes its epochs again from the time really left and the winner's own
+   measured step (evolution's winner is known only then).
+
+Plans are stored in the search's store when made, so a resumed search replays the same epochs whatever its own
+timing. The report shows each phase's planned and spent seconds (`phase_times`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass
+
+SHARES = {"largest": 0.15, "supernet": 0.40, "evolution": 0.15, "finetune": 0.30}  # of the time after the space
+DEPLOY_SECONDS = 75.0  # int8 PTQ, plan, C build, TFLM verification, int8 test accuracy, firmware measurement
+MAX_EPOCHS = {"largest": 40, "supernet": 80, "finetune": 150}  # tiny data: stop early rather than over-train
+POPULATION = (8, 40)  # evolution's population, at least and at most
+FINETUNE_OVERHEAD = 1.25  # the recipe's step (augmentation, label smoothing) over a plain SGD step of the module
+TIMED_STEPS = 3  # steps timed per phase, after one untimed (allocation, first-call overheads)
+
+
+def space_samples(minutes: float) -> int:
+    """Networks sampled per configuration in space optimisation: 300 for 15 minutes and more, fewer for less."""
+    return int(min(300, max(40, round(20 * minutes))))
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Seconds of the search's units of work, measured on this machine for the chosen space and data."""
+
+    largest_step: float  # one training step (a batch) of the largest network
+    sandwich_step: float  # one supernet step: every subnet of the batch, forward and backward
+    evaluation: float  # one subnet's fitness on one thread (BN recalibration + validation)
+    steps_per_epoch: int
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """Epochs, population and generations for the budget, and the seconds each phase is planned to take."""
+
+    budget_seconds: float
+    largest_epochs: int
+    supernet_epochs: int
+    population: int
+    generations: int
+    finetune_epochs: int
+    seconds: dict  # phase -> planned seconds (space: spent)
+    costs: dict  # StepCosts as a dict
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _timed(step, n: int = TIMED_STEPS) -> float:
+    step()
+    start = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - start) / n
+
+
+def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
+    """Time the largest network's and the sandwich's training steps and one subnet evaluation, on a deep copy of
+    the supernet `net` (`scorer_factory(copy)` gives the copy's `SubnetScorer`)."""
+    import numpy as np
+    import torch
+
+    from .supernet_train import _batch_archs
+
+    trial = copy.deepcopy(net)
+    opt = torch.optim.SGD(trial.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    xb, yb = x[:cfg.batch_size], y[:cfg.batch_size]
+    loss_fn = torch.nn.CrossEntropyLoss()
+    rng = np.random.default_rng([seed, 99])
+
+    def step(archs):
+        def run():
+            trial.train()
+            opt.zero_grad(set_to_none=True)
+            for arch in archs():
+                trial.set_active(arch)
+                (loss_fn(trial(xb), yb) / 6).backward()
+            opt.step()
+        return run
+
+    largest = _timed(step(lambda: [trial.largest_arch]))
+    sandwich = _timed(step(lambda: _batch_archs(trial, "supernet", cfg, rng)))
+    scorer = scorer_factory(trial)
+    evaluation = _timed(lambda: scorer(trial.space.sample(rng)), 1)
+    return StepCosts(largest, sandwich, evaluation, math.ceil(len(x) / cfg.batch_size))
+
+
+def plan_phases(budget_seconds: float, spent: float, costs: StepCosts, workers: int,
+                finetune_step: float) -> PhasePlan:
+    """Epochs per phase for what is left of `budget_seconds` after `spent`, less DEPLOY_SECONDS, split by SHARES.
+    `finetune_step`: the expected seconds of a fine-tuning step (re-planned before fine-tuning)."""
+    left = max(0.0, budget_seconds - spent - DEPLOY_SECONDS)
+    per_epoch = {"largest": costs.largest_step * costs.steps_per_epoch,
+                 "supernet": costs.sandwich_step * costs.steps_per_epoch,
+                 "finetune": finetune_step * costs.steps_per_epoch}
+    epochs = {p: min(MAX_EPOCHS[p], max(1, int(SHARES[p] * left / per_epoch[p]))) for p in per_epoch}
+    evaluations = SHARES["evolution"] * left * max(1, workers) / costs.evaluation
+    population = int(min(POPULATION[1], max(POPULATION[0], evaluations // 4)))
+    generations = max(1, int(evaluations // population) - 1)
+    seconds = {p: epochs[p] * per_epoch[p] for p in per_epoch}
+    seconds["evolution"] = population * (generations + 1) * costs.evaluation / max(1, workers)
+    seconds["space"] = spent
+    seconds["deploy"] = DEPLOY_SECONDS
+    return PhasePlan(budget_seconds, epochs["largest"], epochs["supernet"], population, generations,
+                     epochs["finetune"], seconds, asdict(costs))
+
+
+def plan_finetune(seconds_left: float, step_seconds: float, steps_per_epoch: int) -> int:
+    """Fine-tuning epochs that fit `seconds_left` (less DEPLOY_SECONDS) at the winner's measured step."""
+    left = max(0.0, seconds_left - DEPLOY_SECONDS)
+    return min(MAX_EPOCHS["finetune"], max(1, int(left / (step_seconds * steps_per_epoch))))
+
+
+def time_module_step(module, x, y, batch_size: int) -> float:
+    """Seconds of one training step (forward, backward, SGD) of a standalone `module`, on a deep copy."""
+    import torch
+
+    trial = copy.deepcopy(module).train()
+    opt = torch.optim.SGD(trial.parameters(), lr=0.01, momentum=0.9)
+    xb, yb = x[:batch_size], y[:batch_size]
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(trial(xb), yb).backward()
+        opt.step()
+    return _timed(run)

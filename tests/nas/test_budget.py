@@ -1,0 +1,89 @@
+"""`--minutes` as a budget (nas/budget.py): the plan's arithmetic, the measurement leaving the supernet untouched,
+and a plan applied only to the settings the user left to it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from kilobyte.nas.budget import (
+    DEPLOY_SECONDS,
+    MAX_EPOCHS,
+    POPULATION,
+    SHARES,
+    StepCosts,
+    measure_costs,
+    plan_finetune,
+    plan_phases,
+    space_samples,
+)
+from kilobyte.nas.search import PLANNED, SearchConfig, apply_plan
+from kilobyte.nas.space import MBSpace
+from kilobyte.nas.supernet import SuperNet
+from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining
+
+COSTS = StepCosts(largest_step=0.05, sandwich_step=0.3, evaluation=0.5, steps_per_epoch=60)
+
+
+def test_the_plan_fills_the_time_left_by_the_shares():
+    plan = plan_phases(900, 60, COSTS, workers=2, finetune_step=0.04)
+    left = 900 - 60 - DEPLOY_SECONDS
+    # each trained phase takes at most its share, and less than one epoch short of it
+    for phase, step in (("largest", 0.05), ("supernet", 0.3), ("finetune", 0.04)):
+        epoch = step * COSTS.steps_per_epoch
+        assert SHARES[phase] * left - epoch < plan.seconds[phase] <= SHARES[phase] * left + 1e-9, phase
+        assert getattr(plan, f"{phase}_epochs") == round(plan.seconds[phase] / epoch)
+    evaluations = plan.population * (plan.generations + 1)
+    assert POPULATION[0] <= plan.population <= POPULATION[1]
+    assert evaluations * 0.5 / 2 <= SHARES["evolution"] * left + 1e-9
+    total = sum(plan.seconds.values())
+    assert 0.8 * 900 <= total <= 900
+
+
+def test_tiny_data_stops_at_the_epoch_caps_and_a_spent_budget_still_trains_once():
+    cheap = replace(COSTS, largest_step=1e-4, sandwich_step=1e-4)
+    plan = plan_phases(900, 0, cheap, workers=1, finetune_step=1e-4)
+    assert (plan.largest_epochs, plan.supernet_epochs, plan.finetune_epochs) == \
+        (MAX_EPOCHS["largest"], MAX_EPOCHS["supernet"], MAX_EPOCHS["finetune"])
+    spent = plan_phases(60, 120, COSTS, workers=1, finetune_step=0.04)
+    assert (spent.largest_epochs, spent.supernet_epochs, spent.finetune_epochs, spent.generations) == (1, 1, 1, 1)
+    assert plan_finetune(10, 0.05, 60) == 1 and plan_finetune(DEPLOY_SECONDS + 30, 0.05, 60) == 10
+
+
+def test_space_samples_scale_with_the_minutes():
+    assert space_samples(15) == 300 and space_samples(60) == 300
+    assert space_samples(5) == 100 and space_samples(0.5) == 40
+
+
+def test_a_plan_changes_only_what_was_left_to_it():
+    config = SearchConfig("stm32f410", 32 * 1024, 128 * 1024, minutes=5,
+                          planned=("supernet_epochs", "population"))
+    plan = {"largest_epochs": 9, "supernet_epochs": 7, "population": 12, "generations": 5, "finetune_epochs": 3}
+    out = apply_plan(config, plan)
+    assert out.training.supernet_epochs == 7 and out.evolution.population == 12 and out.evolution.parents == 3
+    assert out.training.largest_epochs == config.training.largest_epochs
+    assert out.evolution.generations == config.evolution.generations
+    assert out.finetune_epochs == config.finetune_epochs
+    everything = apply_plan(replace(config, planned=PLANNED), plan)
+    assert (everything.training.largest_epochs, everything.evolution.generations, everything.finetune_epochs) == \
+        (9, 5, 3)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_measuring_leaves_the_supernet_as_it_was():
+    space = MBSpace(num_classes=10, in_channels=1, widths=(0.2,), resolutions=(16,))
+    torch.manual_seed(0)
+    net = SuperNet(space, 0.2, 16)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    x = torch.randn(96, 1, 16, 16)
+    y = torch.from_numpy(np.arange(96) % 10)
+    cfg = SupernetTraining(batch_size=32)
+    costs = measure_costs(net, x, y, cfg, lambda n: SubnetScorer(n, x[:64], x[:32], y[:32], calib_batches=2), 0)
+    assert costs.steps_per_epoch == 3
+    assert 0 < costs.largest_step < costs.sandwich_step  # the sandwich runs the largest and 5 more subnets
+    assert costs.evaluation > 0
+    after = net.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
