@@ -42,8 +42,10 @@ def register(sub) -> None:
         "planned, and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate "
         "member inside the --bounds is compiled and verified, and any member can be exported (--export N). Every "
         "evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.")
-    p.add_argument("--strategy", choices=("tinynas", "unas"), default="tinynas",
-                   help="tinynas (default): a supernet searched for the device; unas: μNAS's Pareto search")
+    p.add_argument("--strategy", choices=("auto", "tinynas", "unas"), default="auto",
+                   help="auto (default): TinyNAS when its MBConv space fits the budget, else μNAS with bounds from "
+                   "the device (a quick fit check; the report says which ran and why); tinynas: a supernet searched "
+                   "for the device; unas: μNAS's Pareto search")
     add_device_arg(p, default="stm32f410", why="the search's SRAM and Flash bounds are the device's")
     p.add_argument("--data", default="mnist",
                    help="labelled images: mnist, digits, letters (26 classes, 32x32), a .npz (x, y) or a folder of "
@@ -180,8 +182,15 @@ def run(args) -> int:
         return _run_unas(args, device, workers)
     config = config_from_args(args, device)
     quiet = args.json
+    log = (lambda *a: None) if quiet else print
+    choice = _auto_strategy(args, config, device, workers, log)
+    if choice is not None and choice.name == "unas":
+        return _run_unas(args, device, workers, choice)
     report = run_search(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
-                        progress=not quiet, log=(lambda *a: None) if quiet else print, device=device)
+                        progress=not quiet, log=log, device=device)
+    _record_strategy(report, choice.to_json() if choice is not None else
+                     {"name": "tinynas", "reason": "--strategy tinynas" + (" --patch" if args.patch else "")},
+                     args.out)
     if args.json:
         print_json(report)
     else:
@@ -326,13 +335,47 @@ def unas_config_from_args(args, device):
                       kernels=args.kernels)
 
 
-def _run_unas(args, device, workers: int) -> int:
+def _record_strategy(report: dict, strategy: dict, out: str) -> None:
+    """Which strategy ran and why, in the report and its report.json (rewritten atomically)."""
+    import json
+
+    from .common import atomic_write_bytes
+
+    report["strategy_choice"] = strategy
+    path = os.path.join(out, "report.json")
+    if os.path.exists(path):
+        atomic_write_bytes(path, json.dumps(report, indent=1).encode())
+
+
+def _auto_strategy(args, config, device, workers: int, log):
+    """`--strategy auto`'s choice (`nas.strategy.choose_strategy`), logged; None for an explicit strategy or --patch
+    (the joint search is TinyNAS's)."""
+    from ..nas.strategy import choose_strategy
+
+    if args.strategy != "auto" or args.patch:
+        return None
+    choice = choose_strategy(config, workers=workers, core=device.core)
+    log(f"strategy: {choice.name} — {choice.reason}")
+    return choice
+
+
+def _run_unas(args, device, workers: int, choice=None) -> int:
+    from ..nas.strategy import device_bounds
     from ..nas.unas_search import run_unas
 
     config = unas_config_from_args(args, device)
+    if choice is not None and not args.bounds:  # chosen by auto: the device's resources are the bounds
+        from dataclasses import replace
+
+        sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
+        flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+        config = replace(config, bounds=device_bounds(sram, flash, args.kernels, device.core,
+                                                      max_macs=None if args.max_macs is None else args.max_macs * 1e6))
     quiet = args.json
     report = run_unas(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
                       progress=not quiet, log=(lambda *a: None) if quiet else print, device=device)
+    _record_strategy(report, choice.to_json() if choice is not None else {"name": "unas", "reason": "--strategy unas"},
+                     args.out)
     if args.json:
         print_json(report)
     else:

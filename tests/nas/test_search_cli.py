@@ -64,6 +64,11 @@ def test_report_has_the_promised_keys(reference):
     assert report["planned"]["peak_bytes"] <= report["sram_bytes"]
     for name in ("report.json", "space.json", "space_cdf.png", "pareto.png", "model/src/model.c"):
         assert (out / name).exists(), name
+    # the default strategy (auto) says what ran and why, in the output and in report.json
+    assert report["strategy_choice"]["name"] == "tinynas" and "fits 32 KB SRAM" in report["strategy_choice"]["reason"]
+    assert json.loads((out / "report.json").read_text())["strategy_choice"] == report["strategy_choice"]
+    # the chosen space: a downsampling schedule that leaves the last stage 3..7 px (digits are 8x8)
+    assert 3 <= report["space"]["final_map"] <= 7 and len(report["space"]["strides"]) == 7
 
 
 def test_library_takes_the_datas_images_and_evaluates_to_the_reported_accuracy(reference):
