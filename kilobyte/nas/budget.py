@@ -32,8 +32,42 @@ TIMED_STEPS = 3  # steps timed per phase, after one untimed (allocation, first-c
 
 
 def space_samples(minutes: float) -> int:
-    """Networks sampled per configuration in space optimisation: 300 for 15 minutes and more, fewer for less."""
-    return int(min(300, max(40, round(20 * minutes))))
+    """Networks sampled per configuration in space optimisation: 150 for 15 minutes and more, fewer for less."""
+    return int(min(150, max(40, round(10 * minutes))))
+
+
+MIN_EPOCHS = {"largest": 2, "supernet": 4, "finetune": 4}  # a configuration must leave time for at least these
+SANDWICH_COST = 6.0  # a supernet step over the largest network's step (4 random + largest + smallest, sliced)
+SPACE_SHARE = 0.15  # of the budget, expected for space optimisation when the time cap is set
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Seconds of one training step (a batch) of a standalone network of `macs` MACs: `fixed + per_mac * macs`,
+    fitted on two networks of the space timed on this machine."""
+
+    fixed: float
+    per_mac: float
+
+    def seconds(self, macs: float) -> float:
+        return self.fixed + self.per_mac * macs
+
+
+def fit_step_model(modules_macs, x, y, batch_size: int) -> StepModel:
+    """`StepModel` through the measured steps of two (module, MACs) pairs (a small and a large network)."""
+    (m0, a), (m1, b) = modules_macs
+    t0, t1 = (time_module_step(m, x, y, batch_size) for m in (m0, m1))
+    per_mac = max(1e-12, (t1 - t0) / max(1.0, b - a))
+    return StepModel(max(0.0, t0 - per_mac * a), per_mac)
+
+
+def largest_macs_cap(minutes: float, model: StepModel, steps_per_epoch: int) -> float:
+    """The most MACs a configuration's largest network may have so that, after space optimisation and deployment,
+    the largest warm-up, the supernet and the fine-tuning still get MIN_EPOCHS each (evolution keeps its share)."""
+    left = (minutes * 60 * (1 - SPACE_SHARE) - DEPLOY_SECONDS) * (1 - SHARES["evolution"])
+    units = MIN_EPOCHS["largest"] + SANDWICH_COST * MIN_EPOCHS["supernet"] + MIN_EPOCHS["finetune"]
+    step = left / (units * steps_per_epoch)  # seconds one step of the largest network may take
+    return max(0.0, (step - model.fixed) / model.per_mac)
 
 
 @dataclass(frozen=True)

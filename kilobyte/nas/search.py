@@ -193,28 +193,54 @@ def split_data(data: str, seed: int, train_fraction: float, val_images: int | No
 
 
 # -- 1. space ----------------------------------------------------------------------------------------------------------
-def choose_space(ctx: SearchContext, space: MBSpace, native: int) -> MBSpace:
+def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpace:
     """The sub-space of the chosen (width, resolution, downsampling schedule); stored, so `--resume` skips it."""
     done = ctx.store.phase_result("space")
     if done is None:
         since = time.perf_counter()
+        cap = time_cap(ctx.config, space, fit)
         schedules = "" if space.schedules == "fixed" else " x their downsampling schedules"
         ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} "
                 f"resolutions{schedules}, {ctx.config.space_samples} samples each ...")
         choice = optimize_space(space, _budget(ctx.config), samples=ctx.config.space_samples, seed=ctx.config.seed,
                                 options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress,
-                                core=_core(ctx), grow_to=grow_limit(ctx.config, native))
+                                core=_core(ctx), grow_to=grow_limit(ctx.config, native), max_largest_macs=cap)
         best = require_fit(choice)
         write_report(choice, ctx.out_dir)
         done = {"width": best.width, "resolution": best.resolution, "strides": list(best.strides),
                 "final_map": best.final_map, "label": best.label(), "mean_macs": best.mean_macs,
                 "fitting": best.fitting, "sampled": best.sampled, "configs": len(choice.configs),
-                "edge": list(choice.edge)}
+                "edge": list(choice.edge), "largest_macs": best.largest_macs, "max_largest_macs": cap,
+                "too_slow": choice.too_slow}
         ctx.finish("space", done, since)
         edge = f"; on the grid's edge ({', '.join(choice.edge)}): the budget did not bind" if choice.edge else ""
+        if choice.too_slow:
+            edge += (f"; {choice.too_slow} configurations with more MACs would not train in {ctx.config.minutes:g} "
+                     f"min (largest network above {cap / 1e6:.1f} M MACs)")
         ctx.log(f"      chose {best.label()} (last stage {best.final_map}x{best.final_map}) of "
                 f"{len(choice.configs)} configurations{edge}")
     return space.with_config(done["width"], done["resolution"], done.get("strides"))  # stores before 26: no strides
+
+
+def time_cap(config: SearchConfig, space: MBSpace, fit) -> float | None:
+    """The time budget's cap on a configuration's largest network (`budget.largest_macs_cap`), from two networks of
+    the space's middle configuration timed on this machine; None without a budget (or for the joint search)."""
+    import torch
+
+    from ..train import to_nchw_tensor
+    from .budget import fit_step_model, largest_macs_cap
+    from .build import build_module, network
+    from .resources import layer_counts
+    from .space import downsampling_schedules
+
+    if config.minutes is None or not config.planned or config.patch:
+        return None
+    w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
+    sub = space.with_config(w, r, downsampling_schedules(space, r)[0])
+    pairs = [(build_module(sub, a), layer_counts(network(sub, a))[1]) for a in (sub.smallest(), sub.largest())]
+    batch = config.training.batch_size
+    model = fit_step_model(pairs, to_nchw_tensor(fit.x[:batch], r), torch.from_numpy(fit.y[:batch]), batch)
+    return largest_macs_cap(config.minutes, model, math.ceil(len(fit.x) / batch))
 
 
 def _core(ctx: SearchContext) -> str | None:
@@ -548,7 +574,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
         space = choose_space(ctx, _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3]),
-                             fit.x.shape[1])
+                             fit.x.shape[1], fit)
         width, resolution = space.widths[0], space.resolutions[0]
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)

@@ -25,7 +25,7 @@ from ..schedule.estimate import Resources
 from ..schedule.plan_types import PlanOptions
 from .build import network
 from .plots import pyplot, save_png
-from .resources import Budget, ResourceEvaluator, sram_lower_bound
+from .resources import Budget, ResourceEvaluator, layer_counts, sram_lower_bound
 from .space import DEFAULT_STRIDES, MBSpace, final_map, grid
 
 PATCH_MIN_SRAM_SAMPLES = 10
@@ -49,6 +49,7 @@ class ConfigStats:
     min_flash: int  # smallest Flash any sampled network needs
     strides: tuple[int, ...] = (2, 2, 2, 2, 1, 2, 1)  # the downsampling schedule (stem, stages); space.py
     final_map: int = 0  # side of the last stage's map at this resolution and schedule
+    largest_macs: int = 0  # MACs of the configuration's largest network (what the supernet trains)
 
     def label(self) -> str:
         """`w0.3-r28` (+ `-s1d3`: stem stride, number of stride-2 layers, when the schedule is not ImageNet's)."""
@@ -63,7 +64,9 @@ class SpaceChoice:
     configs: tuple[ConfigStats, ...]
     best: ConfigStats | None
     edge: tuple[str, ...] = ()  # "width" / "resolution": the best sits on the grid's largest value and the grid
-    # could not grow further (`extend_until_bound`)
+    # could not grow further (`optimize_space`'s grow_to)
+    max_largest_macs: float | None = None  # the time budget's cap on a configuration's largest network
+    too_slow: int = 0  # configurations with more fitting MACs than the choice, left out by that cap
 
     def to_json(self) -> dict:
         def row(c: ConfigStats) -> dict:
@@ -77,7 +80,8 @@ class SpaceChoice:
                                                         "strides": list(self.best.strides),
                                                         "final_map": self.best.final_map,
                                                         "mean_macs": self.best.mean_macs},
-                "edge": list(self.edge), "configs": [row(c) for c in self.configs]}
+                "edge": list(self.edge), "max_largest_macs": self.max_largest_macs, "too_slow": self.too_slow,
+                "configs": [row(c) for c in self.configs]}
 
 
 def _cdf_points(macs: tuple[int, ...], points: int = 21) -> list[int]:
@@ -100,6 +104,7 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
         ev = ResourceEvaluator(sub, ev.options, core=ev.core, latency_core=ev.latency_core)
     rng = np.random.default_rng(config_seed(seed, width, resolution))
     archs = [sub.sample(rng) for _ in range(samples)]
+    largest = layer_counts(network(sub, sub.largest(width, resolution)))[1]
     sram_bound = lambda a: sram_lower_bound(network(ev.space, a))  # noqa: E731
     if ev.patch:  # no cheap bound holds under a patch stage, and a smallest-peak plan costs ~60 ms: plan a few
         few = sorted(archs, key=sram_bound)[:PATCH_MIN_SRAM_SAMPLES]
@@ -112,7 +117,7 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
         macs = sorted(ev.fitting(a, budget).macs for a in archs if ev.fits(a, budget))
         out.append(ConfigStats(width, resolution, samples, len(macs), float(np.mean(macs)) if macs else 0.0,
                                tuple(macs), budget.sram_of(min_sram), min_flash.flash_bytes, tuple(strides),
-                               final_map(strides, resolution)))
+                               final_map(strides, resolution), largest))
     return tuple(out)
 
 
@@ -142,19 +147,21 @@ def _worker_run(args) -> tuple[ConfigStats, ...]:
 
 def optimize_space(space: MBSpace, budget: Budget, *, samples: int = 1000, seed: int = 0,
                    options: PlanOptions | None = None, workers: int | None = None, progress: bool = False,
-                   core: str | None = None, grow_to: tuple[float, int] | None = None) -> SpaceChoice:
+                   core: str | None = None, grow_to: tuple[float, int] | None = None,
+                   max_largest_macs: float | None = None) -> SpaceChoice:
     """Score every configuration of `space` (its widths x resolutions x downsampling schedules) and choose the
     largest mean MACs that fits (Flash for `core`, as `ResourceEvaluator` counts it). With `grow_to` (the largest
     width and resolution allowed), a choice on the grid's largest width or resolution grows the grid in that
     direction (`grown`) until the budget binds — the choice is inside the grid — or the limit is reached, which the
-    choice's `edge` then records."""
+    choice's `edge` then records. `max_largest_macs` (the time budget, `budget.largest_macs_cap`) leaves out the
+    configurations whose largest network would train too slowly."""
     scored: dict[tuple, ConfigStats] = {}
     while True:
         new = [c for c in grid(space) if c not in scored]
         for config, stats in zip(new, score_configs(space, (budget,), new, samples=samples, seed=seed,
                                                     options=options, workers=workers, progress=progress, core=core)):
             scored[config] = stats[0]
-        choice = choose(budget, tuple(scored.values()))
+        choice = choose(budget, tuple(scored.values()), max_largest_macs)
         if choice.best is None:
             return choice
         bigger = grown(space, choice.best, grow_to) if grow_to is not None else None
@@ -189,13 +196,19 @@ def grown(space: MBSpace, best: ConfigStats, limit: tuple[float, int]) -> MBSpac
 MIN_FIT_SHARE = 0.05  # a configuration where fewer sampled networks fit leaves evolution little to choose from
 
 
-def choose(budget: Budget, configs: tuple[ConfigStats, ...]) -> SpaceChoice:
+def choose(budget: Budget, configs: tuple[ConfigStats, ...], max_largest_macs: float | None = None) -> SpaceChoice:
     """The configuration with the largest mean MACs of fitting networks among those where at least MIN_FIT_SHARE of
-    the samples fit (any that fits when none does); ties go to the narrower, lower-resolution one."""
+    the samples fit (any that fits when none does) and whose largest network has at most `max_largest_macs` (the
+    smallest such when none has); ties go to the narrower, lower-resolution one."""
     fitting = [c for c in configs if c.fitting]
     roomy = [c for c in fitting if c.fitting >= MIN_FIT_SHARE * c.sampled] or fitting
-    best = max(roomy, key=lambda c: (c.mean_macs, -c.width, -c.resolution, -c.final_map)) if roomy else None
-    return SpaceChoice(budget, configs, best)
+    rank = lambda c: (c.mean_macs, -c.width, -c.resolution, -c.final_map)  # noqa: E731
+    fast = roomy if max_largest_macs is None else \
+        [c for c in roomy if c.largest_macs <= max_largest_macs] or \
+        [min(roomy, key=lambda c: c.largest_macs)] if roomy else []
+    best = max(fast, key=rank) if fast else None
+    too_slow = 0 if best is None else sum(1 for c in roomy if c not in fast and rank(c) > rank(best))
+    return SpaceChoice(budget, configs, best, max_largest_macs=max_largest_macs, too_slow=too_slow)
 
 
 def optimize_spaces(space: MBSpace, budgets, *, samples: int = 1000, seed: int = 0,

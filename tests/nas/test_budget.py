@@ -12,16 +12,23 @@ import torch
 from kilobyte.nas.budget import (
     DEPLOY_SECONDS,
     MAX_EPOCHS,
+    MIN_EPOCHS,
     POPULATION,
+    SANDWICH_COST,
     SHARES,
+    SPACE_SHARE,
     StepCosts,
+    StepModel,
+    largest_macs_cap,
     measure_costs,
     plan_finetune,
     plan_phases,
     space_samples,
 )
+from kilobyte.nas.resources import Budget
 from kilobyte.nas.search import PLANNED, SearchConfig, apply_plan
 from kilobyte.nas.space import MBSpace
+from kilobyte.nas.space_opt import ConfigStats, choose
 from kilobyte.nas.supernet import SuperNet
 from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining
 
@@ -54,8 +61,30 @@ def test_tiny_data_stops_at_the_epoch_caps_and_a_spent_budget_still_trains_once(
 
 
 def test_space_samples_scale_with_the_minutes():
-    assert space_samples(15) == 300 and space_samples(60) == 300
-    assert space_samples(5) == 100 and space_samples(0.5) == 40
+    assert space_samples(15) == 150 and space_samples(60) == 150
+    assert space_samples(5) == 50 and space_samples(0.5) == 40
+
+
+def test_the_macs_cap_leaves_the_minimum_epochs_their_time():
+    model = StepModel(fixed=0.01, per_mac=2e-8)
+    cap = largest_macs_cap(15, model, steps_per_epoch=50)
+    step = model.seconds(cap)
+    units = MIN_EPOCHS["largest"] + SANDWICH_COST * MIN_EPOCHS["supernet"] + MIN_EPOCHS["finetune"]
+    training = (15 * 60 * (1 - SPACE_SHARE) - DEPLOY_SECONDS) * (1 - SHARES["evolution"])
+    assert abs(step * units * 50 - training) < 1e-6 * training
+    assert largest_macs_cap(30, model, 50) > cap > largest_macs_cap(15, model, 100)
+    assert largest_macs_cap(1, model, 50) == 0  # a minute cannot train anything: the smallest configuration
+
+
+def test_a_time_cap_chooses_the_most_macs_among_the_fast_configurations():
+    def stats(width, mean, largest, fitting=50):
+        return ConfigStats(width, 28, 100, fitting, mean, (), 0, 0, largest_macs=largest)
+    configs = (stats(0.1, 1e6, 3e6), stats(0.2, 2e6, 6e6), stats(0.3, 3e6, 9e6), stats(0.4, 4e6, 12e6, fitting=2))
+    budget = Budget(32 * 1024, 128 * 1024)
+    assert choose(budget, configs).best.width == 0.3  # 0.4: only 2 % of its samples fit
+    capped = choose(budget, configs, max_largest_macs=7e6)
+    assert capped.best.width == 0.2 and capped.too_slow == 1
+    assert choose(budget, configs, max_largest_macs=1e6).best.width == 0.1  # none is fast: the fastest
 
 
 def test_a_plan_changes_only_what_was_left_to_it():
