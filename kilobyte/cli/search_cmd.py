@@ -52,7 +52,8 @@ def register(sub) -> None:
                    "class sub-folders (default mnist)")
     p.add_argument("--out", "-o", default="kilobyte-search", metavar="DIR", help="output directory")
     p.add_argument("--max-sram", type=parse_size, default=None, metavar="SIZE",
-                   help="tighten the device's SRAM budget (peak of the planned arena), e.g. 16KB")
+                   help="an SRAM budget for the model itself: its planned arena plus its input buffer, e.g. 16KB "
+                   "(without it: the device's SRAM less the firmware's 4 KB stack)")
     p.add_argument("--max-flash", type=parse_size, default=None, metavar="SIZE",
                    help="tighten the device's Flash budget (weights + kernel code), e.g. 64KB")
     p.add_argument("--max-macs", type=float, default=None, metavar="M", help="at most M million MACs per inference")
@@ -160,7 +161,7 @@ def config_from_args(args, device):
                    seed=args.seed, train_images=args.train_images,
                    space_samples=args.space_samples or (PATCH_SPACE_SAMPLES if args.patch else base.space_samples),
                    training=training, finetune_epochs=finetune, evolution=evo, random_baseline=args.random_baseline,
-                   kernels=args.kernels, patch=args.patch, minutes=args.minutes,
+                   kernels=args.kernels, patch=args.patch, minutes=args.minutes, model_sram=bool(args.max_sram),
                    planned=tuple(p for p in PLANNED if p not in given and not (args.patch and p == "space_samples")))
 
 
@@ -369,6 +370,10 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 
         sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
         flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+        if not args.max_sram:  # the device's SRAM holds the firmware's stack too
+            from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
+
+            sram -= DEFAULT_STACK_BYTES
         config = replace(config, bounds=device_bounds(sram, flash, args.kernels, device.core,
                                                       max_macs=None if args.max_macs is None else args.max_macs * 1e6))
     quiet = args.json

@@ -75,6 +75,7 @@ class SearchConfig:
     kernels: str = "portable"
     patch: bool = False  # MCUNetV2's joint search: patch schedules, per-stage widths, RD, wider resolutions
     max_instructions: int | None = None  # emulated Cortex-M7 instructions per inference (the fitted latency model)
+    model_sram: bool = False  # sram_bytes bounds the model's arena + input only (--max-sram), not the firmware's stack
     minutes: float | None = None  # a time budget: the settings named in `planned` are sized to it (nas/budget.py)
     planned: tuple[str, ...] = ()  # of PLANNED: left to the budget; the others are as given
 
@@ -149,10 +150,11 @@ def grow_limit(config: SearchConfig, native: int) -> tuple[float, int] | None:
 
 
 def _budget(config: SearchConfig) -> Budget:
-    from dataclasses import replace
-
-    return replace(device_budget(config.sram_bytes, config.flash_bytes, config.max_macs),
-                   max_instructions=config.max_instructions)
+    """The device's budget (arena + input + the firmware's stack within its SRAM), or with `model_sram` the
+    model's own (arena + input within `sram_bytes`: a `--max-sram` budget)."""
+    budget = replace(device_budget(config.sram_bytes, config.flash_bytes, config.max_macs),
+                     max_instructions=config.max_instructions)
+    return replace(budget, sram_reserve=0) if config.model_sram else budget
 
 
 def evaluator(config: SearchConfig, space: MBSpace, core: str | None) -> ResourceEvaluator:
@@ -266,8 +268,6 @@ def _plan_options(config: SearchConfig):
 
 def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Arch):
     """The plan options the winner is compiled with: its patch schedule for the budget (or per layer)."""
-    from dataclasses import replace
-
     return replace(_plan_options(config), patch=resources.schedule(arch, _budget(config)))
 
 
@@ -465,8 +465,6 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
         result["planned"]["instructions"] = resources.instructions(arch, budget)
     result["patch"] = None
     if ctx.config.patch:
-        from dataclasses import replace
-
         from ..schedule.estimate import estimate_resources
 
         per_layer = estimate_resources(resources.graph(arch), replace(options, patch=None), core=device.core)

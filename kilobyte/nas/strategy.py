@@ -8,7 +8,7 @@ The rule, on the budget and the input size:
 - **μNAS** otherwise, with bounds derived from the device (`device_bounds`): its small plain CNNs start at a few
   hundred bytes, where every MBConv network (a stem, an MB1 block, six stages, a head, and the depthwise kernels'
   code) is out of reach — e.g. MNIST at 16 KB SRAM / 64 KB Flash, where the smallest sampled MBConv network needs
-  71 KB of Flash.
+  69 KB of Flash.
 
 Why not the joint (patch) search by default: a patch stage lowers SRAM, never Flash, and costs ~10x more to plan per
 candidate; it stays `--patch`, for the budgets where SRAM binds and Flash does not (docs/search.md).
@@ -49,10 +49,11 @@ def choose_strategy(config, workers: int = 1, core: str | None = None) -> Strate
         best = max(roomy, key=lambda c: c.mean_macs)
         return StrategyChoice("tinynas", f"the MBConv space fits {budget} ({len(roomy)} of {len(choice.configs)} "
                                          f"configurations, e.g. {best.label()}): TinyNAS")
-    smallest = min(choice.configs, key=lambda c: (c.min_flash, c.min_sram))
-    return StrategyChoice("unas", f"no MBConv configuration fits {budget} (the smallest sampled network needs "
-                                  f"{smallest.min_sram / 1024:.1f} KB SRAM, {smallest.min_flash / 1024:.1f} KB "
-                                  f"Flash): μNAS's small CNNs, bounded by the device")
+    sram = min(c.min_sram for c in choice.configs)
+    flash = min(c.min_flash for c in choice.configs)
+    return StrategyChoice("unas", f"no MBConv configuration fits {budget} (the sampled networks need at least "
+                                  f"{sram / 1024:.1f} KB SRAM and {flash / 1024:.1f} KB Flash): μNAS's small CNNs, "
+                                  f"bounded by the device")
 
 
 def device_bounds(sram_bytes: int, flash_bytes: int, kernels: str = "portable", core: str | None = None,
