@@ -120,7 +120,7 @@ def summarize(results: dict) -> list[dict]:
         records = {n: _record(results, budget, task, n) for n in NETWORKS}
         if records["search"]["seeds"]:
             records["search"]["beats_both"] = beats(records["search"], [records[f] for f in FAMILIES])
-        out += [r for r in records.values() if r["seeds"] or r["network"] != "search"]
+        out += [r for r in records.values() if r["seeds"] or r["network"] != "search" or r["failed"]]
     return out
 
 
@@ -154,12 +154,24 @@ def _record(results: dict, budget: str, task: str, network: str) -> dict:
     rec["fits_all"] = all(r.get("fits") for r in rows) if rows else None
     if network == "search":
         rec["ran"] = ", ".join(f"{k} x{n}" for k, n in Counter(r["strategy"] for r in rows).most_common())
-    else:
-        rec["ran"] = ", ".join(f"w{w} r{res} x{n}" for (w, res), n in
-                               Counter((r["width"], r["resolution"]) for r in rows).most_common())
-        cands = results["candidates"].get(f"{budget}/{task}", [])
-        rec["any_fits"] = any(c["fits"] and c["model"] == network for c in cands) if cands else None
+        failed = [r["error"] for k, r in results["runs"].items()
+                  if k.startswith(f"{budget}/{task}/") and k.endswith("/search") and "error" in r]
+        rec["failed"] = failed[0] if failed and not rows else None
+        return rec
+    rec["ran"] = ", ".join(f"w{w} r{res} x{n}" for (w, res), n in
+                           Counter((r["width"], r["resolution"]) for r in rows).most_common())
+    cands = results["candidates"].get(f"{budget}/{task}", [])
+    rec["any_fits"] = any(c["fits"] and c["model"] == network for c in cands) if cands else None
+    rec["same_test_images"] = same_test_images(results["runs"], budget, task, rows)
     return rec
+
+
+def same_test_images(runs: dict, budget: str, task: str, rows: list[dict]) -> bool | None:
+    """Whether every baseline row was tested on the images its seed's search reported on (by the held-out digest);
+    None when no search of those seeds is stored."""
+    searched = [runs.get(run_key(budget, task, r["seed"], "search"), {}).get("test_digest") for r in rows]
+    pairs = [(r.get("test_digest"), d) for r, d in zip(rows, searched) if d is not None]
+    return all(a == b for a, b in pairs) if pairs else None
 
 
 def markdown(summary: list[dict]) -> str:
@@ -173,7 +185,9 @@ def markdown(summary: list[dict]) -> str:
            "search beats both |", "|---|---|---|---|---|---|---|---|---|"]
     for r in summary:
         budget = f"{r['sram_budget_bytes'] / KB:g} KB / {r['flash_budget_bytes'] / KB:g} KB"
-        ran = r["ran"] or ("none fits" if r.get("any_fits") is False else "not run")
+        ran = r["ran"] or ("none fits" if r.get("any_fits") is False else
+                           f"failed: {r['failed']}" if r.get("failed") else "not run")
+        ran += " (other test images!)" if r.get("same_test_images") is False else ""
         beats = {True: "**yes**", False: "no"}.get(r.get("beats_both"), "")
         figures = (pm(r["int8_mean"], r["int8_se"], 100, 1, "%"), pm(r["sram_mean"], r["sram_se"], 1 / KB, 1, "kB"),
                    pm(r["flash_mean"], r["flash_se"], 1 / KB, 1, "kB"))
