@@ -116,7 +116,8 @@ def summarize(results: dict) -> list[dict]:
     strategy, or the chosen variants), whether any fitting variant exists, and on the search's record whether its
     mean int8 accuracy beats both baselines' (a family with no fitting variant counts as beaten)."""
     out = []
-    for budget, task in sorted({tuple(k.split("/")[:2]) for k in results["runs"]}, key=_order):
+    pairs = {tuple(k.split("/")[:2]) for k in [*results["runs"], *results["candidates"]]}  # a budget none fits: no run
+    for budget, task in sorted(pairs, key=_order):
         records = {n: _record(results, budget, task, n) for n in NETWORKS}
         if records["search"]["seeds"]:
             records["search"]["beats_both"] = beats(records["search"], [records[f] for f in FAMILIES])
@@ -219,12 +220,15 @@ def search_command(budget: str, task: str, seed: int, out_dir: Path, minutes: fl
 
 def search_row(report: dict) -> dict:
     """The figures of a search's JSON report, of either strategy (μNAS's compiled member is under `deployed`)."""
-    strategy = report.get("strategy") or ("unas" if "pareto" in report else "tinynas")
+    strategy, reason = report.get("strategy"), report.get("strategy_reason")
+    if isinstance(strategy, dict):  # {name, reason} rather than a name
+        strategy, reason = strategy.get("name") or strategy.get("chosen"), strategy.get("reason", reason)
+    strategy = strategy or ("unas" if "pareto" in report else "tinynas")
     d = report if "int8_accuracy" in report else report.get("deployed")
     if d is None:
         return {"error": f"{strategy}: nothing compiled (no member inside its bounds)", "strategy": strategy}
     held = d.get("held_out") or {}
-    return {**{k: d.get(k) for k in FIGURES}, "strategy": strategy, "strategy_reason": report.get("strategy_reason"),
+    return {**{k: d.get(k) for k in FIGURES}, "strategy": strategy, "strategy_reason": reason,
             "description": d.get("description") or report.get("description"), "searched": report.get("searched"),
             "split_seed": held.get("seed"), "test_images": held.get("images"), "test_digest": held.get("digest"),
             "search_seconds": report.get("seconds")}
