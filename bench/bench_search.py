@@ -43,7 +43,7 @@ MBV2_HEAD = "mobilenetv2-head"  # MobileNetV2 whose 1280-channel head scales wit
 
 def build_baseline(name: str, width: float, resolution: int, classes: int, channels: int, seed: int = 0):
     """A baseline network, its initial weights from `seed`: zoo model `name`, or `MBV2_HEAD` (`mobilenetv2.build`
-    with `scale_head`: the zoo's MobileNetV2 fits no Flash up to 128 KB, its fixed head alone is over it)."""
+    with `scale_head`: with its fixed 1280-channel head, the zoo's MobileNetV2 fits no Flash up to 128 KB)."""
     import torch
 
     from kilobyte.zoo import create, mobilenetv2
