@@ -195,6 +195,7 @@ def markdown(summary: list[dict]) -> str:
         ran = r["ran"] or ("none fits" if r.get("any_fits") is False else
                            f"failed: {r['failed']}" if r.get("failed") else "not run")
         ran += " (other test images!)" if r.get("same_test_images") is False else ""
+        ran += " (NOT all fit the budget!)" if r["fits_all"] is False else ""
         beats = {True: "**yes**", False: "no"}.get(r.get("beats_all"), "")
         figures = (pm(r["int8_mean"], r["int8_se"], 100, 1, "%"), pm(r["sram_mean"], r["sram_se"], 1 / KB, 1, "kB"),
                    pm(r["flash_mean"], r["flash_se"], 1 / KB, 1, "kB"))

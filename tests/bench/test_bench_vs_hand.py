@@ -176,6 +176,8 @@ def test_other_test_images_and_failed_searches_show_in_the_table():
     assert summary["mnist-cnn"]["same_test_images"] is False  # seed 1's search was scored on other images
     assert summary["mobilenetv2-head"]["same_test_images"] is True
     assert "w1.0 r28 x3 (other test images!)" in bvh.markdown(bvh.summarize(results))
+    results["runs"]["16k/mnist/2/search"]["fits"] = False  # measured over the budget (the search's exit code 2)
+    assert "| tinynas x3 (NOT all fit the budget!) |" in bvh.markdown(bvh.summarize(results))
     for s in range(3):
         results["runs"][f"16k/mnist/{s}/search"] = {"error": "kilobyte: error: nothing fits"}
     search = next(r for r in bvh.summarize(results) if r["network"] == "search")
