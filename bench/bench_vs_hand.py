@@ -395,7 +395,7 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.markdown:
-        print(markdown(json.loads(args.results.read_text())["summary"]))
+        print(markdown(summarize(json.loads(args.results.read_text()))))  # from the stored runs
         return
     import torch
 
