@@ -2,11 +2,13 @@
 
 One run, one machine, one data split, one training recipe:
 1. `kilobyte search --device DEVICE --data mnist` (the default preset unless --minutes / --epochs say otherwise);
-2. the baselines: every compound-scaled MobileNetV2 (width x resolution) and every width-scaled mnist-cnn whose
-   int8 plan fits the same budget (the search's own `device_budget`: arena + input + stack reserve; Flash of the
-   linked firmware), judged by the same `schedule` code; the `--top` largest of each by MACs are trained from
-   scratch with the training recipe for as many epochs as the search fine-tunes its winner, then quantised,
-   compiled, verified against TFLite Micro and measured on the linked firmware exactly like the search's winner;
+2. the baselines: every compound-scaled MobileNetV2 (width x resolution; torchvision's, and with its head scaled
+   by the width too, `MBV2_HEAD`) and every width-scaled mnist-cnn whose int8 plan (with the resize from the data's
+   size compiled in front, as `deploy_module` builds the library) fits the same budget (the search's own
+   `device_budget`: arena + input + stack reserve; Flash of the linked firmware), judged by the same `schedule`
+   code; the `--top` largest of each by MACs are trained from scratch with the training recipe for as many epochs
+   as the search fine-tunes its winner, then quantised, compiled, verified against TFLite Micro and measured on the
+   linked firmware exactly like the search's winner;
 3. the searched architecture trained from scratch the same way (what the supernet's inherited weights are worth).
 Accuracy is top-1 on the held-out test split the search never sees. Writes bench/results/search_<device>.json and
 prints a markdown table.
@@ -27,38 +29,72 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MBV2_WIDTHS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.75)
-CNN_WIDTHS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
+CNN_WIDTHS = (0.125, 0.25, 0.35, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 
 
-def candidates(config, device, native: int, channels: int, classes: int) -> list[dict]:
-    """Every baseline variant with its planned resources and whether it fits (the search's budget and planner)."""
+def mbv2_resolutions(native: int) -> tuple[int, ...]:
+    """MobileNetV2's compound-scaling resolutions for images of side `native`: from its 32 px minimum (five stride-2
+    stages) to 1.5x the data, in steps of 4 pixels (the search's own range, from 32 px up; none for 8x8 digits)."""
+    return tuple(range(32, int(native * 1.5) // 4 * 4 + 1, 4))
+
+
+MBV2_HEAD = "mobilenetv2-head"  # MobileNetV2 whose 1280-channel head scales with the width too
+
+
+def build_baseline(name: str, width: float, resolution: int, classes: int, channels: int, seed: int = 0):
+    """A baseline network, its initial weights from `seed`: zoo model `name`, or `MBV2_HEAD` (`mobilenetv2.build`
+    with `scale_head`: with its fixed 1280-channel head, the zoo's MobileNetV2 fits no Flash up to 128 KB)."""
+    import torch
+
+    from kilobyte.zoo import create, mobilenetv2
+
+    if name != MBV2_HEAD:
+        return create(name, width=width, resolution=resolution, num_classes=classes, in_channels=channels,
+                      seed=seed)[0]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return mobilenetv2.build(width, classes, channels, scale_head=True).eval()
+
+
+def candidates(budget, options, core: str, native: int, channels: int, classes: int) -> list[dict]:
+    """Every baseline variant with its planned resources and whether it fits `budget` (a `nas.resources.Budget`),
+    planned with `options` by the planner that compiles it. A variant at another resolution than the data's is
+    planned with the resize in front of it (`with_input_resize`), as `deploy_module` compiles it: the library takes
+    the data's images, so its input and the resized tensor both count."""
     from tqdm import tqdm
 
     from kilobyte.api import _from_module
     from kilobyte.errors import KilobyteError
-    from kilobyte.nas.search import _budget, _plan_options, data_resolutions
+    from kilobyte.nas.search import with_input_resize
     from kilobyte.quant.quantize import int8_structure
     from kilobyte.schedule.estimate import estimate_resources
-    from kilobyte.zoo import create
 
-    budget = _budget(config)
-    variants = [("mobilenetv2", w, r) for w in MBV2_WIDTHS for r in data_resolutions(native) if r >= 32]
-    variants += [("mnist-cnn", w, r) for w in CNN_WIDTHS for r in (native,)]
+    variants = [(m, w, r) for m in ("mobilenetv2", MBV2_HEAD) for w in MBV2_WIDTHS for r in mbv2_resolutions(native)]
+    variants += [("mnist-cnn", w, native) for w in CNN_WIDTHS]
     rows = []
     for name, w, r in tqdm(variants, desc="baselines: planning", unit="model"):
         try:
-            module, shape = create(name, width=w, resolution=r, num_classes=classes, in_channels=channels)
+            module = build_baseline(name, w, r, classes, channels)
         except KilobyteError:
             continue
-        graph = int8_structure(_from_module(name, module, shape).graph)
-        res = estimate_resources(graph, _plan_options(config), core=device.core)
+        module = with_input_resize(module, (r, r), (native, native))
+        graph = int8_structure(_from_module(name, module, (1, channels, native, native)).graph)
+        res = estimate_resources(graph, options, core=core)
         rows.append({"model": name, "width": w, "resolution": r, "macs": res.macs, "fits": budget.admits(res),
                      "sram_bytes": budget.sram_of(res), "flash_bytes": res.flash_bytes})
     return rows
 
 
-def train_and_deploy(module, resolution, fit, val, test, out_dir, config, device, epochs, seed) -> dict:
-    from kilobyte.nas.search import _plan_options, deploy_module
+def largest_fitting(rows: list[dict], family: str, top: int) -> list[dict]:
+    """The `top` variants of `family` that fit, most MACs first (a hand-scaler's pick: as big as the budget allows)."""
+    return sorted((r for r in rows if r["model"] == family and r["fits"]), key=lambda r: -r["macs"])[:top]
+
+
+def train_and_deploy(module, resolution, fit, val, test, out_dir, options, device, epochs, seed) -> dict:
+    """`module` trained from scratch by the training recipe (`kilobyte.train.fit`, `epochs`, early stopping on `val`)
+    and deployed as the search deploys its winner (`deploy_module`: int8, C, verification, held-out accuracy by the
+    generated C, measured fit); with the best epoch's validation accuracy."""
+    from kilobyte.nas.search import deploy_module
     from kilobyte.train import TrainConfig
     from kilobyte.train import fit as train
 
@@ -66,8 +102,7 @@ def train_and_deploy(module, resolution, fit, val, test, out_dir, config, device
     result = train(module, fit.x, fit.y, TrainConfig(epochs=epochs, seed=seed, resolution=resolution),
                    val=(val.x, val.y))
     seconds = time.perf_counter() - t0
-    deployed = deploy_module(result.module, resolution, fit, test, out_dir, _plan_options(config), device,
-                             name="baseline")
+    deployed = deploy_module(result.module, resolution, fit, test, out_dir, options, device, name="baseline")
     return {**deployed, "train_seconds": round(seconds, 1), "best_epoch": result.best_epoch,
             "val_accuracy": result.best_val_accuracy}
 
@@ -75,11 +110,10 @@ def train_and_deploy(module, resolution, fit, val, test, out_dir, config, device
 def main() -> None:
     import torch
 
-    from kilobyte.nas.search import SearchConfig, _space, load_split
+    from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
     from kilobyte.nas.space import Arch
     from kilobyte.nas.supernet import SuperNet
     from kilobyte.targets.devices import get_device
-    from kilobyte.zoo import create
     from kilobyte.zoo.blocks import init_weights
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -118,25 +152,23 @@ def main() -> None:
     classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
     native, channels = fit.x.shape[1], fit.x.shape[-1]
 
-    rows = candidates(config, device, native, channels, classes)
+    options = _plan_options(config)
+    rows = candidates(_budget(config), options, device.core, native, channels, classes)
     trained = []
-    for family in ("mobilenetv2", "mnist-cnn"):
-        fitting = sorted((r for r in rows if r["model"] == family and r["fits"]), key=lambda r: -r["macs"])
-        for row in fitting[:args.top]:
+    for family in ("mobilenetv2", MBV2_HEAD, "mnist-cnn"):
+        for row in largest_fitting(rows, family, args.top):
             print(f"training {family} w{row['width']} r{row['resolution']} ({row['macs'] / 1e6:.2f} M MACs) ...",
                   flush=True)
-            torch.manual_seed(args.seed)
-            module, _ = create(family, width=row["width"], resolution=row["resolution"], num_classes=classes,
-                               in_channels=channels)
+            module = build_baseline(family, row["width"], row["resolution"], classes, channels, args.seed)
             out = args.out / f"{family}-w{row['width']}-r{row['resolution']}"
-            trained.append({**row, **train_and_deploy(module, row["resolution"], fit, val, test, out, config,
+            trained.append({**row, **train_and_deploy(module, row["resolution"], fit, val, test, out, options,
                                                       device, epochs, args.seed)})
     arch = Arch.from_json(searched["architecture"])
     print("training the searched architecture from scratch ...", flush=True)
     torch.manual_seed(args.seed)
     module = SuperNet(_space(config, channels, classes, native), arch.width, arch.resolution).extract(arch)
     init_weights(module)
-    scratch = train_and_deploy(module, arch.resolution, fit, val, test, args.out / "searched-scratch", config,
+    scratch = train_and_deploy(module, arch.resolution, fit, val, test, args.out / "searched-scratch", options,
                                device, epochs, args.seed)
     result = {"device": device.name, "search": searched, "search_seconds": search_seconds,
               "finetune_epochs": epochs, "candidates": rows, "baselines": trained, "searched_from_scratch": scratch,

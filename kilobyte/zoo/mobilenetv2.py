@@ -35,12 +35,16 @@ STAGES = [
 PATCH_STAGE_DEPTH = 5
 
 
-def build(width: float = 1.0, num_classes: int = 1000, in_channels: int = 3) -> nn.Module:
-    """MobileNetV2 at width multiplier `width` (channel counts rounded to multiples of 8)."""
+def build(width: float = 1.0, num_classes: int = 1000, in_channels: int = 3, scale_head: bool = False) -> nn.Module:
+    """MobileNetV2 at width multiplier `width` (channel counts rounded to multiples of 8). `scale_head`: the head
+    shrinks with the width too (1280 w channels), as a person fitting it into kilobytes of Flash would scale it:
+    torchvision's fixed head (1280 x 320 w weights, 1280 more per class, 12 B per channel) keeps every width of it
+    above 128 KB of Flash (w0.1, 28 px, 10 classes: 158 KB planned, 96 KB with `scale_head`; bench/bench_vs_hand.py's
+    baselines)."""
     return MobileNet(
         stem_channels=make_divisible(32 * width),
         blocks=scale_blocks(expand_stages(STAGES), width),
-        head_channels=make_divisible(1280 * max(1.0, width)),
+        head_channels=make_divisible(1280 * (width if scale_head else max(1.0, width))),
         num_classes=num_classes,
         in_channels=in_channels,
     )

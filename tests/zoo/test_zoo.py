@@ -146,6 +146,17 @@ def test_mobilenetv2_matches_paper():
     assert count_params(model) == pytest.approx(3.50e6, rel=0.01)
 
 
+def test_mobilenetv2_head_scales_only_when_asked():
+    """torchvision keeps the 1280-channel head below w = 1; `scale_head` gives 1280 w (0.25: 320, 0.1: 128)."""
+    from kilobyte.zoo import mobilenetv2
+
+    for width, scaled in ((0.25, 320), (0.1, 128)):
+        assert mobilenetv2.build(width, 10, 1).classifier[-1].in_features == 1280
+        model = mobilenetv2.build(width, 10, 1, scale_head=True)
+        assert model.classifier[-1].in_features == scaled
+        assert model.eval()(torch.zeros(1, 1, 32, 32)).shape == (1, 10)
+
+
 def test_reference_parameter_counts():
     # torchvision's mnasnet1_0 and the imgclsmob port of ProxylessNAS-Mobile report these exact counts.
     assert count_params(zoo.create("mnasnet")[0]) == 4_383_312
