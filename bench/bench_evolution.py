@@ -32,7 +32,7 @@ def main() -> None:
     from kilobyte.nas.evolution import EvolutionConfig, evolve, random_search
     from kilobyte.nas.parallel import ScorerSpec, open_fitness
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
+    from kilobyte.nas.search import SearchConfig, _plan_options, _space, load_split, search_budget
     from kilobyte.nas.store import SearchStore
     from kilobyte.nas.supernet import SuperNet
     from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights
@@ -71,7 +71,7 @@ def main() -> None:
 
     evaluator = ResourceEvaluator(sub, _plan_options(config), core=get_device(config.device).core)
     test_score = SubnetScorer(net, x[:20 * 64], to_nchw_tensor(test.x, r), torch.from_numpy(test.y))
-    budget = _budget(config)
+    budget = search_budget(config)
     rows, curves = [], {}
     start = time.perf_counter()
     with open_fitness(spec, args.workers) as fitness:

@@ -86,7 +86,7 @@ def overhead_pair(report: dict, args) -> dict | None:
     no MAC limit) with its overhead. None for a winner without a patch stage."""
     from dataclasses import replace
 
-    from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, evaluator, load_split
+    from kilobyte.nas.search import SearchConfig, _plan_options, _space, evaluator, load_split, search_budget
     from kilobyte.nas.space import Arch
     from kilobyte.schedule import estimate_resources, fit_patch
     from kilobyte.targets.devices import get_device
@@ -101,7 +101,7 @@ def overhead_pair(report: dict, args) -> dict | None:
     space = _space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1]).with_config(arch.width,
                                                                                               arch.resolution)
     ev = evaluator(config, space, device.core)
-    searched = ev.fitting(arch, _budget(config))
+    searched = ev.fitting(arch, search_budget(config))
     options = replace(_plan_options(config), patch=None)
     rows = {}
     for name, a in (("searched", arch), ("unredistributed", unredistributed(space, arch))):

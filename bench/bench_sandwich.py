@@ -31,7 +31,7 @@ def main() -> None:
     import torch
 
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
+    from kilobyte.nas.search import SearchConfig, _plan_options, _space, load_split, search_budget
     from kilobyte.nas.supernet import SuperNet
     from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights, train_phase
     from kilobyte.targets.devices import get_device
@@ -58,7 +58,7 @@ def main() -> None:
     net = SuperNet(space, args.width, args.resolution)
     sub = net.space
     evaluator = ResourceEvaluator(sub, _plan_options(config), core=device.core)
-    budget = _budget(config)
+    budget = search_budget(config)
     rng = np.random.default_rng(args.seed + 1)
     archs, seen = [sub.largest(), sub.smallest()], set()
     while len(archs) < args.subnets + 2:

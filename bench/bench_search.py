@@ -110,7 +110,7 @@ def train_and_deploy(module, resolution, fit, val, test, out_dir, options, devic
 def main() -> None:
     import torch
 
-    from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, load_split
+    from kilobyte.nas.search import SearchConfig, _plan_options, _space, load_split, search_budget
     from kilobyte.nas.space import Arch
     from kilobyte.nas.supernet import SuperNet
     from kilobyte.targets.devices import get_device
@@ -153,7 +153,7 @@ def main() -> None:
     native, channels = fit.x.shape[1], fit.x.shape[-1]
 
     options = _plan_options(config)
-    rows = candidates(_budget(config), options, device.core, native, channels, classes)
+    rows = candidates(search_budget(config), options, device.core, native, channels, classes)
     trained = []
     for family in ("mobilenetv2", MBV2_HEAD, "mnist-cnn"):
         for row in largest_fitting(rows, family, args.top):

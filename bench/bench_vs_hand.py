@@ -298,11 +298,14 @@ class Bench:
             self.finish(key, {"seed": seed, **run_search(cmd)})
 
     def budget(self, budget: str):
-        from kilobyte.nas.resources import device_budget
+        """The search's own budget rule (`nas.search.search_budget`): the device's SRAM less the firmware's stack,
+        or with --max-sram (16k, 4k) the model's arena + input within it."""
+        from kilobyte.nas.search import SearchConfig, search_budget
 
         sram, flash = BUDGETS[budget]
-        return device_budget(min(sram or self.device.sram_bytes, self.device.sram_bytes),
-                             min(flash or self.device.flash_bytes, self.device.flash_bytes))
+        return search_budget(SearchConfig(self.device.name, min(sram or self.device.sram_bytes, self.device.sram_bytes),
+                                          min(flash or self.device.flash_bytes, self.device.flash_bytes),
+                                          model_sram=sram is not None))
 
     def data(self, task: str, seed: int):
         k = (task, seed)

@@ -149,7 +149,7 @@ def grow_limit(config: SearchConfig, native: int) -> tuple[float, int] | None:
     return None if config.patch else (max(GROW_WIDTHS), GROW_RESOLUTION * native)
 
 
-def _budget(config: SearchConfig) -> Budget:
+def search_budget(config: SearchConfig) -> Budget:
     """The device's budget (arena + input + the firmware's stack within its SRAM), or with `model_sram` the
     model's own (arena + input within `sram_bytes`: a `--max-sram` budget)."""
     budget = replace(device_budget(config.sram_bytes, config.flash_bytes, config.max_macs),
@@ -204,9 +204,10 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpac
         schedules = "" if space.schedules == "fixed" else " x their downsampling schedules"
         ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} "
                 f"resolutions{schedules}, {ctx.config.space_samples} samples each ...")
-        choice = optimize_space(space, _budget(ctx.config), samples=ctx.config.space_samples, seed=ctx.config.seed,
-                                options=_plan_options(ctx.config), workers=ctx.workers, progress=ctx.progress,
-                                core=_core(ctx), grow_to=grow_limit(ctx.config, native), max_largest_macs=cap)
+        choice = optimize_space(space, search_budget(ctx.config), samples=ctx.config.space_samples,
+                                seed=ctx.config.seed, options=_plan_options(ctx.config), workers=ctx.workers,
+                                progress=ctx.progress, core=_core(ctx), grow_to=grow_limit(ctx.config, native),
+                                max_largest_macs=cap)
         best = require_fit(choice)
         write_report(choice, ctx.out_dir)
         done = {"width": best.width, "resolution": best.resolution, "strides": list(best.strides),
@@ -268,7 +269,7 @@ def _plan_options(config: SearchConfig):
 
 def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Arch):
     """The plan options the winner is compiled with: its patch schedule for the budget (or per layer)."""
-    return replace(_plan_options(config), patch=resources.schedule(arch, _budget(config)))
+    return replace(_plan_options(config), patch=resources.schedule(arch, search_budget(config)))
 
 
 # -- the time budget ---------------------------------------------------------------------------------------------------
@@ -369,7 +370,7 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
 
     cfg = ctx.config
     resources = evaluator(cfg, space, _core(ctx))
-    budget = _budget(cfg)
+    budget = search_budget(cfg)
     spec = ScorerSpec.of(net, calib_x, val_x, val_y)
     total = cfg.evolution.population * (cfg.evolution.generations + 1)
     ctx.log(f"[3/5] evolution: population {cfg.evolution.population}, {cfg.evolution.generations} generations "
@@ -457,7 +458,7 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     options = compile_options(ctx.config, resources, arch)
     result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
                            progress=ctx.progress, resize_inside=space.input_size is not None)
-    budget = _budget(ctx.config)
+    budget = search_budget(ctx.config)
     planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
                          "flash_bytes": planned.flash_bytes, "input_bytes": planned.input_bytes}

@@ -34,14 +34,14 @@ class StrategyChoice:
 def choose_strategy(config, workers: int = 1, core: str | None = None) -> StrategyChoice:
     """The strategy for a TinyNAS `SearchConfig` (data, budget): see the module doc."""
     from ..data import load_dataset
-    from .search import _budget, _plan_options, _space
+    from .search import _plan_options, _space, search_budget
     from .space_opt import MIN_FIT_SHARE, optimize_space
 
     ds = load_dataset(config.data, seed=config.seed)
     side, channels = ds.x.shape[1], ds.x.shape[-1]
     n_classes = int(ds.y.max()) + 1 if ds.y is not None else 10
     space = _space(config, channels, n_classes, side, ds.x.shape[1:3])
-    choice = optimize_space(space, _budget(config), samples=CHECK_SAMPLES, seed=config.seed,
+    choice = optimize_space(space, search_budget(config), samples=CHECK_SAMPLES, seed=config.seed,
                             options=_plan_options(config), workers=workers, core=core)
     roomy = [c for c in choice.configs if c.fitting >= MIN_FIT_SHARE * c.sampled]
     budget = f"{config.sram_bytes / 1024:g} KB SRAM / {config.flash_bytes / 1024:g} KB Flash"

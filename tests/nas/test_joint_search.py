@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kilobyte.nas.resources import device_budget
-from kilobyte.nas.search import SearchConfig, _budget, _plan_options, _space, evaluator
+from kilobyte.nas.search import SearchConfig, _plan_options, _space, evaluator, search_budget
 from kilobyte.schedule import estimate_resources, patch_candidates
 from kilobyte.schedule.latency import estimate_instructions
 
@@ -42,7 +42,7 @@ def test_fitting_is_the_cheapest_schedule_that_fits_with_the_compilers_figures()
     patched = per_layer = rejected = 0
     for r, arch_seed in ((24, 0), (24, 1), (32, 2), (32, 3), (64, 4), (64, 5), (80, 6)):
         config, space = _joint(16, r)
-        ev, budget = evaluator(config, space, "cortex-m4"), _budget(config)
+        ev, budget = evaluator(config, space, "cortex-m4"), search_budget(config)
         arch = space.sample(np.random.default_rng(arch_seed))
         graph, options = ev.graph(arch), dataclasses.replace(_plan_options(config), patch=None)
         limit = budget.sram_bytes - budget.sram_reserve - arch.resolution ** 2
@@ -70,10 +70,10 @@ def test_max_latency_uses_the_fitted_model():
     config, space = _joint(16, 32)
     rng = np.random.default_rng(3)
     ev = evaluator(config, space, "cortex-m4")
-    archs = [a for a in (space.sample(rng) for _ in range(12)) if ev.fits(a, _budget(config))][:3]
+    archs = [a for a in (space.sample(rng) for _ in range(12)) if ev.fits(a, search_budget(config))][:3]
     assert len(archs) >= 3
     capped = dataclasses.replace(config, max_instructions=1)
-    ev_lat, budget = evaluator(capped, space, "cortex-m4"), _budget(capped)
+    ev_lat, budget = evaluator(capped, space, "cortex-m4"), search_budget(capped)
     counts = []
     for arch in archs:
         n = ev_lat.instructions(arch, budget)

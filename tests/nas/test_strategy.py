@@ -28,10 +28,10 @@ def test_device_bounds_leave_the_runtime_code_its_flash():
 
 def test_max_sram_bounds_the_model_and_the_device_keeps_its_stack():
     """`--max-sram 4KB` is 4 KB for arena + input (a 4 KB part cannot hold our 4 KB firmware stack besides)."""
-    from kilobyte.nas.search import _budget
+    from kilobyte.nas.search import search_budget
     from kilobyte.targets.cortexm.firmware import DEFAULT_STACK_BYTES
 
-    device = _budget(SearchConfig("stm32f410", 32 * KB, 128 * KB))
-    model = _budget(SearchConfig("stm32f410", 4 * KB, 16 * KB, model_sram=True))
+    device = search_budget(SearchConfig("stm32f410", 32 * KB, 128 * KB))
+    model = search_budget(SearchConfig("stm32f410", 4 * KB, 16 * KB, model_sram=True))
     assert device.sram_reserve == DEFAULT_STACK_BYTES and device.count_input
     assert model.sram_reserve == 0 and model.count_input and model.sram_bytes == 4 * KB
