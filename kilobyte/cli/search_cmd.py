@@ -258,7 +258,9 @@ def _time_line(r: dict) -> str:
 def _print_report(r: dict) -> None:
     from ..codegen.verify import verification_line
 
+    choice = r.get("strategy_choice")
     rows = [
+        *([("strategy", f"{choice['name']}: {choice['reason']}")] if choice else []),
         ("space", _space_line(r["space"])),
         ("architecture", r["description"]),
         ("accuracy (held-out test)",
@@ -394,6 +396,8 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 def _print_unas(r: dict) -> None:
     from ..codegen.verify import verification_line
 
+    if r.get("strategy_choice"):
+        print(f"\n  strategy: {r['strategy_choice']['name']}: {r['strategy_choice']['reason']}")
     print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "
           f"held-out test accuracy with the search's weights")
     print(f"  {'#':>3} {'int8':>6} {'float':>6} {'SRAM':>8} {'+input':>8} {'size':>8} {'Flash':>8} {'MACs':>8} "
