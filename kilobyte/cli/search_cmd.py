@@ -32,11 +32,14 @@ def parse_size(text: str) -> int:
 def register(sub) -> None:
     p = sub.add_parser(
         "search", help="find the most accurate network that fits a device (TinyNAS; or μNAS: --strategy unas)",
-        description="TinyNAS on your data and device: choose the (width, resolution) search space whose fitting "
-        "networks have the most MACs, train a weight-sharing supernet, evolve subnets under the device's SRAM and "
+        description="The best network for your data that fits your device, as a verified C library. By default "
+        "(--strategy auto) a quick fit check picks the strategy: TinyNAS where its MBConv space fits the budget, "
+        "else μNAS. TinyNAS: choose the (width, resolution, downsampling schedule) search space whose fitting "
+        "networks have the most MACs and can train in --minutes, train a weight-sharing supernet, evolve subnets under the device's SRAM and "
         "Flash (measured by the same planner that compiles the winner), fine-tune the winner, quantise it to int8, "
         "generate and verify the C library against TensorFlow Lite Micro, and report accuracy on a held-out test "
-        "split. --patch searches the network and its patch-based schedule together (MCUNetV2): larger inputs fit "
+        "split; --minutes is a budget it keeps (epochs, population and generations sized to it from measured step "
+        "costs). --patch searches the network and its patch-based schedule together (MCUNetV2): larger inputs fit "
         "the same SRAM. --strategy unas runs μNAS instead: aging evolution with random scalarisation over a "
         "granular space of small CNNs, every candidate trained (pruned during training by default), quantised and "
         "planned, and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate "
