@@ -32,19 +32,21 @@ def parse_size(text: str) -> int:
 def register(sub) -> None:
     p = sub.add_parser(
         "search", help="find the most accurate network that fits a device (TinyNAS; or μNAS: --strategy unas)",
-        description="The best network for your data that fits your device, as a verified C library. By default "
-        "(--strategy auto) a quick fit check picks the strategy: TinyNAS where its MBConv space fits the budget, "
-        "else μNAS. TinyNAS: choose the (width, resolution, downsampling schedule) search space whose fitting "
-        "networks have the most MACs and can train in --minutes, train a weight-sharing supernet, evolve subnets under the device's SRAM and "
-        "Flash (measured by the same planner that compiles the winner), fine-tune the winner, quantise it to int8, "
-        "generate and verify the C library against TensorFlow Lite Micro, and report accuracy on a held-out test "
-        "split; --minutes is a budget it keeps (epochs, population and generations sized to it from measured step "
-        "costs). --patch searches the network and its patch-based schedule together (MCUNetV2): larger inputs fit "
-        "the same SRAM. --strategy unas runs μNAS instead: aging evolution with random scalarisation over a "
-        "granular space of small CNNs, every candidate trained (pruned during training by default), quantised and "
-        "planned, and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate "
-        "member inside the --bounds is compiled and verified, and any member can be exported (--export N). Every "
-        "evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.")
+        description=(
+            "The best network for your data that fits your device, as a verified C library. By default "
+            "(--strategy auto) a quick fit check picks the strategy: TinyNAS where its MBConv space fits the "
+            "budget, else μNAS. TinyNAS: choose the (width, resolution, downsampling schedule) search space whose "
+            "fitting networks have the most MACs and can train in --minutes, train a weight-sharing supernet, "
+            "evolve subnets under the device's SRAM and Flash (measured by the same planner that compiles the "
+            "winner), fine-tune the winner, quantise it to int8, generate and verify the C library against "
+            "TensorFlow Lite Micro, and report accuracy on a held-out test split; --minutes is a budget it keeps "
+            "(epochs, population and generations sized to it from measured step costs). --patch searches the "
+            "network and its patch-based schedule together (MCUNetV2): larger inputs fit the same SRAM. "
+            "--strategy unas runs μNAS instead: aging evolution with random scalarisation over a granular space "
+            "of small CNNs, every candidate trained (pruned during training by default), quantised and planned, "
+            "and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate "
+            "member inside the --bounds is compiled and verified, and any member can be exported (--export N). "
+            "Every evaluation is committed to DIR/search.sqlite: a killed search continues with --resume."))
     p.add_argument("--strategy", choices=("auto", "tinynas", "unas"), default="auto",
                    help="auto (default): TinyNAS when its MBConv space fits the budget, else μNAS with bounds from "
                    "the device (a quick fit check; the report says which ran and why); tinynas: a supernet searched "
@@ -184,12 +186,12 @@ def run(args) -> int:
         if args.patch:
             raise KilobyteError("--patch is for the TinyNAS strategy (μNAS's small CNNs run per layer)")
         return _run_unas(args, device, workers)
-    config = config_from_args(args, device)
     quiet = args.json
     log = (lambda *a: None) if quiet else print
-    choice = _auto_strategy(args, config, device, workers, log)
+    choice = _auto_strategy(args, device, workers, log)
     if choice is not None and choice.name == "unas":
         return _run_unas(args, device, workers, choice)
+    config = config_from_args(args, device)
     report = run_search(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
                         progress=not quiet, log=log, device=device)
     _record_strategy(report, choice.to_json() if choice is not None else
@@ -353,13 +355,20 @@ def _record_strategy(report: dict, strategy: dict, out: str) -> None:
         atomic_write_bytes(path, json.dumps(report, indent=1).encode())
 
 
-def _auto_strategy(args, config, device, workers: int, log):
-    """`--strategy auto`'s choice (`nas.strategy.choose_strategy`), logged; None for an explicit strategy or --patch
-    (the joint search is TinyNAS's)."""
+def _auto_strategy(args, device, workers: int, log):
+    """`--strategy auto`'s choice (`nas.strategy.choose_strategy`, on the budget and the data only: --epochs and the
+    like are read by the strategy chosen), logged; None for an explicit strategy or --patch (the joint search is
+    TinyNAS's)."""
+    from ..nas.search import SearchConfig
     from ..nas.strategy import choose_strategy
 
     if args.strategy != "auto" or args.patch:
         return None
+    sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
+    flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+    macs = None if args.max_macs is None else int(args.max_macs * 1e6)
+    config = SearchConfig(device.name, sram, flash, max_macs=macs, data=args.data, seed=args.seed,
+                          kernels=args.kernels, model_sram=bool(args.max_sram))
     choice = choose_strategy(config, workers=workers, core=device.core)
     log(f"strategy: {choice.name} — {choice.reason}")
     return choice
