@@ -389,7 +389,8 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 
             sram -= DEFAULT_STACK_BYTES
         config = replace(config, bounds=device_bounds(sram, flash, args.kernels, device.core,
-                                                      max_macs=None if args.max_macs is None else args.max_macs * 1e6))
+                                                      max_macs=None if args.max_macs is None else args.max_macs * 1e6,
+                                                      input_bytes=choice.input_bytes))
     quiet = args.json
     report = run_unas(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
                       progress=not quiet, log=(lambda *a: None) if quiet else print, device=device)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 CHECK_SAMPLES = 40  # networks per configuration in the quick fit check
 
 
@@ -26,6 +28,7 @@ CHECK_SAMPLES = 40  # networks per configuration in the quick fit check
 class StrategyChoice:
     name: str  # "tinynas" or "unas"
     reason: str  # one line, for the report
+    input_bytes: int = 0  # the data's int8 image (μNAS's peak excludes it: `device_bounds`)
 
     def to_json(self) -> dict:
         return {"name": self.name, "reason": self.reason}
@@ -39,6 +42,7 @@ def choose_strategy(config, workers: int = 1, core: str | None = None) -> Strate
 
     ds = load_dataset(config.data, seed=config.seed)
     side, channels = ds.x.shape[1], ds.x.shape[-1]
+    image = int(np.prod(ds.x.shape[1:]))
     n_classes = int(ds.y.max()) + 1 if ds.y is not None else 10
     space = _space(config, channels, n_classes, side, ds.x.shape[1:3])
     choice = optimize_space(space, search_budget(config), samples=CHECK_SAMPLES, seed=config.seed,
@@ -48,23 +52,25 @@ def choose_strategy(config, workers: int = 1, core: str | None = None) -> Strate
     if roomy:
         best = max(roomy, key=lambda c: c.mean_macs)
         return StrategyChoice("tinynas", f"the MBConv space fits {budget} ({len(roomy)} of {len(choice.configs)} "
-                                         f"configurations, e.g. {best.label()}): TinyNAS")
+                                         f"configurations, e.g. {best.label()}): TinyNAS", image)
     sram = min(c.min_sram for c in choice.configs)
     flash = min(c.min_flash for c in choice.configs)
     return StrategyChoice("unas", f"no MBConv configuration fits {budget} (the sampled networks need at least "
                                   f"{sram / 1024:.1f} KB SRAM and {flash / 1024:.1f} KB Flash): μNAS's small CNNs, "
-                                  f"bounded by the device")
+                                  f"bounded by the device", image)
 
 
 def device_bounds(sram_bytes: int, flash_bytes: int, kernels: str = "portable", core: str | None = None,
-                  error: float | None = None, max_macs: float | None = None) -> dict:
-    """μNAS bounds from a device: peak SRAM = its SRAM; model size = its Flash less the least code a plain CNN's
+                  error: float | None = None, max_macs: float | None = None, input_bytes: int = 0) -> dict:
+    """μNAS bounds from a device: peak SRAM = its SRAM less the input buffer (μNAS's peak excludes the input; the
+    budget counts arena + input); model size = its Flash less the least code a plain CNN's
     library links (conv, pool, fully connected: `schedule.flash.code_lower_bound`); MACs only when limited; error
     when given (else none: the device sets the resources, the search the accuracy)."""
     from ..schedule.flash import code_lower_bound
 
     code = code_lower_bound(("conv", "fc"), kernels, core)
-    bounds = {"peak_bytes": float(sram_bytes), "weight_bytes": float(max(1024, flash_bytes - code))}
+    bounds = {"peak_bytes": float(max(256, sram_bytes - input_bytes)),
+              "weight_bytes": float(max(1024, flash_bytes - code))}
     if max_macs is not None:
         bounds["macs"] = float(max_macs)
     if error is not None:

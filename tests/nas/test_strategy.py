@@ -15,6 +15,7 @@ def test_a_roomy_budget_runs_tinynas_and_a_tiny_one_unas():
     assert roomy.name == "tinynas" and "fits 32 KB SRAM / 128 KB Flash" in roomy.reason
     tiny = choose_strategy(SearchConfig("stm32f410", 4 * KB, 16 * KB, data="digits"), workers=2, core="cortex-m4")
     assert tiny.name == "unas" and "no MBConv configuration fits 4 KB SRAM / 16 KB Flash" in tiny.reason
+    assert tiny.input_bytes == roomy.input_bytes == 64  # digits: 8 x 8 x 1
     assert "\n" not in tiny.reason + roomy.reason
 
 
@@ -24,6 +25,7 @@ def test_device_bounds_leave_the_runtime_code_its_flash():
     assert bounds == {"peak_bytes": 16 * KB, "weight_bytes": 64 * KB - code}
     assert 0 < code < 64 * KB
     assert device_bounds(4 * KB, 16 * KB, max_macs=2e6, error=0.1)["macs"] == 2e6
+    assert device_bounds(4 * KB, 16 * KB, input_bytes=784)["peak_bytes"] == 4 * KB - 784  # μNAS: input excluded
 
 
 def test_max_sram_bounds_the_model_and_the_device_keeps_its_stack():
