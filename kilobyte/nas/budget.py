@@ -27,6 +27,7 @@ SHARES = {"largest": 0.15, "supernet": 0.40, "evolution": 0.15, "finetune": 0.30
 DEPLOY_SECONDS = 75.0  # int8 PTQ, plan, C build, TFLM verification, int8 test accuracy, firmware measurement
 MAX_EPOCHS = {"largest": 40, "supernet": 80, "finetune": 150}  # tiny data: stop early rather than over-train
 POPULATION = (8, 40)  # evolution's population, at least and at most
+MAX_GENERATIONS = 10
 FINETUNE_OVERHEAD = 1.25  # the recipe's step (augmentation, label smoothing) over a plain SGD step of the module
 TIMED_STEPS = 3  # steps timed per phase, after one untimed (allocation, first-call overheads)
 
@@ -138,18 +139,22 @@ def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
 
 def plan_phases(budget_seconds: float, spent: float, costs: StepCosts, workers: int,
                 finetune_step: float) -> PhasePlan:
-    """Epochs per phase for what is left of `budget_seconds` after `spent`, less DEPLOY_SECONDS, split by SHARES.
-    `finetune_step`: the expected seconds of a fine-tuning step (re-planned before fine-tuning)."""
+    """Epochs per phase for what is left of `budget_seconds` after `spent`, less DEPLOY_SECONDS: evolution takes its
+    SHARES part (at most MAX_GENERATIONS generations: beyond, a small supernet's subnets have been ranked), and the
+    rest goes to the three training phases in proportion to their SHARES. `finetune_step`: the expected seconds of a
+    fine-tuning step (re-planned before fine-tuning)."""
     left = max(0.0, budget_seconds - spent - DEPLOY_SECONDS)
+    evaluations = SHARES["evolution"] * left * max(1, workers) / costs.evaluation
+    population = int(min(POPULATION[1], max(POPULATION[0], evaluations // 4)))
+    generations = int(min(MAX_GENERATIONS, max(1, evaluations // population - 1)))
+    seconds = {"evolution": population * (generations + 1) * costs.evaluation / max(1, workers)}
+    training = max(0.0, left - seconds["evolution"])
     per_epoch = {"largest": costs.largest_step * costs.steps_per_epoch,
                  "supernet": costs.sandwich_step * costs.steps_per_epoch,
                  "finetune": finetune_step * costs.steps_per_epoch}
-    epochs = {p: min(MAX_EPOCHS[p], max(1, int(SHARES[p] * left / per_epoch[p]))) for p in per_epoch}
-    evaluations = SHARES["evolution"] * left * max(1, workers) / costs.evaluation
-    population = int(min(POPULATION[1], max(POPULATION[0], evaluations // 4)))
-    generations = max(1, int(evaluations // population) - 1)
-    seconds = {p: epochs[p] * per_epoch[p] for p in per_epoch}
-    seconds["evolution"] = population * (generations + 1) * costs.evaluation / max(1, workers)
+    weight = sum(SHARES[p] for p in per_epoch)
+    epochs = {p: min(MAX_EPOCHS[p], max(1, int(SHARES[p] / weight * training / per_epoch[p]))) for p in per_epoch}
+    seconds.update({p: epochs[p] * per_epoch[p] for p in per_epoch})
     seconds["space"] = spent
     seconds["deploy"] = DEPLOY_SECONDS
     return PhasePlan(budget_seconds, epochs["largest"], epochs["supernet"], population, generations,

@@ -12,6 +12,7 @@ import torch
 from kilobyte.nas.budget import (
     DEPLOY_SECONDS,
     MAX_EPOCHS,
+    MAX_GENERATIONS,
     MIN_EPOCHS,
     POPULATION,
     SANDWICH_COST,
@@ -38,16 +39,25 @@ COSTS = StepCosts(largest_step=0.05, sandwich_step=0.3, evaluation=0.5, steps_pe
 def test_the_plan_fills_the_time_left_by_the_shares():
     plan = plan_phases(900, 60, COSTS, workers=2, finetune_step=0.04)
     left = 900 - 60 - DEPLOY_SECONDS
-    # each trained phase takes at most its share, and less than one epoch short of it
+    evaluations = plan.population * (plan.generations + 1)
+    assert POPULATION[0] <= plan.population <= POPULATION[1] and plan.generations <= MAX_GENERATIONS
+    assert plan.seconds["evolution"] == evaluations * 0.5 / 2 <= SHARES["evolution"] * left + 1e-9
+    # the training phases share the rest in proportion, each less than one epoch short of its part
+    training = left - plan.seconds["evolution"]
+    weight = SHARES["largest"] + SHARES["supernet"] + SHARES["finetune"]
     for phase, step in (("largest", 0.05), ("supernet", 0.3), ("finetune", 0.04)):
         epoch = step * COSTS.steps_per_epoch
-        assert SHARES[phase] * left - epoch < plan.seconds[phase] <= SHARES[phase] * left + 1e-9, phase
+        part = SHARES[phase] / weight * training
+        assert part - epoch < plan.seconds[phase] <= part + 1e-9, phase
         assert getattr(plan, f"{phase}_epochs") == round(plan.seconds[phase] / epoch)
-    evaluations = plan.population * (plan.generations + 1)
-    assert POPULATION[0] <= plan.population <= POPULATION[1]
-    assert evaluations * 0.5 / 2 <= SHARES["evolution"] * left + 1e-9
     total = sum(plan.seconds.values())
     assert 0.8 * 900 <= total <= 900
+
+
+def test_cheap_evaluations_stop_at_the_generation_cap_and_give_training_the_time():
+    plan = plan_phases(900, 60, replace(COSTS, evaluation=0.01), workers=2, finetune_step=0.04)
+    assert (plan.population, plan.generations) == (POPULATION[1], MAX_GENERATIONS)
+    assert plan.supernet_epochs > plan_phases(900, 60, COSTS, workers=2, finetune_step=0.04).supernet_epochs
 
 
 def test_tiny_data_stops_at_the_epoch_caps_and_a_spent_budget_still_trains_once():
