@@ -65,7 +65,7 @@ def candidates(budget, options, core: str, native: int, channels: int, classes: 
 
     from kilobyte.api import _from_module
     from kilobyte.errors import KilobyteError
-    from kilobyte.nas.search import with_input_resize
+    from kilobyte.nas.deploy import with_input_resize
     from kilobyte.quant.quantize import int8_structure
     from kilobyte.schedule.estimate import estimate_resources
 
@@ -94,7 +94,7 @@ def train_and_deploy(module, resolution, fit, val, test, out_dir, options, devic
     """`module` trained from scratch by the training recipe (`kilobyte.train.fit`, `epochs`, early stopping on `val`)
     and deployed as the search deploys its winner (`deploy_module`: int8, C, verification, held-out accuracy by the
     generated C, measured fit); with the best epoch's validation accuracy."""
-    from kilobyte.nas.search import deploy_module
+    from kilobyte.nas.deploy import deploy_module
     from kilobyte.train import TrainConfig
     from kilobyte.train import fit as train
 

@@ -13,7 +13,9 @@ phase to a share of the time left:
    measured step (evolution's winner is known only then).
 
 Plans are stored in the search's store when made, so a resumed search replays the same epochs whatever its own
-timing. The report shows each phase's planned and spent seconds (`phase_times`).
+timing. The report shows each phase's planned and spent seconds (`phase_times`). The search's side of this (`time_cap`,
+`plan_budget`, `finetune_epochs`, `apply_plan`, `phase_times`) takes the search's context and configuration as they
+are (nas/search.py), below the arithmetic.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 SHARES = {"largest": 0.15, "supernet": 0.40, "evolution": 0.15, "finetune": 0.30}  # of the time after the space
 DEPLOY_SECONDS = 75.0  # int8 PTQ, plan, C build, TFLM verification, int8 test accuracy, firmware measurement
@@ -181,3 +183,97 @@ def time_module_step(module, x, y, batch_size: int) -> float:
         loss_fn(trial(xb), yb).backward()
         opt.step()
     return _timed(run)
+
+
+# -- the search's side: the cap before space optimisation, the plan after it, the fine-tuning's, the report -------
+def time_cap(config, space, fit) -> float | None:
+    """The time budget's cap on a configuration's largest network (`budget.largest_macs_cap`), from two networks of
+    the space's middle configuration timed on this machine; None without a budget (or for the joint search)."""
+    import torch
+
+    from ..train import to_nchw_tensor
+    from .build import build_module, network
+    from .resources import layer_counts
+    from .space import downsampling_schedules
+
+    if config.minutes is None or not config.planned or config.patch:
+        return None
+    w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
+    sub = space.with_config(w, r, downsampling_schedules(space, r)[0])
+    pairs = [(build_module(sub, a), layer_counts(network(sub, a))[1]) for a in (sub.smallest(), sub.largest())]
+    batch = config.training.batch_size
+    model = fit_step_model(pairs, to_nchw_tensor(fit.x[:batch], r), torch.from_numpy(fit.y[:batch]), batch)
+    return largest_macs_cap(config.minutes, model, math.ceil(len(fit.x) / batch))
+
+
+def plan_budget(ctx, net, x, y, calib_x, val_x, val_y):
+    """`ctx.config` with its `planned` settings sized to `minutes` (`budget.plan_phases`, from step costs measured
+    on a copy of the supernet); the plan is stored, so a resumed search replays it."""
+    from .build import network
+    from .resources import layer_counts
+    from .supernet_train import SubnetScorer
+
+    config = ctx.config
+    done = ctx.store.phase_result("plan")
+    if done is None:
+        costs = measure_costs(net, x, y, config.training, lambda n: SubnetScorer(n, calib_x, val_x, val_y),
+                              config.seed)
+        largest_macs = layer_counts(network(net.space, net.largest_arch))[1]
+        share = min(1.0, ctx.store.phase_result("space")["mean_macs"] / largest_macs)  # a typical fitting subnet
+        plan = plan_phases(config.minutes * 60, ctx.elapsed(), costs, ctx.workers,
+                           FINETUNE_OVERHEAD * costs.largest_step * share)
+        done = plan.to_json()
+        ctx.store.finish_phase("plan", done)
+        ctx.log(f"      budget {config.minutes:g} min: largest {plan.largest_epochs} epochs, supernet "
+                f"{plan.supernet_epochs} epochs, evolution {plan.population} x {plan.generations + 1}, fine-tuning "
+                f"up to {plan.finetune_epochs} epochs (a step: largest {costs.largest_step * 1e3:.0f} ms, sandwich "
+                f"{costs.sandwich_step * 1e3:.0f} ms; a subnet's fitness {costs.evaluation:.2f} s)")
+    return apply_plan(config, done)
+
+
+def apply_plan(config, plan: dict):
+    """`config` with the settings it leaves to the budget (`planned`) taken from `plan`."""
+    training, evolution = config.training, config.evolution
+    for name in ("largest_epochs", "supernet_epochs"):
+        if name in config.planned:
+            training = replace(training, **{name: plan[name]})
+    if "population" in config.planned:
+        evolution = replace(evolution, population=plan["population"], parents=max(2, plan["population"] // 4))
+    if "generations" in config.planned:
+        evolution = replace(evolution, generations=plan["generations"])
+    finetune = plan["finetune_epochs"] if "finetune_epochs" in config.planned else config.finetune_epochs
+    return replace(config, training=training, evolution=evolution, finetune_epochs=finetune)
+
+
+def phase_times(store, deploy_seconds: float) -> dict:
+    """Each phase's planned seconds (None without a budget) and spent seconds (None when it ran before this was
+    recorded), for the report."""
+    plan = store.phase_result("plan") or {}
+    planned = plan.get("seconds", {})
+    out = {}
+    for phase in ("space", "largest", "supernet", "evolution", "finetune", "deploy"):
+        done = store.phase_result(phase) or {}
+        spent = deploy_seconds if phase == "deploy" else done.get("seconds")
+        out[phase] = {"planned": planned.get(phase), "spent": spent}
+    ft = store.phase_result("finetune_plan")
+    if ft is not None and out["finetune"]["planned"] is not None:  # re-planned from the time left
+        out["finetune"]["planned"] = ft["epochs"] * ft["step_seconds"] * plan["costs"]["steps_per_epoch"]
+    return out
+
+
+def finetune_epochs(ctx, module, fit, resolution: int, batch_size: int) -> int:
+    """The fine-tuning epochs for the time left (`budget.plan_finetune`, at the winner's measured step), stored
+    before training so that a resumed search replays them."""
+    import torch
+
+    from ..train import to_nchw_tensor
+
+    done = ctx.store.phase_result("finetune_plan")
+    if done is None:
+        x = to_nchw_tensor(fit.x[:batch_size], resolution)
+        step = FINETUNE_OVERHEAD * time_module_step(module, x, torch.from_numpy(fit.y[:batch_size]), batch_size)
+        left = ctx.config.minutes * 60 - ctx.elapsed()
+        done = {"epochs": plan_finetune(left, step, math.ceil(len(fit.x) / batch_size)), "step_seconds": step,
+                "seconds_left": left}
+        ctx.store.finish_phase("finetune_plan", done)
+    return done["epochs"]

@@ -30,9 +30,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import KilobyteError
+from .budget import finetune_epochs, phase_times, plan_budget, time_cap
+from .deploy import deploy_module, patch_report
 from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
 from .plots import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, device_budget
@@ -225,27 +225,6 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpac
     return space.with_config(done["width"], done["resolution"], done.get("strides"))  # stores before 26: no strides
 
 
-def time_cap(config: SearchConfig, space: MBSpace, fit) -> float | None:
-    """The time budget's cap on a configuration's largest network (`budget.largest_macs_cap`), from two networks of
-    the space's middle configuration timed on this machine; None without a budget (or for the joint search)."""
-    import torch
-
-    from ..train import to_nchw_tensor
-    from .budget import fit_step_model, largest_macs_cap
-    from .build import build_module, network
-    from .resources import layer_counts
-    from .space import downsampling_schedules
-
-    if config.minutes is None or not config.planned or config.patch:
-        return None
-    w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
-    sub = space.with_config(w, r, downsampling_schedules(space, r)[0])
-    pairs = [(build_module(sub, a), layer_counts(network(sub, a))[1]) for a in (sub.smallest(), sub.largest())]
-    batch = config.training.batch_size
-    model = fit_step_model(pairs, to_nchw_tensor(fit.x[:batch], r), torch.from_numpy(fit.y[:batch]), batch)
-    return largest_macs_cap(config.minutes, model, math.ceil(len(fit.x) / batch))
-
-
 def _core(ctx: SearchContext) -> str | None:
     """The device's core, which the Flash estimate is for (None when the device is unknown: the largest core)."""
     from ..errors import KilobyteError
@@ -270,63 +249,6 @@ def _plan_options(config: SearchConfig):
 def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Arch):
     """The plan options the winner is compiled with: its patch schedule for the budget (or per layer)."""
     return replace(_plan_options(config), patch=resources.schedule(arch, search_budget(config)))
-
-
-# -- the time budget ---------------------------------------------------------------------------------------------------
-def plan_budget(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> SearchConfig:
-    """`ctx.config` with its `planned` settings sized to `minutes` (`budget.plan_phases`, from step costs measured
-    on a copy of the supernet); the plan is stored, so a resumed search replays it."""
-    from .budget import FINETUNE_OVERHEAD, measure_costs, plan_phases
-    from .build import network
-    from .resources import layer_counts
-    from .supernet_train import SubnetScorer
-
-    config = ctx.config
-    done = ctx.store.phase_result("plan")
-    if done is None:
-        costs = measure_costs(net, x, y, config.training, lambda n: SubnetScorer(n, calib_x, val_x, val_y),
-                              config.seed)
-        largest_macs = layer_counts(network(net.space, net.largest_arch))[1]
-        share = min(1.0, ctx.store.phase_result("space")["mean_macs"] / largest_macs)  # a typical fitting subnet
-        plan = plan_phases(config.minutes * 60, ctx.elapsed(), costs, ctx.workers,
-                           FINETUNE_OVERHEAD * costs.largest_step * share)
-        done = plan.to_json()
-        ctx.store.finish_phase("plan", done)
-        ctx.log(f"      budget {config.minutes:g} min: largest {plan.largest_epochs} epochs, supernet "
-                f"{plan.supernet_epochs} epochs, evolution {plan.population} x {plan.generations + 1}, fine-tuning "
-                f"up to {plan.finetune_epochs} epochs (a step: largest {costs.largest_step * 1e3:.0f} ms, sandwich "
-                f"{costs.sandwich_step * 1e3:.0f} ms; a subnet's fitness {costs.evaluation:.2f} s)")
-    return apply_plan(config, done)
-
-
-def apply_plan(config: SearchConfig, plan: dict) -> SearchConfig:
-    """`config` with the settings it leaves to the budget (`planned`) taken from `plan`."""
-    training, evolution = config.training, config.evolution
-    for name in ("largest_epochs", "supernet_epochs"):
-        if name in config.planned:
-            training = replace(training, **{name: plan[name]})
-    if "population" in config.planned:
-        evolution = replace(evolution, population=plan["population"], parents=max(2, plan["population"] // 4))
-    if "generations" in config.planned:
-        evolution = replace(evolution, generations=plan["generations"])
-    finetune = plan["finetune_epochs"] if "finetune_epochs" in config.planned else config.finetune_epochs
-    return replace(config, training=training, evolution=evolution, finetune_epochs=finetune)
-
-
-def phase_times(store: SearchStore, deploy_seconds: float) -> dict:
-    """Each phase's planned seconds (None without a budget) and spent seconds (None when it ran before this was
-    recorded), for the report."""
-    plan = store.phase_result("plan") or {}
-    planned = plan.get("seconds", {})
-    out = {}
-    for phase in ("space", "largest", "supernet", "evolution", "finetune", "deploy"):
-        done = store.phase_result(phase) or {}
-        spent = deploy_seconds if phase == "deploy" else done.get("seconds")
-        out[phase] = {"planned": planned.get(phase), "spent": spent}
-    ft = store.phase_result("finetune_plan")
-    if ft is not None and out["finetune"]["planned"] is not None:  # re-planned from the time left
-        out["finetune"]["planned"] = ft["epochs"] * ft["step_seconds"] * plan["costs"]["steps_per_epoch"]
-    return out
 
 
 # -- 2. supernet -------------------------------------------------------------------------------------------------------
@@ -429,25 +351,6 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     return module.eval()
 
 
-def finetune_epochs(ctx: SearchContext, module, fit, resolution: int, batch_size: int) -> int:
-    """The fine-tuning epochs for the time left (`budget.plan_finetune`, at the winner's measured step), stored
-    before training so that a resumed search replays them."""
-    import torch
-
-    from ..train import to_nchw_tensor
-    from .budget import FINETUNE_OVERHEAD, plan_finetune, time_module_step
-
-    done = ctx.store.phase_result("finetune_plan")
-    if done is None:
-        x = to_nchw_tensor(fit.x[:batch_size], resolution)
-        step = FINETUNE_OVERHEAD * time_module_step(module, x, torch.from_numpy(fit.y[:batch_size]), batch_size)
-        left = ctx.config.minutes * 60 - ctx.elapsed()
-        done = {"epochs": plan_finetune(left, step, math.ceil(len(fit.x) / batch_size)), "step_seconds": step,
-                "seconds_left": left}
-        ctx.store.finish_phase("finetune_plan", done)
-    return done["epochs"]
-
-
 # -- 5. deploy ---------------------------------------------------------------------------------------------------------
 def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) -> dict:
     from ..targets.devices import get_device
@@ -473,81 +376,6 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
         result["planned"]["per_layer_macs"] = per_layer.macs
         result["patch"] = patch_report(ctx.out_dir / "model", per_layer.macs)
     return result
-
-
-def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
-    """The compiled library's patch stage as the report's `patch` key: {n_nodes, grid, input_patch, mac_overhead}
-    (extra MACs over the per-layer network's), or None when the winner runs per layer."""
-    manifest = json.loads((Path(model_dir) / "kilobyte.json").read_text())
-    stage = manifest.get("patch")
-    if not stage:
-        return None
-    return {"n_nodes": stage["n_nodes"], "grid": stage["grid"], "input_patch": stage["input_patch"],
-            "mac_overhead": (manifest["macs"] - per_layer_macs) / per_layer_macs}
-
-
-def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir, options, device, name: str = "tinynas",
-                  progress: bool = False, resize_inside: bool = True) -> dict:
-    """A trained float classifier (NCHW input at `resolution`, an int for a square one) to a verified C library in
-    `out_dir`: int8 PTQ on 128 training images, plan, compile, verification against the numpy reference and
-    TensorFlow Lite Micro, float and int8 top-1 on the held-out `test` split (int8 by the generated C itself; which
-    images they were is written to `held_out.json` beside the library, for `kilobyte evaluate --split test`), the
-    device fit (measured on the linked firmware when the Arm toolchain is present). The search's last phase, and
-    the baselines' of bench_search.py.
-
-    When `resolution` is not the data's own size, the resize the network was trained behind becomes the library's
-    first op (`with_input_resize`), so the library takes the data's images and its fit includes the resized tensor;
-    calibration and both accuracies then see the data's images as they are. With `resize_inside=False`, or a patch
-    stage (a resize cannot run patch by patch), the input stays at `resolution` and `kilobyte evaluate` resizes
-    the images with the same function (`data.resize_images`)."""
-    import torch
-
-    from ..api import _from_module
-    from ..cli.compile_cmd import fit_report, measured_fit
-    from ..codegen import HostModel, compile_graph
-    from ..codegen.verify import verify_project
-    from ..data.held_out import write_held_out
-    from ..quant.quantize import quantize, quantize_input
-    from ..train import to_nchw_tensor
-
-    module = module.eval()
-    _, h, w, channels = fit.x.shape
-    resolution = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
-    size = (h, w) if resize_inside and options.patch is None else resolution
-    module = with_input_resize(module, resolution, size)
-    graph = _from_module(name, module, (1, channels, *size)).graph
-    calib = to_nchw_tensor(fit.x[:128], size).numpy().transpose(0, 2, 3, 1)
-    int8 = quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
-    result = compile_graph(int8, out_dir, options, model_name=name)
-    ver = verify_project(result.out_dir, n_random=8, progress=progress)
-    test_x = to_nchw_tensor(test.x, size)
-    with torch.no_grad():
-        float_acc = float((module(test_x).argmax(1).numpy() == test.y).mean())
-    host = HostModel(result.out_dir)
-    nhwc = test_x.numpy().transpose(0, 2, 3, 1)
-    int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
-                              for i in range(len(nhwc))]))
-    held_out = write_held_out(result.out_dir, test, int8_acc, by=f"kilobyte search ({name})")
-    report, _ = measured_fit(fit_report(result, device), result, device)
-    return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
-            "verified": ver.to_json(), "input_shape": [1, *size, channels],
-            "input_resize": None if size == resolution else list(resolution),
-            "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
-            "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
-            "model_dir": str(result.out_dir)}
-
-
-def with_input_resize(module, resolution: tuple[int, int], size: tuple[int, int]):
-    """`module` (trained on images resized to `resolution` by `data.resize_images`) behind that same resize
-    from `size`: an `nn.Upsample(bilinear, align_corners=False)`, which the torch frontend lowers to RESIZE_BILINEAR
-    with half-pixel centres — the op whose float semantics `resize_images` has. Unchanged when `size` is already
-    the resolution."""
-    from torch import nn
-
-    if tuple(size) == tuple(resolution):
-        return module
-    return nn.Sequential(nn.Upsample(size=tuple(resolution), mode="bilinear", align_corners=False),
-                         module).eval()
 
 
 # -- the whole search --------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from kilobyte.nas.budget import (
     SPACE_SHARE,
     StepCosts,
     StepModel,
+    apply_plan,
     largest_macs_cap,
     measure_costs,
     plan_finetune,
@@ -27,7 +28,7 @@ from kilobyte.nas.budget import (
     space_samples,
 )
 from kilobyte.nas.resources import Budget
-from kilobyte.nas.search import PLANNED, SearchConfig, apply_plan
+from kilobyte.nas.search import PLANNED, SearchConfig
 from kilobyte.nas.space import MBSpace
 from kilobyte.nas.space_opt import ConfigStats, choose
 from kilobyte.nas.supernet import SuperNet

@@ -153,7 +153,7 @@ def test_evaluator_counts_the_input_resize_as_the_deployed_library_has_it(tmp_pa
 
     from kilobyte.api import _from_module
     from kilobyte.nas.build import build_module
-    from kilobyte.nas.search import with_input_resize
+    from kilobyte.nas.deploy import with_input_resize
 
     space = dataclasses.replace(SPACE, input_size=(8, 8))
     rng = np.random.default_rng(13)
