@@ -176,7 +176,8 @@ def ceiling(main_dir: Path, epochs: int = 100, seeds: int = 2) -> list[dict]:
     import numpy as np
     import torch
 
-    from kilobyte.nas.unas_build import UnasEvaluator, build_module
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_build import build_module
     from kilobyte.nas.unas_search import UnasConfig, load_split, quantise_module
     from kilobyte.nas.unas_space import UArch, UnasSpace
     from kilobyte.train import TrainConfig, fit, int8_accuracy
@@ -189,7 +190,7 @@ def ceiling(main_dir: Path, epochs: int = 100, seeds: int = 2) -> list[dict]:
     fit_d, val, test = load_split(cfg)
     x, y = np.concatenate([fit_d.x, val.x]), np.concatenate([fit_d.y, val.y])
     space = UnasSpace(input_shape=(28, 28, 1), num_classes=10)
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     rows = []
     for name, arch in archs.items():
         r = ev.evaluate(arch)
@@ -262,13 +263,13 @@ def proxy(epochs: int, seeds: int = 2) -> list[dict]:
     seed, with the first version's candidate settings and with today's."""
     import torch
 
-    from kilobyte.nas.unas_build import UnasEvaluator
+    from kilobyte.nas.resources import ResourceEvaluator
     from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome, load_split
     from kilobyte.nas.unas_space import UArch, UnasSpace
 
     torch.set_num_threads(1)
     space = UnasSpace(input_shape=(28, 28, 1), num_classes=10)
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     archs = {FIRST_CHOSEN[0]: UArch.from_json(FIRST_CHOSEN[1]), **hand_archs()}
     rows = []
     for setting, extra in PROXIES.items():

@@ -4,10 +4,11 @@ space, every candidate trained (with pruning when asked), quantised and measured
 A candidate is a `Genome`: a μNAS architecture and, in a pruning-aware search, its target sparsity (random in the
 dataset's range at first, inherited with a N(0, 0.05) perturbation, clipped). Evaluating it (`evaluate_genome`, on
 a worker: this process, a local process pool or Ray):
-1. resources of the unpruned architecture from `UnasEvaluator` (the compiler's plan); a candidate above
-   `skip_factor` times a resource bound is not trained (error 1.0, `trained: false`) — with the scalarisation's cap
-   of 10 bounds it could not become a parent anyway, and on 2 CPU cores a random 128-channel network at 28x28 would
-   cost minutes; the random initial candidates are drawn below that line;
+1. resources of the unpruned architecture from `resources.ResourceEvaluator` (the compiler's plan; TinyNAS's
+   evaluator, with the same cache); a candidate above `skip_factor` times a resource bound is not trained (error
+   1.0, `trained: false`) — with the scalarisation's cap of 10 bounds it could not become a parent anyway, and on 2
+   CPU cores a random 128-channel network at 28x28 would cost minutes; the random initial candidates are drawn
+   below that line;
 2. training with the recipe (`kilobyte.train.fit`) on the search's training split, with DPF pruning to the target
    (nas/dpf.py) — structured pruning removes channels and units for real, so resources are measured on the smaller
    architecture;
@@ -181,10 +182,10 @@ def _config_of(settings: dict) -> UnasConfig:
 def make_worker(spec: EvalSpec):
     """The evaluation function a worker runs: (index, genome JSON) -> objectives and trained weights."""
     from ..schedule.plan_types import PlanOptions
-    from .unas_build import UnasEvaluator
+    from .resources import ResourceEvaluator
 
     space, config = space_of(spec.space), _config_of(spec.config)
-    evaluator = UnasEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
+    evaluator = ResourceEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
 
     def run(payload: tuple[int, str]) -> dict:
         index, text = payload
@@ -285,8 +286,8 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
 
     from ..schedule.plan_types import PlanOptions
     from .parallel import one_thread, open_pool
+    from .resources import ResourceEvaluator
     from .store import Evaluation, SearchStore
-    from .unas_build import UnasEvaluator
 
     started = time.perf_counter()
     out_dir = Path(out_dir)
@@ -297,7 +298,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
         space = UnasSpace(input_shape=tuple(int(d) for d in fit.x.shape[1:]), num_classes=n_classes)
-        evaluator = UnasEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
+        evaluator = ResourceEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
         genomes = GenomeSpace(space, config, evaluator)
         phase = config.strategy
         history = [_candidate(e) for e in sorted(store.evaluations(phase), key=lambda e: e.generation)]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -72,6 +72,10 @@ class UArch:
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
 
+    def key(self) -> str:
+        """Identifies the network (every gene is active in this space): its JSON text."""
+        return self.dumps()
+
     @staticmethod
     def from_json(data: dict | str) -> UArch:
         try:
@@ -110,6 +114,16 @@ class UnasSpace:
     max_channels: int = 128
     max_dense: int = 3
     units: tuple[int, int] = (10, 256)
+
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @staticmethod
+    def from_json(data: dict) -> UnasSpace:
+        try:
+            return UnasSpace(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        except TypeError as e:
+            raise UArchError(f"μNAS search space: {e}") from None
 
     # -- validity --------------------------------------------------------------------------------------------------
     def problems(self, arch: UArch) -> list[str]:
