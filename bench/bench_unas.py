@@ -178,7 +178,8 @@ def ceiling(main_dir: Path, epochs: int = 100, seeds: int = 2) -> list[dict]:
 
     from kilobyte.nas.resources import ResourceEvaluator
     from kilobyte.nas.unas_build import build_module
-    from kilobyte.nas.unas_search import UnasConfig, load_split, quantise_module
+    from kilobyte.nas.unas_eval import quantise_module
+    from kilobyte.nas.unas_search import UnasConfig, load_split
     from kilobyte.nas.unas_space import UArch, UnasSpace
     from kilobyte.train import TrainConfig, fit, int8_accuracy
 
@@ -228,13 +229,15 @@ def final_seeds(main_dir: Path, seeds: int = 5) -> dict:
     import numpy as np
     import torch
 
-    from kilobyte.nas.unas_search import UnasConfig, load_split, quantise_module, retrain_member, space_of
+    from kilobyte.nas.unas_eval import quantise_module
+    from kilobyte.nas.unas_search import UnasConfig, load_split, retrain_member
+    from kilobyte.nas.unas_space import UnasSpace
     from kilobyte.train import int8_accuracy
 
     torch.set_num_threads(1)
     report = json.loads((main_dir / "report.json").read_text())
     member = report["pareto"][report["chosen"]]
-    space = space_of(report["space"])
+    space = UnasSpace.from_json(report["space"])
     config = UnasConfig(epochs=6)
     fit, val, test = load_split(config)
     x, y = np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y])

@@ -17,6 +17,7 @@ evaluated again: its accuracy is reused and the store records it once.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from functools import partial
 
 import numpy as np
 
+from .core import arch_json
 from .resources import Budget, ResourceEvaluator
 from .space import Arch, MBSpace
 from .store import Evaluation, SearchStore
@@ -121,8 +123,8 @@ class _Run:
                    "macs": r.macs}
         if self.resources.patch:
             figures["patch"] = self.resources.schedule(arch, self.budget)
-        self.store.add(Evaluation(self.phase, generation, idx, arch.dumps(), repr(arch.key()), self.seed, accuracy,
-                                  figures, seconds))
+        self.store.add(Evaluation(self.phase, generation, idx, json.dumps(arch_json(arch), sort_keys=True),
+                                  repr(arch.key()), self.seed, accuracy, figures, seconds))
 
     def _notify(self, arch: Arch, accuracy: float, generation: int) -> None:
         if self.on_result is not None:

@@ -22,7 +22,6 @@ same number.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .report import atomic_torch_save
 from .space import Arch
 from .supernet import SuperNet
 
@@ -64,11 +64,7 @@ def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tenso
     return out.gather(3, cols)
 
 
-def atomic_save(obj, path: Path) -> None:
-    """torch.save to a temporary name, then rename: a kill leaves the old checkpoint or the new one, never half."""
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+atomic_save = atomic_torch_save  # checkpoints: the old one or the new one after a kill, never half (report.py)
 
 
 def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: SupernetTraining, seed: int,
