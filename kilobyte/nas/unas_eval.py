@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import KilobyteError
 from .aging import CAP, MNIST_BOUNDS
 from .core import arch_json, load_arch
-from .unas_space import UArch, UnasSpace
+from .unas_space import UArch, UnasError, UnasSpace
 
 OBJECTIVES = ("error", "peak_bytes", "weight_bytes", "macs")
 CALIBRATION = 128  # PTQ calibration images: the first of the training split, as deploy_module takes them
@@ -26,10 +25,6 @@ PRUNE_MODES = ("structured", "unstructured", "none")
 DEFAULT_BOUNDS = {"mnist": dict(MNIST_BOUNDS),
                   "digits": {"error": 0.05, "peak_bytes": 1024.0, "weight_bytes": 3e3, "macs": 1e6}}
 SPARSITY_RANGE = {"mnist": (0.05, 0.80)}  # μNAS Table 5; other data: the same
-
-
-class UnasError(KilobyteError):
-    """A μNAS search that cannot run as asked (settings, data, a member to export that does not exist)."""
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 space, every candidate trained (with pruning when asked), quantised and measured on Kilobyte's own pipeline.
 
 A candidate is a `Genome`: a μNAS architecture and, in a pruning-aware search, its target sparsity (random in the
-dataset's range at first, inherited with a N(0, 0.05) perturbation, clipped). Evaluating it (`evaluate_genome`, on
-a worker: this process, a local process pool or Ray):
+dataset's range at first, inherited with a N(0, 0.05) perturbation, clipped). Evaluating it
+(`unas_eval.evaluate_genome`, on a worker: this process, a local process pool or Ray):
 1. resources of the unpruned architecture from `resources.ResourceEvaluator` (the compiler's plan; TinyNAS's
    evaluator, with the same cache); a candidate above `skip_factor` times a resource bound is not trained (error
    1.0, `trained: false`) — with the scalarisation's cap of 10 bounds it could not become a parent anyway, and on 2
@@ -23,9 +23,12 @@ The search (`run_unas`) commits every issued candidate before it runs and every 
 the store: finished evaluations are taken, issued but unfinished ones evaluated again, and with one evaluation in
 flight the run continues exactly as an uninterrupted one would. At the end: the Pareto front over (error, peak SRAM,
 model size, MACs) with held-out test accuracies, `pareto.png`, the member chosen for deployment (the most accurate
-one inside every bound by validation, after a second, longer evaluation of the `finalists` best: `_shortlist`) trained
-once more on all training images (`final_epochs`), compiled to C and verified against TensorFlow Lite Micro, and
-`report.json`.
+one inside every bound by validation, after a second, longer evaluation of the `finalists` best:
+`unas_front.shortlist`) trained once more on all training images (`final_epochs`), compiled to C and verified
+against TensorFlow Lite Micro, and `report.json` (`unas_front.py`; files written by `report.py`).
+
+The candidate's settings, genome and evaluation live in `unas_eval.py`; the resource evaluator, the store, the
+worker pool, the recipe and the report writer are the ones TinyNAS uses (`core.py` lists them).
 """
 
 from __future__ import annotations
@@ -33,37 +36,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from . import unas_eval as ev
+from . import unas_front
 from .aging import AgingConfig, Candidate, Issued, aging_evolution, pareto_front
 from .core import load_split
 from .report import atomic_bytes, write_report
-from .unas_eval import (
-    DEFAULT_BOUNDS,
-    OBJECTIVES,
-    EvalSpec,
-    Genome,
-    GenomeSpace,
-    UnasConfig,
-    UnasError,
-    evaluate_genome,
-    make_worker,
-)
-from .unas_front import (
-    candidate,
-    deploy_chosen,
-    export_member,
-    final_training,
-    front_hypervolume,
-    front_report,
-    retrain_member,
-    shortlist,
-    write_pareto_plot,
-)
+from .unas_eval import DEFAULT_BOUNDS, OBJECTIVES, UnasConfig
+from .unas_front import export_member
 from .unas_space import UnasSpace
 
-# what the CLI, the benchmarks and the tests reach through this module
-__all__ = ["DEFAULT_BOUNDS", "OBJECTIVES", "EvalSpec", "Genome", "GenomeSpace", "UnasConfig", "UnasError",
-           "evaluate_genome", "export_member", "front_hypervolume", "load_split", "make_worker", "retrain_member",
-           "run_unas"]
+# what the CLI reaches through this module (with `run_unas`)
+__all__ = ["DEFAULT_BOUNDS", "UnasConfig", "export_member", "run_unas"]
 
 
 def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int = 1, ray_address: str | None = None,
@@ -86,11 +69,11 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
         space = UnasSpace(input_shape=tuple(int(d) for d in fit.x.shape[1:]), num_classes=n_classes)
         evaluator = ResourceEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
-        genomes = GenomeSpace(space, config, evaluator)
+        genomes = ev.GenomeSpace(space, config, evaluator)
         phase = config.strategy
-        history = [candidate(e) for e in sorted(store.evaluations(phase), key=lambda e: e.generation)]
-        unfinished = [Issued(i, Genome.loads(a), p, m) for i, a, p, m in store.unfinished(phase)]
-        spec = EvalSpec(space.to_json(), config.settings(), fit.x, fit.y, val.x, val.y)
+        history = [unas_front.candidate(e) for e in sorted(store.evaluations(phase), key=lambda e: e.generation)]
+        unfinished = [Issued(i, ev.Genome.loads(a), p, m) for i, a, p, m in store.unfinished(phase)]
+        spec = ev.EvalSpec(space.to_json(), config.settings(), fit.x, fit.y, val.x, val.y)
         front: list[Candidate] = pareto_front([c for c in history if c.objectives["error"] < 1.0], OBJECTIVES)
         if history or unfinished:
             log(f"resuming: {len(history)} evaluations stored, {len(unfinished)} to run again")
@@ -98,7 +81,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
             f"sample {config.sample}, pruning {config.prune}, {config.epochs} epochs each "
             f"({'Ray ' + ray_address if ray_address else f'{workers} worker(s)'}) ...")
         bar = tqdm(total=config.evaluations, initial=len(history), desc="μNAS", unit="eval", disable=not progress)
-        with open_pool(make_worker, spec, workers, ray_address) as pool:
+        with open_pool(ev.make_worker, spec, workers, ray_address) as pool:
             in_flight = config.in_flight or pool.capacity
             aging = AgingConfig(config.population, config.sample, config.evaluations, config.bounds, in_flight,
                                 config.seed, config.strategy)
@@ -135,16 +118,17 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
                             unfinished=unfinished, on_issue=on_issue)
             nodes = dict(pool.nodes)
         bar.close()
-        report = front_report(store, config, space, out_dir, fit, test, log)
+        report = unas_front.front_report(store, config, space, out_dir, fit, test, log)
         report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
                       repeated=store.repeated())
         if report["chosen"] is not None:
             with one_thread():  # as the evaluations: the chosen member does not depend on this machine's cores
-                shortlist(store, space, config, report, out_dir, fit, val, log)
-                report["final"] = final_training(store, space, config, report, out_dir, fit, val, test, log)
+                unas_front.shortlist(store, space, config, report, out_dir, fit, val, log)
+                report["final"] = unas_front.final_training(store, space, config, report, out_dir, fit, val, test, log)
             if deploy:
-                report["deployed"] = deploy_chosen(space, config, report, out_dir, fit, test, device, progress, log)
-        write_pareto_plot(report, config, out_dir)
+                report["deployed"] = unas_front.deploy_chosen(space, config, report, out_dir, fit, test, device,
+                                                              progress, log)
+        unas_front.write_pareto_plot(report, config, out_dir)
         write_report(out_dir, report)
         return report
     finally:

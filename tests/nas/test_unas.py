@@ -162,7 +162,7 @@ def test_objectives_of_a_candidate_trained_on_digits(prune, sparsity):
     of the architecture it has after pruning (smaller than the unpruned one's when pruned)."""
     from kilobyte.data import load_dataset
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome
+    from kilobyte.nas.unas_eval import Genome, UnasConfig, evaluate_genome
 
     space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
     arch = UArch((UBlock((ULayer("full", 3, 16, 1),)), UBlock((ULayer("depthwise", 3, 1, 1), ULayer("1x1", 1, 24)))),
@@ -188,7 +188,7 @@ def test_objectives_of_a_candidate_trained_on_digits(prune, sparsity):
 def test_candidates_far_over_a_bound_are_not_trained():
     """Above `skip_factor` times a resource bound a candidate is measured but not trained: error 1.0."""
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome
+    from kilobyte.nas.unas_eval import Genome, UnasConfig, evaluate_genome
 
     space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
     arch = UArch((UBlock((ULayer("full", 3, 64, 1),)),), "avg", 2, (32,))

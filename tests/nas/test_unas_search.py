@@ -212,9 +212,10 @@ def test_evaluation_is_the_same_on_every_worker():
     pool and Ray searches agree)."""
     from dataclasses import asdict
 
+    from kilobyte.nas.core import load_split
     from kilobyte.nas.parallel import open_pool
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.unas_search import EvalSpec, GenomeSpace, UnasConfig, load_split, make_worker
+    from kilobyte.nas.unas_eval import EvalSpec, GenomeSpace, UnasConfig, make_worker
     from kilobyte.nas.unas_space import UnasSpace
 
     config = UnasConfig(data="digits", epochs=1, prune="none", bounds={"peak_bytes": 4096.0})
