@@ -2,7 +2,8 @@
 
 A search killed at any moment leaves each of its files either as it was or complete: `atomic_bytes` writes to a
 temporary name beside the file and renames it into place (`os.replace`, atomic on one filesystem);
-`atomic_torch_save` (checkpoints, trained weights) and `write_report` (`report.json`) go through it. `pareto_png` draws
+`atomic_torch_save` (checkpoints, trained weights), `write_report` (`report.json`) and `save_png` (figures; matplotlib
+is optional: `pyplot` is None without it) go through it. `pareto_png` draws
 a search's candidates — accuracy against one resource per panel, the budget or bound dashed — for TinyNAS
 (validation accuracy of every evaluated subnet vs peak SRAM and Flash) and μNAS (held-out accuracy of the front vs
 peak SRAM, model size and MACs) alike.
@@ -15,8 +16,6 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from .plots import pyplot, save_png
 
 SERIES_COLORS = ("tab:blue", "tab:gray", "tab:orange", "tab:green")
 
@@ -35,6 +34,29 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> None:
 
     buf = io.BytesIO()
     torch.save(obj, buf)
+    atomic_bytes(path, buf.getvalue())
+
+
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend, or None when matplotlib is not installed (the reports
+    are then the same, only the figures are missing)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def save_png(fig, path: str | os.PathLike, dpi: int = 110) -> None:
+    """Lay out `fig`, write it to `path` as a PNG atomically (never half a PNG) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
     atomic_bytes(path, buf.getvalue())
 
 
