@@ -106,6 +106,9 @@ def test_arch_envelope_reads_old_json_and_refuses_another_kind():
 
     rng = np.random.default_rng(0)
     mb, u = MBSpace().sample(rng), UnasSpace().sample(rng)
+    for space, arch in ((MBSpace(), mb), (UnasSpace(), u)):  # both kinds meet the protocols the core calls
+        assert isinstance(space, core.Space) and isinstance(arch, core.Architecture)
+        assert all(callable(getattr(core.builder(space), f)) for f in ("network", "build_graph", "build_module"))
     for arch, kind in ((mb, "mbconv"), (u, "unas")):
         data = core.arch_json(arch)
         assert data["space"] == kind and {k: v for k, v in data.items() if k != "space"} == arch.to_json()
