@@ -48,11 +48,15 @@ class Architecture(Protocol):
 
     def describe(self) -> str: ...
 
+    @staticmethod
+    def from_json(data: dict | str) -> Architecture: ...
+
 
 @runtime_checkable
 class Space(Protocol):
     """A search space as data. `mutate` gives the child (μNAS: the child and the morphism's name, Table 1);
-    `crossover` is TinyNAS's (μNAS has none); `check` returns the architecture or raises a one-line error."""
+    `check` returns the architecture or raises a one-line error. TinyNAS's space also has `crossover(a, b, rng)`
+    (OFA's uniform crossover); μNAS's has none — the paper's search only mutates."""
 
     def sample(self, rng: np.random.Generator) -> Architecture: ...
 
@@ -61,6 +65,22 @@ class Space(Protocol):
     def check(self, arch) -> Architecture: ...
 
     def to_json(self) -> dict: ...
+
+    @staticmethod
+    def from_json(data: dict) -> Space: ...
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What a search asks of its resource evaluator (`resources.ResourceEvaluator`, the one both strategies use):
+    an architecture's figures as `kilobyte compile` gives them (`schedule.estimate.Resources`), planned once and
+    cached per network (`arch.key()`), and the figures already planned without planning (`cached`)."""
+
+    def evaluate(self, arch): ...
+
+    def cached(self, arch): ...
+
+    def graph(self, arch): ...
 
 
 class Builder(Protocol):

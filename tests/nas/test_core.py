@@ -108,6 +108,7 @@ def test_arch_envelope_reads_old_json_and_refuses_another_kind():
     mb, u = MBSpace().sample(rng), UnasSpace().sample(rng)
     for space, arch in ((MBSpace(), mb), (UnasSpace(), u)):  # both kinds meet the protocols the core calls
         assert isinstance(space, core.Space) and isinstance(arch, core.Architecture)
+        assert isinstance(ResourceEvaluator(space), core.Evaluator)
         assert all(callable(getattr(core.builder(space), f)) for f in ("network", "build_graph", "build_module"))
     for arch, kind in ((mb, "mbconv"), (u, "unas")):
         data = core.arch_json(arch)
