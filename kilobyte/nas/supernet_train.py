@@ -29,6 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..train.bn import recalibrate_batches
+from .parallel import one_thread
 from .report import atomic_torch_save
 from .space import Arch
 from .supernet import SuperNet
@@ -150,9 +152,6 @@ class SubnetScorer:
 
     @torch.no_grad()
     def __call__(self, arch: Arch) -> float:
-        from ..train.bn import recalibrate_batches
-        from .parallel import one_thread
-
         with one_thread():
             net = self.net
             net.set_active(arch)
