@@ -19,16 +19,18 @@ Architecture JSON: `arch_json(arch)` is the architecture's own `to_json()` with 
 
 from __future__ import annotations
 
-import importlib
+import json
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import KilobyteError
+from . import build, unas_build
+from .space import Arch, MBSpace
+from .unas_space import UArch, UnasSpace
 
-# kind -> (module, space class, architecture class, builder module)
-KINDS = {"mbconv": ("kilobyte.nas.space", "MBSpace", "Arch", "kilobyte.nas.build"),
-         "unas": ("kilobyte.nas.unas_space", "UnasSpace", "UArch", "kilobyte.nas.unas_build")}
+# kind -> (space class, architecture class, builder module)
+KINDS = {"mbconv": (MBSpace, Arch, build), "unas": (UnasSpace, UArch, unas_build)}
 VAL_SHARE = 0.25  # of the training split: the validation images when a search gives no number
 
 
@@ -96,22 +98,15 @@ class Builder(Protocol):
 
 def kind_of(obj) -> str:
     """"mbconv" or "unas": the kind of a space or an architecture."""
-    name = type(obj).__name__
-    for kind, (_, space_cls, arch_cls, _) in KINDS.items():
-        if name in (space_cls, arch_cls):
+    for kind, (space_cls, arch_cls, _) in KINDS.items():
+        if isinstance(obj, (space_cls, arch_cls)):
             return kind
-    raise TypeError(f"not a search space or architecture: {name}")
+    raise TypeError(f"not a search space or architecture: {type(obj).__name__}")
 
 
 def builder(space) -> Builder:
     """The builder module of `space`'s kind."""
-    return importlib.import_module(KINDS[kind_of(space)][3])
-
-
-def space_from_json(data: dict, kind: str):
-    """A space of `kind` from its `to_json()`."""
-    module, space_cls, _, _ = KINDS[kind]
-    return getattr(importlib.import_module(module), space_cls).from_json(data)
+    return KINDS[kind_of(space)][2]
 
 
 def arch_json(arch) -> dict:
@@ -122,8 +117,6 @@ def arch_json(arch) -> dict:
 def load_arch(data: dict | str, kind: str):
     """An architecture from `arch_json` (or the bare JSON earlier searches wrote, read as `kind`); a JSON of another
     kind is a one-line error."""
-    import json
-
     if isinstance(data, str):
         try:
             data = json.loads(data)
@@ -132,9 +125,8 @@ def load_arch(data: dict | str, kind: str):
     stored = data.get("space", kind) if isinstance(data, dict) else kind
     if stored != kind:
         raise KilobyteError(f"architecture: a {stored!r} architecture where a {kind!r} one was expected")
-    module, _, arch_cls, _ = KINDS[kind]
     fields = {k: v for k, v in data.items() if k != "space"} if isinstance(data, dict) else data
-    return getattr(importlib.import_module(module), arch_cls).from_json(fields)
+    return KINDS[kind][1].from_json(fields)
 
 
 # -- the data split ----------------------------------------------------------------------------------------------------
