@@ -26,7 +26,7 @@ from functools import partial
 import numpy as np
 
 from .core import arch_json
-from .resources import Budget, ResourceEvaluator
+from .resources import Budget, ResourceEvaluator, figures
 from .space import Arch, MBSpace
 from .store import Evaluation, SearchStore
 
@@ -119,12 +119,11 @@ class _Run:
         if self.store is None:
             return
         r = self.resources.fitting(arch, self.budget) or self.resources.evaluate(arch)
-        figures = {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes, "flash_bytes": r.flash_bytes,
-                   "macs": r.macs}
+        stored = figures(r)
         if self.resources.patch:
-            figures["patch"] = self.resources.schedule(arch, self.budget)
+            stored["patch"] = self.resources.schedule(arch, self.budget)
         self.store.add(Evaluation(self.phase, generation, idx, json.dumps(arch_json(arch), sort_keys=True),
-                                  repr(arch.key()), self.seed, accuracy, figures, seconds))
+                                  repr(arch.key()), self.seed, accuracy, stored, seconds))
 
     def _notify(self, arch: Arch, accuracy: float, generation: int) -> None:
         if self.on_result is not None:

@@ -60,6 +60,13 @@ class Budget:
                 and (self.max_macs is None or r.macs <= self.max_macs))
 
 
+def figures(r: Resources) -> dict:
+    """A candidate's figures as both searches store and report them: peak SRAM (the caller-owned input excluded),
+    that input, the linked firmware's Flash, model.c's constant bytes and MACs."""
+    return {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes, "flash_bytes": r.flash_bytes,
+            "weight_bytes": r.weight_bytes, "macs": r.macs}
+
+
 def device_budget(sram_bytes: int, flash_bytes: int, max_macs: int | None = None) -> Budget:
     """The budget that keeps a model inside a device by the measured firmware: arena + input buffer + the Cortex-M
     firmware's stack reserve within the SRAM."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from .aging import CAP, MNIST_BOUNDS
 from .core import arch_json, load_arch
+from .resources import figures
 from .unas_space import UArch, UnasError, UnasSpace
 
 OBJECTIVES = ("error", "peak_bytes", "weight_bytes", "macs")
@@ -235,6 +236,5 @@ def evaluate_genome(space: UnasSpace, config: UnasConfig, evaluator, genome: Gen
         t2 = time.perf_counter()
         res = evaluator.evaluate(arch)
         t_res += time.perf_counter() - t2
-    out.update(peak_bytes=res.peak_bytes, input_bytes=res.input_bytes, flash_bytes=res.flash_bytes,
-               weight_bytes=res.weight_bytes, macs=res.macs, seconds_train=t_train, seconds_resources=t_res)
+    out.update(figures(res), seconds_train=t_train, seconds_resources=t_res)
     return out

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from . import unas_eval as ev
 from . import unas_front
-from .aging import AgingConfig, Candidate, Issued, aging_evolution, pareto_front
+from .aging import AgingConfig, Candidate, Issued, aging_evolution, pareto_front, weakly_dominates
 from .core import load_split
 from .report import atomic_bytes, write_report
 from .unas_eval import DEFAULT_BOUNDS, OBJECTIVES, UnasConfig
@@ -102,9 +102,9 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
                 nonlocal front
                 out = results.pop(c.index)
                 weights = out.pop("weights")
-                if out["trained"] and not any(_dominates_or_equals(o, c) for o in front):
+                if out["trained"] and not any(weakly_dominates(o.objectives, c.objectives, OBJECTIVES) for o in front):
                     atomic_bytes(out_dir / "weights" / f"{c.index}.pt", weights)
-                    front = [o for o in front if not _dominates_or_equals(c, o)] + [c]
+                    front = [o for o in front if not weakly_dominates(c.objectives, o.objectives, OBJECTIVES)] + [c]
                 resources = {**out, "parent": c.parent, "morphism": c.morphism}
                 store.add(Evaluation(phase, len(history_box), c.index, c.arch.dumps(), c.arch.arch.dumps(),
                                      config.seed, 1.0 - out["error"], resources,
@@ -133,8 +133,3 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         return report
     finally:
         store.close()
-
-
-def _dominates_or_equals(a: Candidate, b: Candidate) -> bool:
-    return all(a.objectives[n] <= b.objectives[n] for n in OBJECTIVES)
-
