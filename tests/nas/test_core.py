@@ -68,7 +68,7 @@ def _unas(out):
     return run_unas(config, out, log=lambda *a: None, deploy=False)
 
 
-def test_both_strategies_run_through_the_same_functions(tmp_path, monkeypatch, spies):
+def test_both_strategies_run_through_the_same_functions(tmp_path, monkeypatch, spies, one_torch_thread):
     from kilobyte.nas.unas_front import load_member
 
     kinds = {}
