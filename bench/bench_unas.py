@@ -30,7 +30,8 @@ MU_NAS_MNIST = {"accuracy": 0.9919, "peak_bytes": 480, "size": 488, "macs": 28.6
 def curve(out: Path, bounds: dict, points: int = 10) -> list[tuple[int, float]]:
     """Hypervolume of the front of the first n finished evaluations, n at every 1/points of the run."""
     from kilobyte.nas.aging import Candidate, pareto_front
-    from kilobyte.nas.unas_search import OBJECTIVES, front_hypervolume
+    from kilobyte.nas.unas_eval import OBJECTIVES
+    from kilobyte.nas.unas_front import front_hypervolume
 
     db = sqlite3.connect(f"file:{out / 'search.sqlite'}?mode=ro", uri=True)
     rows = [json.loads(r[0]) for r in db.execute("SELECT resources FROM evaluations ORDER BY generation")]
@@ -176,8 +177,11 @@ def ceiling(main_dir: Path, epochs: int = 100, seeds: int = 2) -> list[dict]:
     import numpy as np
     import torch
 
-    from kilobyte.nas.unas_build import UnasEvaluator, build_module
-    from kilobyte.nas.unas_search import UnasConfig, load_split, quantise_module
+    from kilobyte.nas.core import load_split
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_build import build_module
+    from kilobyte.nas.unas_eval import quantise_module
+    from kilobyte.nas.unas_search import UnasConfig
     from kilobyte.nas.unas_space import UArch, UnasSpace
     from kilobyte.train import TrainConfig, fit, int8_accuracy
 
@@ -189,7 +193,7 @@ def ceiling(main_dir: Path, epochs: int = 100, seeds: int = 2) -> list[dict]:
     fit_d, val, test = load_split(cfg)
     x, y = np.concatenate([fit_d.x, val.x]), np.concatenate([fit_d.y, val.y])
     space = UnasSpace(input_shape=(28, 28, 1), num_classes=10)
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     rows = []
     for name, arch in archs.items():
         r = ev.evaluate(arch)
@@ -227,13 +231,17 @@ def final_seeds(main_dir: Path, seeds: int = 5) -> dict:
     import numpy as np
     import torch
 
-    from kilobyte.nas.unas_search import UnasConfig, load_split, quantise_module, retrain_member, space_of
+    from kilobyte.nas.core import load_split
+    from kilobyte.nas.unas_eval import quantise_module
+    from kilobyte.nas.unas_front import retrain_member
+    from kilobyte.nas.unas_search import UnasConfig
+    from kilobyte.nas.unas_space import UnasSpace
     from kilobyte.train import int8_accuracy
 
     torch.set_num_threads(1)
     report = json.loads((main_dir / "report.json").read_text())
     member = report["pareto"][report["chosen"]]
-    space = space_of(report["space"])
+    space = UnasSpace.from_json(report["space"])
     config = UnasConfig(epochs=6)
     fit, val, test = load_split(config)
     x, y = np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y])
@@ -262,13 +270,14 @@ def proxy(epochs: int, seeds: int = 2) -> list[dict]:
     seed, with the first version's candidate settings and with today's."""
     import torch
 
-    from kilobyte.nas.unas_build import UnasEvaluator
-    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome, load_split
+    from kilobyte.nas.core import load_split
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_eval import Genome, UnasConfig, evaluate_genome
     from kilobyte.nas.unas_space import UArch, UnasSpace
 
     torch.set_num_threads(1)
     space = UnasSpace(input_shape=(28, 28, 1), num_classes=10)
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     archs = {FIRST_CHOSEN[0]: UArch.from_json(FIRST_CHOSEN[1]), **hand_archs()}
     rows = []
     for setting, extra in PROXIES.items():

@@ -1,5 +1,5 @@
-"""Search stage: architecture search and the resource evaluator it calls (TinyNAS, and what later searches reuse).
-
-`space` holds search spaces as data, `build` turns one architecture into the IR graph and the PyTorch module,
-`resources` measures a candidate with the planner's own steps.
+"""Search stage: architecture search — TinyNAS (supernet + evolution) and μNAS (aging evolution, every candidate
+trained) — on one core (`core.py`): a strategy is a space and a search loop; the resource evaluator (`resources`),
+the store (`store`), the worker pool (`parallel`), the training recipe (`kilobyte.train`) and the report path
+(`report`) are the same for both.
 """

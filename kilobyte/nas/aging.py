@@ -140,8 +140,13 @@ def aging_evolution(space, evaluate: Callable[[object], dict] | None, config: Ag
     return history
 
 
+def weakly_dominates(a: dict, b: dict, names: Sequence[str]) -> bool:
+    """`a` is at least as good as `b` in every objective of `names` (all minimised)."""
+    return all(a[n] <= b[n] for n in names)
+
+
 def dominates(a: dict, b: dict, names: Sequence[str]) -> bool:
-    return all(a[n] <= b[n] for n in names) and any(a[n] < b[n] for n in names)
+    return weakly_dominates(a, b, names) and any(a[n] < b[n] for n in names)
 
 
 def pareto_front(candidates: Sequence[Candidate], names: Sequence[str]) -> list[Candidate]:

@@ -28,6 +28,7 @@ import torch
 from torch.nn.utils import parametrize
 
 from ..errors import PruneError
+from ..prune.masks import keep_lowest_removed
 from .dpf_channels import channel_groups, shrink_module
 from .unas_build import build_module, network
 from .unas_space import UArch, UnasSpace
@@ -68,6 +69,13 @@ class _WeightMask(torch.nn.Module):
         return _StraightThrough.apply(weight, self.mask)
 
 
+def _keep_highest(scores: torch.Tensor, sparsity: float) -> torch.Tensor:
+    """A 0/1 float mask over the flat `scores`: 0 for the round(sparsity x n) lowest (ties: the lower index first,
+    `prune.masks.keep_lowest_removed`, the rule `kilobyte prune` removes units by), 1 elsewhere."""
+    keep = keep_lowest_removed(scores.detach().numpy(), round(sparsity * len(scores)))
+    return torch.from_numpy(keep.astype(np.float32))
+
+
 def _prunable_steps(net) -> list[int]:
     """Conv and dense steps except the classifier (the last step)."""
     return [i for i, s in enumerate(net.steps[:-1]) if s.kind in ("conv", "dense")]
@@ -91,8 +99,7 @@ class UnstructuredMasks:
         with torch.no_grad():
             dense = [layer.parametrizations.weight.original for layer in self.layers]
             flat = torch.cat([w.abs().flatten() for w in dense])
-            keep = torch.ones_like(flat)
-            keep[torch.argsort(flat, stable=True)[:round(sparsity * len(flat))]] = 0.0
+            keep = _keep_highest(flat, sparsity)
             for mask, part in zip(self.masks(), torch.split(keep, [w.numel() for w in dense])):
                 mask.copy_(part.view_as(mask))
 
@@ -139,8 +146,7 @@ class StructuredMasks:
             return
         scores = self.scores()
         flat = torch.cat([scores[g.producer] for g in self.groups])
-        keep = torch.ones_like(flat)
-        keep[torch.argsort(flat, stable=True)[:round(sparsity * len(flat))]] = 0.0
+        keep = _keep_highest(flat, sparsity)
         for g, part in zip(self.groups, torch.split(keep, [g.channels for g in self.groups])):
             if part.sum() < g.minimum:
                 part[torch.argsort(scores[g.producer], descending=True, stable=True)[:g.minimum]] = 1.0

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..prune.channels import copy_kept
 from .unas_build import UNet, build_module, network
 from .unas_space import UArch, UnasSpace
 
@@ -154,17 +155,6 @@ def shrink_module(space: UnasSpace, arch: UArch, module, keep: dict[int, np.ndar
 
 def _copy_layer(big, small, out, cin) -> None:
     """Copy the kept rows `out` (and input columns `cin`; None for a depthwise conv) of every parameter and buffer of
-    one layer's Sequential."""
+    one layer's Sequential (`prune.channels.copy_kept`, the channel removal of `kilobyte prune`)."""
     for src, dst in zip(big, small):
-        for name, t in list(src.named_parameters(recurse=False)) + list(src.named_buffers(recurse=False)):
-            target = getattr(dst, name)
-            if t.ndim == 0:  # BatchNorm's num_batches_tracked
-                target.copy_(t)
-                continue
-            rows = t[out]
-            if cin is not None and t.ndim > 1:
-                rows = rows[:, cin]
-            if rows.shape != target.shape:
-                raise AssertionError(f"{type(src).__name__}.{name}: kept {tuple(rows.shape)}, "
-                                     f"pruned module has {tuple(target.shape)}")
-            target.copy_(rows)
+        copy_kept(src, dst, out, cin)

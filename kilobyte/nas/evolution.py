@@ -17,6 +17,7 @@ evaluated again: its accuracy is reused and the store records it once.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from functools import partial
 
 import numpy as np
 
-from .resources import Budget, ResourceEvaluator
+from .core import arch_json
+from .resources import Budget, ResourceEvaluator, figures
 from .space import Arch, MBSpace
 from .store import Evaluation, SearchStore
 
@@ -117,12 +119,11 @@ class _Run:
         if self.store is None:
             return
         r = self.resources.fitting(arch, self.budget) or self.resources.evaluate(arch)
-        figures = {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes, "flash_bytes": r.flash_bytes,
-                   "macs": r.macs}
+        stored = figures(r)
         if self.resources.patch:
-            figures["patch"] = self.resources.schedule(arch, self.budget)
-        self.store.add(Evaluation(self.phase, generation, idx, arch.dumps(), repr(arch.key()), self.seed, accuracy,
-                                  figures, seconds))
+            stored["patch"] = self.resources.schedule(arch, self.budget)
+        self.store.add(Evaluation(self.phase, generation, idx, json.dumps(arch_json(arch), sort_keys=True),
+                                  repr(arch.key()), self.seed, accuracy, stored, seconds))
 
     def _notify(self, arch: Arch, accuracy: float, generation: int) -> None:
         if self.on_result is not None:

@@ -1,10 +1,12 @@
-"""Search stage: where subnet evaluations run — this process, a local process pool, or a Ray cluster.
+"""Search stage: where evaluations run — this process, a local process pool, or a Ray cluster — for every strategy.
 
-Every worker builds the same `SubnetScorer` from one `ScorerSpec` (the space, the configuration, the trained
-supernet's weights as bytes, the calibration and validation images) and scores on one thread, so a subnet gets the
-same accuracy wherever it runs. `open_fitness` returns the `Fitness` callable the evolution uses: it submits a
-generation's subnets and yields each result as soon as it is done, so the store commits evaluations one by one.
-Ray is the distributed engine (`ray.init(address=...)`): one actor per CPU of the cluster, each holding its scorer.
+`open_pool(make_worker, spec)` is the one pool: each worker builds its task function once from `spec` and runs
+torch on one thread (`pin_one_thread`; in this process `one_thread`), so a task gives the same result wherever it
+runs. μNAS submits candidates to it (`unas_eval.make_worker`: train, quantise, measure); TinyNAS's `open_fitness`
+submits a generation's subnets (`scorer_worker`: every worker builds the same `SubnetScorer` from one `ScorerSpec` —
+the space, the configuration, the trained supernet's weights as bytes, the calibration and validation images) and
+yields each accuracy as soon as it is done, so the store commits evaluations one by one. Ray is the distributed
+engine (`ray.init(address=...)`): one actor per CPU of the cluster.
 """
 
 from __future__ import annotations
@@ -54,43 +56,29 @@ def build_scorer(spec: ScorerSpec):
                         torch.from_numpy(spec.val_y))
 
 
-_SCORER: dict = {}
+def scorer_worker(spec: ScorerSpec):
+    """The task a TinyNAS worker runs (`open_pool`'s `make_worker`): an architecture's JSON -> its validation
+    accuracy with inherited weights."""
+    scorer = build_scorer(spec)
 
-
-def _pool_init(spec: ScorerSpec) -> None:
-    import torch
-
-    torch.set_num_threads(1)  # one process per core
-    _SCORER["scorer"] = build_scorer(spec)
-
-
-def _pool_score(arch_json: str) -> float:
-    return _SCORER["scorer"](Arch.from_json(arch_json))
+    def run(arch_json: str) -> float:
+        return scorer(Arch.from_json(arch_json))
+    return run
 
 
 @contextmanager
 def open_fitness(spec: ScorerSpec, workers: int = 1, ray_address: str | None = None):
-    """A `Fitness` over the spec's subnets: in this process (workers <= 1), a local process pool, or Ray."""
-    if ray_address:
-        with _ray_fitness(spec, ray_address) as fitness:
-            yield fitness
-    elif workers <= 1:
-        scorer = build_scorer(spec)
-
-        def serial(archs: list[Arch]) -> Iterator[tuple[int, float]]:
+    """A `Fitness` over the spec's subnets on `open_pool`'s workers (this process, a local process pool, or Ray):
+    a generation's subnets are submitted at once and yielded as each finishes; `fitness.nodes` counts them per Ray
+    node."""
+    with open_pool(scorer_worker, spec, workers, ray_address) as pool:
+        def fitness(archs: list[Arch]) -> Iterator[tuple[int, float]]:
             for i, arch in enumerate(archs):
-                yield i, scorer(arch)
-        yield serial
-    else:
-        with ProcessPoolExecutor(workers, initializer=_pool_init, initargs=(spec,)) as pool:
-            def pooled(archs: list[Arch]) -> Iterator[tuple[int, float]]:
-                futures = {pool.submit(_pool_score, a.dumps()): i for i, a in enumerate(archs)}
-                pending = set(futures)
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in sorted(done, key=futures.get):
-                        yield futures[f], f.result()
-            yield pooled
+                pool.submit(i, arch.dumps())
+            for _ in archs:
+                yield pool.collect()
+        fitness.nodes = pool.nodes  # Ray node id -> evaluations it ran (tests check the work was spread)
+        yield fitness
 
 
 class RayError(KilobyteError):
@@ -120,33 +108,6 @@ def _ray_session(address: str):
             ray.shutdown()
 
 
-@contextmanager
-def _ray_fitness(spec: ScorerSpec, address: str):
-    with _ray_session(address) as ray:
-        actor_cls = ray.remote(num_cpus=1)(_RayScorer)
-        n = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        spec_ref = ray.put(spec)
-        actors = [actor_cls.remote(spec_ref) for _ in range(n)]
-
-        def fitness(archs: list[Arch]) -> Iterator[tuple[int, float]]:
-            queue = list(enumerate(archs))
-            running = {}
-            free = list(actors)
-            while queue or running:
-                while queue and free:
-                    i, arch = queue.pop(0)
-                    actor = free.pop()
-                    running[actor.score.remote(arch.dumps())] = (i, actor)
-                done, _ = ray.wait(list(running), num_returns=1)
-                i, actor = running.pop(done[0])
-                free.append(actor)
-                accuracy, node = ray.get(done[0])
-                fitness.nodes[node] = fitness.nodes.get(node, 0) + 1
-                yield i, accuracy
-        fitness.nodes = {}  # Ray node id -> evaluations it ran (tests check the work was spread)
-        yield fitness
-
-
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
     """Fail fast on a HOST:PORT nobody listens on (`ray.init` would keep retrying for minutes)."""
     host, sep, port = address.rpartition(":")
@@ -156,19 +117,6 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         socket.create_connection((host.removeprefix("ray://") or "127.0.0.1", int(port)), timeout=timeout).close()
     except OSError as e:
         raise RayError(f"--ray {address}: cannot connect to the Ray cluster ({e.strerror or e})") from None
-
-
-class _RayScorer:
-    def __init__(self, spec: ScorerSpec):
-        import ray
-        import torch
-
-        torch.set_num_threads(1)
-        self.scorer = build_scorer(spec)
-        self.node = ray.get_runtime_context().get_node_id()
-
-    def score(self, arch_json: str) -> tuple[float, str]:
-        return self.scorer(Arch.from_json(arch_json)), self.node
 
 
 # -- a general pool of tasks: submit(key, payload), collect() -> (key, result) -----------------------------------------
@@ -185,10 +133,15 @@ class TaskPool:
 _WORKER: dict = {}
 
 
-def _task_init(make_worker, spec) -> None:
+def pin_one_thread() -> None:
+    """torch on one thread for the rest of this worker process's life (one process per core)."""
     import torch
 
     torch.set_num_threads(1)
+
+
+def _task_init(make_worker, spec) -> None:
+    pin_one_thread()
     _WORKER["run"] = make_worker(spec)
 
 
@@ -267,9 +220,8 @@ def open_pool(make_worker, spec, workers: int = 1, ray_address: str | None = Non
 class _RayWorker:
     def __init__(self, make_worker, spec):
         import ray
-        import torch
 
-        torch.set_num_threads(1)
+        pin_one_thread()
         self.worker = make_worker(spec)
         self.node = ray.get_runtime_context().get_node_id()
 

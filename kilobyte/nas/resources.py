@@ -1,6 +1,8 @@
-"""Search stage: what a candidate architecture costs on the device — the compiler's own figures, fast.
+"""Search stage: what a candidate architecture costs on the device — the compiler's own figures, fast. One evaluator
+for every strategy: TinyNAS's MBConv candidates and μNAS's granular ones (`core.builder` gives the space's builder).
 
-`ResourceEvaluator.evaluate(arch)` builds the candidate's IR graph (`build.build_graph`, placeholder weights), takes
+`ResourceEvaluator.evaluate(arch)` builds the candidate's IR graph (`build.build_graph` or `unas_build.build_graph`,
+placeholder weights), takes
 the int8 structure `quantize()` would give (`quant.int8_structure`), and runs the planner's own steps
 (`schedule.estimate_resources`): peak SRAM with operator reordering and in-place rules (and the best patch stage when
 `PlanOptions.patch` asks for one), Flash = the constant arrays of the generated `model.c` + the rest of the linked
@@ -9,10 +11,11 @@ So a candidate's figures are exactly what `kilobyte compile` reports for the sam
 test_resources.py holds them equal on 300 random architectures).
 
 Searches ask this hundreds of thousands of times, so:
-- results are cached per network (`Arch.key()`: genes of inactive blocks do not matter);
-- `fits(arch, budget)` decides with exact early exits before planning: Flash and MACs come from the layer list
-  alone (`flash_lower_bound` is the constant arrays plus `flash.code_lower_bound` of the kernel families every
-  candidate calls — the firmware base and the code every function of those families links —, which the planned
+- results are cached per network (`arch.key()`: genes of inactive blocks do not matter), least recently used first
+  out when the cache is full;
+- `fits(arch, budget)` (MBConv spaces) decides with exact early exits before planning: Flash and MACs come from the
+  layer list alone (`flash_lower_bound` is the constant arrays plus `flash.code_lower_bound` of the kernel families
+  every candidate calls — the firmware base and the code every function of those families links —, which the planned
   figure can only exceed), so a candidate over the Flash or MAC budget is rejected without building a graph.
 """
 
@@ -26,8 +29,9 @@ from ..schedule.estimate import Resources, estimate_resources
 from ..schedule.flash import code_lower_bound
 from ..schedule.patch_fit import PatchFit, fit_patch
 from ..schedule.plan_types import PlanOptions
-from .build import Network, build_graph, network
-from .space import Arch, MBSpace
+from .build import Network, network
+from .core import builder
+from .space import Arch
 
 REQUANT_BYTES_PER_CHANNEL = 12  # int32 bias + int32 multiplier + int32 shift per output channel (model.c)
 # kernel families every network of an MBConv space calls (with RD too: the first block of every stage keeps its
@@ -54,6 +58,13 @@ class Budget:
     def admits(self, r: Resources) -> bool:
         return (self.sram_of(r) <= self.sram_bytes and r.flash_bytes <= self.flash_bytes
                 and (self.max_macs is None or r.macs <= self.max_macs))
+
+
+def figures(r: Resources) -> dict:
+    """A candidate's figures as both searches store and report them: peak SRAM (the caller-owned input excluded),
+    that input, the linked firmware's Flash, model.c's constant bytes and MACs."""
+    return {"peak_bytes": r.peak_bytes, "input_bytes": r.input_bytes, "flash_bytes": r.flash_bytes,
+            "weight_bytes": r.weight_bytes, "macs": r.macs}
 
 
 def device_budget(sram_bytes: int, flash_bytes: int, max_macs: int | None = None) -> Budget:
@@ -90,7 +101,9 @@ def layer_counts(net: Network) -> tuple[int, int]:
 
 class ResourceEvaluator:
     """Exact, cached resource figures of a space's candidates under one set of plan options, with Flash for `core`
-    (the device's; None: the largest of the calibrated cores).
+    (the device's; None: the largest of the calibrated cores). `space`: an `MBSpace` (every method) or a
+    `UnasSpace` (`evaluate`, `cached`, `graph`: μNAS bounds its objectives itself). `peak_bytes` excludes the
+    caller-owned input (μNAS's convention too); `input_bytes` says how much it is.
 
     With `options.patch == "auto"` (the joint search, `kilobyte search --patch`) a candidate's figures depend on the
     budget: `fitting(arch, budget)` runs it with the schedule MCUNetV2 keeps — per layer, or the patch stage (n, p)
@@ -98,9 +111,10 @@ class ResourceEvaluator:
     `evaluate(arch)` gives the smallest-peak schedule (`make_plan(patch="auto")`), the least SRAM the network can
     run in."""
 
-    def __init__(self, space: MBSpace, options: PlanOptions | None = None, cache_size: int = 100_000,
+    def __init__(self, space, options: PlanOptions | None = None, cache_size: int = 100_000,
                  core: str | None = None, latency_core: str | None = None):
         self.space = space
+        self.builder = builder(space)
         self.options = options or PlanOptions()
         self.core = core
         self.latency_core = latency_core  # with a budget's max_instructions: the latency model's core
@@ -111,11 +125,11 @@ class ResourceEvaluator:
         self._fitted: OrderedDict[tuple, PatchFit | None] = OrderedDict()
         self.planned = 0  # candidates planned (cache misses), for benchmarks
 
-    def graph(self, arch: Arch):
+    def graph(self, arch):
         """The int8 inference graph the figures are of (placeholder weights)."""
-        return int8_structure(build_graph(self.space, arch, verify=False), verify=False)
+        return int8_structure(self.builder.build_graph(self.space, arch, verify=False), verify=False)
 
-    def evaluate(self, arch: Arch) -> Resources:
+    def evaluate(self, arch) -> Resources:
         """SRAM, Flash and MACs of `arch` as `kilobyte compile` gives them (cached per network)."""
         key = arch.key()
         hit = self._cache.get(key)
@@ -138,7 +152,7 @@ class ResourceEvaluator:
                                                             core=self.core), self.cache_size)
         return self._fitted[key]
 
-    def cached(self, arch: Arch) -> Resources | None:
+    def cached(self, arch) -> Resources | None:
         """`arch`'s figures if it has been planned already, else None (never plans)."""
         return self._cache.get(arch.key())
 

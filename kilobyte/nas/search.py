@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import KilobyteError
 from .budget import finetune_epochs, phase_times, plan_budget, time_cap
+from .core import arch_json, load_split, split_data  # noqa: F401  (split_data: reached through this module)
 from .deploy import deploy_module, patch_report
 from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
-from .plots import pyplot, save_png
+from .report import Panel, pareto_png
+from .report import write_report as write_report_json
 from .resources import Budget, ResourceEvaluator, device_budget
 from .space import Arch, MBSpace
 from .space_opt import optimize_space, require_fit, write_report
@@ -163,37 +164,6 @@ def evaluator(config: SearchConfig, space: MBSpace, core: str | None) -> Resourc
     return ResourceEvaluator(space, _plan_options(config), core=core, latency_core=LATENCY_CORE)
 
 
-def load_split(config: SearchConfig):
-    """(train, val, test) NHWC datasets of the search's data (see the module doc)."""
-    return split_data(config.data, config.seed, config.train_fraction, config.val_images, config.train_images)
-
-
-VAL_SHARE = 0.25  # of the training split: the validation images when a search gives no number
-
-
-def split_data(data: str, seed: int, train_fraction: float, val_images: int | None, train_images: int | None):
-    """(fit, val, test) of labelled images `data` shuffled by `seed`: test = the last 1 - `train_fraction`, val = the
-    last `val_images` of the rest (None: `VAL_SHARE` of it), fit = the others (at most `train_images` of them).
-    Searches of both kinds."""
-    from ..data import load_dataset
-
-    ds = load_dataset(data, seed=seed)
-    if ds.y is None:
-        raise SearchError(f"--data {data}: search needs labelled images (a folder of class sub-folders, an "
-                          f".npz with 'y', or a bundled set)")
-    n_train = int(len(ds.x) * train_fraction)
-    if val_images is None:
-        val_images = int(n_train * VAL_SHARE)
-    if n_train - val_images < 100 or len(ds.x) - n_train < 50:
-        raise SearchError(f"--data {data}: {len(ds.x)} images are too few to split into train, "
-                          f"{val_images} validation and a test split")
-    train, test = ds.split(n_train)
-    fit, val = train.split(n_train - val_images)
-    if train_images is not None:
-        fit = fit.split(min(train_images, len(fit.x)))[0]
-    return fit, val, test
-
-
 # -- 1. space ----------------------------------------------------------------------------------------------------------
 def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpace:
     """The sub-space of the chosen (width, resolution, downsampling schedule); stored, so `--resume` skips it."""
@@ -312,9 +282,9 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
                           f"{budget.sram_bytes:,} B SRAM / {budget.flash_bytes:,} B Flash") from None
     finally:
         bar.close()
-    ctx.finish("evolution", {"best": evo.best.arch.to_json(), "accuracy": evo.best.accuracy,
+    ctx.finish("evolution", {"best": arch_json(evo.best.arch), "accuracy": evo.best.accuracy,
                              "evaluations": evo.evaluations, "curve": evo.best_so_far(),
-                             "random": None if rnd is None else {"best": rnd.best.arch.to_json(),
+                             "random": None if rnd is None else {"best": arch_json(rnd.best.arch),
                                                                  "accuracy": rnd.best.accuracy,
                                                                  "curve": rnd.best_so_far()}}, since)
     return evo, rnd
@@ -418,7 +388,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         deploy_seconds = time.perf_counter() - since
         report = {**deployed, "evaluations": evo.evaluations,
                   "space": _space_summary(store.phase_result("space")),
-                  "architecture": evo.best.arch.to_json(), "description": evo.best.arch.describe(),
+                  "architecture": arch_json(evo.best.arch), "description": evo.best.arch.describe(),
                   "search_accuracy": evo.best.accuracy, "supernet": check,
                   "searched": None if check is None else check["searched"],
                   "not_searched_reason": None if check is None else check["reason"],
@@ -429,9 +399,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
                   "minutes": config.minutes, "phase_times": phase_times(store, deploy_seconds),
                   "seconds": ctx.elapsed(), "out_dir": str(out_dir)}
         _write_pareto(store, config, out_dir)
-        tmp = out_dir / "report.json.tmp"
-        tmp.write_text(json.dumps(report, indent=1))
-        os.replace(tmp, out_dir / "report.json")
+        write_report_json(out_dir, report)
         return report
     finally:
         store.close()
@@ -445,21 +413,9 @@ def _space_summary(chosen: dict) -> dict:
 
 def _write_pareto(store: SearchStore, config: SearchConfig, out_dir: Path) -> None:
     """`pareto.png`: validation accuracy vs peak SRAM and vs Flash of every evaluated candidate."""
-    plt = pyplot()
-    if plt is None:
-        return
     evals = store.evaluations()
-    if not evals:
-        return
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
-    for ax, key, limit, label in ((axes[0], "peak_bytes", config.sram_bytes, "peak SRAM (KB)"),
-                                  (axes[1], "flash_bytes", config.flash_bytes, "Flash (KB)")):
-        for phase, color in (("evolution", "tab:blue"), ("random", "tab:gray")):
-            pts = [(e.resources[key] / 1024, e.accuracy * 100) for e in evals if e.phase == phase]
-            if pts:
-                ax.scatter(*zip(*pts), s=8, color=color, label=phase, alpha=0.6)
-        ax.axvline(limit / 1024, color="red", linestyle="--", linewidth=1)
-        ax.set_xlabel(label)
-    axes[0].set_ylabel("validation accuracy (%)")
-    axes[1].legend(fontsize=8)
-    save_png(fig, out_dir / "pareto.png")
+    panels = [Panel(label, {phase: [(e.resources[key] / 1024, e.accuracy * 100) for e in evals if e.phase == phase]
+                            for phase in ("evolution", "random")}, limit / 1024)
+              for key, limit, label in (("peak_bytes", config.sram_bytes, "peak SRAM (KB)"),
+                                        ("flash_bytes", config.flash_bytes, "Flash (KB)"))]
+    pareto_png(out_dir / "pareto.png", panels, "validation accuracy (%)")

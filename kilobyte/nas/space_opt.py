@@ -24,7 +24,7 @@ from ..errors import KilobyteError
 from ..schedule.estimate import Resources
 from ..schedule.plan_types import PlanOptions
 from .build import network
-from .plots import pyplot, save_png
+from .report import atomic_bytes, pyplot, save_png
 from .resources import Budget, ResourceEvaluator, layer_counts, sram_lower_bound
 from .space import DEFAULT_STRIDES, MBSpace, final_map, grid
 
@@ -265,9 +265,7 @@ def write_report(choice: SpaceChoice, out_dir: Path, top: int = 10) -> dict[str,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "space.json", "plot": out_dir / "space_cdf.png"}
-    tmp = paths["json"].with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(choice.to_json(), indent=1))
-    os.replace(tmp, paths["json"])
+    atomic_bytes(paths["json"], json.dumps(choice.to_json(), indent=1).encode())
     plt = pyplot()
     if plt is None:
         del paths["plot"]

@@ -113,6 +113,23 @@ class SearchStore:
     def close(self) -> None:
         self.db.close()
 
+    @staticmethod
+    def stored_settings(path: str | Path) -> dict:
+        """The settings of the store at `path`, read without opening it for writing (a finished search, e.g. for
+        `--export`); a missing, damaged or foreign file is a one-line `StoreError`."""
+        path = Path(path)
+        if not path.exists():
+            raise StoreError(f"{path}: no search store")
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key='settings'").fetchone()
+            finally:
+                db.close()
+            return json.loads(row[0])
+        except (sqlite3.DatabaseError, TypeError, json.JSONDecodeError) as e:
+            raise StoreError(f"{path}: not a readable search store ({type(e).__name__}: {e})") from None
+
     # -- evaluations -------------------------------------------------------------------------------------------------
     def add(self, e: Evaluation) -> None:
         """Commit one finished evaluation. One already stored is not replaced; it is counted in `meta.repeated`

@@ -22,7 +22,6 @@ same number.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..train.bn import recalibrate_batches
+from .parallel import one_thread
+from .report import atomic_torch_save
 from .space import Arch
 from .supernet import SuperNet
 
@@ -64,11 +66,7 @@ def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tenso
     return out.gather(3, cols)
 
 
-def atomic_save(obj, path: Path) -> None:
-    """torch.save to a temporary name, then rename: a kill leaves the old checkpoint or the new one, never half."""
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+atomic_save = atomic_torch_save  # checkpoints: the old one or the new one after a kill, never half (report.py)
 
 
 def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: SupernetTraining, seed: int,
@@ -154,35 +152,15 @@ class SubnetScorer:
 
     @torch.no_grad()
     def __call__(self, arch: Arch) -> float:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_thread():
             net = self.net
             net.set_active(arch)
-            recalibrate(net, self.calib)
+            recalibrate_batches(net, self.calib)
             net.eval()
             correct = 0
             for i in range(0, len(self.val_x), 250):
                 correct += int((net(self.val_x[i:i + 250]).argmax(1) == self.val_y[i:i + 250]).sum())
             return correct / len(self.val_x)
-        finally:
-            torch.set_num_threads(threads)
-
-
-@torch.no_grad()
-def recalibrate(module: torch.nn.Module, batches) -> None:
-    """BatchNorm running statistics re-estimated as the cumulative average over `batches` (train-mode forward)."""
-    bns = [m for m in module.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-    saved = [m.momentum for m in bns]
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None
-    module.train()
-    for xb in batches:
-        module(xb)
-    for m, momentum in zip(bns, saved):
-        m.momentum = momentum
-    module.eval()
 
 
 NEAR_CHANCE_SHARE = 0.25  # random subnets recovering less than this share of the largest's gain over chance ...

@@ -219,30 +219,3 @@ def input_shape(space: UnasSpace) -> tuple[int, int, int, int]:
     """NCHW input shape of the PyTorch module (batch 1)."""
     h, w, c = space.input_shape
     return (1, c, h, w)
-
-
-class UnasEvaluator:
-    """Exact resource figures of μNAS candidates: the candidate's IR graph (placeholder weights) → the int8 structure
-    `quantize()` gives it → the planner's own steps (`estimate_resources`: SRAM with reordering and in-place rules,
-    Flash of the linked firmware for `core`, MACs), cached per architecture. μNAS's PMU excluded the input; Kilobyte's
-    `peak_bytes` does too (the caller owns it), and `input_bytes` says how much it is."""
-
-    def __init__(self, space: UnasSpace, options=None, core: str | None = None, cache_size: int = 100_000):
-        from ..schedule.plan_types import PlanOptions
-
-        self.space, self.options, self.core = space, options or PlanOptions(), core
-        self.cache_size, self._cache = cache_size, {}
-
-    def evaluate(self, arch: UArch):
-        from ..quant.quantize import int8_structure
-        from ..schedule.estimate import estimate_resources
-
-        key = arch.dumps()
-        hit = self._cache.get(key)
-        if hit is None:
-            graph = int8_structure(build_graph(self.space, arch, verify=False), verify=False)
-            hit = estimate_resources(graph, self.options, core=self.core)
-            if len(self._cache) >= self.cache_size:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = hit
-        return hit

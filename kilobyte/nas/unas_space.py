@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -36,8 +36,12 @@ POOL_SIZES = (2, 4, 6)
 STEPS = (1, 3, 5)  # channel / unit morphism steps (±)
 
 
-class UArchError(KilobyteError):
-    """An architecture outside the μNAS space (bad JSON, a gene out of range)."""
+class UnasError(KilobyteError):
+    """μNAS cannot go on as asked: an architecture outside the space (bad JSON, a gene out of range), or a search's
+    settings, data or member to export."""
+
+
+UArchError = UnasError  # the name architecture errors were raised under
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,10 @@ class UArch:
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
 
+    def key(self) -> str:
+        """Identifies the network (every gene is active in this space): its JSON text."""
+        return self.dumps()
+
     @staticmethod
     def from_json(data: dict | str) -> UArch:
         try:
@@ -83,7 +91,7 @@ class UArch:
                            for b in data["blocks"])
             return UArch(blocks, str(data["pooling"]), int(data["pool_size"]), tuple(int(u) for u in data["dense"]))
         except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
-            raise UArchError(f"μNAS architecture: cannot read it ({type(e).__name__}: {e})") from None
+            raise UnasError(f"μNAS architecture: cannot read it ({type(e).__name__}: {e})") from None
 
     def describe(self) -> str:
         """Compact text: `[p] c3x16s2 bn relu, d5 | ... | avg2 | fc32`."""
@@ -110,6 +118,16 @@ class UnasSpace:
     max_channels: int = 128
     max_dense: int = 3
     units: tuple[int, int] = (10, 256)
+
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @staticmethod
+    def from_json(data: dict) -> UnasSpace:
+        try:
+            return UnasSpace(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        except TypeError as e:
+            raise UnasError(f"μNAS search space: {e}") from None
 
     # -- validity --------------------------------------------------------------------------------------------------
     def problems(self, arch: UArch) -> list[str]:
@@ -143,7 +161,7 @@ class UnasSpace:
     def check(self, arch: UArch) -> UArch:
         bad = self.problems(arch)
         if bad:
-            raise UArchError(f"μNAS architecture outside the space: {'; '.join(bad)}")
+            raise UnasError(f"μNAS architecture outside the space: {'; '.join(bad)}")
         return arch
 
     # -- sampling ----------------------------------------------------------------------------------------------------
@@ -178,7 +196,7 @@ class UnasSpace:
             child = self.morphisms[str(name)](arch, rng)
             if child is not None and child != arch:
                 return self.check(child), str(name)
-        raise UArchError(f"no morphism applies to {arch.describe()}")  # cannot happen: FC units always can move
+        raise UnasError(f"no morphism applies to {arch.describe()}")  # cannot happen: FC units always can move
 
     def _pick_block(self, arch: UArch, rng) -> int:
         return int(rng.integers(len(arch.blocks)))

@@ -115,36 +115,48 @@ def _input_columns(layer, channels: int, kept: np.ndarray) -> np.ndarray:
 
 def _select_layer(layer, rows: np.ndarray | None, cols: np.ndarray | None):
     """A new Conv2d / Linear with output rows `rows` and input columns `cols` of `layer` (None: all)."""
-    import torch
     from torch import nn
 
-    w = layer.weight.detach()
-    if rows is not None:
-        w = w[torch.from_numpy(rows)]
-    if cols is not None:
-        w = w[:, torch.from_numpy(cols)]
+    out = layer.weight.shape[0] if rows is None else len(rows)
+    width = layer.weight.shape[1] if cols is None else len(cols)
     if isinstance(layer, nn.Linear):
-        new = nn.Linear(w.shape[1], w.shape[0], bias=layer.bias is not None)
+        new = nn.Linear(width, out, bias=layer.bias is not None)
     else:
-        new = nn.Conv2d(w.shape[1], w.shape[0], layer.kernel_size, layer.stride, layer.padding, layer.dilation,
+        new = nn.Conv2d(width, out, layer.kernel_size, layer.stride, layer.padding, layer.dilation,
                         bias=layer.bias is not None, padding_mode=layer.padding_mode)
-    with torch.no_grad():
-        new.weight.copy_(w)
-        if layer.bias is not None:
-            new.bias.copy_(layer.bias if rows is None else layer.bias[torch.from_numpy(rows)])
+    copy_kept(layer, new, rows, cols)
     return new
 
 
 def _select_norm(bn, rows: np.ndarray):
-    import torch
     from torch import nn
 
     new = nn.BatchNorm2d(len(rows), bn.eps, bn.momentum, bn.affine, bn.track_running_stats)
-    idx = torch.from_numpy(rows)
-    with torch.no_grad():
-        for name, t in list(bn.named_parameters(recurse=False)) + list(bn.named_buffers(recurse=False)):
-            getattr(new, name).copy_(t if t.ndim == 0 else t[idx])
+    copy_kept(bn, new, rows, None)
     return new
+
+
+def copy_kept(src, dst, rows, cols) -> None:
+    """Copy into `dst` the kept output rows `rows` (and input columns `cols`) of every parameter and buffer of layer
+    `src` (Conv2d, Linear, BatchNorm, ...; None: all of them); a 0-d buffer (BatchNorm's num_batches_tracked) as it
+    is. Channel removal here and in μNAS's structured pruning (`nas/dpf_channels.py`) both copy with it."""
+    import torch
+
+    rows = None if rows is None else torch.as_tensor(rows)
+    cols = None if cols is None else torch.as_tensor(cols)
+    with torch.no_grad():
+        for name, t in list(src.named_parameters(recurse=False)) + list(src.named_buffers(recurse=False)):
+            target = getattr(dst, name)
+            if t.ndim == 0:
+                target.copy_(t)
+                continue
+            kept = t if rows is None else t[rows]
+            if cols is not None and t.ndim > 1:
+                kept = kept[:, cols]
+            if kept.shape != target.shape:
+                raise AssertionError(f"{type(src).__name__}.{name}: kept {tuple(kept.shape)}, the smaller layer has "
+                                     f"{tuple(target.shape)}")
+            target.copy_(kept)
 
 
 def _replace(module, name: str, new) -> None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from .augment import augment_batch
-from .bn import recalibrate_bn
+from .bn import recalibrate_batches, recalibrate_bn
 from .config import TrainConfig, TrainConfigError
 from .evaluate import float_accuracy, int8_accuracy, quantise_module, to_nchw_tensor
 from .recipe import EpochStats, TrainResult, fit
 
 __all__ = ["EpochStats", "TrainConfig", "TrainConfigError", "TrainResult", "augment_batch", "fit", "float_accuracy",
-           "int8_accuracy", "quantise_module", "recalibrate_bn", "to_nchw_tensor", "train_classifier"]
+           "int8_accuracy", "quantise_module", "recalibrate_batches", "recalibrate_bn", "to_nchw_tensor",
+           "train_classifier"]
 
 
 def train_classifier(module, x: np.ndarray, y: np.ndarray, *, epochs: int = 3, seed: int = 0, progress: bool = False,

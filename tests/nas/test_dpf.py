@@ -13,7 +13,8 @@ from bn_helpers import randomise_bn
 
 from kilobyte.nas.dpf import DPF, PruneError, StructuredMasks, UnstructuredMasks, cubic_sparsity, train_pruned
 from kilobyte.nas.dpf_channels import channel_groups, fixed_producers
-from kilobyte.nas.unas_build import UnasEvaluator, build_graph, build_module, network
+from kilobyte.nas.resources import ResourceEvaluator
+from kilobyte.nas.unas_build import build_graph, build_module, network
 from kilobyte.nas.unas_space import UArch, UBlock, ULayer, UnasSpace
 from kilobyte.train import TrainConfig, float_accuracy
 
@@ -132,7 +133,7 @@ def test_structured_pruning_removes_channels_exactly(seed):
     module computes, its IR graph builds, every resource is at most the unpruned one's (weights strictly fewer), and
     the producers that must stay whole keep every channel."""
     space = UnasSpace(input_shape=(16, 16, 3), num_classes=10)
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     for k, arch in enumerate(_random_archs(space, 6, seed)):
         torch.manual_seed(k)
         module = build_module(space, arch).eval()

@@ -130,14 +130,14 @@ def test_evaluator_equals_the_plan_of_the_quantised_module(kernels):
     """50 random architectures: the evaluator (placeholder weights, no calibration) gives what make_plan and the
     Flash estimate give for the module itself imported, quantised with calibration data, as `kilobyte compile`
     takes a float model."""
-    from kilobyte.nas.unas_build import UnasEvaluator
+    from kilobyte.nas.resources import ResourceEvaluator
     from kilobyte.quant import quantize
     from kilobyte.schedule.estimate import estimate_resources
     from kilobyte.schedule.plan import make_plan
     from kilobyte.schedule.plan_types import PlanOptions
 
     options = PlanOptions(kernels=kernels)
-    ev = UnasEvaluator(SPACE, options, core="cortex-m4")
+    ev = ResourceEvaluator(SPACE, options, core="cortex-m4")
     rng = np.random.default_rng(7)
     for seed in range(25):
         arch = SPACE.sample(rng)
@@ -161,8 +161,8 @@ def test_objectives_of_a_candidate_trained_on_digits(prune, sparsity):
     error on the validation split from the quantised graph (close to the float error), and the evaluator's resources
     of the architecture it has after pruning (smaller than the unpruned one's when pruned)."""
     from kilobyte.data import load_dataset
-    from kilobyte.nas.unas_build import UnasEvaluator
-    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_eval import Genome, UnasConfig, evaluate_genome
 
     space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
     arch = UArch((UBlock((ULayer("full", 3, 16, 1),)), UBlock((ULayer("depthwise", 3, 1, 1), ULayer("1x1", 1, 24)))),
@@ -170,7 +170,7 @@ def test_objectives_of_a_candidate_trained_on_digits(prune, sparsity):
     ds = load_dataset("digits", seed=0)
     train, val = (ds.x[:1200], ds.y[:1200]), (ds.x[1200:1500], ds.y[1200:1500])
     torch.set_num_threads(1)
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     config = UnasConfig(data="digits", epochs=3, prune=prune, bounds={"error": 0.1, "peak_bytes": 4096.0})
     obj = evaluate_genome(space, config, ev, Genome(arch, sparsity), train, val, seed=0)
     assert obj["trained"] and obj["error"] < 0.5 and abs(obj["error"] - obj["float_error"]) < 0.05, obj
@@ -182,17 +182,17 @@ def test_objectives_of_a_candidate_trained_on_digits(prune, sparsity):
     if sparsity:
         assert obj["sparsity"] > 0.2 and r.weight_bytes < dense.weight_bytes and r.macs < dense.macs
     else:
-        assert obj["arch"] == arch.to_json() and obj["sparsity"] == 0.0
+        assert obj["arch"] == {"space": "unas", **arch.to_json()} and obj["sparsity"] == 0.0
 
 
 def test_candidates_far_over_a_bound_are_not_trained():
     """Above `skip_factor` times a resource bound a candidate is measured but not trained: error 1.0."""
-    from kilobyte.nas.unas_build import UnasEvaluator
-    from kilobyte.nas.unas_search import Genome, UnasConfig, evaluate_genome
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_eval import Genome, UnasConfig, evaluate_genome
 
     space = UnasSpace(input_shape=(8, 8, 1), num_classes=10)
     arch = UArch((UBlock((ULayer("full", 3, 64, 1),)),), "avg", 2, (32,))
-    ev = UnasEvaluator(space)
+    ev = ResourceEvaluator(space)
     peak = ev.evaluate(arch).peak_bytes
     config = UnasConfig(data="digits", prune="none", bounds={"peak_bytes": peak / 10.5}, skip_factor=10)
     obj = evaluate_genome(space, config, ev, Genome(arch), None, None, seed=0)

@@ -212,15 +212,16 @@ def test_evaluation_is_the_same_on_every_worker():
     pool and Ray searches agree)."""
     from dataclasses import asdict
 
+    from kilobyte.nas.core import load_split
     from kilobyte.nas.parallel import open_pool
-    from kilobyte.nas.unas_build import UnasEvaluator
-    from kilobyte.nas.unas_search import EvalSpec, GenomeSpace, UnasConfig, load_split, make_worker
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_eval import EvalSpec, GenomeSpace, UnasConfig, make_worker
     from kilobyte.nas.unas_space import UnasSpace
 
     config = UnasConfig(data="digits", epochs=1, prune="none", bounds={"peak_bytes": 4096.0})
     fit, val, _ = load_split(config)
     space = UnasSpace(input_shape=(8, 8, 1))
-    genomes = GenomeSpace(space, config, UnasEvaluator(space))
+    genomes = GenomeSpace(space, config, ResourceEvaluator(space))
     rng = np.random.default_rng(3)
     payloads = [(i, genomes.sample(rng).dumps()) for i in range(3)]
     spec = EvalSpec(asdict(space), config.settings(), fit.x, fit.y, val.x, val.y)

@@ -78,3 +78,20 @@ def test_resolution_resizes_before_the_forward_pass():
                                          mode="bilinear", align_corners=False)
     mean, _ = _channel_stats(net[0](xt).detach().numpy())
     np.testing.assert_allclose(net[1].running_mean.numpy(), mean, rtol=1e-5, atol=1e-5)
+
+
+def test_recalibrate_batches_uses_the_given_batches_in_order():
+    """The batches as given (TinyNAS's subnet scorer hands the same fixed ones to every subnet, a short last one
+    included): a BatchNorm on the input ends with the mean of the batch means and of the unbiased batch variances,
+    computed by numpy; the module's mode is kept."""
+    from kilobyte.train import recalibrate_batches
+
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(3).eval()
+    x = _images(100).transpose(0, 3, 1, 2)
+    batches = [x[:64], x[64:]]  # 64 + 36 images
+    recalibrate_batches(bn, [torch.from_numpy(b) for b in batches])
+    stats = [_channel_stats(b) for b in batches]
+    np.testing.assert_allclose(bn.running_mean.numpy(), np.mean([m for m, _ in stats], 0), rtol=1e-5)
+    np.testing.assert_allclose(bn.running_var.numpy(), np.mean([v for _, v in stats], 0), rtol=1e-5)
+    assert not bn.training and bn.momentum == 0.1
