@@ -48,6 +48,11 @@ class SupernetTraining:
     weight_decay: float = 5e-5
     momentum: float = 0.9
     shift: int = 2  # random shift augmentation, pixels at the data's native resolution (0: none)
+    distill: float = 0.0  # in-place distillation: weight of the largest's soft predictions in the subnets' loss
+    supernet_lr: float | None = None  # the supernet phase's peak rate (None: `lr`)
+    progressive: bool = False  # progressive shrinking: elastic kernel, then + depth, then + expand, by thirds
+    smallest: bool = True  # the sandwich includes the smallest subnet
+    zero_residual: bool = False  # a fresh supernet's residual blocks start as identities (last BN scale 0)
 
 
 def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tensor:
@@ -81,7 +86,8 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
 
     epochs = epochs if epochs is not None else cfg.largest_epochs if phase == "largest" else cfg.supernet_epochs
     steps_per_epoch = math.ceil(len(x) / cfg.batch_size)
-    opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+    peak = cfg.supernet_lr if phase == "supernet" and cfg.supernet_lr is not None else cfg.lr
+    opt = torch.optim.SGD(net.parameters(), lr=peak, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                           nesterov=True)
     start, history = 0, []
     if checkpoint is not None and checkpoint.exists():
@@ -90,6 +96,8 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             net.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
             start, history = state["epoch"] + 1, state["history"]
+    if phase == "largest" and start == 0 and cfg.zero_residual:
+        zero_residual_scales(net)
     total = max(1, epochs * steps_per_epoch)
     bar = tqdm(total=total, initial=start * steps_per_epoch, desc=f"training ({phase})", unit="step",
                disable=not progress, leave=False)
@@ -104,15 +112,22 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
         for step in range(steps_per_epoch):
             t = (epoch * steps_per_epoch + step) / total
             for group in opt.param_groups:
-                group["lr"] = 0.5 * cfg.lr * (1 + math.cos(math.pi * t))
+                group["lr"] = 0.5 * peak * (1 + math.cos(math.pi * t))
             idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
             xb, yb = shift_batch(x[idx], cfg.shift, g), y[idx]
             opt.zero_grad(set_to_none=True)
-            archs = _batch_archs(net, phase, cfg, rng)
+            archs = _batch_archs(net, phase, cfg, rng, epoch * 3 // max(1, epochs))
+            teacher = None
             for arch in archs:
                 if arch is not None:
                     net.set_active(arch)
-                loss = loss_fn(net(xb), yb)
+                logits = net(xb)  # (N, classes)
+                loss = loss_fn(logits, yb)
+                if teacher is not None:
+                    soft = -(teacher * F.log_softmax(logits, 1)).sum(1).mean()
+                    loss = (1 - cfg.distill) * loss + cfg.distill * soft
+                elif cfg.distill and phase == "supernet":  # the largest comes first (`_batch_archs`)
+                    teacher = F.softmax(logits.detach(), 1)
                 (loss / len(archs)).backward()  # the mean gradient: one step is one network's, not 6 (module doc)
                 losses.append(loss.item())
             opt.step()
@@ -127,14 +142,46 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
     return history
 
 
-def _batch_archs(net, phase: str, cfg: SupernetTraining, rng: np.random.Generator) -> list:
+@torch.no_grad()
+def zero_residual_scales(net: SuperNet) -> None:
+    """The scale of the last BN of every residual block set to 0, so that each block starts as the identity
+    (BigNAS's initialisation). Elastic depth drops a stage's later blocks and elastic kernel / expand shrink them:
+    blocks that add a learned correction to their input leave a subnet's features close to the largest network's,
+    where blocks each adding a unit-variance output from the start make the largest network depend on all of them."""
+    for block in net.blocks:
+        if block.block.residual:  # the held block's (the largest network's), whichever subnet is active
+            block.layers[-1].bn.weight.zero_()
+
+
+ELASTIC = ({"kernel"}, {"kernel", "depth"}, {"kernel", "depth", "expand"})  # progressive shrinking's thirds
+
+
+def _restrict(arch: Arch, largest: Arch, elastic: set) -> Arch:
+    """`arch` with the dimensions not in `elastic` set to the largest network's."""
+    from dataclasses import replace
+
+    blocks = tuple(tuple((k if "kernel" in elastic else kl, e if "expand" in elastic else el)
+                         for (k, e), (kl, el) in zip(stage, big)) for stage, big in zip(arch.blocks, largest.blocks))
+    return replace(arch, blocks=blocks, depths=arch.depths if "depth" in elastic else largest.depths,
+                   first_kernel=arch.first_kernel if "kernel" in elastic else largest.first_kernel,
+                   stage_widths=arch.stage_widths if "expand" in elastic else largest.stage_widths)
+
+
+def _batch_archs(net, phase: str, cfg: SupernetTraining, rng: np.random.Generator, third: int = 2) -> list:
     """The subnets one batch trains: None = the module as it is (finetune), the largest, or a sample (+ sandwich)."""
     if phase == "finetune":
         return [None]
     if phase == "largest":
         return [net.largest_arch]
     archs = [net.space.sample(rng) for _ in range(cfg.subnets_per_batch)]
-    return archs + ([net.largest_arch, net.space.smallest()] if cfg.sandwich else [])
+    smallest = net.space.smallest()
+    if cfg.progressive:
+        archs = [_restrict(a, net.largest_arch, ELASTIC[third]) for a in archs]
+        smallest = _restrict(smallest, net.largest_arch, ELASTIC[third])
+    ends = ([net.largest_arch] + ([smallest] if cfg.smallest else [])) if cfg.sandwich else []
+    if cfg.distill:  # the largest first: its predictions teach the others
+        return ends[:1] + archs + ends[1:] if cfg.sandwich else [net.largest_arch, *archs]
+    return archs + ends
 
 
 def load_weights(net, checkpoint: Path) -> None:
