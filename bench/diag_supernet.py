@@ -89,12 +89,10 @@ def main() -> None:
     ap.add_argument("--subnets", type=int, default=8, help="random subnets scored")
     ap.add_argument("--calib", default="20", help="BN recalibration batches of 64, comma-separated (scored for each)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--zero-residual", action="store_true", help="as --set zero_residual=true")
     ap.add_argument("--cache", default="/tmp/diag_supernet")
     ap.add_argument("--label", default="")
     ap.add_argument("--json", default=None, help="append the result to this JSON list")
     a = ap.parse_args()
-    a.set += ["zero_residual=true"] if a.zero_residual else []
     torch.set_num_threads(1)
     cfg = training_config(a)
     fit, val, _ = split_data(a.data, a.seed, 0.8, 500, a.images)

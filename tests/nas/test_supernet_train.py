@@ -1,11 +1,12 @@
 """The supernet phase learns, and a search says so when it did not (issue 26).
 
 On 26 letters the summed gradients of 6 subnets per step sent every subnet to chance (ln 26) for good; the search
-then scored 239 subnets at 4.6 % and presented a random pick as its winner. Here, through the search's own
-`train_supernet` (store, checkpoint, scorer): on digits with a tiny budget the random subnets learn (above the
-near-chance threshold) and the report has no warning; with random labels nothing can be learned, so `searched` is
-False and the printed report says so in one line. (Issue 26's goal that random subnets keep >= 80 % of the largest
-network's accuracy is not met yet: 54 % here, docs/benchmarks.md; it is not asserted.)
+then scored 239 subnets at 4.6 % and presented a random pick as its winner. With the mean, the random subnets still
+kept only about half the largest network's accuracy, until the residual blocks started as identities
+(`SupernetTraining.zero_residual`). Here, through the search's own `train_supernet` (store, checkpoint, scorer): on
+digits with a tiny budget the random subnets keep most of the largest network's accuracy and the report has no
+warning; with random labels nothing can be learned, so `searched` is False and the printed report says so in one
+line.
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ def _check(tmp_path, shuffle_labels: bool) -> dict:
 
 
 def test_on_digits_the_random_subnets_learn_and_no_warning_is_given(tmp_path):
-    """Measured (one thread, seeded): warm-up 29.0 %, then largest 33.4 %, random subnets 20.8 / 14.4 / 20.6 /
-    16.2 % (mean 18.0 %; chance 11.2 %, threshold 16.2 %). With the summed gradients of before, the supernet phase
-    sent every subnet to chance on letters (docs/benchmarks.md)."""
+    """Measured (one thread, seeded): warm-up 53.8 %, then largest 64.2 %, random subnets 59.2 / 50.4 / 55.6 /
+    47.8 % (mean 53.3 %: 0.83 of the largest; chance 11.2 %). With the MobileNet initialisation of before (unit BN
+    scale closing every residual block): warm-up 29.0 %, largest 33.4 %, random mean 18.0 % (0.54 of the largest);
+    with the summed gradients of before that, the supernet phase sent every subnet to chance on letters."""
     c = _check(tmp_path, shuffle_labels=False)
-    assert c["largest_warmup"] > c["chance"] + 0.05 and len(c["random"]) == 4, c
-    assert c["largest"] > c["chance"] + 0.1 and c["random_mean"] > c["threshold"], c
+    assert c["largest_warmup"] > 0.4 and len(c["random"]) == 4, c
+    assert c["random_mean"] > 0.4 and c["random_mean"] >= 0.7 * c["largest"], c
     assert c["searched"] and c["reason"] is None
     rows = _supernet_rows({"supernet": c})
     assert [k for k, _ in rows] == ["largest network (validation)", "supernet (validation)"]
