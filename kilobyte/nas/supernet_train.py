@@ -12,12 +12,13 @@ for good. The mean keeps one step the size of one network's, whatever `subnets_p
 
 Residual blocks start as identities (`zero_residual`, BigNAS's initialisation; issue 26): with the MobileNet
 initialisation's unit BN scale at the end of every residual block, each of a stage's blocks adds a unit-variance
-output from the start; 4 + 6 epochs then left the largest network at 24 % on digits and 19 % (warm-up) on letters,
-and the random subnets, which drop or shrink those blocks, near chance on digits (ratio to the largest 0.52).
-Zeroing those scales makes every block a learned correction to its input: warm-up 44 % / 66 %, random subnets 46 %
-/ 78 %, ratio 0.83 / 0.94, at no cost per step. In-place distillation, progressive shrinking, no smallest subnet,
-fewer subnets or a higher supernet-phase rate were each measured and did no better (docs/search.md, "Why random
-subnets lagged the largest"); they stay settings, off by default.
+output from the start; the preset's 4 + 6 epochs then left the largest network at 24 % on digits and 19 % (warm-up)
+on letters, and the random subnets, which drop or shrink those blocks, near chance on digits (ratio to the largest
+0.52). Zeroing those scales makes every block a learned correction to its input: warm-up 44 % / 66 %, random
+subnets 46 % / 78 %, ratio 0.83 / 0.94, at no cost per step; the supernet phase's peak rate at twice the warm-up's
+(`supernet_lr`) then adds 12 / 7 points to the random subnets (ratio 0.95 / 0.95). In-place distillation,
+progressive shrinking, no smallest subnet or fewer subnets were each measured and did no better (docs/search.md,
+"Why random subnets lagged the largest"); they stay settings, off by default.
 
 Resume: a checkpoint (weights, optimiser, epoch) is written atomically after every epoch; each epoch draws its batch
 order, augmentation and subnets from a generator seeded by (seed, phase, epoch), so a run restarted from the
@@ -62,7 +63,8 @@ class SupernetTraining:
     zero_residual: bool = True  # a fresh supernet's residual blocks start as identities (`zero_residual_scales`)
     distill: float = 0.0  # in-place distillation (OFA, BigNAS): weight of the largest's detached soft predictions
     # in the other subnets' loss (1 - distill: the labels'); measured no better on 4 + 6 epochs
-    supernet_lr: float | None = None  # the supernet phase's peak rate (None: `lr`)
+    supernet_lr: float | None = 0.1  # the supernet phase's peak rate (None: `lr`): twice `lr` trained every
+    # subnet better in the preset's 6 epochs on digits and letters (docs/search.md; 4x was worse)
     progressive: bool = False  # progressive shrinking (OFA): over the supernet phase's thirds, only the kernel, then
     # kernel and depth, then every dimension elastic; measured worse on 6 epochs
     smallest: bool = True  # with `sandwich`, the smallest subnet too (False: the largest only)
