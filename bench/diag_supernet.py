@@ -9,8 +9,11 @@ epoch. Any `SupernetTraining` field is set with `--set name=value` (e.g. `--set 
 one controlled run: same seed, same data, same warm-up (cached in `--cache`, since it does not depend on the
 supernet phase's settings), same random subnets. One thread, as the search's trainer on a shared machine.
 
-    nice -n 10 python bench/diag_supernet.py --data letters --images 2000 --width 0.5 --resolution 48 \
-        --largest-epochs 4 --supernet-epochs 6 --set distill=1.0 --label distill --json bench/results/x.json
+    nice -n 10 python bench/diag_supernet.py --data letters --images 2000 --width 0.25 --resolution 32 \
+        --set distill=1.0 --label letters-distill --json bench/results/diag_supernet.json
+
+docs/search.md ("Why random subnets lagged the largest") has the table of every run in bench/results/diag_supernet.json
+and how to repeat each.
 """
 
 from __future__ import annotations

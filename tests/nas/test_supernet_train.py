@@ -11,6 +11,8 @@ line.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -18,7 +20,7 @@ from kilobyte.cli.search_cmd import _supernet_rows
 from kilobyte.nas.search import SearchConfig, SearchContext, _space, split_data, train_supernet
 from kilobyte.nas.store import SearchStore
 from kilobyte.nas.supernet import SuperNet
-from kilobyte.nas.supernet_train import SupernetTraining
+from kilobyte.nas.supernet_train import ELASTIC, SupernetTraining, _batch_archs, train_phase
 from kilobyte.train import to_nchw_tensor
 
 WIDTH, RESOLUTION = 0.25, 12  # a digits configuration of the stm32f410 budget (the CLI test's space picks one)
@@ -65,3 +67,43 @@ def test_random_labels_are_reported_as_not_searched_in_one_line(tmp_path):
     assert not c["searched"] and c["random_mean"] < c["threshold"], c
     warnings = [v for k, v in _supernet_rows({"supernet": c}) if k == "WARNING"]
     assert len(warnings) == 1 and "\n" not in warnings[0] and "not a searched result" in warnings[0]
+
+
+def test_a_fresh_supernet_starts_with_identity_residual_blocks():
+    """After `train_phase` starts the largest phase (0 epochs: only the initialisation), every block elastic depth can
+    drop is the identity: the largest network and the one with each stage's fewest blocks (same genes otherwise)
+    compute the same outputs in eval mode; without `zero_residual` they differ."""
+    space = _space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), 1, 10, 16)
+    x = torch.rand(8, 1, 16, 16)
+    outs = {}
+    for zero in (True, False):
+        torch.manual_seed(0)
+        net = SuperNet(space, 0.25, 16)
+        train_phase(net, "largest", x, torch.zeros(8, dtype=torch.long), SupernetTraining(zero_residual=zero), 0,
+                    epochs=0)
+        net.eval()
+        shallow = dataclasses.replace(net.largest_arch, depths=tuple(min(d) for d in net.space.depth_choices))
+        with torch.no_grad():
+            outs[zero] = [net(x) for arch in (net.largest_arch, shallow) if net.set_active(arch) is None]
+    assert torch.equal(outs[True][0], outs[True][1])  # x + 0: exactly (the logits are ~1e-10 at initialisation)
+    assert (outs[False][0] - outs[False][1]).abs().max() > 0.1 * outs[False][0].abs().max()
+    assert SupernetTraining().zero_residual
+
+
+def test_progressive_shrinking_makes_one_dimension_elastic_at_a_time():
+    """Sampled subnets take the largest network's genes in every dimension not yet elastic: kernel only, then kernel
+    and depth, then everything; with distillation the largest comes first (it is the teacher)."""
+    torch.manual_seed(0)
+    net = SuperNet(_space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), 1, 10, 16), 0.25, 16)
+    big = net.largest_arch
+    cfg = SupernetTraining(progressive=True, subnets_per_batch=30, distill=1.0)
+    seen = []
+    for third in range(3):
+        archs = _batch_archs(net, "supernet", cfg, np.random.default_rng(third), third)
+        assert archs[0] == big and len(archs) == 32
+        kernels = {k for a in archs for stage in a.blocks for k, _ in stage}
+        expands = {e for a in archs for stage in a.blocks for _, e in stage}
+        depths = {a.depths for a in archs}
+        seen.append((len(kernels) > 1, len(depths) > 1, len(expands) > 1))
+    assert seen == [(True, False, False), (True, True, False), (True, True, True)]
+    assert ELASTIC[-1] == {"kernel", "depth", "expand"}
