@@ -2,7 +2,8 @@
 
 Two phases (thesis Appendix, papers/search-specs.md A.3): first the largest subnet alone, then the supernet, every
 batch sampling `subnets_per_batch` random subnets (plus the largest and the smallest with `sandwich`), averaging
-their gradients into one SGD step (momentum 0.9, cosine learning rate, light weight decay).
+their gradients into one SGD step (momentum 0.9, cosine learning rate, light weight decay; the supernet phase's peak
+rate twice the warm-up's), from residual blocks that start as identities.
 
 Averaged, not summed (issue 26): the supernet phase restarts the cosine rate at its peak from the trained largest
 network, and a sum of 6 subnets' gradients made its first steps 6x the largest network's — on 26 letters the
@@ -169,7 +170,8 @@ def zero_residual_scales(net: SuperNet) -> None:
     """The scale of the last BN of every residual block set to 0, so that each block starts as the identity
     (BigNAS's initialisation). Elastic depth drops a stage's later blocks and elastic kernel / expand shrink them:
     blocks that add a learned correction to their input leave a subnet's features close to the largest network's,
-    where blocks each adding a unit-variance output from the start make the largest network depend on all of them."""
+    where blocks each adding a unit-variance output from the start make the largest network depend on all of them
+    (our reading of the measurements in docs/search.md, "Why random subnets lagged the largest")."""
     for block in net.blocks:
         if block.block.residual:  # the held block's (the largest network's), whichever subnet is active
             block.layers[-1].bn.weight.zero_()
