@@ -118,7 +118,7 @@ def main() -> None:
     seconds = time.perf_counter() - t
     result = {"label": a.label, "data": a.data, "train_images": len(fit.x), "val_images": len(val.x),
               "width": a.width, "resolution": a.resolution, "seed": a.seed,
-              "zero_residual": cfg.zero_residual, "training": dataclasses.asdict(cfg),
+              "training": dataclasses.asdict(cfg),
               "chance": chance(val.y), "largest_warmup": round(warm, 4),
               "supernet_losses": [round(h["loss"], 4) for h in history],
               "seconds_per_epoch": round(seconds / max(1, cfg.supernet_epochs), 1), "scores": {}}
