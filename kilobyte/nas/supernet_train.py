@@ -2,13 +2,24 @@
 
 Two phases (thesis Appendix, papers/search-specs.md A.3): first the largest subnet alone, then the supernet, every
 batch sampling `subnets_per_batch` random subnets (plus the largest and the smallest with `sandwich`), averaging
-their gradients into one SGD step (momentum 0.9, cosine learning rate, light weight decay).
+their gradients into one SGD step (momentum 0.9, cosine learning rate, light weight decay; the supernet phase's peak
+rate twice the warm-up's), from residual blocks that start as identities.
 
 Averaged, not summed (issue 26): the supernet phase restarts the cosine rate at its peak from the trained largest
 network, and a sum of 6 subnets' gradients made its first steps 6x the largest network's — on 26 letters the
 first step took the largest network's loss from 2.67 to 3.02, and within an epoch every subnet sat at ln 26 (chance)
 for good. The mean keeps one step the size of one network's, whatever `subnets_per_batch` is (docs/search.md,
 "Why the supernet collapsed").
+
+Residual blocks start as identities (`zero_residual`, BigNAS's initialisation; issue 26): with the MobileNet
+initialisation's unit BN scale at the end of every residual block, each of a stage's blocks adds a unit-variance
+output from the start; the preset's 4 + 6 epochs then left the largest network at 24 % on digits and 19 % (warm-up)
+on letters, and the random subnets, which drop or shrink those blocks, near chance on digits (ratio to the largest
+0.52). Zeroing those scales makes every block a learned correction to its input: warm-up 44 % / 66 %, random
+subnets 46 % / 78 %, ratio 0.83 / 0.94, at no cost per step; the supernet phase's peak rate at twice the warm-up's
+(`supernet_lr`) then adds 12 / 7 points to the random subnets (ratio 0.95 / 0.95). In-place distillation,
+progressive shrinking, no smallest subnet or fewer subnets were each measured and did no better (docs/search.md,
+"Why random subnets lagged the largest"); they stay settings, off by default.
 
 Resume: a checkpoint (weights, optimiser, epoch) is written atomically after every epoch; each epoch draws its batch
 order, augmentation and subnets from a generator seeded by (seed, phase, epoch), so a run restarted from the
@@ -41,15 +52,25 @@ PHASE_SEED = {  # separates the phases' random streams
 
 @dataclass(frozen=True)
 class SupernetTraining:
+    """The supernet's training settings; the defaults are the measured ones (docs/search.md's table)."""
+
     largest_epochs: int = 4
     supernet_epochs: int = 6
     subnets_per_batch: int = 4
-    sandwich: bool = True
+    sandwich: bool = True  # + the largest and the smallest subnet every batch
     batch_size: int = 64
     lr: float = 0.05  # per 64 images (the thesis: 0.05 per 256)
     weight_decay: float = 5e-5
     momentum: float = 0.9
     shift: int = 2  # random shift augmentation, pixels at the data's native resolution (0: none)
+    zero_residual: bool = True  # a fresh supernet's residual blocks start as identities (`zero_residual_scales`)
+    distill: float = 0.0  # in-place distillation (OFA, BigNAS): weight of the largest's detached soft predictions
+    # in the other subnets' loss (1 - distill: the labels'); measured no better on 4 + 6 epochs
+    supernet_lr: float | None = 0.1  # the supernet phase's peak rate (None: `lr`): twice `lr` trained every
+    # subnet better in the preset's 6 epochs on digits and letters (docs/search.md; 4x was worse)
+    progressive: bool = False  # progressive shrinking (OFA): over the supernet phase's thirds, only the kernel, then
+    # kernel and depth, then every dimension elastic; measured worse on 6 epochs
+    smallest: bool = True  # with `sandwich`, the smallest subnet too (False: the largest only)
 
 
 def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tensor:
@@ -79,7 +100,8 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
 
     epochs = epochs if epochs is not None else cfg.largest_epochs if phase == "largest" else cfg.supernet_epochs
     steps_per_epoch = math.ceil(len(x) / cfg.batch_size)
-    opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+    peak = cfg.supernet_lr if phase == "supernet" and cfg.supernet_lr is not None else cfg.lr
+    opt = torch.optim.SGD(net.parameters(), lr=peak, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                           nesterov=True)
     start, history = 0, []
     if checkpoint is not None and checkpoint.exists():
@@ -88,10 +110,11 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             net.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
             start, history = state["epoch"] + 1, state["history"]
+    if phase == "largest" and start == 0 and cfg.zero_residual:
+        zero_residual_scales(net)
     total = max(1, epochs * steps_per_epoch)
     bar = tqdm(total=total, initial=start * steps_per_epoch, desc=f"training ({phase})", unit="step",
                disable=not progress, leave=False)
-    loss_fn = torch.nn.CrossEntropyLoss()
     for epoch in range(start, epochs):
         g = torch.Generator().manual_seed(seed * 1000 + PHASE_SEED[phase] * 100 + epoch)
         torch.manual_seed(seed * 1000 + PHASE_SEED[phase] * 100 + epoch)  # dropout draws from the global stream
@@ -102,17 +125,12 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
         for step in range(steps_per_epoch):
             t = (epoch * steps_per_epoch + step) / total
             for group in opt.param_groups:
-                group["lr"] = 0.5 * cfg.lr * (1 + math.cos(math.pi * t))
+                group["lr"] = 0.5 * peak * (1 + math.cos(math.pi * t))
             idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
             xb, yb = shift_batch(x[idx], cfg.shift, g), y[idx]
             opt.zero_grad(set_to_none=True)
-            archs = _batch_archs(net, phase, cfg, rng)
-            for arch in archs:
-                if arch is not None:
-                    net.set_active(arch)
-                loss = loss_fn(net(xb), yb)
-                (loss / len(archs)).backward()  # the mean gradient: one step is one network's, not 6 (module doc)
-                losses.append(loss.item())
+            archs = _batch_archs(net, phase, cfg, rng, epoch * 3 // max(1, epochs))
+            losses += _backward(net, archs, xb, yb, cfg.distill if phase == "supernet" else 0.0)
             opt.step()
             bar.update(1)
         if isinstance(net, SuperNet):
@@ -125,14 +143,67 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
     return history
 
 
-def _batch_archs(net, phase: str, cfg: SupernetTraining, rng: np.random.Generator) -> list:
+def _backward(net, archs: list, xb: torch.Tensor, yb: torch.Tensor, distill: float) -> list[float]:
+    """Accumulates the mean over `archs` of their losses' gradients (one step is one network's, not 6: module doc);
+    with `distill`, every arch after the first (the largest) learns from a mix of the labels and the first's soft
+    predictions (detached). Returns each arch's loss."""
+    teacher, losses = None, []
+    for arch in archs:
+        if arch is not None:
+            net.set_active(arch)
+        logits = net(xb)  # (N, classes)
+        loss = F.cross_entropy(logits, yb)
+        if teacher is not None:
+            soft = -(teacher * F.log_softmax(logits, 1)).sum(1).mean()
+            loss = (1 - distill) * loss + distill * soft
+        elif distill:
+            teacher = F.softmax(logits.detach(), 1)
+        (loss / len(archs)).backward()
+        losses.append(loss.item())
+    return losses
+
+
+@torch.no_grad()
+def zero_residual_scales(net: SuperNet) -> None:
+    """The scale of the last BN of every residual block set to 0, so that each block starts as the identity
+    (BigNAS's initialisation). Elastic depth drops a stage's later blocks and elastic kernel / expand shrink them:
+    blocks that add a learned correction to their input leave a subnet's features close to the largest network's,
+    where blocks each adding a unit-variance output from the start make the largest network depend on all of them
+    (our reading of the measurements in docs/search.md, "Why random subnets lagged the largest")."""
+    for block in net.blocks:
+        if block.block.residual:  # the held block's (the largest network's), whichever subnet is active
+            block.layers[-1].bn.weight.zero_()
+
+
+ELASTIC = ({"kernel"}, {"kernel", "depth"}, {"kernel", "depth", "expand"})  # progressive shrinking's thirds
+
+
+def _restrict(arch: Arch, largest: Arch, elastic: set) -> Arch:
+    """`arch` with the dimensions not in `elastic` set to the largest network's."""
+    from dataclasses import replace
+
+    blocks = tuple(tuple((k if "kernel" in elastic else kl, e if "expand" in elastic else el)
+                         for (k, e), (kl, el) in zip(stage, big)) for stage, big in zip(arch.blocks, largest.blocks))
+    return replace(arch, blocks=blocks, depths=arch.depths if "depth" in elastic else largest.depths,
+                   first_kernel=arch.first_kernel if "kernel" in elastic else largest.first_kernel,
+                   stage_widths=arch.stage_widths if "expand" in elastic else largest.stage_widths)
+
+
+def _batch_archs(net, phase: str, cfg: SupernetTraining, rng: np.random.Generator, third: int = 2) -> list:
     """The subnets one batch trains: None = the module as it is (finetune), the largest, or a sample (+ sandwich)."""
     if phase == "finetune":
         return [None]
     if phase == "largest":
         return [net.largest_arch]
     archs = [net.space.sample(rng) for _ in range(cfg.subnets_per_batch)]
-    return archs + ([net.largest_arch, net.space.smallest()] if cfg.sandwich else [])
+    smallest = net.space.smallest()
+    if cfg.progressive:
+        archs = [_restrict(a, net.largest_arch, ELASTIC[third]) for a in archs]
+        smallest = _restrict(smallest, net.largest_arch, ELASTIC[third])
+    ends = ([net.largest_arch] + ([smallest] if cfg.smallest else [])) if cfg.sandwich else []
+    if cfg.distill:  # the largest first: its predictions teach the others
+        return ends[:1] + archs + ends[1:] if cfg.sandwich else [net.largest_arch, *archs]
+    return archs + ends
 
 
 def load_weights(net, checkpoint: Path) -> None:
