@@ -11,6 +11,7 @@ import torch
 
 from kilobyte.nas.budget import (
     DEPLOY_SECONDS,
+    LOOP_OVERHEAD,
     MAX_EPOCHS,
     MAX_GENERATIONS,
     MIN_EPOCHS,
@@ -46,7 +47,7 @@ def test_the_plan_fills_the_time_left_by_the_shares():
     # the training phases share the rest in proportion, each less than one epoch short of its part
     training = left - plan.seconds["evolution"]
     weight = SHARES["largest"] + SHARES["supernet"] + SHARES["finetune"]
-    for phase, step in (("largest", 0.05), ("supernet", 0.3), ("finetune", 0.04)):
+    for phase, step in (("largest", 0.05 * LOOP_OVERHEAD), ("supernet", 0.3 * LOOP_OVERHEAD), ("finetune", 0.04)):
         epoch = step * COSTS.steps_per_epoch
         part = SHARES[phase] / weight * training
         assert part - epoch < plan.seconds[phase] <= part + 1e-9, phase
@@ -80,7 +81,7 @@ def test_the_macs_cap_leaves_the_minimum_epochs_their_time():
     model = StepModel(fixed=0.01, per_mac=2e-8)
     cap = largest_macs_cap(15, model, steps_per_epoch=50)
     step = model.seconds(cap)
-    units = MIN_EPOCHS["largest"] + SANDWICH_COST * MIN_EPOCHS["supernet"] + MIN_EPOCHS["finetune"]
+    units = LOOP_OVERHEAD * (MIN_EPOCHS["largest"] + SANDWICH_COST * MIN_EPOCHS["supernet"]) + MIN_EPOCHS["finetune"]
     training = (15 * 60 * (1 - SPACE_SHARE) - DEPLOY_SECONDS) * (1 - SHARES["evolution"])
     assert abs(step * units * 50 - training) < 1e-6 * training
     assert largest_macs_cap(30, model, 50) > cap > largest_macs_cap(15, model, 100)
