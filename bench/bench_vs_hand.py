@@ -227,8 +227,8 @@ def search_command(budget: str, task: str, seed: int, out_dir: Path, minutes: fl
 
 def search_row(report: dict) -> dict:
     """The figures of a search's JSON report, of either strategy (μNAS's compiled member is under `deployed`)."""
-    strategy, reason = report.get("strategy"), report.get("strategy_reason")
-    if isinstance(strategy, dict):  # {name, reason} rather than a name
+    strategy, reason = report.get("strategy_choice") or report.get("strategy"), report.get("strategy_reason")
+    if isinstance(strategy, dict):  # `kilobyte search`'s strategy_choice: {name, reason}
         strategy, reason = strategy.get("name") or strategy.get("chosen"), strategy.get("reason", reason)
     strategy = strategy or ("unas" if "pareto" in report else "tinynas")
     d = report if "int8_accuracy" in report else report.get("deployed")
@@ -238,7 +238,9 @@ def search_row(report: dict) -> dict:
     return {**{k: d.get(k) for k in FIGURES}, "strategy": strategy, "strategy_reason": reason,
             "description": d.get("description") or report.get("description"), "searched": report.get("searched"),
             "split_seed": held.get("seed"), "test_images": held.get("images"), "test_digest": held.get("digest"),
-            "search_seconds": report.get("seconds")}
+            "search_seconds": report.get("seconds"), "minutes": report.get("minutes"),
+            "phase_times": report.get("phase_times"), "space": report.get("space"),
+            "supernet": report.get("supernet")}
 
 
 def run_search(cmd: list[str]) -> dict:
