@@ -130,9 +130,10 @@ def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
         def run():
             trial.train()
             opt.zero_grad(set_to_none=True)
-            for arch in archs():
+            chosen = archs()
+            for arch in chosen:
                 trial.set_active(arch)
-                (loss_fn(trial(xb), yb) / 6).backward()
+                (loss_fn(trial(xb), yb) / len(chosen)).backward()  # the mean, as train_phase steps
             opt.step()
         return run
 
