@@ -126,6 +126,13 @@ def register(sub) -> None:
 PATCH_SPACE_SAMPLES = 200
 
 
+def budget_bytes(args, device) -> tuple[int, int]:
+    """(SRAM, Flash) bytes of the search's budget: the device's, tightened by --max-sram / --max-flash."""
+    sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
+    flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+    return sram, flash
+
+
 def config_from_args(args, device):
     """The `SearchConfig` of the arguments: what is given is fixed; the rest of the budget settings (epochs,
     population, generations, space samples) is sized to --minutes when the search runs (`nas/budget.py`)."""
@@ -133,8 +140,7 @@ def config_from_args(args, device):
 
     from ..nas.search import PLANNED, SearchConfig
 
-    sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
-    flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+    sram, flash = budget_bytes(args, device)
     if args.minutes <= 0:
         raise KilobyteError("--minutes must be positive")
     base = SearchConfig(device.name, sram, flash)
@@ -364,8 +370,7 @@ def _auto_strategy(args, device, workers: int, log):
 
     if args.strategy != "auto" or args.patch:
         return None
-    sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
-    flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+    sram, flash = budget_bytes(args, device)
     macs = None if args.max_macs is None else int(args.max_macs * 1e6)
     config = SearchConfig(device.name, sram, flash, max_macs=macs, data=args.data, seed=args.seed,
                           kernels=args.kernels, model_sram=bool(args.max_sram))
@@ -382,8 +387,7 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
     if choice is not None and not args.bounds:  # chosen by auto: the device's resources are the bounds
         from dataclasses import replace
 
-        sram = min(device.sram_bytes, args.max_sram) if args.max_sram else device.sram_bytes
-        flash = min(device.flash_bytes, args.max_flash) if args.max_flash else device.flash_bytes
+        sram, flash = budget_bytes(args, device)
         if not args.max_sram:  # the device's SRAM holds the firmware's stack too
             from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
 
