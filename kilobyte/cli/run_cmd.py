@@ -72,7 +72,7 @@ def quantize_float_input(x: np.ndarray, spec: dict) -> np.ndarray:
     bit what the generated NAME_quantize_input does); any other input unchanged."""
     if not np.issubdtype(x.dtype, np.floating) or spec.get("dtype", "int8") != "int8":
         return x
-    from ..quant.arith import quantize_values
+    from ..ops.arith import quantize_values
 
     return quantize_values(x, spec["scale"], spec["zero_point"])
 

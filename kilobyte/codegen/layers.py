@@ -31,9 +31,9 @@ from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
-from ..quant.arith import requant_multiplier
+from ..ops.arith import requant_multiplier
+from ..ops.c_text import c_array, c_ident, c_struct
 from ..schedule.scratch import conv_columns_bytes
-from .c_text import c_array, c_ident, c_struct
 from .movement import emit_movement
 
 

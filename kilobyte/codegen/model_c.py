@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import KilobyteError
 from ..ir import Graph
-from .c_text import c_ident
+from ..ops.c_text import c_ident
 from .header import HEADER
 from .layers import Buffers, LayerCode, emit_conv_add, emit_node
 from .library import LibraryOptions

@@ -18,7 +18,7 @@ from ..errors import UnsupportedOpError
 from ..interp.int8_ref import check_shared_qparams
 from ..ir import Graph, Node, Op
 from ..kernels.movement import MAX_AXES, collapse, movement_axes
-from .c_text import c_struct
+from ..ops.c_text import c_struct
 
 
 def emit_movement(graph: Graph, node: Node, bufs, plan):

@@ -22,8 +22,8 @@ from ..interp.int8_ref import activation_range_of, requant_params
 from ..ir import Graph, Op
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields
+from ..ops.c_text import c_ident
 from ..schedule.patch import box_area, split
-from .c_text import c_ident
 from .layers import (
     Buffers,
     LayerCode,

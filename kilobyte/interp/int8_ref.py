@@ -40,7 +40,8 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Activation, Graph, Node, Op, conv_out_size
-from ..quant.arith import (
+from ..ops import opdef
+from ..ops.arith import (
     AddParams,
     MulParams,
     activation_range,
@@ -58,15 +59,13 @@ from ..quant.arith import (
 from .movement import batched
 from .prelu import prelu_int8, prelu_node_tables
 from .softmax import (
-    LOG_SOFTMAX_OUTPUT_QPARAMS,
-    SOFTMAX_OUTPUT_QPARAMS,
     SoftmaxParams,
     log_softmax_int8,
     log_softmax_params_for,
     softmax_int8,
     softmax_params_for,
 )
-from .unary import FIXED_OUTPUT_QPARAMS, UNARY_OPS, apply_table, unary_table
+from .unary import UNARY_OPS, apply_table, unary_table
 from .upsample import resize_bilinear_int8, resize_nearest, transpose_conv_sum
 
 
@@ -104,7 +103,7 @@ def _check_input(graph: Graph, name: str, x) -> np.ndarray:
 def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
     """Run one node of a quantised graph on its argument arrays (activations, then weight / bias data)."""
     op = node.op
-    if op in _ACTIVATION_INPUT_INT8 and args[0].dtype != np.int8:
+    if opdef(op).int8_input and args[0].dtype != np.int8:
         raise KilobyteError(f"node '{node.name}' ({op.value}): expects an int8 input, got {args[0].dtype}")
     if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV):
         return _eval_weighted(graph, node, args)
@@ -150,11 +149,6 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
-_ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
-                                    Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
-                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
-                                    Op.TILE, Op.REDUCE_MAX, Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR,
-                                    Op.RESIZE_BILINEAR, Op.PRELU})
 MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
@@ -293,7 +287,7 @@ def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
     """TFLite Micro's Prepare of an int8 SOFTMAX / LOG_SOFTMAX, refusing what it refuses."""
     log = node.op is Op.LOG_SOFTMAX
     x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    want = LOG_SOFTMAX_OUTPUT_QPARAMS if log else SOFTMAX_OUTPUT_QPARAMS
+    want = opdef(node.op).fixed_qparams
     if x.dtype != "int8" or y.dtype != "int8" or tensor_qparams(graph, node.outputs[0]) != want:
         raise KilobyteError(f"node '{node.name}' ({node.op.value}): int8 in and out with output scale "
                             f"{float(want[0])} and zero point {want[1]} (TFLite Micro refuses others), got "
@@ -327,7 +321,7 @@ def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
     if x.dtype != "int8" or y.dtype != "int8":
         raise KilobyteError(f"{where}: int8 in and out, got {x.dtype} -> {y.dtype}")
     (s_in, z_in), (s_out, z_out) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.outputs[0])
-    fixed = FIXED_OUTPUT_QPARAMS.get(node.op)
+    fixed = opdef(node.op).fixed_qparams
     if fixed is not None and (s_out, z_out) != fixed:
         raise KilobyteError(f"{where}: output scale {float(fixed[0])} and zero point {fixed[1]} (TFLite Micro's kernel "
                             f"writes those), got {y.qparams}")

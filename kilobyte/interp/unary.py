@@ -54,7 +54,8 @@ import numpy as np
 
 from ..errors import KilobyteError
 from ..ir import Op
-from ..quant.arith import (
+from ..ops import opdef
+from ..ops.arith import (
     INT8_MAX,
     INT8_MIN,
     INT32_MAX,
@@ -64,7 +65,7 @@ from ..quant.arith import (
     rounding_divide_by_pot,
     wrap_int32,
 )
-from ..quant.fixedpoint import (
+from ..ops.fixedpoint import (
     exp_on_negative_values,
     one_minus_x_over_one_plus_x_for_x_in_0_1,
     one_over_one_plus_x_for_x_in_0_1,
@@ -74,11 +75,10 @@ UNARY_OPS = frozenset({Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_REL
                        Op.RELU_N1_TO_1, Op.EXP, Op.LOG})
 INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)  # table entry i is the op at INT8_VALUES[i]
 LOGISTIC_INPUT_INTEGER_BITS = 4  # the rescaled input is Q4.27
-LOGISTIC_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)  # what TFLite writes; TFLM checks the zero point only
-TANH_OUTPUT_QPARAMS = (np.float32(1 / 128), 0)  # what TFLite writes; TFLM checks neither
+LOGISTIC_OUTPUT_QPARAMS = opdef(Op.LOGISTIC).fixed_qparams  # what TFLite writes; TFLM checks the zero point only
+TANH_OUTPUT_QPARAMS = opdef(Op.TANH).fixed_qparams  # what TFLite writes; TFLM checks neither
 # The unary ops whose int8 output TFLite's kernel writes on fixed params, whatever the file says (the quantiser
 # gives them these, the reader and the reference refuse any other).
-FIXED_OUTPUT_QPARAMS = {Op.LOGISTIC: LOGISTIC_OUTPUT_QPARAMS, Op.TANH: TANH_OUTPUT_QPARAMS}
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 
 

@@ -6,7 +6,7 @@ agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
 
 from __future__ import annotations
 
-from .ops import Op
+from ..ops.types import Op
 
 
 class ShapeError(ValueError):
@@ -163,7 +163,7 @@ def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
 def _slice_shape(x: tuple[int, ...], attrs) -> tuple[int, ...]:
     """Output shape of a resolved STRIDED_SLICE (see `StridedSliceAttrs`): len(range(begin, end, stride)) per axis.
 
-    >>> from kilobyte.ir.ops import StridedSliceAttrs
+    >>> from kilobyte.ir import StridedSliceAttrs
     >>> _slice_shape((1, 8, 5, 3), StridedSliceAttrs((0, 1, 4, 0), (1, 8, -1, 3), (1, 2, -1, 1)))
     (1, 4, 5, 3)
     """

@@ -24,8 +24,9 @@ from ..ir.shapes import BINARY_OPS
 from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
 from ..kernels.contracts import constant_operand
+from ..ops import opdef
 from ..transforms.fuse_activation import can_fuse
-from .flash import WEIGHTED_OPS, code_bytes, generated_code
+from .flash import code_bytes, generated_code
 from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
@@ -62,7 +63,7 @@ def constant_bytes(graph: Graph) -> int:
     total = 0
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
-        if node.op in WEIGHTED_OPS:
+        if opdef(node.op).linear:
             total += _weight_array_bytes(graph, node) + PER_CHANNEL_BYTES * out_shape[-1]
         elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
             total += LUT_BYTES

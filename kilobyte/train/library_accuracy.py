@@ -151,7 +151,7 @@ def fit_images(x: np.ndarray, in_shape: tuple[int, ...], spec: str, resize: str)
 def quantize_images(x: np.ndarray, m_input: dict) -> tuple[np.ndarray, int]:
     """TFLite QUANTIZE of float images with the library input's scale, zero point and type (int8 or uint8);
     returns the integers and how many values were clipped to the type's range."""
-    from ..quant.arith import quantize_values, round_half_away
+    from ..ops.arith import quantize_values, round_half_away
 
     scale, zp, dtype = m_input["scale"], m_input["zero_point"], np.dtype(m_input["dtype"])
     q = round_half_away(np.asarray(x, np.float32) / np.float32(scale)) + zp  # float32, as QUANTIZE computes it

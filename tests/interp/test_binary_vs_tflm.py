@@ -22,7 +22,7 @@ from kilobyte.export.tflite import to_tflite
 from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import activation_range_of, add_node_params, constant_terms, mul_node_params
 from kilobyte.ir import Activation, AddAttrs, GraphBuilder, Op, QParams
-from kilobyte.quant.arith import multiply_by_quantized_multiplier
+from kilobyte.ops.arith import multiply_by_quantized_multiplier
 from kilobyte.targets import tflm
 
 OPS = [Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM]

@@ -22,7 +22,7 @@ from kilobyte.errors import KilobyteError
 from kilobyte.interp.int8_ref import requant_params
 from kilobyte.interp.upsample import resize_bilinear_int8, resize_nearest, resize_table
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams, ResizeAttrs, TransposeConvAttrs
-from kilobyte.quant import arith
+from kilobyte.ops import arith
 
 I16 = ctypes.POINTER(ctypes.c_int16)
 

@@ -38,7 +38,7 @@ from kilobyte import ir
 from kilobyte.interp import run_int8
 from kilobyte.interp.int8_ref import add_int8, eval_node_int8, requant_params
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
-from kilobyte.quant import arith
+from kilobyte.ops import arith
 from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.targets.cortexm import build_firmware, have_tools, measure, run_qemu
 
