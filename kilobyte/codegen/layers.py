@@ -11,19 +11,12 @@ shape that broadcasts call `kb_add_const` / `kb_mul_const` with the constant's s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import (
-    activation_range_of,
-    mean_multiplier,
-    requant_params,
-    softmax_params,
-    tensor_qparams,
-    unary_node_table,
-)
+from ..interp.int8_ref import mean_multiplier, softmax_params, unary_node_table
 from ..interp.prelu import prelu_node_tables
 from ..interp.unary import UNARY_OPS
 from ..interp.upsample import resize_table
@@ -33,63 +26,10 @@ from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
 from ..ops.arith import requant_multiplier
 from ..ops.c_text import c_array, c_ident, c_struct
+from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
+from ..ops.node_params import activation_range_of, requant_params, tensor_qparams
 from ..schedule.scratch import conv_columns_bytes
 from .movement import emit_movement
-
-
-@dataclass
-class LayerCode:
-    decls: list[str] = field(default_factory=list)  # file-scope constant arrays
-    body: list[str] = field(default_factory=list)  # statements of the layer function
-    families: set[str] = field(default_factory=set)  # runtime kernel families used
-
-
-class Buffers:
-    """C expressions for where each tensor lives: the caller's input pointer or an offset into the arena."""
-
-    def __init__(self, graph: Graph, plan):
-        self.graph, self.plan = graph, plan
-
-    def ptr(self, tensor: str) -> str:
-        if tensor in self.graph.inputs:
-            return "input"
-        return f"(KB_ARENA + {self.plan.placements[tensor].offset})"
-
-    def cstride(self, tensor: str) -> int:
-        if tensor in self.plan.placements:
-            return self.plan.placements[tensor].channel_stride
-        return self.graph.tensors[tensor].shape[-1]
-
-    def same_bytes(self, a: str, b: str) -> bool:
-        pa, pb = self.plan.placements.get(a), self.plan.placements.get(b)
-        return pa is not None and pb is not None and pa.offset == pb.offset
-
-
-def window_params(graph: Graph, node: Node, bufs: Buffers, kernel: tuple[int, int], zps: tuple[int, int],
-                  act: tuple[int, int]) -> dict[str, int]:
-    """Fields of `kb_conv_params` (conv, depthwise, pooling)."""
-    a = node.attrs
-    _, ih, iw, ic = graph.tensors[node.inputs[0]].shape
-    _, oh, ow, oc = graph.tensors[node.outputs[0]].shape
-    t, b, left, r = a.padding
-    dil = getattr(a, "dilation", (1, 1))
-    return dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), out_h=oh, out_w=ow, out_c=oc,
-                out_cstride=bufs.cstride(node.outputs[0]), k_h=kernel[0], k_w=kernel[1], stride_h=a.stride[0],
-                stride_w=a.stride[1], dil_h=dil[0], dil_w=dil[1], pad_t=t, pad_b=b, pad_l=left, pad_r=r,
-                in_offset=-zps[0], out_offset=zps[1], act_min=act[0], act_max=act[1], in_row=iw, out_row=ow)
-
-
-def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, str]:
-    """Emit weight, bias, multiplier and shift arrays; return their C names."""
-    base = c_ident(node.name)
-    p = requant_params(graph, node)
-    n_out = len(p.multiplier)
-    w = graph.tensors[node.inputs[1]].data
-    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 else np.zeros(n_out, np.int32)
-    names = (f"kb_w_{base}", f"kb_b_{base}", f"kb_mult_{base}", f"kb_shift_{base}")
-    code.decls += [c_array(names[0], "int8_t", w, align=16), c_array(names[1], "int32_t", bias, align=16),
-                   c_array(names[2], "int32_t", p.multiplier), c_array(names[3], "int32_t", p.shift)]
-    return names
 
 
 def folded_bias(graph: Graph, node: Node) -> np.ndarray:
@@ -137,7 +77,7 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     w_shape = graph.tensors[node.inputs[1]].shape
     params = window_params(graph, node, bufs, (w_shape[1], w_shape[2]), (p.input_zp, p.output_zp),
                            (p.act_min, p.act_max))
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     fn = conv_kernel(node, tuple(w_shape[1:3]))
     scratch, params["scratch_bytes"] = conv_scratch(graph, node, plan.scratch.get(node.name))
     params["in_consumed"] = int(node.name in plan.consumed)
@@ -165,7 +105,7 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     p = requant_params(graph, node)
     k = graph.tensors[node.inputs[1]].shape[1:3]
     params = window_params(graph, node, bufs, k, (p.input_zp, p.output_zp), (p.act_min, p.act_max))
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     args = f"&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}"
     if node.name in plan.inplace:
         if params["in_cstride"] != params["out_cstride"]:
@@ -184,7 +124,7 @@ def emit_transpose_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerC
     p = requant_params(graph, node)
     k = graph.tensors[node.inputs[1]].shape[1:3]
     params = window_params(graph, node, bufs, k, (p.input_zp, p.output_zp), (p.act_min, p.act_max))
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     code.body += [c_struct("kb_conv_params", params),
                   f"kb_transpose_conv(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
                   f"{bufs.ptr(node.outputs[0])});"]
@@ -220,7 +160,7 @@ def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     w_shape = graph.tensors[node.inputs[1]].shape
     params = dict(in_n=w_shape[1], out_n=w_shape[0], in_offset=-p.input_zp, out_offset=p.output_zp,
                   act_min=p.act_min, act_max=p.act_max)
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     code.body += [c_struct("kb_fc_params", params),
                   f"kb_fully_connected(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
                   f"{bufs.ptr(node.outputs[0])});"]
@@ -338,7 +278,7 @@ def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> L
     params = window_params(graph, conv, bufs, (1, 1), (p.input_zp, p.output_zp), (p.act_min, p.act_max))
     params["out_cstride"] = bufs.cstride(residual)  # the conv's output never exists: pixels land on the residual
     params["in_consumed"] = int(conv.name in plan.consumed)
-    w, b, m, s = _weights(graph, conv, code)
+    w, b, m, s = weight_arrays(graph, conv, code)
     shape = graph.tensors[out].shape
     fields = add_fields(graph, add, (shape[-1], bufs.cstride(residual), bufs.cstride(out)),
                         pixels=int(np.prod(shape[:-1])), swap=add.inputs[0] != y)

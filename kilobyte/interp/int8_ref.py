@@ -34,8 +34,6 @@ does the heavy lifting without changing a bit. Kernels accept any batch size N i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
@@ -44,17 +42,22 @@ from ..ops import opdef
 from ..ops.arith import (
     AddParams,
     MulParams,
-    activation_range,
-    add_params,
-    channel_multipliers,
     dequantize_values,
-    fc_multipliers,
-    mul_params,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     quantize_values,
-    requantize,
     requantize_values,
+)
+from ..ops.node_params import (
+    RequantParams,
+    activation_range_of,
+    add_node_params,
+    check_shared_qparams,
+    finish,
+    mul_node_params,
+    requant_params,
+    require_same_qparams,
+    tensor_qparams,
 )
 from .movement import batched
 from .prelu import prelu_int8, prelu_node_tables
@@ -114,10 +117,10 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op is Op.MUL:
         return mul_int8(args[0], args[1], mul_node_params(graph, node))
     if op in (Op.MAXIMUM, Op.MINIMUM):
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
         return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
         a = node.attrs
         lo, hi = activation_range_of(graph, node)
         pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
@@ -157,7 +160,7 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
     RESHAPE, which TFLite Micro runs as a byte copy whatever the output's params say (some converters write them
     different): so do we."""
     if node.op is not Op.RESHAPE:
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
     if node.op is Op.PAD:
         return pad_int8(args[0], node.attrs.pads, tensor_qparams(graph, node.inputs[0])[1])
     if node.op is Op.CONCAT:
@@ -173,7 +176,7 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
 
 def _eval_resize(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
     """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR: values are copied or interpolated on the input's own scale."""
-    _require_same_qparams(graph, node)
+    require_same_qparams(graph, node)
     a = node.attrs
     if node.op is Op.RESIZE_NEAREST_NEIGHBOR:
         return resize_nearest(x, a.size, a.align_corners, a.half_pixel_centers)
@@ -209,78 +212,6 @@ def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return transpose_conv_int8(x, w, bias, p, stride=a.stride, padding=a.padding, out_hw=out_hw)
     return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
                                  depth_multiplier=a.depth_multiplier)
-
-
-# -- parameters (TFLite Micro's Prepare) -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RequantParams:
-    """What a conv / depthwise / FC kernel needs besides data: zero points, per-channel multipliers, clamp."""
-
-    input_zp: int
-    output_zp: int
-    multiplier: np.ndarray  # (Cout,) int64, values in [0, 2^31)
-    shift: np.ndarray  # (Cout,) int64
-    act_min: int
-    act_max: int
-
-
-def tensor_qparams(graph: Graph, name: str) -> tuple[np.float32, int]:
-    """(scale, zero point) of an activation tensor, which must be quantised per tensor."""
-    q = graph.tensors[name].qparams
-    if q is None or q.axis is not None or len(q.scale) != 1:
-        raise KilobyteError(f"tensor '{name}' needs per-tensor quantisation params for int8 execution")
-    return np.float32(q.scale[0]), int(q.zero_point[0])
-
-
-def activation_range_of(graph: Graph, node: Node) -> tuple[int, int]:
-    """int8 clamp bounds of `node`'s fused activation, from its output's scale and zero point."""
-    return activation_range(getattr(node.attrs, "activation", Activation.NONE), *tensor_qparams(graph, node.outputs[0]))
-
-
-def requant_params(graph: Graph, node: Node) -> RequantParams:
-    """Per-channel requantisation of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV node (TFLite
-    Micro's TRANSPOSE_CONV Prepare is CONV_2D's `PopulateConvolutionQuantizationParams`)."""
-    s_in, z_in = tensor_qparams(graph, node.inputs[0])
-    s_out, z_out = tensor_qparams(graph, node.outputs[0])
-    wq = graph.tensors[node.inputs[1]].qparams
-    if wq is None or np.any(wq.zero_point != 0):
-        raise KilobyteError(f"node '{node.name}': weights need symmetric (zero point 0) quantisation params")
-    n_out = graph.tensors[node.outputs[0]].shape[-1]
-    if node.op is Op.FULLY_CONNECTED:
-        m, s = fc_multipliers(s_in, wq.scale, s_out)
-    else:
-        m, s = channel_multipliers(s_in, wq.scale, s_out)
-    m, s = np.broadcast_to(m, (n_out,)), np.broadcast_to(s, (n_out,))
-    lo, hi = activation_range_of(graph, node)
-    return RequantParams(z_in, z_out, m, s, lo, hi)
-
-
-def add_node_params(graph: Graph, node: Node) -> AddParams:
-    """TFLite's ADD parameters of an ADD node; a SUB node's are the same (TFLite Micro's `CalculateOpDataSub`)."""
-    (s1, z1), (s2, z2) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.inputs[1])
-    return add_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
-
-
-def mul_node_params(graph: Graph, node: Node) -> MulParams:
-    """TFLite's int8 MUL parameters of a MUL node."""
-    (s1, z1), (s2, z2) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.inputs[1])
-    return mul_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
-
-
-def constant_terms(graph: Graph, node: Node, k: int) -> np.ndarray:
-    """The share of constant operand `k` (0 or 1) in each element of an int8 ADD / SUB / MUL, in the constant's shape
-    (int64 values in int32 range): what `add_int8` / `sub_int8` / `mul_int8` compute from it alone, so a kernel
-    can take it from a table made here (`kb_add_const`, `kb_mul_const`). ADD / SUB: the rescaled value
-    MBQM((c + offset) << 20, multiplier, shift), negated when SUB subtracts it; MUL: c + offset."""
-    c = np.asarray(graph.tensors[node.inputs[k]].data, np.int64)
-    if node.op is Op.MUL:
-        p = mul_node_params(graph, node)
-        return c + (p.input1_offset, p.input2_offset)[k]
-    p = add_node_params(graph, node)
-    offset, m, s = ((p.input1_offset, p.input1_multiplier, p.input1_shift),
-                    (p.input2_offset, p.input2_multiplier, p.input2_shift))[k]
-    term = multiply_by_quantized_multiplier((c + offset) << p.left_shift, m, s)
-    return -term if node.op is Op.SUB and k == 1 else term
 
 
 def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
@@ -326,37 +257,13 @@ def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
         raise KilobyteError(f"{where}: output scale {float(fixed[0])} and zero point {fixed[1]} (TFLite Micro's kernel "
                             f"writes those), got {y.qparams}")
     if node.op is Op.RELU6:
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
     alpha = node.attrs.alpha if node.op is Op.LEAKY_RELU else 0.0
     approximate = node.op is Op.GELU and node.attrs.approximate
     try:
         return unary_table(node.op, s_in, z_in, s_out, z_out, alpha, approximate)
     except KilobyteError as e:
         raise KilobyteError(f"{where}: {e}") from None
-
-
-def check_shared_qparams(graph: Graph, node: Node) -> None:
-    """A TRANSPOSE / STRIDED_SLICE / TILE / REDUCE_MAX node's int8 input and output must share quantisation params
-    (its kernel moves or compares raw int8 values); otherwise a one-line `UnsupportedOpError` naming the node."""
-    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    if x.dtype != y.dtype or x.qparams != y.qparams:
-        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): input '{x.name}' ({x.dtype}, "
-                                 f"{_fmt_qparams(x.qparams)}) and output ({y.dtype}, {_fmt_qparams(y.qparams)}) must "
-                                 f"share dtype and quantisation params (the kernel moves raw values)")
-
-
-def _fmt_qparams(q) -> str:
-    if q is None:
-        return "no quantisation"
-    return f"scale {[float(v) for v in q.scale]}, zero point {[int(v) for v in q.zero_point]}"
-
-
-def _require_same_qparams(graph: Graph, node: Node) -> None:
-    want = graph.tensors[node.outputs[0]].qparams
-    for t in node.inputs:
-        if graph.tensors[t].qparams != want:
-            raise KilobyteError(f"node '{node.name}' ({node.op.value}): input '{t}' and output must share "
-                                f"quantisation params (the int8 kernel copies values without rescaling)")
 
 
 # -- kernels -----------------------------------------------------------------------------------------------------------
@@ -379,14 +286,6 @@ def _pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
     return np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)), constant_values=value)
 
 
-def _finish(acc: np.ndarray, bias, p: RequantParams) -> np.ndarray:
-    """float64 accumulator (exact integers) + int32 bias -> requantised int8."""
-    acc = acc.astype(np.int64)
-    if bias is not None:
-        acc = acc + np.asarray(bias, np.int64)
-    return requantize(acc, p.multiplier, p.shift, p.output_zp, p.act_min, p.act_max)
-
-
 def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)) -> np.ndarray:
     """int8 CONV_2D. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None -> (N,Ho,Wo,Cout)."""
     cout, kh, kw, _ = w.shape
@@ -396,14 +295,14 @@ def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0
     acc = np.zeros((x.shape[0], ho, wo, cout))
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view @ wf[:, i, j, :].T  # (N,Ho,Wo,Cin) @ (Cin,Cout)
-    return _finish(acc, bias, p)
+    return finish(acc, bias, p)
 
 
 def transpose_conv_int8(x, w, bias, p: RequantParams, *, stride, padding, out_hw) -> np.ndarray:
     """int8 TRANSPOSE_CONV. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None ->
     (N,Ho,Wo,Cout): the int32 sums of `w · (x - zp_in)` (`kilobyte.interp.upsample.transpose_conv_sum`), the bias,
     CONV_2D's per-channel requantisation and clamp."""
-    return _finish(transpose_conv_sum(x.astype(np.float64) - p.input_zp, w, stride, padding, out_hw), bias, p)
+    return finish(transpose_conv_sum(x.astype(np.float64) - p.input_zp, w, stride, padding, out_hw), bias, p)
 
 
 def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
@@ -419,13 +318,13 @@ def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), paddin
     acc = np.zeros((x.shape[0], ho, wo, w.shape[3]))
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view * wf[i, j]
-    return _finish(acc, bias, p)
+    return finish(acc, bias, p)
 
 
 def fully_connected_int8(x, w, bias, p: RequantParams) -> np.ndarray:
     """int8 FULLY_CONNECTED. x (N,in) int8, w (out,in) int8, bias (out,) int32 or None -> (N,out)."""
     acc = (x.astype(np.float64) - p.input_zp) @ w.astype(np.float64).T
-    return _finish(acc, bias, p)
+    return finish(acc, bias, p)
 
 
 def add_int8(a, b, p: AddParams) -> np.ndarray:

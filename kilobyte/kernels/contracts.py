@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import add_node_params, constant_terms, mul_node_params
 from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.contract import InPlaceRule, KernelContract
+from ..ops.node_params import add_node_params, constant_terms, mul_node_params
 
 KERNEL_SETS = ("portable", "dsp")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns

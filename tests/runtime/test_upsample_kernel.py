@@ -19,10 +19,10 @@ from test_kernels import EXAMPLES, I8, I32, Buf, expected, pixels_with_stride, r
 
 import kilobyte.runtime as rt
 from kilobyte.errors import KilobyteError
-from kilobyte.interp.int8_ref import requant_params
 from kilobyte.interp.upsample import resize_bilinear_int8, resize_nearest, resize_table
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams, ResizeAttrs, TransposeConvAttrs
 from kilobyte.ops import arith
+from kilobyte.ops.node_params import requant_params
 
 I16 = ctypes.POINTER(ctypes.c_int16)
 
