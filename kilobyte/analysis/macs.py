@@ -52,9 +52,6 @@ def node_macs(graph: Graph, node: Node) -> int:
     if not d.linear:
         return 0
     weight = graph.tensors[node.inputs[1]].shape
-    if node.op is Op.TRANSPOSE_CONV:
-        _, h, w, _ = graph.tensors[node.inputs[0]].shape
-        return _numel(weight) * h * w
     ho, wo = spatial_extent(output_shape(graph, node))  # FC output (1, out): one "pixel"
     return _numel(weight) * ho * wo
 

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import mean_multiplier, softmax_params, unary_node_table
+from ..interp.int8_ref import mean_multiplier, softmax_params
 from ..interp.prelu import prelu_node_tables
-from ..interp.unary import UNARY_OPS
-from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
+from ..ops import opdef
 from ..ops.arith import requant_multiplier
 from ..ops.c_text import c_array, c_ident, c_struct
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
@@ -116,42 +115,6 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     else:
         code.body += [c_struct("kb_conv_params", params), f"kb_depthwise({args});"]
     return code
-
-
-def emit_transpose_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """TRANSPOSE_CONV: a conv's weights and requantisation arrays and `kb_conv_params` (pad_t / pad_l = the crop)."""
-    code = LayerCode(families={"transpose_conv"})
-    p = requant_params(graph, node)
-    k = graph.tensors[node.inputs[1]].shape[1:3]
-    params = window_params(graph, node, bufs, k, (p.input_zp, p.output_zp), (p.act_min, p.act_max))
-    w, b, m, s = weight_arrays(graph, node, code)
-    code.body += [c_struct("kb_conv_params", params),
-                  f"kb_transpose_conv(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
-                  f"{bufs.ptr(node.outputs[0])});"]
-    return code
-
-
-def emit_resize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR: the node's int16 table of source rows and columns
-    (`kilobyte.interp.upsample.resize_table`, the reference's own arithmetic) and one `kb_resize_*` call."""
-    x, y = node.inputs[0], node.outputs[0]
-    where = f"node '{node.name}' ({node.op.value})"
-    if graph.tensors[x].qparams != graph.tensors[y].qparams:
-        raise UnsupportedOpError(f"{where}: input and output must share quantisation params (TFLite Micro's kernel "
-                                 f"copies and interpolates values without rescaling)")
-    bilinear = node.op is Op.RESIZE_BILINEAR
-    _, ih, iw, c = graph.tensors[x].shape
-    try:
-        table = resize_table(bilinear, (ih, iw), node.attrs)
-    except KilobyteError as e:
-        raise UnsupportedOpError(f"{where}: {e}") from None
-    name = f"kb_rz_{c_ident(node.name)}"
-    oh, ow = node.attrs.size
-    params = dict(in_w=iw, c=c, in_cstride=bufs.cstride(x), out_h=oh, out_w=ow, out_cstride=bufs.cstride(y))
-    fn = "kb_resize_bilinear" if bilinear else "kb_resize_nearest"
-    return LayerCode(decls=[c_array(name, "int16_t", table)],
-                     body=[c_struct("kb_resize_params", params), f"{fn}(&p, {name}, {bufs.ptr(x)}, {bufs.ptr(y)});"],
-                     families={"resize"})
 
 
 def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
@@ -412,19 +375,6 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                            f"{fn}(&p, (const void *){bufs.ptr(x)}, (void *){bufs.ptr(y)});"], families={"quantize"})
 
 
-def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """An int8 unary op (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6): its 256-entry table,
-    computed here with the reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either
-    side may be a slice)."""
-    x, y = node.inputs[0], node.outputs[0]
-    shape = graph.tensors[y].shape
-    table = f"kb_lut_{c_ident(node.name)}"
-    return LayerCode(decls=[c_array(table, "int8_t", unary_node_table(graph, node))],
-                     body=[f"kb_lut({int(np.prod(shape[:-1]))}, {shape[-1]}, {table}, {bufs.ptr(x)}, "
-                           f"{bufs.cstride(x)}, {bufs.ptr(y)}, {bufs.cstride(y)});"],
-                     families={"lut"})
-
-
 def emit_prelu(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     """An int8 PRELU: its tables (`interp.prelu`, one per channel, or one for a single alpha) as one const array;
     one `kb_lut` call over all channels, or a loop of calls each running one channel's table over every pixel."""
@@ -449,15 +399,21 @@ EMITTERS = {
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
     Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
-    Op.TRANSPOSE_CONV: emit_transpose_conv, Op.RESIZE_NEAREST_NEIGHBOR: emit_resize, Op.RESIZE_BILINEAR: emit_resize,
-    **{op: emit_lut for op in UNARY_OPS},
     Op.PRELU: emit_prelu,
     **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 
 
+def emitter(op: Op):
+    """The function that writes `op`'s layer: its own (`OpDef.emit`), or for the ops still pending in the registry
+    the ones above; None when the generated library cannot run it."""
+    return opdef(op).emit or EMITTERS.get(op)
+
+
 def emit_node(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    if node.op not in EMITTERS:
+    emit = emitter(node.op)
+    if emit is None:
+        covered = ", ".join(op.value for op in Op if emitter(op) is not None)
         raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): no C kernel; the generated library covers "
-                                 f"{', '.join(op.value for op in EMITTERS)}")
-    return EMITTERS[node.op](graph, node, bufs, plan)
+                                 f"{covered}")
+    return emit(graph, node, bufs, plan)

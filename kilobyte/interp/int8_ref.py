@@ -16,10 +16,10 @@ Beyond the conv / pool / ADD core:
   constant operand's share of each element, which the C kernels take from a table; MAXIMUM / MINIMUM compare raw int8
   values, so their inputs and output must share params;
 - LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
-  256-entry table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
+  256-entry table `kilobyte.ops.lut.node_table` builds, the same table the C kernel reads;
 - PRELU: one such table per channel (`kilobyte.interp.prelu`);
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
-  TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
+  TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.ops.resize`, `kilobyte.ops.transpose_conv`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
 - TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
   input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
@@ -68,8 +68,6 @@ from .softmax import (
     softmax_int8,
     softmax_params_for,
 )
-from .unary import UNARY_OPS, apply_table, unary_table
-from .upsample import resize_bilinear_int8, resize_nearest, transpose_conv_sum
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------
@@ -104,11 +102,14 @@ def _check_input(graph: Graph, name: str, x) -> np.ndarray:
 
 
 def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """Run one node of a quantised graph on its argument arrays (activations, then weight / bias data)."""
-    op = node.op
-    if opdef(op).int8_input and args[0].dtype != np.int8:
+    """Run one node of a quantised graph on its argument arrays (activations, then weight / bias data): the op's
+    own int8 reference (`OpDef.int8_ref`), or for the ops still pending in the registry the rules below."""
+    op, d = node.op, opdef(node.op)
+    if d.int8_input and args[0].dtype != np.int8:
         raise KilobyteError(f"node '{node.name}' ({op.value}): expects an int8 input, got {args[0].dtype}")
-    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV):
+    if d.int8_ref is not None:
+        return d.int8_ref(graph, node, args)
+    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED):
         return _eval_weighted(graph, node, args)
     if op is Op.ADD:
         return add_int8(args[0], args[1], add_node_params(graph, node))
@@ -143,12 +144,8 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op in MOVEMENT_OPS:
         check_shared_qparams(graph, node)
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
-    if op in UNARY_OPS:
-        return apply_table(args[0], unary_node_table(graph, node))
     if op is Op.PRELU:
         return prelu_int8(args[0], prelu_node_tables(graph, node))
-    if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
-        return _eval_resize(graph, node, args[0])
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
@@ -174,18 +171,6 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
     return args[0].copy()
 
 
-def _eval_resize(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR: values are copied or interpolated on the input's own scale."""
-    require_same_qparams(graph, node)
-    a = node.attrs
-    if node.op is Op.RESIZE_NEAREST_NEIGHBOR:
-        return resize_nearest(x, a.size, a.align_corners, a.half_pixel_centers)
-    try:
-        return resize_bilinear_int8(x, a.size, a.align_corners, a.half_pixel_centers)
-    except KilobyteError as e:
-        raise KilobyteError(f"node '{node.name}' (RESIZE_BILINEAR): {e}") from None
-
-
 def _eval_softmax(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
     """SOFTMAX / LOG_SOFTMAX: float32 (a float tail, as quantize() leaves a final softmax) or int8 (TFLite's)."""
     log = node.op is Op.LOG_SOFTMAX
@@ -207,9 +192,6 @@ def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return fully_connected_int8(x, w, bias, p)
     if node.op is Op.CONV_2D:
         return conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation)
-    if node.op is Op.TRANSPOSE_CONV:
-        out_hw = graph.tensors[node.outputs[0]].shape[1:3]
-        return transpose_conv_int8(x, w, bias, p, stride=a.stride, padding=a.padding, out_hw=out_hw)
     return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
                                  depth_multiplier=a.depth_multiplier)
 
@@ -242,30 +224,6 @@ def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
                 reverse_scaling_right_shift=p.reverse_scaling_right_shift)
 
 
-def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
-    """The 256-entry int8 table of an int8 LOGISTIC / TANH / ELU / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite
-    Micro's Prepare and kernel over every input value) or GELU / RELU_N1_TO_1 / EXP / LOG node (TFLite's), refusing
-    outputs whose meaning TFLite's kernel would not honour: LOGISTIC writes scale 1/256 and zero point -128 whatever
-    the file says, TANH 1/128 and 0, RELU6 never rescales."""
-    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    where = f"node '{node.name}' ({node.op.value})"
-    if x.dtype != "int8" or y.dtype != "int8":
-        raise KilobyteError(f"{where}: int8 in and out, got {x.dtype} -> {y.dtype}")
-    (s_in, z_in), (s_out, z_out) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.outputs[0])
-    fixed = opdef(node.op).fixed_qparams
-    if fixed is not None and (s_out, z_out) != fixed:
-        raise KilobyteError(f"{where}: output scale {float(fixed[0])} and zero point {fixed[1]} (TFLite Micro's kernel "
-                            f"writes those), got {y.qparams}")
-    if node.op is Op.RELU6:
-        require_same_qparams(graph, node)
-    alpha = node.attrs.alpha if node.op is Op.LEAKY_RELU else 0.0
-    approximate = node.op is Op.GELU and node.attrs.approximate
-    try:
-        return unary_table(node.op, s_in, z_in, s_out, z_out, alpha, approximate)
-    except KilobyteError as e:
-        raise KilobyteError(f"{where}: {e}") from None
-
-
 # -- kernels -----------------------------------------------------------------------------------------------------------
 def _taps(xp: np.ndarray, kh: int, kw: int, stride, dilation, out_hw):
     """Yield `(i, j, view)` for every kernel tap: `view` (N,Ho,Wo,C) holds the padded input under tap (i, j)."""
@@ -296,13 +254,6 @@ def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view @ wf[:, i, j, :].T  # (N,Ho,Wo,Cin) @ (Cin,Cout)
     return finish(acc, bias, p)
-
-
-def transpose_conv_int8(x, w, bias, p: RequantParams, *, stride, padding, out_hw) -> np.ndarray:
-    """int8 TRANSPOSE_CONV. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None ->
-    (N,Ho,Wo,Cout): the int32 sums of `w · (x - zp_in)` (`kilobyte.interp.upsample.transpose_conv_sum`), the bias,
-    CONV_2D's per-channel requantisation and clamp."""
-    return finish(transpose_conv_sum(x.astype(np.float64) - p.input_zp, w, stride, padding, out_hw), bias, p)
 
 
 def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),

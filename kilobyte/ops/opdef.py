@@ -24,6 +24,11 @@ from .types import Op
 QPARAMS_RULES = ("own", "shared", "fixed")
 
 
+def same_shape(attrs, shapes) -> tuple[int, ...]:
+    """The shape rule of an elementwise op: its output has its (first) input's shape."""
+    return tuple(shapes[0])
+
+
 @dataclass(frozen=True)
 class OpDef:
     """One operator. `attrs`: its attrs dataclass (a node of the op carries exactly that type).

@@ -19,25 +19,20 @@ from .types import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
-    GeluAttrs,
-    LeakyReluAttrs,
     MeanAttrs,
     NoAttrs,
     Op,
     PadAttrs,
     PoolAttrs,
     ReshapeAttrs,
-    ResizeAttrs,
     SoftmaxAttrs,
     StridedSliceAttrs,
     TileAttrs,
     TransposeAttrs,
-    TransposeConvAttrs,
 )
 
-# What TFLite's kernels write (TFLite Micro checks the zero point of LOGISTIC and of the softmaxes).
-FIXED = {Op.LOGISTIC: (np.float32(1 / 256), -128), Op.TANH: (np.float32(1 / 128), 0),
-         Op.SOFTMAX: (np.float32(1 / 256), -128), Op.LOG_SOFTMAX: (np.float32(16 / 256), 127)}
+# What TFLite's softmax kernels write (TFLite Micro checks the zero points).
+FIXED = {Op.SOFTMAX: (np.float32(1 / 256), -128), Op.LOG_SOFTMAX: (np.float32(16 / 256), 127)}
 
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=conv_window, columns=True,
@@ -93,41 +88,8 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    "after a DEQUANTIZE at the output is left to the caller"),
     KernelContract(Op.LOG_SOFTMAX, "softmax", "kb_softmax_params",
                    constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
-    KernelContract(Op.LOGISTIC, "lut", constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); "
-                   "a 256-entry table per node"),
-    KernelContract(Op.TANH, "lut", constraints="int8 in, int8 out with scale 1/128 and zero point 0 (TFLite); a "
-                   "256-entry table per node"),
-    KernelContract(Op.ELU, "lut", constraints="int8 in and out (alpha 1, as TFLite); a 256-entry table per node, built "
-                   "as TFLite Micro's Prepare builds it"),
-    KernelContract(Op.RELU_N1_TO_1, "lut", constraints="int8 in and out; a 256-entry table per node, TFLite's "
-                   "requantise-and-clamp (TFLite Micro has no RELU_N1_TO_1: checked against TFLite's interpreter)"),
-    *(KernelContract(op, "lut", constraints="int8 in and out; a 256-entry table per node, built as TFLite's Prepare "
-                     "builds it in float32 (TFLite Micro's kernel is float only: checked against TFLite's interpreter)")
-      for op in (Op.EXP, Op.LOG)),
     KernelContract(Op.PRELU, "lut", constraints="int8 in, out and constant alpha (per tensor params, as TFLite "
                    "Micro); alpha per channel or single: a 256-entry table per channel, one kb_lut per table"),
-    KernelContract(Op.HARD_SWISH, "lut", constraints="int8 in and out, input scale below 128x the output's "
-                   "(TFLite Micro); a 256-entry table per node"),
-    KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "
-                   "per node"),
-    KernelContract(Op.GELU, "lut", constraints="int8 in and out, exact (erf) or tanh-approximate; a 256-entry table "
-                   "per node, built as TFLite's int8 GELU builds it (TFLite Micro has no GELU kernel)"),
-    *(KernelContract(op, "resize", "kb_resize_params",
-                     constraints=f"input and output share quantisation params; {how}; any sizes below 32768 (an "
-                     "int16 table of source rows and columns per node); runs per layer, never in a patch stage "
-                     "(an integer-factor resize would be spatially local, other factors are not)")
-      for op, how in ((Op.RESIZE_NEAREST_NEIGHBOR, "align_corners and half_pixel_centers in any combination"),
-                      (Op.RESIZE_BILINEAR, "align_corners or half_pixel_centers (not both, as TFLite); sizes where "
-                       "TFLite Micro's Q10 scale would read past the input edge are refused"))),
-    KernelContract(Op.TRANSPOSE_CONV, "transpose_conv", "kb_conv_params",
-                   constraints="any kernel and stride, crop on any side (SAME, VALID, PyTorch's padding and "
-                   "output_padding); per-channel weights, bias; fused ReLU/ReLU6; no scratch (gathers per output "
-                   "pixel where TFLite Micro scatters into an int32 copy of the output); runs per layer, never in "
-                   "a patch stage"),
-    KernelContract(Op.RELU, "lut", constraints="folded into the producer at import; one left standing in an int8 "
-                   "file runs as a 256-entry table"),
-    KernelContract(Op.RELU6, "lut", constraints="folded into the producer at import; one left standing in an int8 "
-                   "file runs as a 256-entry table, input and output quantised alike (TFLite Micro never rescales)"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
       for op in (Op.IDENTITY, Op.BATCH_NORM)),
     KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
@@ -171,28 +133,9 @@ PENDING = (
           elementwise_cost=True, int8_input=False, builtin="SOFTMAX", function="kb_softmax"),
     OpDef(Op.LOG_SOFTMAX, NoAttrs, CONTRACTS[Op.LOG_SOFTMAX], qparams="fixed", fixed_qparams=FIXED[Op.LOG_SOFTMAX],
           elementwise_cost=True, int8_input=False, builtin="LOG_SOFTMAX", function="kb_log_softmax"),
-    OpDef(Op.LOGISTIC, NoAttrs, CONTRACTS[Op.LOGISTIC], qparams="fixed", fixed_qparams=FIXED[Op.LOGISTIC],
-          elementwise_cost=True, builtin="LOGISTIC"),
-    OpDef(Op.HARD_SWISH, NoAttrs, CONTRACTS[Op.HARD_SWISH], elementwise_cost=True, builtin="HARD_SWISH"),
-    OpDef(Op.LEAKY_RELU, LeakyReluAttrs, CONTRACTS[Op.LEAKY_RELU], elementwise_cost=True, builtin="LEAKY_RELU"),
-    OpDef(Op.GELU, GeluAttrs, CONTRACTS[Op.GELU], elementwise_cost=True, builtin="GELU"),
-    OpDef(Op.TANH, NoAttrs, CONTRACTS[Op.TANH], qparams="fixed", fixed_qparams=FIXED[Op.TANH], elementwise_cost=True,
-          builtin="TANH"),
-    OpDef(Op.ELU, NoAttrs, CONTRACTS[Op.ELU], elementwise_cost=True, builtin="ELU"),
-    OpDef(Op.RELU_N1_TO_1, NoAttrs, CONTRACTS[Op.RELU_N1_TO_1], elementwise_cost=True, builtin="RELU_N1_TO_1"),
-    OpDef(Op.EXP, NoAttrs, CONTRACTS[Op.EXP], elementwise_cost=True, builtin="EXP"),
-    OpDef(Op.LOG, NoAttrs, CONTRACTS[Op.LOG], elementwise_cost=True, builtin="LOG"),
     OpDef(Op.PRELU, NoAttrs, CONTRACTS[Op.PRELU], elementwise_cost=True, builtin="PRELU"),
-    OpDef(Op.RESIZE_NEAREST_NEIGHBOR, ResizeAttrs, CONTRACTS[Op.RESIZE_NEAREST_NEIGHBOR], qparams="shared",
-          builtin="RESIZE_NEAREST_NEIGHBOR", function="kb_resize_nearest"),
-    OpDef(Op.RESIZE_BILINEAR, ResizeAttrs, CONTRACTS[Op.RESIZE_BILINEAR], qparams="shared", elementwise_cost=True,
-          builtin="RESIZE_BILINEAR", function="kb_resize_bilinear"),
-    OpDef(Op.TRANSPOSE_CONV, TransposeConvAttrs, CONTRACTS[Op.TRANSPOSE_CONV], params=True, weight_axis=0, fusable=True,
-          builtin="TRANSPOSE_CONV", function="kb_transpose_conv"),
     OpDef(Op.BATCH_NORM, BatchNormAttrs, CONTRACTS[Op.BATCH_NORM], params=True, elementwise_cost=True,
           int8_input=False),
-    OpDef(Op.RELU, NoAttrs, CONTRACTS[Op.RELU], elementwise_cost=True, builtin="RELU"),
-    OpDef(Op.RELU6, NoAttrs, CONTRACTS[Op.RELU6], qparams="shared", elementwise_cost=True, builtin="RELU6"),
     OpDef(Op.IDENTITY, NoAttrs, CONTRACTS[Op.IDENTITY], qparams="shared", int8_input=False),
     OpDef(Op.QUANTIZE, NoAttrs, CONTRACTS[Op.QUANTIZE], int8_input=False, builtin="QUANTIZE"),
     OpDef(Op.DEQUANTIZE, NoAttrs, CONTRACTS[Op.DEQUANTIZE], builtin="DEQUANTIZE"),

@@ -13,6 +13,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+
+
+class ShapeError(ValueError):
+    """A node's inputs do not fit its op; the message names the reason."""
+
 
 class Op(enum.Enum):
     CONV_2D = "CONV_2D"
@@ -67,6 +73,15 @@ class Activation(enum.Enum):
     NONE = "NONE"
     RELU = "RELU"
     RELU6 = "RELU6"
+
+
+def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
+    """A float tensor through a fused activation (what the float references do after the op)."""
+    if act is Activation.RELU:
+        return np.maximum(x, 0.0)
+    if act is Activation.RELU6:
+        return np.clip(x, 0.0, 6.0)
+    return x
 
 
 Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)

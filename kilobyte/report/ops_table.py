@@ -32,7 +32,7 @@ def ops_table() -> str:
     rows = []
     for d in defs():
         op, c = d.op, d.contract
-        in_c = op in layers.EMITTERS
+        in_c = layers.emitter(op) is not None
         in_patch = in_c and c.local and op in patch_loop.EMITTERS
         inplace = "–" if c.inplace is None else ("over a dying input" if c.inplace.elementwise
                                                  else "over its input, one padded channel of scratch")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
 from ..kernels import contract_for, is_sparse
 from ..kernels.calls import ENTRY_POINTS, node_function
@@ -156,8 +155,8 @@ def stage_code(graph: Graph, stage) -> tuple[list[str], set[str], int]:
 def constant_allowance(graph: Graph) -> int:
     """The most padding the linker can put before model.c's weight arrays, lookup tables and constant terms."""
     weighted = sum(1 for n in graph.nodes if opdef(n.op).linear)
-    tables = sum(1 for n in graph.nodes
-                 if n.op in UNARY_OPS | {Op.PRELU} and graph.tensors[n.inputs[0]].dtype == "int8")
+    tables = sum(1 for n in graph.nodes  # lookup tables: family lut (the unary ops, PRELU)
+                 if opdef(n.op).contract.family == "lut" and graph.tensors[n.inputs[0]].dtype == "int8")
     terms = sum(1 for n in graph.nodes if constant_operand(graph, n) is not None)
     return weighted * WEIGHTED_PAD + (tables + terms) * STRUCT_PAD
 
