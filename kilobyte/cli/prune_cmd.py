@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..atomic import save_torch, write_json
-from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_model_args, print_json
+from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_model_args, get_device, print_json
 
 
 def register(sub) -> None:
@@ -66,11 +66,7 @@ def run(args) -> int:
     torch.manual_seed(args.seed)  # a zoo model's initial weights: the same command gives the same model
     model = load(args.model, resolution=args.resolution or _data_resolution(args.data), width=args.width,
                  channels=args.channels or _data_channels(args.data), num_classes=args.classes)
-    device = None
-    if args.device:
-        from ..targets.devices import get_device
-
-        device = get_device(args.device, args.devices_file)
+    device = get_device(args)
     kernels = args.kernels or ("dsp" if args.target else "portable")
     result = prune(model, args.data, method=args.method, sparsity=args.sparsity, device=device, epochs=args.epochs,
                    retrain_epochs=args.retrain_epochs, loss_budget=args.loss_budget, seed=args.seed, kernels=kernels)
