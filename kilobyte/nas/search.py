@@ -29,6 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..atomic import save_torch
 from ..errors import KilobyteError
 from .budget import finetune_epochs, phase_times, plan_budget, time_cap
 from .core import arch_json, load_split, split_data  # noqa: F401  (split_data: reached through this module)
@@ -303,7 +304,7 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     smoothing, BN recalibration, early stopping on the validation split). Deterministic, so a search killed during
     fine-tuning re-runs it to the same weights; the result is saved atomically to DIR/finetune.pt."""
     from ..train import fit as train
-    from .supernet_train import atomic_save, load_weights
+    from .supernet_train import load_weights
 
     module = net.extract(arch)
     ckpt = ctx.out_dir / "finetune.pt"
@@ -316,7 +317,7 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
     since = time.perf_counter()
     result = train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
-    atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
+    save_torch({"phase": "finetune", "model": module.state_dict()}, ckpt)
     ctx.finish("finetune", result.to_dict(), since)
     return module.eval()
 

@@ -36,11 +36,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..atomic import write_bytes
 from . import unas_eval as ev
 from . import unas_front
 from .aging import AgingConfig, Candidate, Issued, aging_evolution, pareto_front, weakly_dominates
 from .core import load_split
-from .report import atomic_bytes, write_report
+from .report import write_report
 from .unas_eval import DEFAULT_BOUNDS, OBJECTIVES, UnasConfig
 from .unas_front import export_member
 from .unas_space import UnasSpace
@@ -103,7 +104,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
                 out = results.pop(c.index)
                 weights = out.pop("weights")
                 if out["trained"] and not any(weakly_dominates(o.objectives, c.objectives, OBJECTIVES) for o in front):
-                    atomic_bytes(out_dir / "weights" / f"{c.index}.pt", weights)
+                    write_bytes(out_dir / "weights" / f"{c.index}.pt", weights)
                     front = [o for o in front if not weakly_dominates(c.objectives, o.objectives, OBJECTIVES)] + [c]
                 resources = {**out, "parent": c.parent, "morphism": c.morphism}
                 store.add(Evaluation(phase, len(history_box), c.index, c.arch.dumps(), c.arch.arch.dumps(),

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kilobyte.errors import KilobyteError
+from kilobyte.units import KB
 
-KB = 1024
 MB = 1024 * KB
 MHZ = 1_000_000
 ENV_VAR = "KILOBYTE_DEVICES"

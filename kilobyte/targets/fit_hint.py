@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..units import kb
 from .devices import Device, list_devices
 
 FIRMWARE_SLACK_BYTES = 2048  # SRAM of a linked firmware beyond arena, I/O buffers and stack (libc state, statics)
@@ -33,9 +34,9 @@ class FitHint:
         flags = [f"--patch {self.patch}"] if self.patch else []
         if self.device.name != asked.name:
             flags.append(f"--device {self.device.name.lower()}")
-        return (f"try {' '.join(flags)}: plans at {_kb(self.arena_bytes)} of arena, fits {self.device.name} (SRAM "
-                f"~{_kb(self.sram_bytes)} of {_kb(self.device.sram_bytes)} with I/O buffers and stack, Flash "
-                f"~{_kb(self.flash_bytes)} of {_kb(self.device.flash_bytes)}; estimates)")
+        return (f"try {' '.join(flags)}: plans at {kb(self.arena_bytes)} of arena, fits {self.device.name} (SRAM "
+                f"~{kb(self.sram_bytes)} of {kb(self.device.sram_bytes)} with I/O buffers and stack, Flash "
+                f"~{kb(self.flash_bytes)} of {kb(self.device.flash_bytes)}; estimates)")
 
     def to_json(self) -> dict:
         return {"device": self.device.name, "patch": self.patch, "arena_bytes": self.arena_bytes,
@@ -71,7 +72,3 @@ def _hints(graph, options) -> dict[str | None, tuple[int, int, int]]:
     if out["auto"][0] >= out[None][0]:
         del out["auto"]  # auto found no stage that lowers the arena: nothing new to suggest
     return out
-
-
-def _kb(n: int) -> str:
-    return f"{n / 1024:.1f} kB"
