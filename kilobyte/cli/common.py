@@ -32,7 +32,7 @@ def add_device_arg(p, default: str | None = None, why: str = "") -> None:
 
 
 def load_model(args):
-    from ..api import load
+    from ..driver import load
 
     return load(args.model, resolution=args.resolution, width=args.width, channels=args.channels,
                 num_classes=args.classes)

@@ -44,14 +44,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import LoadedModel, compile_model, load
     from ..codegen import HostModel
-    from ..codegen.verify import verify_project
     from ..data import load_dataset
     from ..data.held_out import write_held_out
+    from ..driver import LoadedModel, compile_model, fit_report, load, verify_project
     from ..train import float_accuracy
     from .common import get_device
-    from .compile_cmd import fit_report
 
     quiet = args.json
     say = (lambda *a: None) if quiet else print
@@ -83,14 +81,14 @@ def run(args) -> int:
     summary = {"float_accuracy": acc_float, "int8_accuracy": acc_int8, "bit_exact": ver.ok, "verified": ver.to_json(),
                "epochs_run": len(trained.history), "best_epoch": trained.best_epoch,
                "val_accuracy": trained.best_val_accuracy, "train_seconds": trained.seconds,
-               "verified_inputs": ver.inputs, **report, "host_latency_us": latency_us, **tflm}
+               "verified_inputs": ver.inputs, **report.to_dict(), "host_latency_us": latency_us, **tflm}
     if args.json:
         print_json(summary)
     else:
         _print_summary(summary)
     if not ver.ok:
         return 1
-    return 0 if report["fits"] else 2
+    return 0 if report.fits else 2
 
 
 def _train(module, train, config, threads: int, progress: bool):
@@ -148,7 +146,7 @@ def _int8_accuracy(host, graph, test) -> tuple[float, float]:
 
 
 def _tflm_numbers(out_dir, graph, test) -> dict:
-    from ..codegen.verify import project_tflite
+    from ..driver.verify import project_tflite
     from ..quant.quantize import quantize_input
     from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
 
@@ -159,7 +157,7 @@ def _tflm_numbers(out_dir, graph, test) -> dict:
 
 
 def _print_summary(s: dict) -> None:
-    from ..codegen.verify import VerifyReport
+    from ..driver import VerifyReport
 
     print("[5/5] done\n")
     rows = [

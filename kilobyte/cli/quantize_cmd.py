@@ -22,7 +22,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import quantize
+    from ..driver import quantize
     from ..export.tflite import to_tflite
 
     model = load_model(args)

@@ -267,7 +267,7 @@ def _time_line(r: dict) -> str:
 
 
 def _print_report(r: dict) -> None:
-    from ..codegen.verify import verification_line
+    from ..driver import verification_line
 
     choice = r.get("strategy_choice")
     rows = [
@@ -411,7 +411,7 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 
 
 def _print_unas(r: dict) -> None:
-    from ..codegen.verify import verification_line
+    from ..driver import verification_line
 
     if r.get("strategy_choice"):
         print(f"\n  strategy: {r['strategy_choice']['name']}: {r['strategy_choice']['reason']}")

@@ -40,12 +40,12 @@ def register(sub) -> None:
 def run(args) -> int:
     target, device = target_device(args)
     if target is None:
-        from ..codegen.verify import verify_project
+        from ..driver import verify_project
 
         rep = verify_project(args.dir, n_random=args.samples, data=args.data, tflm=not args.no_tflm,
                              sanitize=not args.no_sanitize, progress=not args.json)
     else:
-        from ..targets.cortexm.verify import verify_on_target
+        from ..driver import verify_on_target
 
         try:
             rep = verify_on_target(args.dir, target, device=device, kernels=args.kernels, n_random=args.samples,
