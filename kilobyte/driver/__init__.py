@@ -3,7 +3,8 @@
 Load a model (`load.py`), compile it (`compile.py`), prove the C right on the host and under QEMU (`verify.py`,
 `verify_target.py`), and report whether it fits a device — estimated from the plan or measured on linked firmware
 (`fit.py`). `kilobyte.api` is the public facade over these; `cli/` parses arguments and prints what they return;
-`nas/` and `prune/` call them too. The driver imports every stage below it and none above (`docs/layout.md`).
+`nas/` deploys a search's winner with them. The driver imports every stage below it and none above
+(`docs/layout.md`): never `prune/`, `nas/`, `report/`, `api` or `cli/`.
 """
 
 from .compile import CheckedBuild, compile_checked, compile_model, quantize
