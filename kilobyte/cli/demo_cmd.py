@@ -47,7 +47,7 @@ def run(args) -> int:
     from ..codegen import HostModel
     from ..data import load_dataset
     from ..data.held_out import write_held_out
-    from ..driver import LoadedModel, compile_model, fit_report, load, verify_project
+    from ..driver import compile_model, fit_report, from_module, load, verify_project
     from ..train import float_accuracy
     from .common import get_device
 
@@ -62,7 +62,7 @@ def run(args) -> int:
         f"(up to {args.epochs} epochs) ...")
     trained = _train(base.module, train, config, args.threads, progress=not quiet)
     module = trained.module
-    model = LoadedModel("mnist-cnn", load_float_graph(module), module, base.input_shape_nchw)
+    model = from_module("mnist-cnn", module, base.input_shape_nchw)
     acc_float = float_accuracy(module, test.x, test.y)
     say(f"[2/5] quantising to int8 and generating C for {device.name} ...")
     calib = _npz_of(train, args.out)
@@ -113,13 +113,6 @@ def demo_config(epochs: int, seed: int = 0):
     from ..train import TrainConfig
 
     return TrainConfig(epochs=epochs, seed=seed)
-
-
-def load_float_graph(module):
-    from ..frontends import from_torch
-    from ..transforms import prepare_for_inference
-
-    return prepare_for_inference(from_torch(module, (1, 1, 28, 28)))
 
 
 def _npz_of(ds, out_dir) -> str:
