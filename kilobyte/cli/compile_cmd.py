@@ -102,4 +102,4 @@ def print_fit(report, result) -> None:
     if report.verdict:
         print(report.verdict)
     if report.suggestion:
-        print(report.suggestion["text"])
+        print(report.suggestion.text)

@@ -21,7 +21,7 @@ from ..errors import DoesNotFitError, KilobyteError
 from ..schedule.estimate import estimate_resources
 from ..targets.cortexm import BOARDS, build_firmware, measure
 from ..targets.cortexm.toolchain import arm_gcc
-from ..targets.fit_hint import suggest_fit
+from ..targets.fit_hint import FitHint, suggest_fit
 
 NO_DEVICE_TEXT = "fit not checked: no --device (`kilobyte devices` lists the catalogue)"
 NOTHING_FITS_TEXT = ("nothing in the device catalogue fits it, with or without --patch auto (`kilobyte devices`; "
@@ -87,6 +87,17 @@ class FirmwareSizes:
 
 
 @dataclass(frozen=True)
+class Suggestion:
+    """What would fit a model that does not: a configuration of the catalogue (`hint`), or none at all."""
+
+    text: str  # the one line printed under the verdict
+    hint: FitHint | None = None
+
+    def to_dict(self) -> dict:
+        return {"text": self.text} if self.hint is None else {**self.hint.to_json(), "text": self.text}
+
+
+@dataclass(frozen=True)
 class FitReport:
     """A compiled library against a device. `memory` is None for the plan's figures alone (`fit_report`), then
     "estimate" or "measured" (`measured_fit`); measured with no `firmware` means the link itself overflowed."""
@@ -104,7 +115,7 @@ class FitReport:
     verdict: str
     memory: str | None = None
     firmware: FirmwareSizes | None = None
-    suggestion: dict | None = None  # what would fit instead (`suggested`), when it does not
+    suggestion: Suggestion | None = None  # what would fit instead (`suggested`), when it does not
 
     @property
     def flash_estimate_bytes(self) -> int:
@@ -139,7 +150,7 @@ class FitReport:
             if not self.link_failed:
                 d["sram_bytes"] = self.sram_bytes
         if self.suggestion is not None:
-            d["suggestion"] = self.suggestion
+            d["suggestion"] = self.suggestion.to_dict()
         return d
 
 
@@ -192,9 +203,9 @@ def device_fit(result, device) -> tuple[FitReport, DoesNotFitError | None]:
 
 def suggested(report: FitReport, result, device, devices_file=None) -> FitReport:
     """`report` with what would fit (`targets.fit_hint.suggest_fit`: `--patch auto`, a larger device of the
-    catalogue) as its `suggestion`, with its one line `text`, when it does not fit; unchanged otherwise."""
+    catalogue) as its `suggestion`, when it does not fit; unchanged otherwise."""
     if report.fits is not False:
         return report
     hint = suggest_fit(result.graph, result.plan.options, device, devices_file)
-    suggestion = {"text": NOTHING_FITS_TEXT} if hint is None else {**hint.to_json(), "text": hint.text(device)}
+    suggestion = Suggestion(NOTHING_FITS_TEXT) if hint is None else Suggestion(hint.text(device), hint)
     return replace(report, suggestion=suggestion)

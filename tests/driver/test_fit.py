@@ -10,7 +10,16 @@ from dataclasses import replace
 from random_nets import movement_model
 
 from kilobyte.codegen import compile_graph
-from kilobyte.driver.fit import FirmwareSizes, FitReport, Verdict, fit_report, fit_verdict, measured_fit, suggested
+from kilobyte.driver.fit import (
+    FirmwareSizes,
+    FitReport,
+    Suggestion,
+    Verdict,
+    fit_report,
+    fit_verdict,
+    measured_fit,
+    suggested,
+)
 from kilobyte.targets.devices import get_device
 
 PLAN_KEYS = ["out_dir", "arena_bytes", "scratch_bytes", "peak_bytes", "input_bytes", "weight_bytes", "code_bytes",
@@ -59,8 +68,9 @@ def test_to_dict_keeps_the_json_of_each_state():
     assert m["firmware"] == {"target": "cortex-m4", "elf": "fw.elf", "flash_bytes": 3500, "sram_bytes": 5200,
                              "flash": {"weights": 3000, "kernels": 400, "other": 100},
                              "sram": {"arena": 1000, "stack_reserve": 4096, "other": 104}}
-    failed = _report(memory="measured", fits=False, suggestion={"text": "try --patch auto"}).to_dict()
+    failed = _report(memory="measured", fits=False, suggestion=Suggestion("nothing fits")).to_dict()
     assert list(failed) == [*PLAN_KEYS, "memory", "firmware", "suggestion"] and failed["firmware"] is None
+    assert failed["suggestion"] == {"text": "nothing fits"}
 
 
 def test_a_compiled_library_without_device_and_on_a_core_without_firmware(tmp_path):
