@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 
 from ..codegen.library import TARGETS
+from ..driver import compile_model, device_fit, suggested
 from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
 from .plan_cmd import add_mac_overhead_arg, parse_patch
 
@@ -63,7 +64,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..codegen import LibraryOptions
-    from ..driver import compile_model, device_fit, suggested
 
     device = get_device(args)
     target = args.target or (device.core if device is not None and device.core in TARGETS else "cortex-m4")

@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from ..driver import VerifyReport, compile_model, fit_report, from_module, load, verify_project
+from ..driver.verify import project_tflite
 from .common import add_device_arg, kb, print_json
 
 DEFAULT_EPOCHS = 20
@@ -47,7 +49,6 @@ def run(args) -> int:
     from ..codegen import HostModel
     from ..data import load_dataset
     from ..data.held_out import write_held_out
-    from ..driver import compile_model, fit_report, from_module, load, verify_project
     from ..train import float_accuracy
     from .common import get_device
 
@@ -139,7 +140,6 @@ def _int8_accuracy(host, graph, test) -> tuple[float, float]:
 
 
 def _tflm_numbers(out_dir, graph, test) -> dict:
-    from ..driver.verify import project_tflite
     from ..quant.quantize import quantize_input
     from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
 
@@ -150,8 +150,6 @@ def _tflm_numbers(out_dir, graph, test) -> dict:
 
 
 def _print_summary(s: dict) -> None:
-    from ..driver import VerifyReport
-
     print("[5/5] done\n")
     rows = [
         ("accuracy (1,000 test images)",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..driver import VerifyReport, compile_checked, device_fit, load
 from .common import add_model_args, atomic_write_bytes, print_json
 
 
@@ -56,7 +57,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..api import prune
-    from ..driver import compile_checked, device_fit, load
 
     out = Path(args.out)
     _check_out(out)  # before minutes of training, not after
@@ -158,8 +158,6 @@ def _write(out: Path, result, report: dict) -> None:
 
 def format_report(r: dict) -> str:
     """The human table: one line per pruned layer, then the totals."""
-    from ..driver import VerifyReport
-
     lines = [f"{'layer':<28} {'ratio':>6} {'weights B':>10} {'index B':>8}"]
     for layer in r["layers"]:
         lines.append(f"{layer['name']:<28} {layer['ratio']:>6.1%} {layer['weight_bytes']:>10} "

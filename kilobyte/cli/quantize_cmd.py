@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..driver import quantize
 from .common import add_model_args, atomic_write_bytes, load_model
 
 
@@ -22,7 +23,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..driver import quantize
     from ..export.tflite import to_tflite
 
     model = load_model(args)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..driver import verification_line
 from ..errors import KilobyteError
 from .common import add_device_arg, kb, print_json
 
@@ -267,8 +268,6 @@ def _time_line(r: dict) -> str:
 
 
 def _print_report(r: dict) -> None:
-    from ..driver import verification_line
-
     choice = r.get("strategy_choice")
     rows = [
         *([("strategy", f"{choice['name']}: {choice['reason']}")] if choice else []),
@@ -411,8 +410,6 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 
 
 def _print_unas(r: dict) -> None:
-    from ..driver import verification_line
-
     if r.get("strategy_choice"):
         print(f"\n  strategy: {r['strategy_choice']['name']}: {r['strategy_choice']['reason']}")
     print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "

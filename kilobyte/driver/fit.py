@@ -75,11 +75,13 @@ class FirmwareSizes:
 
     @classmethod
     def from_measure(cls, sizes: dict, elf) -> FirmwareSizes:
+        """From `targets.cortexm.measure`'s dict of a build and the build's ELF path."""
         return cls(sizes["target"], str(elf), sizes["flash_bytes"], sizes["sram_bytes"], sizes["flash_weights_bytes"],
                    sizes["flash_kernel_bytes"], sizes["flash_other_bytes"], sizes["sram_arena_bytes"],
                    sizes["sram_stack_bytes"], sizes["sram_other_bytes"])
 
     def to_dict(self) -> dict:
+        """The fit report's `firmware` object: totals, then Flash and SRAM by part."""
         return {"target": self.target, "elf": self.elf, "flash_bytes": self.flash_bytes, "sram_bytes": self.sram_bytes,
                 "flash": {"weights": self.flash_weights, "kernels": self.flash_kernels, "other": self.flash_other},
                 "sram": {"arena": self.sram_arena, "stack_reserve": self.sram_stack_reserve,
@@ -94,6 +96,7 @@ class Suggestion:
     hint: FitHint | None = None
 
     def to_dict(self) -> dict:
+        """The fit report's `suggestion` object: the hint's figures (none when nothing fits) and the line."""
         return {"text": self.text} if self.hint is None else {**self.hint.to_json(), "text": self.text}
 
 
@@ -134,6 +137,7 @@ class FitReport:
 
     @property
     def link_failed(self) -> bool:
+        """Measuring was tried and the firmware did not link: over the device's Flash or SRAM (the verdict says)."""
         return self.memory == "measured" and self.firmware is None
 
     def to_dict(self) -> dict:
