@@ -63,7 +63,7 @@ def candidates(budget, options, core: str, native: int, channels: int, classes: 
     the data's images, so its input and the resized tensor both count."""
     from tqdm import tqdm
 
-    from kilobyte.api import _from_module
+    from kilobyte.driver import from_module
     from kilobyte.errors import KilobyteError
     from kilobyte.nas.deploy import with_input_resize
     from kilobyte.quant.quantize import int8_structure
@@ -78,7 +78,7 @@ def candidates(budget, options, core: str, native: int, channels: int, classes: 
         except KilobyteError:
             continue
         module = with_input_resize(module, (r, r), (native, native))
-        graph = int8_structure(_from_module(name, module, (1, channels, native, native)).graph)
+        graph = int8_structure(from_module(name, module, (1, channels, native, native)).graph)
         res = estimate_resources(graph, options, core=core)
         rows.append({"model": name, "width": w, "resolution": r, "macs": res.macs, "fits": budget.admits(res),
                      "sram_bytes": budget.sram_of(res), "flash_bytes": res.flash_bytes})

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kilobyte.cli.demo_cmd import demo_config, load_float_graph  # noqa: E402
+from kilobyte.cli.demo_cmd import demo_config  # noqa: E402
 from kilobyte.data import load_dataset  # noqa: E402
+from kilobyte.driver import from_module  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.train import TrainConfig, fit, float_accuracy, int8_accuracy, recalibrate_bn  # noqa: E402
 from kilobyte.zoo.mnist_cnn import build  # noqa: E402
@@ -38,7 +39,7 @@ PLAIN = dict(lr=1e-2, batch_size=32)  # the demo's settings before the recipe
 
 def scores(module, train, test) -> dict:
     """Float and int8 accuracy on the test images, quantised as the demo does."""
-    graph = quantize(load_float_graph(module), [train.x[i:i + 1] for i in range(128)])
+    graph = quantize(from_module("mnist-cnn", module, (1, 1, 28, 28)).graph, [train.x[i:i + 1] for i in range(128)])
     return {"float": float_accuracy(module, test.x, test.y), "int8": int8_accuracy(graph, test.x, test.y)}
 
 

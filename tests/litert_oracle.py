@@ -32,7 +32,7 @@ def assert_project_equals_litert(project, n: int = 3) -> None:
     import json
 
     from kilobyte.codegen import HostModel
-    from kilobyte.codegen.verify import verify_inputs
+    from kilobyte.driver.verify import verify_inputs
 
     model = (project / "model.tflite").read_bytes()
     host = HostModel(project)

@@ -1,4 +1,5 @@
-"""CLI stage: the `kilobyte` command. Each sub-command lives in its own module and registers itself here.
+"""CLI stage: the `kilobyte` command. Each sub-command lives in its own module and registers itself here; it parses
+its arguments, calls the driver (`kilobyte.driver`: load, compile, verify, fit) or the API, and prints.
 
 Exit codes: 0 success, 1 error (one line on stderr, never a traceback for a user mistake), 2 "does not fit".
 """

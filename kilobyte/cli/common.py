@@ -62,7 +62,7 @@ def add_json_arg(p, what: str = "the report") -> None:
 
 
 def load_model(args):
-    from ..api import load
+    from ..driver import load
 
     return load(args.model, resolution=args.resolution, width=args.width, channels=args.channels,
                 num_classes=args.classes)

@@ -5,7 +5,8 @@ from the Flash model: an estimate). With --device the fit report is MEASURED whe
 Cortex-M4/M7/M55 core and arm-none-eabi-gcc (plus pyelftools) installed, the firmware is linked into the device's
 Flash and SRAM and its sizes read from the ELF; a link overflow is exit code 2 with the linker's numbers. Otherwise
 Flash and SRAM are estimates from the plan. A model that does not fit gets one line naming a configuration that
-would (`targets.fit_hint`: `--patch auto`, a larger device of the catalogue).
+would (`targets.fit_hint`: `--patch auto`, a larger device of the catalogue). Compiling, the fit and its measurement
+are the driver's (`kilobyte.driver.compile_model`, `driver.fit`); this module parses the options and prints.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from ..codegen.library import TARGETS
-from ..errors import DoesNotFitError, KilobyteError
+from ..driver import compile_model, device_fit, suggested
 from ..units import kb
 from .common import (
     add_device_arg,
@@ -26,7 +27,6 @@ from .common import (
     print_json,
 )
 from .plan_cmd import add_mac_overhead_arg, parse_patch
-from .profile_cmd import fit_verdict
 
 
 def register(sub) -> None:
@@ -63,7 +63,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import compile_model
     from ..codegen import LibraryOptions
 
     device = get_device(args)
@@ -74,106 +73,33 @@ def run(args) -> int:
                            patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace,
                            conv_columns=args.conv_columns, kernels=args.kernels,
                            max_mac_overhead=args.max_mac_overhead, library=library)
-    report, overflow = measured_fit(fit_report(result, device), result, device)
-    if report["fits"] is False:
-        report["suggestion"] = _suggestion(result, device, args.devices_file)
+    report, overflow = device_fit(result, device)
+    report = suggested(report, result, device, args.devices_file)
     if args.json:
-        print_json(report)
+        print_json(report.to_dict())
     else:
         print_fit(report, result)
     if overflow is not None:
         print(f"kilobyte: error: {overflow}", file=sys.stderr)
-    return 2 if report["fits"] is False else 0
+    return 2 if report.fits is False else 0
 
 
-def _suggestion(result, device, devices_file) -> dict | None:
-    """What would fit (`targets.fit_hint.suggest_fit`) as the report's `suggestion`, with its one line `text`."""
-    from ..targets.fit_hint import suggest_fit
-
-    hint = suggest_fit(result.graph, result.plan.options, device, devices_file)
-    if hint is None:
-        return {"text": "nothing in the device catalogue fits it, with or without --patch auto (`kilobyte devices`; "
-                        "add a part with --devices-file)"}
-    return {**hint.to_json(), "text": hint.text(device)}
-
-
-def print_fit(report: dict, result) -> None:
+def print_fit(report, result) -> None:
+    """The fit report (a `driver.FitReport`) for people: SRAM and Flash, measured or estimated, MACs, verdict."""
     print(f"wrote {result.out_dir}/ ({', '.join(result.manifest['kernels'])} kernels)")
-    print(f"SRAM  arena {kb(report['arena_bytes'])} (incl. scratch {kb(report['scratch_bytes'])}) + input "
-          f"{kb(report['input_bytes'])} (caller-owned)")
-    fw = report.get("firmware")
+    print(f"SRAM  arena {kb(report.arena_bytes)} (incl. scratch {kb(report.scratch_bytes)}) + input "
+          f"{kb(report.input_bytes)} (caller-owned)")
+    fw = report.firmware
     if fw:
-        print(f"SRAM  {kb(fw['sram_bytes'])} measured ({fw['target']} firmware: arena {kb(fw['sram']['arena'])} + "
-              f"stack reserve {kb(fw['sram']['stack_reserve'])} + other {kb(fw['sram']['other'])})")
-        print(f"Flash {kb(fw['flash_bytes'])} measured (weights {kb(fw['flash']['weights'])} + kernels "
-              f"{kb(fw['flash']['kernels'])} + other {kb(fw['flash']['other'])})")
+        print(f"SRAM  {kb(fw.sram_bytes)} measured ({fw.target} firmware: arena {kb(fw.sram_arena)} + "
+              f"stack reserve {kb(fw.sram_stack_reserve)} + other {kb(fw.sram_other)})")
+        print(f"Flash {kb(fw.flash_bytes)} measured (weights {kb(fw.flash_weights)} + kernels "
+              f"{kb(fw.flash_kernels)} + other {kb(fw.flash_other)})")
     else:
-        print(f"Flash {kb(report['flash_bytes'])}: weights {kb(report['weight_bytes'])} + code and firmware "
-              f"{kb(report['code_bytes'])} (estimate)")
-    print(f"MACs  {report['macs'] / 1e6:.2f} M")
-    if report["verdict"]:
-        print(report["verdict"])
-    if report.get("suggestion"):
-        print(report["suggestion"]["text"])
-
-
-def fit_report(result, device) -> dict:
-    """The plan's fit report; Flash is the estimate of the linked firmware for the device's core (the search's
-    Flash model: weights exact, the rest from the table measured on ELF files, `schedule/flash.py`)."""
-    from ..schedule.estimate import estimate_resources
-
-    m = result.manifest
-    est = estimate_resources(result.graph, result.plan.options, core=device.core if device else None)
-    wbytes, code = est.weight_bytes, est.code_bytes
-    verdict = fit_verdict(m["arena_bytes"], wbytes + code, device)
-    if device is None:  # nothing asked: no verdict, and `fits` is null rather than a claim
-        verdict = {"fits": None, "text": "fit not checked: no --device (`kilobyte devices` lists the catalogue)"}
-    return {"out_dir": str(result.out_dir), "arena_bytes": m["arena_bytes"], "scratch_bytes": m["scratch_bytes"],
-            "peak_bytes": m["peak_bytes"], "input_bytes": m["input_bytes"], "weight_bytes": wbytes,
-            "code_bytes": code, "flash_bytes": wbytes + code, "macs": m["macs"],
-            "device": device.name if device else None, "fits": verdict["fits"], "verdict": verdict["text"]}
-
-
-def can_build_firmware(device) -> bool:
-    """True when `device` has a core we build for and the cross compiler and pyelftools are installed."""
-    import importlib.util
-
-    from ..targets.cortexm import BOARDS
-    from ..targets.cortexm.toolchain import arm_gcc
-
-    if device is None or device.core not in BOARDS or importlib.util.find_spec("elftools") is None:
-        return False
-    try:
-        arm_gcc()
-    except KilobyteError:
-        return False
-    return True
-
-
-def measured_fit(report: dict, result, device) -> tuple[dict, DoesNotFitError | None]:
-    """The fit report with MEASURED Flash/SRAM of the device's firmware when it can be built (see module doc).
-
-    Returns (report, the DoesNotFitError of a failed link or None). `memory` says "measured" or "estimate".
-    """
-    if not can_build_firmware(device):
-        return {**report, "memory": "estimate", "firmware": None, "sram_bytes": report["arena_bytes"]}, None
-    from ..targets.cortexm import build_firmware, measure
-
-    try:
-        build = build_firmware(result.out_dir, device.core, device=device)
-    except DoesNotFitError as e:
-        detail = str(e).split(f"({device.core}): ", 1)[-1]  # drop the "DIR: does not fit DEVICE (core)" prefix
-        return {**report, "memory": "measured", "firmware": None, "fits": False,
-                "verdict": f"DOES NOT FIT {device.name} (measured: the {device.core} firmware link failed): "
-                           f"{detail}"}, e
-    sizes = measure(build)
-    verdict = fit_verdict(sizes["sram_bytes"], sizes["flash_bytes"], device)
-    firmware = {"target": sizes["target"], "elf": str(build.elf), "flash_bytes": sizes["flash_bytes"],
-                "sram_bytes": sizes["sram_bytes"],
-                "flash": {"weights": sizes["flash_weights_bytes"], "kernels": sizes["flash_kernel_bytes"],
-                          "other": sizes["flash_other_bytes"]},
-                "sram": {"arena": sizes["sram_arena_bytes"], "stack_reserve": sizes["sram_stack_bytes"],
-                         "other": sizes["sram_other_bytes"]}}
-    return {**report, "memory": "measured", "firmware": firmware, "flash_estimate_bytes": report["flash_bytes"],
-            "flash_bytes": sizes["flash_bytes"], "sram_bytes": sizes["sram_bytes"], "fits": verdict["fits"],
-            "verdict": verdict["text"] + " (measured)"}, None
+        print(f"Flash {kb(report.flash_bytes)}: weights {kb(report.weight_bytes)} + code and firmware "
+              f"{kb(report.code_bytes)} (estimate)")
+    print(f"MACs  {report.macs / 1e6:.2f} M")
+    if report.verdict:
+        print(report.verdict)
+    if report.suggestion:
+        print(report.suggestion.text)

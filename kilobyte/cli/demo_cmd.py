@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from ..driver import VerifyReport, compile_model, fit_report, from_module, load, verify_project
+from ..driver.verify import project_tflite
 from ..units import kb
 from .common import add_device_arg, add_json_arg, print_json
 
@@ -45,14 +47,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import LoadedModel, compile_model, load
     from ..codegen import HostModel
-    from ..codegen.verify import verify_project
     from ..data import load_dataset
     from ..data.held_out import write_held_out
     from ..train import float_accuracy
     from .common import get_device
-    from .compile_cmd import fit_report
 
     quiet = args.json
     say = (lambda *a: None) if quiet else print
@@ -65,7 +64,7 @@ def run(args) -> int:
         f"(up to {args.epochs} epochs) ...")
     trained = _train(base.module, train, config, args.threads, progress=not quiet)
     module = trained.module
-    model = LoadedModel("mnist-cnn", load_float_graph(module), module, base.input_shape_nchw)
+    model = from_module("mnist-cnn", module, base.input_shape_nchw)
     acc_float = float_accuracy(module, test.x, test.y)
     say(f"[2/5] quantising to int8 and generating C for {device.name} ...")
     calib = _npz_of(train, args.out)
@@ -84,14 +83,14 @@ def run(args) -> int:
     summary = {"float_accuracy": acc_float, "int8_accuracy": acc_int8, "bit_exact": ver.ok, "verified": ver.to_json(),
                "epochs_run": len(trained.history), "best_epoch": trained.best_epoch,
                "val_accuracy": trained.best_val_accuracy, "train_seconds": trained.seconds,
-               "verified_inputs": ver.inputs, **report, "host_latency_us": latency_us, **tflm}
+               "verified_inputs": ver.inputs, **report.to_dict(), "host_latency_us": latency_us, **tflm}
     if args.json:
         print_json(summary)
     else:
         _print_summary(summary)
     if not ver.ok:
         return 1
-    return 0 if report["fits"] else 2
+    return 0 if report.fits else 2
 
 
 def _train(module, train, config, threads: int, progress: bool):
@@ -118,13 +117,6 @@ def demo_config(epochs: int, seed: int = 0):
     return TrainConfig(epochs=epochs, seed=seed)
 
 
-def load_float_graph(module):
-    from ..frontends import from_torch
-    from ..transforms import prepare_for_inference
-
-    return prepare_for_inference(from_torch(module, (1, 1, 28, 28)))
-
-
 def _npz_of(ds, out_dir) -> str:
     """Calibration images as a .npz next to the output (quantise() takes a dataset spec)."""
     import tempfile
@@ -149,7 +141,6 @@ def _int8_accuracy(host, graph, test) -> tuple[float, float]:
 
 
 def _tflm_numbers(out_dir, graph, test) -> dict:
-    from ..codegen.verify import project_tflite
     from ..quant.quantize import quantize_input
     from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
 
@@ -160,8 +151,6 @@ def _tflm_numbers(out_dir, graph, test) -> dict:
 
 
 def _print_summary(s: dict) -> None:
-    from ..codegen.verify import VerifyReport
-
     print("[5/5] done\n")
     rows = [
         ("accuracy (1,000 test images)",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..driver.fit import fit_verdict
 from ..errors import KilobyteError
 from ..units import kb
 from .common import add_device_arg, add_model_args, add_plan_args, get_device, load_model, print_json
-from .profile_cmd import fit_verdict
 
 
 def register(sub) -> None:
@@ -100,11 +100,11 @@ def run(args) -> int:
         d = plan_to_dict(plan)
         d["model"] = args.model
         if device:
-            d["device"], d["fits"] = device.name, verdict["fits"]
+            d["device"], d["fits"] = device.name, verdict.fits
         print_json(d)
     else:
         _print_human(plan, verdict)
-    return 0 if verdict["fits"] else 2
+    return 0 if verdict.fits else 2
 
 
 def _flash_bytes(graph) -> int:
@@ -125,5 +125,5 @@ def _print_human(plan, verdict) -> None:
     print(f"MACs {plan.macs / 1e6:.2f} M (overhead {plan.mac_overhead * 100:+.1f} %)")
     for note in plan.notes:
         print(f"note: {note}")
-    if verdict["text"]:
-        print(verdict["text"])
+    if verdict.text:
+        print(verdict.text)

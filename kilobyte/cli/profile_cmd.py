@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..driver.fit import fit_verdict
 from ..units import kb
 from .common import add_device_arg, add_model_args, get_device, load_model, print_json
 
@@ -37,28 +38,13 @@ def run(args) -> int:
         d["model"] = args.model
         if device:
             d["device"] = device.name
-            d["fits"] = verdict["fits"]
+            d["fits"] = verdict.fits
         print_json(d)
     else:
         print(format_profile_table(prof))
         print(f"\nMACs {prof.macs / 1e6:.1f} M | params {prof.params / 1e6:.3f} M | Flash (int8) "
               f"{kb(prof.flash_bytes)} | analytic peak {kb(prof.peak_bytes)}")
         if device:
-            print(verdict["text"])
-    return 0 if verdict["fits"] else 2
+            print(verdict.text)
+    return 0 if verdict.fits else 2
 
-
-def fit_verdict(sram_need: int, flash_need: int, device) -> dict:
-    """Compare needs with a device; the text names what overflows and by how much."""
-    if device is None:
-        return {"fits": True, "text": ""}
-    problems = []
-    if sram_need > device.sram_bytes:
-        problems.append(f"SRAM {kb(sram_need)} > {kb(device.sram_bytes)} (over by {sram_need - device.sram_bytes} B)")
-    if flash_need > device.flash_bytes:
-        problems.append(f"Flash {kb(flash_need)} > {kb(device.flash_bytes)} "
-                        f"(over by {flash_need - device.flash_bytes} B)")
-    if problems:
-        return {"fits": False, "text": f"DOES NOT FIT {device.name}: " + "; ".join(problems)}
-    return {"fits": True, "text": f"fits {device.name}: SRAM {kb(sram_need)} of {kb(device.sram_bytes)}, "
-                                  f"Flash {kb(flash_need)} of {kb(device.flash_bytes)}"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..atomic import save_torch, write_json
+from ..driver import VerifyReport, compile_checked, device_fit, load
 from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_model_args, get_device, print_json
 
 
@@ -56,8 +57,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import compile_pruned, load, prune
-    from .compile_cmd import fit_report, measured_fit
+    from ..api import prune
 
     out = Path(args.out)
     _check_out(out)  # before minutes of training, not after
@@ -70,8 +70,8 @@ def run(args) -> int:
     kernels = args.kernels or ("dsp" if args.target else "portable")
     result = prune(model, args.data, method=args.method, sparsity=args.sparsity, device=device, epochs=args.epochs,
                    retrain_epochs=args.retrain_epochs, loss_budget=args.loss_budget, seed=args.seed, kernels=kernels)
-    build = compile_pruned(result, out, args.data, name=args.model, kernels=kernels, target=args.target)
-    fit, _ = measured_fit(fit_report(build.compiled, device), build.compiled, device)
+    build = compile_checked(result.graph, out, args.data, name=args.model, kernels=kernels, target=args.target)
+    fit, _ = device_fit(build.compiled, device)
     report = build_report(result, build, fit)
     _write(out, result, report)
     if args.json:
@@ -79,7 +79,7 @@ def run(args) -> int:
     else:
         print(format_report(report))
         print(f"wrote {out}/: the C library (src/, Makefile, CMakeLists.txt), report.json, pruned.pt, model.tflite")
-    return 2 if fit["fits"] is False else 0  # None: no --device, nothing checked
+    return 2 if fit.fits is False else 0  # None: no --device, nothing checked
 
 
 def _check_out(out: Path) -> None:
@@ -90,16 +90,16 @@ def _check_out(out: Path) -> None:
         raise KilobyteError(f"{out}: exists and is not a Kilobyte project; choose another --out")
 
 
-def build_report(result, build, fit: dict) -> dict:
-    """The `--json` report: the pruning (`PruneResult.to_dict`), the compiled library, its verification and, with a
-    target, its instruction counts (total and per layer) and measured Flash / SRAM; with a device, the measured fit."""
+def build_report(result, build, fit) -> dict:
+    """The `--json` report: the pruning (`PruneResult.to_dict`), the compiled library (a `driver.CheckedBuild`), its
+    verification and, with a target, its instruction counts (total and per layer) and measured Flash / SRAM; with a
+    device, the measured fit (`fit`, a `driver.FitReport`)."""
     report = result.to_dict()
     m = build.compiled.manifest
     report["macs"] = m["macs"]
     report["compiled"] = {"out_dir": str(build.compiled.out_dir), "kernels": m["kernel_set"],
-                          "arena_bytes": m["arena_bytes"], "flash_bytes": fit.get("flash_estimate_bytes",
-                                                                                  fit["flash_bytes"]),
-                          "weight_bytes": fit["weight_bytes"], "code_bytes": fit["code_bytes"]}
+                          "arena_bytes": m["arena_bytes"], "flash_bytes": fit.flash_estimate_bytes,
+                          "weight_bytes": fit.weight_bytes, "code_bytes": fit.code_bytes}
     node = {n.origin: n.name for n in build.compiled.graph.nodes if n.op.value == "CONV_2D"}
     for layer in report["layers"]:
         layer["node"] = node[layer["name"]]  # its arrays in src/model.c: kb_w_<node>, kb_i_<node>, kb_f_<node>
@@ -116,8 +116,9 @@ def build_report(result, build, fit: dict) -> dict:
         for layer in report["layers"]:
             layer["instructions"] = per_node.get(layer["node"])
         report["per_layer_instructions"] = per_function
-    if fit["device"] is not None:
-        report["fit"] = {k: fit[k] for k in ("device", "fits", "memory", "flash_bytes", "sram_bytes", "verdict")}
+    if fit.device is not None:
+        report["fit"] = {"device": fit.device, "fits": fit.fits, "memory": fit.memory, "flash_bytes": fit.flash_bytes,
+                         "sram_bytes": fit.sram_bytes, "verdict": fit.verdict}
     return report
 
 
@@ -147,8 +148,6 @@ def _write(out: Path, result, report: dict) -> None:
 
 def format_report(r: dict) -> str:
     """The human table: one line per pruned layer, then the totals."""
-    from ..codegen.verify import VerifyReport
-
     lines = [f"{'layer':<28} {'ratio':>6} {'weights B':>10} {'index B':>8}"]
     for layer in r["layers"]:
         lines.append(f"{layer['name']:<28} {layer['ratio']:>6.1%} {layer['weight_bytes']:>10} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..atomic import write_bytes
+from ..driver import quantize
 from .common import add_model_args, add_samples_arg, load_model
 
 
@@ -23,7 +24,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import quantize
     from ..export.tflite import to_tflite
 
     model = load_model(args)

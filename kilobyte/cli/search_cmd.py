@@ -14,6 +14,7 @@ import os
 import re
 
 from ..atomic import write_json
+from ..driver import verification_line
 from ..errors import KilobyteError
 from ..units import kb
 from .common import KERNEL_SETS, add_device_arg, add_json_arg, print_json
@@ -269,8 +270,6 @@ def _time_line(r: dict) -> str:
 
 
 def _print_report(r: dict) -> None:
-    from ..codegen.verify import verification_line
-
     choice = r.get("strategy_choice")
     rows = [
         *([("strategy", f"{choice['name']}: {choice['reason']}")] if choice else []),
@@ -409,8 +408,6 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 
 
 def _print_unas(r: dict) -> None:
-    from ..codegen.verify import verification_line
-
     if r.get("strategy_choice"):
         print(f"\n  strategy: {r['strategy_choice']['name']}: {r['strategy_choice']['reason']}")
     print(f"\n  Pareto front: {len(r['pareto'])} of {r['evaluations']} candidates ({r['trained']} trained), "

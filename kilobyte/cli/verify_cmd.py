@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..driver import verify_on_target, verify_project
 from ..errors import DoesNotFitError
 from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import add_json_arg, add_project_dir_arg, print_json
@@ -40,13 +41,9 @@ def register(sub) -> None:
 def run(args) -> int:
     target, device = target_device(args)
     if target is None:
-        from ..codegen.verify import verify_project
-
         rep = verify_project(args.dir, n_random=args.samples, data=args.data, tflm=not args.no_tflm,
                              sanitize=not args.no_sanitize, progress=not args.json)
     else:
-        from ..targets.cortexm.verify import verify_on_target
-
         try:
             rep = verify_on_target(args.dir, target, device=device, kernels=args.kernels, n_random=args.samples,
                                    data=args.data, progress=not args.json)

@@ -3,8 +3,9 @@
 `deploy_module` is the last phase of TinyNAS (`search.deploy`) and of the baselines the benchmarks compare it with
 (bench/bench_search.py, bench/bench_vs_hand.py): int8 PTQ, plan, C library, verification against the numpy
 reference and TensorFlow Lite Micro, float and int8 accuracy on the held-out split (int8 by the generated C), the
-device fit. `with_input_resize` puts the training resize in front of the network, so the library takes the data's
-images; `patch_report` describes a compiled patch stage for the joint search's report.
+device fit; loading, verification and the fit are the driver's (`kilobyte.driver`). `with_input_resize` puts the
+training resize in front of the network, so the library takes the data's images; `patch_report` describes a
+compiled patch stage for the joint search's report.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+
+from ..driver import device_fit, from_module, verify_project
 
 
 def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
@@ -42,10 +45,7 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     the images with the same function (`data.resize_images`)."""
     import torch
 
-    from ..api import _from_module
-    from ..cli.compile_cmd import fit_report, measured_fit
     from ..codegen import HostModel, compile_graph
-    from ..codegen.verify import verify_project
     from ..data.held_out import write_held_out
     from ..quant.quantize import quantize, quantize_input
     from ..train import to_nchw_tensor
@@ -55,7 +55,7 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     resolution = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
     size = (h, w) if resize_inside and options.patch is None else resolution
     module = with_input_resize(module, resolution, size)
-    graph = _from_module(name, module, (1, channels, *size)).graph
+    graph = from_module(name, module, (1, channels, *size)).graph
     calib = to_nchw_tensor(fit.x[:128], size).numpy().transpose(0, 2, 3, 1)
     int8 = quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
     result = compile_graph(int8, out_dir, options, model_name=name)
@@ -68,12 +68,12 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
                               for i in range(len(nhwc))]))
     held_out = write_held_out(result.out_dir, test, int8_acc, by=f"kilobyte search ({name})")
-    report, _ = measured_fit(fit_report(result, device), result, device)
+    on_device, _ = device_fit(result, device)
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
             "verified": ver.to_json(), "input_shape": [1, *size, channels],
             "input_resize": None if size == resolution else list(resolution),
-            "sram_bytes": report.get("sram_bytes", report["arena_bytes"]), "flash_bytes": report["flash_bytes"],
-            "memory": report["memory"], "macs": report["macs"], "fits": report["fits"], "verdict": report["verdict"],
+            "sram_bytes": on_device.sram_bytes, "flash_bytes": on_device.flash_bytes, "memory": on_device.memory,
+            "macs": on_device.macs, "fits": on_device.fits, "verdict": on_device.verdict,
             "model_dir": str(result.out_dir)}
 
 

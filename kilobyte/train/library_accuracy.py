@@ -11,7 +11,7 @@ numbers are equal:
    resize of training, calibration and the RESIZE_BILINEAR a search puts at the front of its library (so a search's
    library takes the data's images and nothing is resized here; `resize="nearest"` only when asked) — and one
    channel repeated to the input's channels;
-3. TFLite's QUANTIZE with the input's scale and zero point (`quant.arith.quantize_values`);
+3. TFLite's QUANTIZE with the input's scale and zero point (`ops.arith.quantize_values`);
 4. the class = argmax of the one int8 output (1, ..., N) (the first on ties, as numpy and the search do).
 
 Images run in chunks (memory stays bounded for large inputs), one ctypes call each without per-call allocation

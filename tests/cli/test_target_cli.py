@@ -20,7 +20,7 @@ import pytest
 from cli_helpers import cli
 
 from kilobyte.cli import main
-from kilobyte.codegen.verify import reference_graph
+from kilobyte.driver.verify import reference_graph
 from kilobyte.interp import run_int8
 from kilobyte.targets.cortexm import have_tools
 

@@ -25,9 +25,9 @@ def projects(tmp_path_factory):
 
 @pytest.fixture
 def no_litert(monkeypatch):
-    import kilobyte.targets.litert as litert
+    import kilobyte.driver.verify as verify  # the name the verification calls
 
-    monkeypatch.setattr(litert, "litert_available", lambda: False)
+    monkeypatch.setattr(verify, "litert_available", lambda: False)
 
 
 def test_op_tflm_lacks_without_litert_says_tflm_did_not_run(capsys, projects, no_litert):
@@ -72,7 +72,7 @@ def test_no_tflm_flag_is_named_as_the_reason(capsys, projects):
 
 def test_a_stored_report_without_its_verification_record_names_no_oracle():
     """A search / demo report written before `verified` existed prints its flag alone, never "tflm"."""
-    from kilobyte.codegen.verify import VerifyReport, verification_line
+    from kilobyte.driver.verify import VerifyReport, verification_line
 
     old = verification_line({"bit_exact": True})
     assert old.startswith("bit-exact") and "tflm" not in old.lower() and "older report" in old

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.ir import Activation, AddAttrs, ConvAttrs, GraphBuilder, MeanAttrs, Op, QParams
 from kilobyte.schedule.estimate import estimate_resources

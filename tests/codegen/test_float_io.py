@@ -12,7 +12,7 @@ from random_nets import float_edges, quantized
 
 from kilobyte.api import compile_model, load
 from kilobyte.codegen import HostModel
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.export.tflite import to_tflite
 from kilobyte.targets.tflm import run_tflm
 

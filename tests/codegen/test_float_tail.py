@@ -17,7 +17,7 @@ from random_nets import heads_graph, quantized
 
 from kilobyte.codegen import HostModel, compile_graph
 from kilobyte.codegen.float_tail import _broadcast
-from kilobyte.codegen.verify import ulp_distance, verify_project
+from kilobyte.driver.verify import ulp_distance, verify_project
 from kilobyte.errors import KilobyteError
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8

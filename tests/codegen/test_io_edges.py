@@ -16,7 +16,7 @@ import pytest
 from edge_models import FILE_DTYPE, OUTPUTS, edge_model, file_input
 
 from kilobyte.codegen import HostModel, compile_graph
-from kilobyte.codegen.verify import ulp_distance, verify_project
+from kilobyte.driver.verify import ulp_distance, verify_project
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.ops.arith import dequantize_values
 from kilobyte.targets.tflm import run_tflm

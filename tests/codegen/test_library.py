@@ -10,7 +10,7 @@
 - Several outputs: one pointer each, named after the graph's outputs, written into separate buffers.
 - `make TARGET=cortex-m4|m7|m55` builds a static library for that core with the DSP kernels; two such archives
   link into one image with one copy of each kernel.
-Oracle: the numpy int8 reference (`run_int8`), and TFLite's QUANTIZE/DEQUANTIZE (`quant.arith`).
+Oracle: the numpy int8 reference (`run_int8`), and TFLite's QUANTIZE/DEQUANTIZE (`ops.arith`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from random_nets import mean_model
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.plan_types import PlanOptions

@@ -17,7 +17,7 @@ from litert_oracle import assert_project_equals_litert
 from random_nets import MOVEMENTS, movement_model
 
 from kilobyte.codegen import HostModel, compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.interp import run_int8
 from kilobyte.ir import GraphBuilder, Op, QParams, TransposeAttrs

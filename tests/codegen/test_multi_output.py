@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kilobyte.codegen import HostModel, compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.interp import run_int8
 from kilobyte.ir import ConvAttrs, GraphBuilder, Op, PoolAttrs
 from kilobyte.quant import quantize
@@ -47,7 +47,7 @@ def test_every_output_compiles_and_matches_tflm(tmp_path):
     got, want = HostModel(result.out_dir).outputs(x), run_int8(q, x)
     assert all(np.array_equal(got[name], want[name]) for name in q.outputs)
 
-    from kilobyte.targets.cortexm.verify import verify_on_target
+    from kilobyte.driver import verify_on_target
 
     on_m4 = verify_on_target(result.out_dir, "cortex-m4", n_random=2)
     assert on_m4.ok, on_m4.mismatches

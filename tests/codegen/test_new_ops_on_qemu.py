@@ -33,7 +33,7 @@ MODELS = [("mul", lambda: binary_model(Op.MUL, "per-channel")), ("sub", lambda: 
 
 @pytest.mark.parametrize("name,build", MODELS, ids=[m[0] for m in MODELS])
 def test_bit_exact_on_cortex_m7(tmp_path, name, build):
-    from kilobyte.targets.cortexm.verify import verify_on_target
+    from kilobyte.driver import verify_on_target
 
     for kernels in ("portable", "dsp"):
         result = compile_graph(build(), tmp_path / kernels, PlanOptions(kernels=kernels))

@@ -88,7 +88,7 @@ for name in ("flatbuffers", "tflite", "torch", "onnx", "onnxruntime"):
 sys.path.insert(0, sys.argv[1])
 from test_project import _conv_pool_graph
 from kilobyte.api import LoadedModel, compile_model
-from kilobyte.codegen.verify import reference_graph
+from kilobyte.driver.verify import reference_graph
 from kilobyte.errors import KilobyteError
 manifest = compile_model(LoadedModel("convpool", _conv_pool_graph()), sys.argv[2]).manifest
 try:

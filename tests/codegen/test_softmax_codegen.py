@@ -15,7 +15,7 @@ from random_nets import inputs_for, quantized
 from softmax_cases import LOG_SOFTMAX_OUT, SOFTMAX_OUT
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.interp import run_int8
 from kilobyte.ir import Node, Op, SoftmaxAttrs, Tensor
 from kilobyte.schedule.plan_types import PlanOptions

@@ -15,7 +15,7 @@ from random_nets import quantized
 
 from kilobyte.api import compile_model, load
 from kilobyte.codegen import HostModel
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.export.tflite import to_tflite
 from kilobyte.interp import run_int8
 from kilobyte.ir import Node, Op, QParams, Tensor

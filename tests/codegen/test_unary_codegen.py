@@ -17,7 +17,7 @@ import pytest
 from random_nets import _int8_weighted
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.ir import ConcatAttrs, ConvAttrs, GraphBuilder, LeakyReluAttrs, Op, QParams
 from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.plan_types import PlanOptions

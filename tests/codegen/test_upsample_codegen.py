@@ -16,7 +16,7 @@ from litert_oracle import assert_project_equals_litert
 from random_nets import UPSAMPLES, upsample_model
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.ir import GraphBuilder, Op, QParams, ResizeAttrs
 from kilobyte.schedule.estimate import estimate_resources

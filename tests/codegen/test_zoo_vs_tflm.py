@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.schedule.plan_types import PlanOptions
 
 SMALL_CNNS = {"mnist-cnn": 28, "resnet-small": 32, "vgg-small": 32}

@@ -264,7 +264,7 @@ def check_pipeline(name: str, graph, reference: Callable[[np.ndarray], np.ndarra
        modules measure 1.5 and 0.45 at worst), or the case's own `mean_steps` (LeNet-5's four fixed-scale tanh).
     """
     from kilobyte.codegen import HostModel, compile_graph
-    from kilobyte.codegen.verify import project_tflite, reference_graph, verify_project
+    from kilobyte.driver.verify import project_tflite, reference_graph, verify_project
     from kilobyte.interp import run_float, run_int8
     from kilobyte.quant import dequantize_output, quantize, quantize_input
     from kilobyte.transforms import prepare_for_inference

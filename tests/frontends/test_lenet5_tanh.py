@@ -15,7 +15,7 @@ import torch
 from breadth_models import CASES, build
 
 from kilobyte import api
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.ir import Op
 from kilobyte.targets.cortexm import have_tools
 
@@ -64,7 +64,7 @@ def test_lenet5_tanh_builds_with_werror_and_equals_tflm(projects, kind):
                     reason="Cortex-M tools (arm-none-eabi-gcc, qemu-system-arm) or kilobyte[arm] missing")
 @pytest.mark.parametrize("kind", ["pytorch", "onnx"])
 def test_lenet5_tanh_on_cortex_m7(projects, kind):
-    from kilobyte.targets.cortexm.verify import verify_on_target
+    from kilobyte.driver import verify_on_target
 
     report = verify_on_target(projects[kind], "cortex-m7", n_random=2, data="digits")
     assert report.ok and report.inputs >= 2, report.mismatches

@@ -29,7 +29,7 @@ from random_nets import (
 
 from kilobyte.api import compile_model, load
 from kilobyte.codegen import run_compiled
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.errors import ModelFileError
 from kilobyte.export.tflite import _tensor_order, _Writer
 from kilobyte.export.tflite_ops import TflOp, lower_graph

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kilobyte.api import compile_model, load
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.export.tflite import to_tflite
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8

@@ -11,7 +11,7 @@ import torch
 from bn_helpers import randomise_bn
 
 from kilobyte.analysis.macs import node_macs
-from kilobyte.api import _from_module
+from kilobyte.driver import from_module
 from kilobyte.interp.float_ref import run_float
 from kilobyte.ir import Activation, Op
 from kilobyte.ir.compare import assert_graphs_equivalent
@@ -46,7 +46,7 @@ def test_graph_equals_traced_module(seed):
     arch = space.sample(np.random.default_rng(seed))
     module = build_module(space, arch).eval()
     randomise_bn(module, seed)
-    traced = _from_module("arch", module, input_shape(space, arch)).graph
+    traced = from_module("arch", module, input_shape(space, arch)).graph
     direct = build_graph(space, arch, weights=folded_weights(module), name=traced.name)
     assert_graphs_equivalent(direct, traced, rtol=1e-4, atol=1e-5)
     assert sum(node_macs(direct, n) for n in direct.nodes) == sum(node_macs(traced, n) for n in traced.nodes)
@@ -85,7 +85,7 @@ def test_joint_space_graph_equals_traced_module(seed):
                                                depths=(2, 3) + arch.depths[2:]))
     module = build_module(JOINT, arch).eval()
     randomise_bn(module, seed)
-    traced = _from_module("arch", module, input_shape(JOINT, arch)).graph
+    traced = from_module("arch", module, input_shape(JOINT, arch)).graph
     direct = build_graph(JOINT, arch, weights=folded_weights(module), name=traced.name)
     assert_graphs_equivalent(direct, traced, rtol=1e-4, atol=1e-5)
     x = rng.standard_normal((1, arch.resolution, arch.resolution, 1)).astype(np.float32)

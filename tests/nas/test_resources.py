@@ -151,7 +151,7 @@ def test_evaluator_counts_the_input_resize_as_the_deployed_library_has_it(tmp_pa
 
     import torch
 
-    from kilobyte.api import _from_module
+    from kilobyte.driver import from_module
     from kilobyte.nas.build import build_module
     from kilobyte.nas.deploy import with_input_resize
 
@@ -163,7 +163,7 @@ def test_evaluator_counts_the_input_resize_as_the_deployed_library_has_it(tmp_pa
         r = ev.evaluate(arch)
         torch.manual_seed(seed)
         module = with_input_resize(build_module(space, arch).eval(), (arch.resolution,) * 2, (8, 8))
-        graph = _from_module("m", module, (1, 1, 8, 8)).graph
+        graph = from_module("m", module, (1, 1, 8, 8)).graph
         calib = [rng.random((1, 8, 8, 1), dtype=np.float32) for _ in range(2)]
         result = compile_graph(quantize(graph, calib), tmp_path / f"m{seed}")
         m = result.manifest

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.interp import run_float, run_int8
 from kilobyte.ir import (

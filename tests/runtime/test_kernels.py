@@ -553,7 +553,7 @@ INT32 = st.one_of(st.integers(-2**31, 2**31 - 1), st.sampled_from([-2**31, -2**3
 @EXAMPLES
 @given(vals=st.lists(st.tuples(INT32, INT32, st.integers(0, 31), st.integers(-31, 30)), min_size=1, max_size=64))
 def test_requant_helpers(kb_lib, vals):
-    """SaturatingRoundingDoublingHighMul, RoundingDivideByPOT, MultiplyByQuantizedMultiplier vs quant.arith."""
+    """SaturatingRoundingDoublingHighMul, RoundingDivideByPOT, MultiplyByQuantizedMultiplier vs ops.arith."""
     x, b, e, s = (np.array(v, np.int32) for v in zip(*vals))
     n = len(vals)
     outs = [np.zeros(n, np.int32) for _ in range(3)]

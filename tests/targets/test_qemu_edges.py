@@ -12,8 +12,8 @@ import pytest
 from edge_models import OUTPUTS, TAIL_MODELS, edge_model, tail_model
 
 from kilobyte.codegen import compile_graph
+from kilobyte.driver import verify_on_target
 from kilobyte.frontends.tflite import from_tflite
-from kilobyte.targets.cortexm.verify import verify_on_target
 
 
 def _on_m7(project, n: int = 1) -> None:

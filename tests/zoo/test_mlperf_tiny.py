@@ -13,7 +13,7 @@ import pytest
 from kilobyte import zoo
 from kilobyte.analysis import profile
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.verify import verify_project
+from kilobyte.driver.verify import verify_project
 from kilobyte.schedule.plan_types import PlanOptions
 
 

@@ -1,4 +1,4 @@
-"""Codegen stage: prove a generated project right — host C == numpy reference == TFLite Micro, bit for bit.
+"""Driver stage: prove a generated project right — host C == numpy reference == TFLite Micro, bit for bit.
 
 The project's `model.tflite` is read back with our own `.tflite` reader; the numpy int8 interpreter and TFLM run it;
 the host C build (ctypes) runs the same inputs; a sanitizer build (ASan/UBSan, guard bytes around the arena) runs a
@@ -9,19 +9,30 @@ report never claims a check that did not run. Any differing byte is a failure wi
 differing values. A model with a float entry point (`<prefix>_invoke_float`: a float input, float outputs, float
 tails after the int8 core) has that checked too, against the TFLite engine's run of the file itself: integer
 outputs bit for bit, float ones within 1 ulp (the report's `float_entry` says what ran). The same checks on a
-Cortex-M board under QEMU live in `kilobyte.targets.cortexm.verify` (`kilobyte verify DIR --target ...`).
+Cortex-M board under QEMU live in `verify_target.py` (`kilobyte verify DIR --target ...`).
+
+It sits in the driver, above codegen and targets, because it runs both: the C that codegen wrote, against the
+TFLite engines of `targets/` and images of `data/`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from ..codegen import split_float_head, split_float_tail
+from ..codegen.host import HostModel, build_executable, manifest, run_executable, unpack_file_outputs
+from ..codegen.project import TFLITE_FILE
 from ..errors import KilobyteError
-from .host import HostModel, build_executable, manifest, run_executable
+from ..interp import run_int8
+from ..ops.arith import dequantize_values
+from ..targets.litert import litert_available, run_litert
+from ..targets.tflm import run_tflm, tflm_missing_ops
+from .load import calibration_inputs
 
 # How a report names its oracles to people (an engine not listed here, e.g. "qemu-cortex-m7", is shown as is).
 ENGINE_LABELS = {"c-host": "host C", "reference": "numpy reference", "tflm": "TFLM", "tflite": "TFLite interpreter",
@@ -99,8 +110,6 @@ def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0)
     rng = np.random.default_rng(seed)
     xs = [rng.integers(lo, hi + 1, shape, dtype=np.int64).astype(dtype) for _ in range(n_random)]
     if data:
-        from ..api import calibration_inputs
-
         for img in calibration_inputs(data, shape, n=max(n_random, 4), seed=seed + 1):
             xs.append(np.clip(np.round(img / scale) + zp, lo, hi).astype(dtype))
     return xs
@@ -108,8 +117,6 @@ def verify_inputs(project: Path, n_random: int, data: str | None, seed: int = 0)
 
 def project_tflite(project: str | Path) -> bytes:
     """The project's `model.tflite` bytes; a one-line `KilobyteError` when it was compiled without them."""
-    from .project import TFLITE_FILE
-
     path = Path(project) / TFLITE_FILE
     if not path.is_file():
         manifest(project)  # not a project at all: say that instead
@@ -124,8 +131,7 @@ def reference_graph(project: str | Path):
     out_name = manifest(project)["output"]["name"]
     data = project_tflite(project)  # before importing the reader, which needs the [tflite] extra too
 
-    from ..frontends.tflite import from_tflite
-    from . import split_float_head, split_float_tail
+    from ..frontends.tflite import from_tflite  # needs the [tflite] extra: imported once the file is known to exist
 
     core, _ = split_float_tail(split_float_head(from_tflite(data))[0])
     if core.outputs[0] != out_name:
@@ -143,19 +149,12 @@ def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
 def file_input(m: dict, x: np.ndarray) -> np.ndarray:
     """What the model file takes for the int8 core input `x`: `x` itself, or for a float input (a QUANTIZE head) the
     floats TFLite's DEQUANTIZE gives for `x`, which its QUANTIZE maps back to exactly `x`."""
-    from ..ops.arith import dequantize_values
-
     return dequantize_values(x, m["input"]["scale"], m["input"]["zero_point"]) if m.get("float_head") else x
 
 
 def tflite_engine(core, wanted: bool = True) -> tuple[str | None, dict[str, str]]:
     """The TFLite oracle for `core` and why the others do not run: ("tflm", {}) when TFLite Micro runs every op,
     else ("tflite", {"tflm": why}) when TFLite's interpreter is installed, else (None, {...both, with why})."""
-    from importlib.util import find_spec
-
-    from ..targets.litert import litert_available
-    from ..targets.tflm import tflm_missing_ops
-
     missing = tflm_missing_ops(core)
     if not wanted:
         return None, {"tflm": "--no-tflm given"}
@@ -171,13 +170,9 @@ def tflite_engine(core, wanted: bool = True) -> tuple[str | None, dict[str, str]
 def oracle_run(oracle: str | None, tfl: bytes, feed: np.ndarray, names) -> dict[str, np.ndarray] | None:
     """Tensors `names` (the core's outputs and the file's) of one run of the file by the TFLite engine `oracle`."""
     if oracle == "tflm":
-        from ..targets.tflm import run_tflm
-
         run = run_tflm(tfl, feed, preserve_all=True)
         return {n: run.outputs[n] if n in run.outputs else run.tensors[n] for n in names}
     if oracle == "tflite":
-        from ..targets.litert import run_litert
-
         return run_litert(tfl, feed, names)
     return None
 
@@ -229,8 +224,6 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
     of `data`, plus an ASan/UBSan build on two of them; `tflm=False` / `sanitize=False` skip those, and the report's
     `not_run` says so (as it says why a TFLite oracle could not run). For a model with a float
     entry point, its outputs are compared with the TFLite engine's on the file itself (`file_output_mismatches`)."""
-    from ..interp import run_int8
-
     project = Path(project)
     m = manifest(project)
     tfl = project_tflite(project)
@@ -262,9 +255,6 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
 
 def _sanitizer_runs(project: Path, m: dict, core, xs, oracle, tfl: bytes, report: VerifyReport) -> None:
     """Two inputs through the sanitizer build (ASan/UBSan, arena guard bytes): kb_invoke, and the float entry."""
-    from ..interp import run_int8
-    from .host import unpack_file_outputs
-
     exe = build_executable(project, sanitize=True)
     for i, x in enumerate(xs[:2]):
         y = run_executable(exe, x, (-1,), np.dtype(m["output"].get("dtype", "int8")))

@@ -1,0 +1,86 @@
+"""`driver.fit`: the verdict's text, the `FitReport`'s figures by state (plan only, estimate, measured, failed link)
+and `to_dict()`'s keys in the order `kilobyte compile --json` has always printed them; then a real compiled library
+on a device without an Arm build (RP2040's Cortex-M0+: an estimate) and with none at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from random_nets import movement_model
+
+from kilobyte.codegen import compile_graph
+from kilobyte.driver.fit import (
+    FirmwareSizes,
+    FitReport,
+    Suggestion,
+    Verdict,
+    fit_report,
+    fit_verdict,
+    measured_fit,
+    suggested,
+)
+from kilobyte.targets.devices import get_device
+
+PLAN_KEYS = ["out_dir", "arena_bytes", "scratch_bytes", "peak_bytes", "input_bytes", "weight_bytes", "code_bytes",
+             "flash_bytes", "macs", "device", "fits", "verdict"]
+
+
+def test_verdict_names_what_overflows_and_by_how_much():
+    f410 = get_device("stm32f410")  # 32 kB SRAM, 128 kB Flash
+    assert fit_verdict(40_000, 1_000, f410) == Verdict(
+        False, "DOES NOT FIT STM32F410: SRAM 39.1 kB > 32.0 kB (over by 7232 B)")
+    assert fit_verdict(2048, 200_000, f410).text == "DOES NOT FIT STM32F410: Flash 195.3 kB > 128.0 kB " \
+                                                    "(over by 68928 B)"
+    assert fit_verdict(2048, 4096, f410) == Verdict(True, "fits STM32F410: SRAM 2.0 kB of 32.0 kB, "
+                                                          "Flash 4.0 kB of 128.0 kB")
+    assert fit_verdict(10**9, 10**9, None) == Verdict(True, "")
+
+
+def _report(**kw) -> FitReport:
+    base = FitReport("out", arena_bytes=1000, scratch_bytes=10, peak_bytes=990, input_bytes=64, weight_bytes=3000,
+                     code_bytes=700, macs=5, device="STM32F410", fits=True, verdict="fits")
+    return replace(base, **kw)
+
+
+FIRMWARE = FirmwareSizes("cortex-m4", "fw.elf", flash_bytes=3500, sram_bytes=5200, flash_weights=3000,
+                         flash_kernels=400, flash_other=100, sram_arena=1000, sram_stack_reserve=4096, sram_other=104)
+
+
+def test_figures_by_state():
+    plan = _report()
+    assert (plan.flash_bytes, plan.sram_bytes, plan.flash_estimate_bytes) == (3700, 1000, 3700)
+    measured = _report(memory="measured", firmware=FIRMWARE)
+    assert (measured.flash_bytes, measured.sram_bytes, measured.flash_estimate_bytes) == (3500, 5200, 3700)
+    failed = _report(memory="measured", fits=False)
+    assert failed.link_failed and (failed.flash_bytes, failed.sram_bytes) == (3700, 1000)
+    assert not _report(memory="estimate").link_failed
+
+
+def test_to_dict_keeps_the_json_of_each_state():
+    assert list(_report().to_dict()) == PLAN_KEYS
+    est = _report(memory="estimate").to_dict()
+    assert list(est) == [*PLAN_KEYS, "memory", "firmware", "sram_bytes"]
+    assert est["firmware"] is None and est["sram_bytes"] == 1000 and est["flash_bytes"] == 3700
+    m = _report(memory="measured", firmware=FIRMWARE).to_dict()
+    assert list(m) == [*PLAN_KEYS, "memory", "firmware", "flash_estimate_bytes", "sram_bytes"]
+    assert (m["flash_bytes"], m["flash_estimate_bytes"], m["sram_bytes"]) == (3500, 3700, 5200)
+    assert m["firmware"] == {"target": "cortex-m4", "elf": "fw.elf", "flash_bytes": 3500, "sram_bytes": 5200,
+                             "flash": {"weights": 3000, "kernels": 400, "other": 100},
+                             "sram": {"arena": 1000, "stack_reserve": 4096, "other": 104}}
+    failed = _report(memory="measured", fits=False, suggestion=Suggestion("nothing fits")).to_dict()
+    assert list(failed) == [*PLAN_KEYS, "memory", "firmware", "suggestion"] and failed["firmware"] is None
+    assert failed["suggestion"] == {"text": "nothing fits"}
+
+
+def test_a_compiled_library_without_device_and_on_a_core_without_firmware(tmp_path):
+    result = compile_graph(movement_model("transpose-hw", seed=1), tmp_path / "p")
+    none = fit_report(result, None)
+    assert none.device is None and none.fits is None and none.verdict.startswith("fit not checked")
+    assert none.arena_bytes == result.manifest["arena_bytes"] and none.memory is None
+    rp2040 = get_device("rp2040")  # a Cortex-M0+: no firmware build, so the figures stay estimates
+    report, overflow = measured_fit(fit_report(result, rp2040), result, rp2040)
+    assert overflow is None and report.memory == "estimate" and report.firmware is None
+    assert report.fits is True and report.sram_bytes == report.arena_bytes
+    assert report.verdict.startswith("fits RP2040: SRAM ")
+    assert suggested(report, result, rp2040) is report  # it fits: nothing to suggest
