@@ -1,15 +1,13 @@
-"""Kernels stage: one contract per (op, kernel set) — what the planner and the code generator both know of a kernel.
+"""Kernels stage: what the planner and the code generator both ask of a kernel, from its op's contract.
 
 TFLite Micro registers each kernel with the callbacks its interpreter needs; Kilobyte has no interpreter, so the same
-idea is done at generation time. A `KernelContract` holds, for one op:
-- which activation input it may overwrite in place, under which plan option, and the scratch it reads then;
-- the scratch it reads when not in place, as a function of shapes and the kernel set being built
-  (`"portable"`: `runtime/c/`, `"dsp"`: the Cortex-M DSP files in `runtime/c/arm/`), and how many extra im2col
-  columns it reads when the planner grants them from free bytes;
-- its spatial window (what a patch of its output reads), for the patch-based stage;
-- its runtime family (the one C file it lives in) and the C parameter struct it takes.
-The planner (`schedule/`) sizes scratch, in-place groups and patch halos from it; codegen emits the calls from it.
-Adding an op means one contract in `contracts.py`, its kernel in `runtime/c/` and its tests.
+idea is done at generation time. Each op's `KernelContract` lives in its `OpDef` (`kilobyte.ops`): which activation
+input it may overwrite in place and under which plan option, its spatial window (what a patch of its output reads),
+whether it reads im2col columns with the DSP kernel set, its runtime family (the one C file it lives in) and the C
+parameter struct it takes. This package answers the planner's questions from it: the scratch a layer reads per
+kernel set (`"portable"`: `runtime/c/`, `"dsp"`: the Cortex-M DSP files in `runtime/c/arm/`) and the extra columns
+it reads when granted free bytes (`contracts.py`), and the runtime function each node calls (`calls.py`). Adding an
+op means one `ops/` module (its contract included), its kernel in `runtime/c/` and its tests (`docs/layout.md`).
 """
 
 from .contracts import (
