@@ -2,8 +2,8 @@
 
 The corpus: the zoo's models (small widths and resolutions, calibrated on fixed random images), random graphs
 (convs, depthwise, pools, residual ADDs, CONCATs, PADs, heads), random decoders (TRANSPOSE_CONV, both resizes, GELU),
-every data-movement and upsampling case of `tests/random_nets.py`, the unary (LUT) and softmax ops, sparse (FWCS /
-CSR) convolutions and float edges — each compiled with the default options, the DSP kernel set and, for the zoo's
+every data-movement and upsampling case of `tests/random_nets.py`, the unary (LUT) ops, PRELU, the softmaxes,
+sparse (FWCS / CSR) convolutions and float edges — each compiled with the default options, the DSP kernel set and, for the zoo's
 CNNs, a patch stage. Every file of every project (model.c, model.h, runtime copies, Makefile, CMakeLists.txt,
 kilobyte.json with the plan's arena, order and patch figures, model.tflite) is hashed.
 
@@ -41,6 +41,7 @@ def corpus():
     import softmax_cases
     import sparse_nets
     import unary_cases
+    from codegen.test_prelu_codegen import prelu_model
 
     from kilobyte import api
     from kilobyte.ir import Op
@@ -73,6 +74,8 @@ def corpus():
     for head, tail in ((True, False), (False, True), (True, True)):
         yield f"edges-{int(head)}{int(tail)}", random_nets.float_edges(q, head, tail), ("default",)
     yield "heads-3", random_nets.quantized(random_nets.heads_graph(3), 0)[0], both
+    for seed, per_channel, concat in ((0, True, False), (1, False, False), (2, True, True)):
+        yield f"prelu-{seed}", prelu_model(seed, per_channel, concat), both
 
 
 def options(kind: str):

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..interp.int8_ref import mean_multiplier, softmax_params
-from ..interp.prelu import prelu_node_tables
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
@@ -375,31 +374,12 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                            f"{fn}(&p, (const void *){bufs.ptr(x)}, (void *){bufs.ptr(y)});"], families={"quantize"})
 
 
-def emit_prelu(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """An int8 PRELU: its tables (`interp.prelu`, one per channel, or one for a single alpha) as one const array;
-    one `kb_lut` call over all channels, or a loop of calls each running one channel's table over every pixel."""
-    x, y = node.inputs[0], node.outputs[0]
-    shape = graph.tensors[y].shape
-    pixels, channels = int(np.prod(shape[:-1])), shape[-1]
-    tables = prelu_node_tables(graph, node)  # (1 or C, 256)
-    name = f"kb_lut_{c_ident(node.name)}"
-    if tables.shape[0] == 1:
-        body = [f"kb_lut({pixels}, {channels}, {name}, {bufs.ptr(x)}, {bufs.cstride(x)}, {bufs.ptr(y)}, "
-                f"{bufs.cstride(y)});"]
-    else:  # channel c: a one-channel image at pixel stride cstride, starting c bytes in
-        body = [f"for (int32_t c = 0; c < {channels}; ++c) {{",
-                f"    kb_lut({pixels}, 1, {name} + 256 * c, {bufs.ptr(x)} + c, {bufs.cstride(x)}, {bufs.ptr(y)} + c, "
-                f"{bufs.cstride(y)});", "}"]
-    return LayerCode(decls=[c_array(name, "int8_t", tables.reshape(-1))], body=body, families={"lut"})
-
-
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
     Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
-    Op.PRELU: emit_prelu,
     **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 

@@ -247,7 +247,7 @@ def _softmax(graph: Graph, node: Node):
 
 
 def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE, PRELU (its alpha a second input), LOG_SOFTMAX: no attributes."""
+    """QUANTIZE, DEQUANTIZE, LOG_SOFTMAX: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
 
 
@@ -274,5 +274,4 @@ _LOWER = {
     Op.LOG_SOFTMAX: _plain,
     Op.QUANTIZE: _plain,
     Op.DEQUANTIZE: _plain,
-    Op.PRELU: _plain,
 }

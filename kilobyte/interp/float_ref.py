@@ -132,8 +132,6 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
     if op is Op.BATCH_NORM:
         x, gamma, beta, mean, var = args
         return (x - mean) / np.sqrt(var + a.eps) * gamma + beta
-    if op is Op.PRELU:
-        return np.where(args[0] >= 0, args[0], args[0] * args[1])
     if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):
         return args[0]
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

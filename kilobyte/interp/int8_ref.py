@@ -17,7 +17,7 @@ Beyond the conv / pool / ADD core:
   values, so their inputs and output must share params;
 - LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
   256-entry table `kilobyte.ops.lut.node_table` builds, the same table the C kernel reads;
-- PRELU: one such table per channel (`kilobyte.interp.prelu`);
+- PRELU: one such table per channel (`kilobyte.ops.prelu`);
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
   TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.ops.resize`, `kilobyte.ops.transpose_conv`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
@@ -60,7 +60,6 @@ from ..ops.node_params import (
     tensor_qparams,
 )
 from .movement import batched
-from .prelu import prelu_int8, prelu_node_tables
 from .softmax import (
     SoftmaxParams,
     log_softmax_int8,
@@ -144,8 +143,6 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op in MOVEMENT_OPS:
         check_shared_qparams(graph, node)
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
-    if op is Op.PRELU:
-        return prelu_int8(args[0], prelu_node_tables(graph, node))
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 

@@ -7,6 +7,7 @@ agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
 from __future__ import annotations
 
 from ..ops import opdef
+from ..ops.opdef import broadcast_shape
 from ..ops.types import Op, ShapeError
 
 
@@ -59,10 +60,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(shapes) != 2:
             raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
         return broadcast_shape(shapes[0], shapes[1])
-    if op is Op.PRELU:
-        if len(shapes) != 2 or broadcast_shape(x, shapes[1]) != x:
-            raise ShapeError(f"PRELU takes an input and an alpha that broadcasts to it, got {shapes}")
-        return x
     if op in (Op.MEAN, Op.REDUCE_MAX):
         if any(not -len(x) <= a < len(x) for a in attrs.axes):
             raise ShapeError(f"axes {tuple(attrs.axes)} out of range for input shape {x}")
@@ -100,19 +97,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
 
 
 BINARY_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting
-
-
-def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    """numpy / TFLite broadcasting of two shapes, aligned at the last axis.
-
-    >>> broadcast_shape((1, 4, 4, 8), (1, 1, 1, 8))
-    (1, 4, 4, 8)
-    """
-    rank = max(len(a), len(b))
-    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
-    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
-        raise ShapeError(f"operands {a} and {b} do not broadcast")
-    return tuple(x if y == 1 else y for x, y in zip(a, b))
 
 
 def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:

@@ -19,9 +19,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .contract import KernelContract
-from .types import Op
+from .types import Op, ShapeError
 
 QPARAMS_RULES = ("own", "shared", "fixed")
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy / TFLite broadcasting of two shapes, aligned at the last axis.
+
+    >>> broadcast_shape((1, 4, 4, 8), (1, 1, 1, 8))
+    (1, 4, 4, 8)
+    """
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ShapeError(f"operands {a} and {b} do not broadcast")
+    return tuple(x if y == 1 else y for x, y in zip(a, b))
 
 
 def same_shape(attrs, shapes) -> tuple[int, ...]:
@@ -42,6 +55,8 @@ class OpDef:
       compared, never rescaled), "fixed" (`fixed_qparams` = (scale, zero point), what TFLite's kernel writes).
     - `elementwise_cost`: one arithmetic op per output element (analysis counts it besides MACs).
     - `int8_input`: its first input must be int8 in an int8 graph (the reference checks).
+    - `const_operands`: an operand after the first may be a constant, quantised per tensor (ADD, SUB, MUL,
+      MAXIMUM, MINIMUM; PRELU's alpha).
     - `builtin`: the TFLite BuiltinOperator name it is written as (None: a training op the transforms remove).
     - `contract`: the kernel contract (`contract.py`) the planner and codegen read.
     - `function`: the runtime function its layer calls, when that is one name (else `kernels.calls` decides).
@@ -65,6 +80,7 @@ class OpDef:
     fixed_qparams: tuple | None = None
     elementwise_cost: bool = False
     int8_input: bool = True
+    const_operands: bool = False
     builtin: str | None = None
     function: str | None = None
     shape: Callable | None = None

@@ -40,8 +40,6 @@ from ..transforms.fuse_activation import can_fuse, fuse_activation
 from ..transforms.lower_batchnorm import lower_batchnorm
 from .calibrate import Range, calibrate
 
-CONSTANT_OPERAND_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.PRELU})  # PRELU: its alpha
-
 
 def quantize(graph: Graph, calibration_inputs, method: str = "minmax", percentile: float = 99.99) -> Graph:
     """The int8 version of the float inference `graph`, calibrated on `calibration_inputs` (see `calibrate`)."""
@@ -101,7 +99,7 @@ def _check_float_inference_graph(graph: Graph) -> None:
         consts = [t for t in n.inputs if graph.tensors[t].is_const]
         if n.op is Op.BATCH_NORM:
             consts = consts[4:]  # its gamma, beta, mean and variance become MUL / SUB constants
-        allowed = ops_where(lambda d: d.linear) | CONSTANT_OPERAND_OPS
+        allowed = ops_where(lambda d: d.linear or d.const_operands)
         if consts and (n.op not in allowed or len(consts) == len(n.inputs)):
             raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): constant operand '{consts[0]}' cannot be "
                                      f"quantised (only conv / depthwise / FC weights and biases, and one operand of "
@@ -230,7 +228,7 @@ def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray
 def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
     """int8 weight and int32 bias tensors of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED node, or the int8
     constant operand of an ADD / SUB / MUL / MAXIMUM / MINIMUM node."""
-    if node.op in CONSTANT_OPERAND_OPS:
+    if opdef(node.op).const_operands:
         return [_constant_operand(graph.tensors[t], node, qparams) for t in node.inputs if graph.tensors[t].is_const]
     if not opdef(node.op).linear:
         return []

@@ -22,7 +22,6 @@ from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
 from ..kernels.contracts import constant_operand
 from ..ops import opdef
-from ..ops.lut import LUT_BYTES
 from ..transforms.fuse_activation import can_fuse
 from .flash import code_bytes, generated_code
 from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
@@ -65,8 +64,6 @@ def constant_bytes(graph: Graph) -> int:
             total += d.table_bytes(graph, node)
         elif d.linear:
             total += _weight_array_bytes(graph, node) + PER_CHANNEL_BYTES * out_shape[-1]
-        elif node.op is Op.PRELU and graph.tensors[node.inputs[0]].dtype == "int8":  # a table per alpha
-            total += LUT_BYTES * (1 if graph.tensors[node.inputs[1]].numel == 1 else out_shape[-1])
         elif constant_operand(graph, node) is not None:
             total += TERM_BYTES * graph.tensors[node.inputs[constant_operand(graph, node)]].numel
         elif node.op in BINARY_OPS:

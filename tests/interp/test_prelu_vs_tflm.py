@@ -1,4 +1,4 @@
-"""int8 PRELU: the reference's per-channel tables (kilobyte.interp.prelu) against TFLite Micro, exhaustively.
+"""int8 PRELU: the reference's per-channel tables (kilobyte.ops.prelu) against TFLite Micro, exhaustively.
 
 A (1, 16, 16, C) input holds every int8 value once in each channel, so one run compares every channel's whole
 table; alphas cover the int8 range (negative, zero, above one), per channel ((C,), (1, 1, C)) and single ((1,)).

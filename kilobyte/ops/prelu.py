@@ -1,4 +1,5 @@
-"""Reference stage: TFLite Micro's int8 PRELU, bit for bit, as one 256-entry table per channel.
+"""Op registry: PRELU — its definition, and TFLite Micro's int8 PRELU, bit for bit, as one 256-entry table per
+channel.
 
 PRELU's output depends on its input byte and on the channel's alpha, a constant second input (per tensor int8 in
 TFLite: `alpha->params.scale`, `zero_point`). TFLite Micro's Prepare (`CalculatePreluParams`) turns s_in / s_out and
@@ -22,10 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KilobyteError
-from ..ir import Graph, Node
-from ..ops.arith import INT8_MAX, INT8_MIN, multiply_by_quantized_multiplier, quantize_multiplier
-
-INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)
+from .arith import INT8_MAX, INT8_MIN, multiply_by_quantized_multiplier, quantize_multiplier
+from .c_text import c_array, c_ident
+from .contract import KernelContract
+from .layer_code import Buffers, LayerCode
+from .lut import LUT_BYTES
+from .opdef import OpDef, ShapeError, broadcast_shape
+from .types import NoAttrs, Op
+from .unary_math import INT8_VALUES
 
 
 def prelu_params(input_scale: float, alpha_scale: float, output_scale: float) -> tuple[int, int, int, int]:
@@ -48,7 +53,7 @@ def prelu_tables(alpha, input_scale: float, input_zero_point: int, alpha_scale: 
     return np.clip(out, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
-def channel_alphas(graph: Graph, node: Node) -> np.ndarray:
+def channel_alphas(graph, node) -> np.ndarray:
     """The int8 alpha of each channel, (C,), or (1,) for a single alpha; refuses an alpha that varies along another
     axis than the last."""
     x, alpha = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
@@ -63,7 +68,7 @@ def channel_alphas(graph: Graph, node: Node) -> np.ndarray:
     return full[0].astype(np.int64)
 
 
-def prelu_node_tables(graph: Graph, node: Node) -> np.ndarray:
+def prelu_node_tables(graph, node) -> np.ndarray:
     """The (n, 256) tables of an int8 PRELU node (n = 1 or its channel count)."""
     names = (node.inputs[0], node.inputs[1], node.outputs[0])
     if any(graph.tensors[t].dtype != "int8" for t in names):
@@ -85,3 +90,57 @@ def prelu_int8(x: np.ndarray, tables: np.ndarray) -> np.ndarray:
     index = np.asarray(x, np.int64) - INT8_MIN
     rows = np.arange(tables.shape[0]) if tables.shape[0] > 1 else 0  # (C,) broadcasts along the last axis
     return tables[rows, index]
+
+
+# -- the op --------------------------------------------------------------------------------------------------------
+def _shape(attrs, shapes) -> tuple[int, ...]:
+    x = tuple(shapes[0])
+    if len(shapes) != 2 or broadcast_shape(x, shapes[1]) != x:
+        raise ShapeError(f"PRELU takes an input and an alpha that broadcasts to it, got {shapes}")
+    return x
+
+
+def _float(node, args) -> np.ndarray:
+    return np.where(args[0] >= 0, args[0], args[0] * args[1])
+
+
+def _int8(graph, node, args) -> np.ndarray:
+    return prelu_int8(args[0], prelu_node_tables(graph, node))
+
+
+def _emit(graph, node, bufs: Buffers, plan) -> LayerCode:
+    """Its tables (one per channel, or one for a single alpha) as one const array; one `kb_lut` call over all
+    channels, or a loop of calls each running one channel's table over every pixel."""
+    x, y = node.inputs[0], node.outputs[0]
+    shape = graph.tensors[y].shape
+    pixels, channels = int(np.prod(shape[:-1])), shape[-1]
+    tables = prelu_node_tables(graph, node)  # (1 or C, 256)
+    name = f"kb_lut_{c_ident(node.name)}"
+    if tables.shape[0] == 1:
+        body = [f"kb_lut({pixels}, {channels}, {name}, {bufs.ptr(x)}, {bufs.cstride(x)}, {bufs.ptr(y)}, "
+                f"{bufs.cstride(y)});"]
+    else:  # channel c: a one-channel image at pixel stride cstride, starting c bytes in
+        body = [f"for (int32_t c = 0; c < {channels}; ++c) {{",
+                f"    kb_lut({pixels}, 1, {name} + 256 * c, {bufs.ptr(x)} + c, {bufs.cstride(x)}, {bufs.ptr(y)} + c, "
+                f"{bufs.cstride(y)});", "}"]
+    return LayerCode(decls=[c_array(name, "int8_t", tables.reshape(-1))], body=body, families={"lut"})
+
+
+def _table_bytes(graph, node) -> int:
+    """A 256-byte table per alpha (one, or one per channel)."""
+    if graph.tensors[node.inputs[0]].dtype != "int8":
+        return 0
+    return LUT_BYTES * (1 if graph.tensors[node.inputs[1]].numel == 1 else graph.tensors[node.outputs[0]].shape[-1])
+
+
+def _lower(w, graph, node) -> None:
+    w.op("PRELU", node.inputs, node.outputs, {})  # its alpha the second input
+
+
+DEFS = (
+    OpDef(Op.PRELU, NoAttrs,
+          KernelContract(Op.PRELU, "lut", constraints="int8 in, out and constant alpha (per tensor params, as TFLite "
+                         "Micro); alpha per channel or single: a 256-entry table per channel, one kb_lut per table"),
+          elementwise_cost=True, const_operands=True, builtin="PRELU", function="kb_lut", shape=_shape,
+          float_ref=_float, int8_ref=_int8, emit=_emit, table_bytes=_table_bytes, lower=_lower),
+)
