@@ -4,8 +4,8 @@ The corpus: the zoo's models (small widths and resolutions, calibrated on fixed 
 (convs, depthwise, pools, residual ADDs, CONCATs, PADs, heads), random decoders (TRANSPOSE_CONV, both resizes, GELU),
 every data-movement and upsampling case of `tests/random_nets.py`, the unary (LUT) ops, PRELU, the softmaxes,
 sparse (FWCS / CSR) convolutions and float edges — each compiled with the default options, the DSP kernel set and,
-for the zoo's CNNs, a patch stage. Every file of every project (model.c, model.h, runtime copies, Makefile, CMakeLists.txt,
-kilobyte.json with the plan's arena, order and patch figures, model.tflite) is hashed.
+for the zoo's CNNs, a patch stage. Every file of every project (model.c, model.h, runtime copies, Makefile,
+CMakeLists.txt, kilobyte.json with the plan's arena, order and patch figures, model.tflite) is hashed.
 
     python bench/codegen_digest.py --write /tmp/before.json    # on the commit before a refactor
     python bench/codegen_digest.py --check /tmp/before.json    # after it: exit 1 naming every project that differs
