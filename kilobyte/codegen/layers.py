@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import mean_multiplier, softmax_params
+from ..interp.int8_ref import mean_multiplier
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
@@ -347,18 +347,6 @@ def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def emit_softmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """int8 SOFTMAX / LOG_SOFTMAX over the last axis: TFLite Micro's Prepare results as `kb_softmax_params`. The
-    kernel reads rows of `depth` contiguous values, so neither side may be a concat slice."""
-    params = softmax_params(graph, node)
-    x, y = node.inputs[0], node.outputs[0]
-    if bufs.cstride(x) != params["depth"] or bufs.cstride(y) != params["depth"]:
-        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): kb_softmax needs dense rows, not a slice")
-    fn = "kb_softmax" if node.op is Op.SOFTMAX else "kb_log_softmax"
-    return LayerCode(body=[c_struct("kb_softmax_params", params), f"{fn}(&p, {bufs.ptr(x)}, {bufs.ptr(y)});"],
-                     families={"softmax"})
-
-
 def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     """QUANTIZE between uint8 and int8 (a model's uint8 input or output): TFLite Micro's Requantize."""
     x, y = node.inputs[0], node.outputs[0]
@@ -377,8 +365,7 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
-    Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
-    Op.QUANTIZE: emit_quantize,
+    Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
     **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }

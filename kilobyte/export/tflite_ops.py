@@ -242,12 +242,8 @@ def _concat(graph: Graph, node: Node):
     return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
 
 
-def _softmax(graph: Graph, node: Node):
-    return [TflOp(B.SOFTMAX, node.inputs, node.outputs, {"Beta": float(node.attrs.beta)})], []
-
-
 def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE, LOG_SOFTMAX: no attributes."""
+    """QUANTIZE, DEQUANTIZE: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
 
 
@@ -270,8 +266,6 @@ _LOWER = {
     Op.STRIDED_SLICE: _strided_slice,
     Op.TILE: _tile,
     Op.REDUCE_MAX: _reduce_max,
-    Op.SOFTMAX: _softmax,
-    Op.LOG_SOFTMAX: _plain,
     Op.QUANTIZE: _plain,
     Op.DEQUANTIZE: _plain,
 }

@@ -80,17 +80,6 @@ def _pool(node: Node, x):
     return _act(win.sum(axis=(3, 4)) / ones.sum(axis=(3, 4)), a.activation)
 
 
-def _softmax(x, beta):
-    z = beta * (x - x.max(axis=-1, keepdims=True))
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _log_softmax(x):
-    z = x - x.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
 def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
     """The op's own float reference (`OpDef.float_ref`), or for the ops still pending in the registry the rules
     below."""
@@ -125,10 +114,6 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _act(np.concatenate(args, axis=a.axis), a.activation)
     if op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX):
         return move_values(node, args[0])
-    if op is Op.SOFTMAX:
-        return _softmax(args[0], a.beta)
-    if op is Op.LOG_SOFTMAX:
-        return _log_softmax(args[0])
     if op is Op.BATCH_NORM:
         x, gamma, beta, mean, var = args
         return (x - mean) / np.sqrt(var + a.eps) * gamma + beta

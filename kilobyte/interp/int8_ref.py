@@ -9,7 +9,7 @@ functions do.
 
 Beyond the conv / pool / ADD core:
 - MEAN (`mean_int8`, TFLM's integer MEAN; its requantisation in `mean_multiplier`, shared with the code generator);
-- SOFTMAX and LOG_SOFTMAX (`kilobyte.interp.softmax`; `softmax_params` gives their C kernel's fields);
+- SOFTMAX and LOG_SOFTMAX (`kilobyte.ops.softmax`; `kernel_fields` gives their C kernel's fields);
 - ADD, SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite Micro's broadcast kernels,
   `BroadcastAdd6DSlow`, `BroadcastQuantSubSlow`, `BroadcastMul6DSlow`, compute the same formula per element), either
   operand may be a constant of any shape that broadcasts (a (C,) bias, a single value); `constant_terms` gives a
@@ -60,13 +60,6 @@ from ..ops.node_params import (
     tensor_qparams,
 )
 from .movement import batched
-from .softmax import (
-    SoftmaxParams,
-    log_softmax_int8,
-    log_softmax_params_for,
-    softmax_int8,
-    softmax_params_for,
-)
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------
@@ -138,8 +131,6 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return quantize_values(args[0], *tensor_qparams(graph, node.outputs[0]))
     if op is Op.DEQUANTIZE:
         return dequantize_values(args[0], *tensor_qparams(graph, node.inputs[0]))
-    if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
-        return _eval_softmax(graph, node, args[0])
     if op in MOVEMENT_OPS:
         check_shared_qparams(graph, node)
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
@@ -168,18 +159,6 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
     return args[0].copy()
 
 
-def _eval_softmax(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    """SOFTMAX / LOG_SOFTMAX: float32 (a float tail, as quantize() leaves a final softmax) or int8 (TFLite's)."""
-    log = node.op is Op.LOG_SOFTMAX
-    if x.dtype == np.float32:
-        return log_softmax_float(x) if log else softmax_float(x, node.attrs.beta)
-    p = _softmax_node_params(graph, node)
-    try:
-        return log_softmax_int8(x, p) if log else softmax_int8(x, p)
-    except KilobyteError as e:
-        raise KilobyteError(f"node '{node.name}' ({node.op.value}): {e}") from None
-
-
 def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
     x, w = args[0], args[1]
     bias = args[2] if len(args) > 2 else None
@@ -191,34 +170,6 @@ def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation)
     return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
                                  depth_multiplier=a.depth_multiplier)
-
-
-def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
-    """TFLite Micro's Prepare of an int8 SOFTMAX / LOG_SOFTMAX, refusing what it refuses."""
-    log = node.op is Op.LOG_SOFTMAX
-    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    want = opdef(node.op).fixed_qparams
-    if x.dtype != "int8" or y.dtype != "int8" or tensor_qparams(graph, node.outputs[0]) != want:
-        raise KilobyteError(f"node '{node.name}' ({node.op.value}): int8 in and out with output scale "
-                            f"{float(want[0])} and zero point {want[1]} (TFLite Micro refuses others), got "
-                            f"{x.dtype} -> {y.dtype} {y.qparams}")
-    s_in = tensor_qparams(graph, node.inputs[0])[0]
-    try:
-        return log_softmax_params_for(s_in) if log else softmax_params_for(s_in, node.attrs.beta)
-    except KilobyteError as e:
-        raise KilobyteError(f"node '{node.name}' ({node.op.value}): {e}") from None
-
-
-def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
-    """The fields of `kb_softmax_params` (kilobyte.h) for an int8 SOFTMAX or LOG_SOFTMAX node: `rows` x `depth`
-    values (the last axis), and TFLite Micro's Prepare results (the reverse scaling is 0 for SOFTMAX)."""
-    p = _softmax_node_params(graph, node)
-    shape = graph.tensors[node.outputs[0]].shape
-    depth = int(shape[-1])
-    return dict(rows=int(np.prod(shape[:-1], dtype=np.int64)), depth=depth, input_multiplier=p.input_multiplier,
-                input_left_shift=p.input_left_shift, diff_min=p.diff_min,
-                reverse_scaling_divisor=p.reverse_scaling_divisor,
-                reverse_scaling_right_shift=p.reverse_scaling_right_shift)
 
 
 # -- kernels -----------------------------------------------------------------------------------------------------------
@@ -365,17 +316,3 @@ def mean_multiplier(input_scale, output_scale, n: int) -> tuple[int, int]:
 def pad_int8(x, pads, zero_point: int) -> np.ndarray:
     """int8 PAD: pad every axis with the zero point (the quantised value of real 0)."""
     return np.pad(x, tuple(tuple(p) for p in pads), constant_values=np.int8(zero_point))
-
-
-def softmax_float(x, beta: float = 1.0) -> np.ndarray:
-    """TFLite's float32 SOFTMAX over the last axis: exp((x - max) · beta) / sum, all in float32."""
-    x = np.asarray(x, np.float32)
-    e = np.exp((x - x.max(axis=-1, keepdims=True)) * np.float32(beta))
-    return (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)
-
-
-def log_softmax_float(x) -> np.ndarray:
-    """TFLite's float32 LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32."""
-    x = np.asarray(x, np.float32)
-    d = x - x.max(axis=-1, keepdims=True)
-    return (d - np.log(np.exp(d).sum(axis=-1, keepdims=True, dtype=np.float32))).astype(np.float32)

@@ -87,10 +87,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(attrs.multiples) != len(x) or min(attrs.multiples, default=1) < 1:
             raise ShapeError(f"multiples {tuple(attrs.multiples)} must be one positive count per axis of {x}")
         return tuple(d * m for d, m in zip(x, attrs.multiples))
-    if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
-        if len(x) < 1 or x[-1] < 1:
-            raise ShapeError(f"{op.value} works along the last axis; input shape {x} has none")
-        return x
     # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
     # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x

@@ -8,8 +8,6 @@ op = moving its `OpDef` out of this file into its op module with the behaviour f
 
 from __future__ import annotations
 
-import numpy as np
-
 from .contract import InPlaceRule, KernelContract, conv_window, pad_window, pool_window
 from .opdef import OpDef
 from .types import (
@@ -25,14 +23,10 @@ from .types import (
     PadAttrs,
     PoolAttrs,
     ReshapeAttrs,
-    SoftmaxAttrs,
     StridedSliceAttrs,
     TileAttrs,
     TransposeAttrs,
 )
-
-# What TFLite's softmax kernels write (TFLite Micro checks the zero points).
-FIXED = {Op.SOFTMAX: (np.float32(1 / 256), -128), Op.LOG_SOFTMAX: (np.float32(16 / 256), 127)}
 
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=conv_window, columns=True,
@@ -83,11 +77,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.REDUCE_MAX, "movement", "kb_strides_params",
                    constraints="any axes of up to 4, keep_dims either way; input and output share quantisation params "
                    "(TFLite Micro requires it); raw int8 maximum (kb_reduce_max)"),
-    KernelContract(Op.SOFTMAX, "softmax", "kb_softmax_params",
-                   constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); a float SOFTMAX "
-                   "after a DEQUANTIZE at the output is left to the caller"),
-    KernelContract(Op.LOG_SOFTMAX, "softmax", "kb_softmax_params",
-                   constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
       for op in (Op.IDENTITY, Op.BATCH_NORM)),
     KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
@@ -129,10 +118,6 @@ PENDING = (
     OpDef(Op.TILE, TileAttrs, CONTRACTS[Op.TILE], qparams="shared", builtin="TILE", function="kb_strided_copy"),
     OpDef(Op.REDUCE_MAX, MeanAttrs, CONTRACTS[Op.REDUCE_MAX], qparams="shared", builtin="REDUCE_MAX",
           function="kb_reduce_max"),
-    OpDef(Op.SOFTMAX, SoftmaxAttrs, CONTRACTS[Op.SOFTMAX], qparams="fixed", fixed_qparams=FIXED[Op.SOFTMAX],
-          elementwise_cost=True, int8_input=False, builtin="SOFTMAX", function="kb_softmax"),
-    OpDef(Op.LOG_SOFTMAX, NoAttrs, CONTRACTS[Op.LOG_SOFTMAX], qparams="fixed", fixed_qparams=FIXED[Op.LOG_SOFTMAX],
-          elementwise_cost=True, int8_input=False, builtin="LOG_SOFTMAX", function="kb_log_softmax"),
     OpDef(Op.BATCH_NORM, BatchNormAttrs, CONTRACTS[Op.BATCH_NORM], params=True, elementwise_cost=True,
           int8_input=False),
     OpDef(Op.IDENTITY, NoAttrs, CONTRACTS[Op.IDENTITY], qparams="shared", int8_input=False),

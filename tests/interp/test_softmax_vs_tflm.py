@@ -1,4 +1,4 @@
-"""int8 SOFTMAX and LOG_SOFTMAX: the numpy reference (kilobyte.interp.softmax) against TFLite Micro, bit for bit.
+"""int8 SOFTMAX and LOG_SOFTMAX: the numpy reference (kilobyte.ops.softmax) against TFLite Micro, bit for bit.
 
 Each case is a one-op int8 graph written with `to_tflite` and run by TFLM; its input holds random rows plus edge rows
 (all values equal, one large value among -128s, the full int8 range, values one step below the maximum, the two
@@ -24,9 +24,9 @@ from kilobyte.errors import KilobyteError, UnsupportedOpError
 from kilobyte.export.tflite import to_tflite
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
-from kilobyte.interp.int8_ref import softmax_params
-from kilobyte.interp.softmax import log_softmax_int8, log_softmax_params_for, softmax_int8, softmax_params_for
 from kilobyte.ir import Op, QParams
+from kilobyte.ops.softmax import kernel_fields as softmax_params
+from kilobyte.ops.softmax import log_softmax_int8, log_softmax_params_for, softmax_int8, softmax_params_for
 from kilobyte.targets import tflm
 
 

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from softmax_cases import BETAS, DEPTHS, SCALES, SHAPES, case_rows, softmax_graph
 
 import kilobyte.runtime as rt
-from kilobyte.interp.int8_ref import eval_node_int8, softmax_params
-from kilobyte.interp.softmax import SoftmaxParams, log_softmax_int8, softmax_int8
+from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Op
+from kilobyte.ops.softmax import SoftmaxParams, log_softmax_int8, softmax_int8
+from kilobyte.ops.softmax import kernel_fields as softmax_params
 
 SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"  # set by test_build.py's sanitizer run
 EXAMPLES = settings(max_examples=10 if SANITIZE else 60, deadline=None)

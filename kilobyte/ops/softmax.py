@@ -1,4 +1,5 @@
-"""Reference stage: TFLite Micro's int8 SOFTMAX and LOG_SOFTMAX, bit for bit, over the last axis of any shape.
+"""Op registry: SOFTMAX and LOG_SOFTMAX — their definitions, and TFLite Micro's int8 kernels, bit for bit, over the
+last axis of any shape.
 
 Both kernels (TFLite's `reference_ops::Softmax` for int8 -> int8 and `reference_ops::LogSoftmax` for int8, with the
 parameters TFLite Micro's Prepare functions compute) work on differences `d = x - max(row) <= 0` of raw int8 values:
@@ -31,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import KilobyteError
-from ..ops.arith import (
+from ..errors import KilobyteError, UnsupportedOpError
+from .arith import (
     INT8_MAX,
     INT8_MIN,
     INT32_MAX,
@@ -42,7 +43,9 @@ from ..ops.arith import (
     rounding_divide_by_pot,
     wrap_int32,
 )
-from ..ops.fixedpoint import (
+from .c_text import c_struct
+from .contract import KernelContract
+from .fixedpoint import (
     add,
     exp_on_negative_values,
     get_reciprocal,
@@ -50,7 +53,11 @@ from ..ops.fixedpoint import (
     rescale,
     sub,
 )
-from ..ops.fixedpoint import mul as srdhm
+from .fixedpoint import mul as srdhm
+from .layer_code import Buffers, LayerCode
+from .node_params import tensor_qparams
+from .opdef import OpDef
+from .types import NoAttrs, Op, ShapeError, SoftmaxAttrs
 
 SCALED_DIFF_INTEGER_BITS = 5  # exp() reads Q5.26
 ACCUM_INTEGER_BITS = 12  # the sum of exps is Q12.19
@@ -161,3 +168,111 @@ def log_softmax_int8(x, p: SoftmaxParams, *, tflm_checks: bool = True) -> np.nda
     shift = 31 - SCALED_DIFF_INTEGER_BITS - LOG_OUTPUT_INTEGER_BITS
     out = rounding_divide_by_pot(sub(scaled, log_sum), shift) + INT8_MAX
     return np.where(kept, np.clip(out, INT8_MIN, INT8_MAX), INT8_MIN).astype(np.int8)
+
+
+# -- the ops -------------------------------------------------------------------------------------------------------
+# (scale, zero point) TFLite requires of an int8 output (TFLite Micro's Prepare refuses others)
+OUTPUT_QPARAMS = {Op.SOFTMAX: (np.float32(1 / 256), -128), Op.LOG_SOFTMAX: (np.float32(16 / 256), 127)}
+FUNCTION = {Op.SOFTMAX: "kb_softmax", Op.LOG_SOFTMAX: "kb_log_softmax"}
+
+
+def _shape(attrs, shapes) -> tuple[int, ...]:
+    x = tuple(shapes[0])
+    if len(x) < 1 or x[-1] < 1:
+        raise ShapeError(f"softmax works along the last axis; input shape {x} has none")
+    return x
+
+
+def softmax_float(x, beta: float = 1.0) -> np.ndarray:
+    """TFLite's float32 SOFTMAX over the last axis: exp((x - max) · beta) / sum, all in float32 (a float tail)."""
+    x = np.asarray(x, np.float32)
+    e = np.exp((x - x.max(axis=-1, keepdims=True)) * np.float32(beta))
+    return (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)
+
+
+def log_softmax_float(x) -> np.ndarray:
+    """TFLite's float32 LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32."""
+    x = np.asarray(x, np.float32)
+    d = x - x.max(axis=-1, keepdims=True)
+    return (d - np.log(np.exp(d).sum(axis=-1, keepdims=True, dtype=np.float32))).astype(np.float32)
+
+
+def _float(node, args) -> np.ndarray:
+    """The definition, in the input's precision (the frontends' oracle)."""
+    x = args[0]
+    if node.op is Op.LOG_SOFTMAX:
+        z = x - x.max(axis=-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    e = np.exp(node.attrs.beta * (x - x.max(axis=-1, keepdims=True)))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def node_params(graph, node) -> SoftmaxParams:
+    """TFLite Micro's Prepare of an int8 SOFTMAX / LOG_SOFTMAX, refusing what it refuses."""
+    log = node.op is Op.LOG_SOFTMAX
+    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
+    want = OUTPUT_QPARAMS[node.op]
+    if x.dtype != "int8" or y.dtype != "int8" or tensor_qparams(graph, node.outputs[0]) != want:
+        raise KilobyteError(f"node '{node.name}' ({node.op.value}): int8 in and out with output scale "
+                            f"{float(want[0])} and zero point {want[1]} (TFLite Micro refuses others), got "
+                            f"{x.dtype} -> {y.dtype} {y.qparams}")
+    s_in = tensor_qparams(graph, node.inputs[0])[0]
+    try:
+        return log_softmax_params_for(s_in) if log else softmax_params_for(s_in, node.attrs.beta)
+    except KilobyteError as e:
+        raise KilobyteError(f"node '{node.name}' ({node.op.value}): {e}") from None
+
+
+def _int8(graph, node, args) -> np.ndarray:
+    """float32 (a float tail, as quantize() leaves a final softmax) or int8 (TFLite's)."""
+    x, log = args[0], node.op is Op.LOG_SOFTMAX
+    if x.dtype == np.float32:
+        return log_softmax_float(x) if log else softmax_float(x, node.attrs.beta)
+    p = node_params(graph, node)
+    try:
+        return log_softmax_int8(x, p) if log else softmax_int8(x, p)
+    except KilobyteError as e:
+        raise KilobyteError(f"node '{node.name}' ({node.op.value}): {e}") from None
+
+
+def kernel_fields(graph, node) -> dict[str, int]:
+    """The fields of `kb_softmax_params` (kilobyte.h) for an int8 SOFTMAX or LOG_SOFTMAX node: `rows` x `depth`
+    values (the last axis), and TFLite Micro's Prepare results (the reverse scaling is 0 for SOFTMAX)."""
+    p = node_params(graph, node)
+    shape = graph.tensors[node.outputs[0]].shape
+    depth = int(shape[-1])
+    return dict(rows=int(np.prod(shape[:-1], dtype=np.int64)), depth=depth, input_multiplier=p.input_multiplier,
+                input_left_shift=p.input_left_shift, diff_min=p.diff_min,
+                reverse_scaling_divisor=p.reverse_scaling_divisor,
+                reverse_scaling_right_shift=p.reverse_scaling_right_shift)
+
+
+def _emit(graph, node, bufs: Buffers, plan) -> LayerCode:
+    """Over the last axis, TFLite Micro's Prepare results as `kb_softmax_params`. The kernel reads rows of `depth`
+    contiguous values, so neither side may be a concat slice."""
+    params = kernel_fields(graph, node)
+    x, y = node.inputs[0], node.outputs[0]
+    if bufs.cstride(x) != params["depth"] or bufs.cstride(y) != params["depth"]:
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): kb_softmax needs dense rows, not a slice")
+    return LayerCode(body=[c_struct("kb_softmax_params", params), f"{FUNCTION[node.op]}(&p, {bufs.ptr(x)}, "
+                           f"{bufs.ptr(y)});"], families={"softmax"})
+
+
+def _lower(w, graph, node) -> None:
+    """SOFTMAX keeps its beta in its options; LOG_SOFTMAX has none (beta 1)."""
+    options = {"Beta": float(node.attrs.beta)} if node.op is Op.SOFTMAX else {}
+    w.op(node.op.value, node.inputs, node.outputs, options)
+
+
+def _softmax_def(op: Op, attrs: type, constraints: str) -> OpDef:
+    return OpDef(op, attrs, KernelContract(op, "softmax", "kb_softmax_params", constraints=constraints),
+                 qparams="fixed", fixed_qparams=OUTPUT_QPARAMS[op], elementwise_cost=True, int8_input=False,
+                 builtin=op.value, function=FUNCTION[op], shape=_shape, float_ref=_float, int8_ref=_int8, emit=_emit,
+                 lower=_lower)
+
+
+DEFS = (
+    _softmax_def(Op.SOFTMAX, SoftmaxAttrs, "int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); a float "
+                 "SOFTMAX after a DEQUANTIZE at the output is left to the caller"),
+    _softmax_def(Op.LOG_SOFTMAX, NoAttrs, "int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
+)
