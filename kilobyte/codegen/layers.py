@@ -27,7 +27,6 @@ from ..ops.c_text import c_array, c_ident, c_struct
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
 from ..ops.node_params import activation_range_of, requant_params, tensor_qparams
 from ..schedule.scratch import conv_columns_bytes
-from .movement import emit_movement
 
 
 def folded_bias(graph: Graph, node: Node) -> np.ndarray:
@@ -367,7 +366,6 @@ EMITTERS = {
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
-    **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 
 

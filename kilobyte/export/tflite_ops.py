@@ -212,31 +212,6 @@ def _reshape(graph: Graph, node: Node):
     return [TflOp(B.RESHAPE, (node.inputs[0], const.name), node.outputs, {"NewShape": shape})], [const]
 
 
-def _transpose(graph: Graph, node: Node):
-    perm = _const(f"{node.outputs[0]}.perm", np.array(node.attrs.perm, np.int32))
-    return [TflOp(B.TRANSPOSE, (node.inputs[0], perm.name), node.outputs, {})], [perm]
-
-
-def _strided_slice(graph: Graph, node: Node):
-    a, out = node.attrs, node.outputs[0]
-    consts = [_const(f"{out}.{k}", np.array(v, np.int32))
-              for k, v in (("begin", a.begin), ("end", [max(e, 0) for e in a.end]), ("strides", a.strides))]
-    end_mask = sum(1 << i for i, e in enumerate(a.end) if e < 0)
-    opts = {"BeginMask": 0, "EndMask": end_mask, "EllipsisMask": 0, "NewAxisMask": 0, "ShrinkAxisMask": 0}
-    return [TflOp(B.STRIDED_SLICE, (node.inputs[0], *(c.name for c in consts)), node.outputs, opts)], consts
-
-
-def _tile(graph: Graph, node: Node):
-    multiples = _const(f"{node.outputs[0]}.multiples", np.array(node.attrs.multiples, np.int32))
-    return [TflOp(B.TILE, (node.inputs[0], multiples.name), node.outputs, {})], [multiples]
-
-
-def _reduce_max(graph: Graph, node: Node):
-    axes = _const(f"{node.outputs[0]}.axes", np.array(node.attrs.axes, np.int32))
-    op = TflOp(B.REDUCE_MAX, (node.inputs[0], axes.name), node.outputs, {"KeepDims": bool(node.attrs.keepdims)})
-    return [op], [axes]
-
-
 def _concat(graph: Graph, node: Node):
     opts = {"Axis": node.attrs.axis, "FusedActivationFunction": _act(node)}
     return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
@@ -262,10 +237,6 @@ _LOWER = {
     Op.PAD: _pad,
     Op.RESHAPE: _reshape,
     Op.CONCAT: _concat,
-    Op.TRANSPOSE: _transpose,
-    Op.STRIDED_SLICE: _strided_slice,
-    Op.TILE: _tile,
-    Op.REDUCE_MAX: _reduce_max,
     Op.QUANTIZE: _plain,
     Op.DEQUANTIZE: _plain,
 }

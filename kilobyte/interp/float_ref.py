@@ -11,7 +11,6 @@ import numpy as np
 from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.types import apply_activation as _act
-from .movement import move_values
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -112,8 +111,6 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return args[0].reshape(a.shape)
     if op is Op.CONCAT:
         return _act(np.concatenate(args, axis=a.axis), a.activation)
-    if op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX):
-        return move_values(node, args[0])
     if op is Op.BATCH_NORM:
         x, gamma, beta, mean, var = args
         return (x - mean) / np.sqrt(var + a.eps) * gamma + beta

@@ -21,7 +21,7 @@ Beyond the conv / pool / ADD core:
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
   TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.ops.resize`, `kilobyte.ops.transpose_conv`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
-- TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
+- TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.ops.movement`): values moved or compared raw, so
   input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
   TFLite Micro's kernels copy bytes without looking).
 
@@ -52,14 +52,12 @@ from ..ops.node_params import (
     RequantParams,
     activation_range_of,
     add_node_params,
-    check_shared_qparams,
     finish,
     mul_node_params,
     requant_params,
     require_same_qparams,
     tensor_qparams,
 )
-from .movement import batched
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------
@@ -131,13 +129,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return quantize_values(args[0], *tensor_qparams(graph, node.outputs[0]))
     if op is Op.DEQUANTIZE:
         return dequantize_values(args[0], *tensor_qparams(graph, node.inputs[0]))
-    if op in MOVEMENT_OPS:
-        check_shared_qparams(graph, node)
-        return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
-MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:

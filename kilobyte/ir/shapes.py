@@ -7,6 +7,7 @@ agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
 from __future__ import annotations
 
 from ..ops import opdef
+from ..ops.movement import reduce_shape
 from ..ops.opdef import broadcast_shape
 from ..ops.types import Op, ShapeError
 
@@ -60,13 +61,8 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(shapes) != 2:
             raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
         return broadcast_shape(shapes[0], shapes[1])
-    if op in (Op.MEAN, Op.REDUCE_MAX):
-        if any(not -len(x) <= a < len(x) for a in attrs.axes):
-            raise ShapeError(f"axes {tuple(attrs.axes)} out of range for input shape {x}")
-        axes = {a % len(x) for a in attrs.axes}
-        if attrs.keepdims:
-            return tuple(1 if i in axes else d for i, d in enumerate(x))
-        return tuple(d for i, d in enumerate(x) if i not in axes)
+    if op is Op.MEAN:
+        return reduce_shape(attrs, shapes)
     if op is Op.PAD:
         if len(attrs.pads) != len(x):
             raise ShapeError(f"pad has {len(attrs.pads)} axes, input has {len(x)}")
@@ -77,16 +73,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         return tuple(attrs.shape)
     if op is Op.CONCAT:
         return _concat_shape(shapes, attrs.axis)
-    if op is Op.TRANSPOSE:
-        if sorted(attrs.perm) != list(range(len(x))):
-            raise ShapeError(f"perm {tuple(attrs.perm)} is not a permutation of the {len(x)} axes of {x}")
-        return tuple(x[p] for p in attrs.perm)
-    if op is Op.STRIDED_SLICE:
-        return _slice_shape(x, attrs)
-    if op is Op.TILE:
-        if len(attrs.multiples) != len(x) or min(attrs.multiples, default=1) < 1:
-            raise ShapeError(f"multiples {tuple(attrs.multiples)} must be one positive count per axis of {x}")
-        return tuple(d * m for d, m in zip(x, attrs.multiples))
     # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
     # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
@@ -103,24 +89,6 @@ def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
             raise ShapeError(f"concat operands do not match outside axis {axis}: {shapes}")
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
-    return tuple(out)
-
-
-def _slice_shape(x: tuple[int, ...], attrs) -> tuple[int, ...]:
-    """Output shape of a resolved STRIDED_SLICE (see `StridedSliceAttrs`): len(range(begin, end, stride)) per axis.
-
-    >>> from kilobyte.ir import StridedSliceAttrs
-    >>> _slice_shape((1, 8, 5, 3), StridedSliceAttrs((0, 1, 4, 0), (1, 8, -1, 3), (1, 2, -1, 1)))
-    (1, 4, 5, 3)
-    """
-    a = attrs
-    if not len(a.begin) == len(a.end) == len(a.strides) == len(x):
-        raise ShapeError(f"begin/end/strides {a.begin}/{a.end}/{a.strides} need one entry per axis of {x}")
-    out = []
-    for d, b, e, s in zip(x, a.begin, a.end, a.strides):
-        if s == 0 or not 0 <= b < d or not -1 <= e <= d or len(range(b, e, s)) < 1:
-            raise ShapeError(f"slice begin {b}, end {e}, stride {s} of an axis of size {d} is empty or out of range")
-        out.append(len(range(b, e, s)))
     return tuple(out)
 
 

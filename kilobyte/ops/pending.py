@@ -23,9 +23,6 @@ from .types import (
     PadAttrs,
     PoolAttrs,
     ReshapeAttrs,
-    StridedSliceAttrs,
-    TileAttrs,
-    TransposeAttrs,
 )
 
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
@@ -64,19 +61,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.CONCAT, "concat", local=True,
                    constraints="channel axis; producers write straight into their slice, else a channel copy"),
     KernelContract(Op.MEAN, "mean", "kb_mean_params", constraints="the reduced axes are one contiguous run"),
-    KernelContract(Op.TRANSPOSE, "movement", "kb_strides_params",
-                   constraints="any permutation of up to 4 axes (NCHW -> NHWC is (0, 2, 3, 1)); input and output share "
-                   "quantisation params; one strided copy (kb_strided_copy); not spatially local: ends a patch stage"),
-    KernelContract(Op.STRIDED_SLICE, "movement", "kb_strides_params",
-                   constraints="up to 4 axes; begin, end and shrink masks, negative indices and strides (resolved "
-                   "at import as TFLite Micro does; ellipsis, new-axis and offset are refused: TFLite Micro ignores "
-                   "them); input and output share quantisation params; one strided copy; not spatially local"),
-    KernelContract(Op.TILE, "movement", "kb_strides_params",
-                   constraints="up to 4 axes; input and output share quantisation params; a strided copy with repeats "
-                   "(TFLite Micro has no TILE: checked against TFLite's interpreter); not spatially local"),
-    KernelContract(Op.REDUCE_MAX, "movement", "kb_strides_params",
-                   constraints="any axes of up to 4, keep_dims either way; input and output share quantisation params "
-                   "(TFLite Micro requires it); raw int8 maximum (kb_reduce_max)"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
       for op in (Op.IDENTITY, Op.BATCH_NORM)),
     KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
@@ -111,13 +95,6 @@ PENDING = (
     OpDef(Op.RESHAPE, ReshapeAttrs, CONTRACTS[Op.RESHAPE], qparams="shared", builtin="RESHAPE"),
     OpDef(Op.CONCAT, ConcatAttrs, CONTRACTS[Op.CONCAT], fusable=True, qparams="shared", builtin="CONCATENATION",
           function="kb_copy_channels"),
-    OpDef(Op.TRANSPOSE, TransposeAttrs, CONTRACTS[Op.TRANSPOSE], qparams="shared", builtin="TRANSPOSE",
-          function="kb_strided_copy"),
-    OpDef(Op.STRIDED_SLICE, StridedSliceAttrs, CONTRACTS[Op.STRIDED_SLICE], qparams="shared", builtin="STRIDED_SLICE",
-          function="kb_strided_copy"),
-    OpDef(Op.TILE, TileAttrs, CONTRACTS[Op.TILE], qparams="shared", builtin="TILE", function="kb_strided_copy"),
-    OpDef(Op.REDUCE_MAX, MeanAttrs, CONTRACTS[Op.REDUCE_MAX], qparams="shared", builtin="REDUCE_MAX",
-          function="kb_reduce_max"),
     OpDef(Op.BATCH_NORM, BatchNormAttrs, CONTRACTS[Op.BATCH_NORM], params=True, elementwise_cost=True,
           int8_input=False),
     OpDef(Op.IDENTITY, NoAttrs, CONTRACTS[Op.IDENTITY], qparams="shared", int8_input=False),

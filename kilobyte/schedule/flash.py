@@ -30,8 +30,8 @@ from ..ir import Graph, Node, Op
 from ..kernels import contract_for, is_sparse
 from ..kernels.calls import ENTRY_POINTS, node_function
 from ..kernels.contracts import constant_operand, node_struct
-from ..kernels.movement import movement_calls
 from ..ops import opdef
+from ..ops.movement import movement_calls
 from . import code_size
 from .inplace import slice_placement
 
@@ -118,7 +118,7 @@ def per_layer_code(graph: Graph, steps) -> tuple[list[tuple[str, str]], set[str]
                 layers.append((name, kind))
                 functions.add(function)
                 calls = 1
-                if kind == "movement":  # a struct per call (codegen/movement.py)
+                if kind == "movement":  # a struct per call (ops/movement.py)
                     strides = tuple(slice_placement(steps.storage, graph, t)[1] for t in (node.inputs[0],
                                                                                           node.outputs[0]))
                     calls = movement_calls(graph, node, strides)

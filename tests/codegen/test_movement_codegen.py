@@ -21,7 +21,7 @@ from kilobyte.driver.verify import verify_project
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.interp import run_int8
 from kilobyte.ir import GraphBuilder, Op, QParams, TransposeAttrs
-from kilobyte.kernels.movement import byte_strides, collapse
+from kilobyte.ops.movement import byte_strides, collapse
 from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.plan_types import PlanOptions
 

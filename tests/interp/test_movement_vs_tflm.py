@@ -1,4 +1,4 @@
-"""int8 TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX: the numpy reference (`kilobyte.interp.movement`) against
+"""int8 TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX: the numpy reference (`kilobyte.ops.movement`) against
 TensorFlow Lite Micro, bit for bit — and TILE, which TFLite Micro does not register, against TFLite's own interpreter.
 
 TRANSPOSE, TILE and REDUCE_MAX are one-op graphs written by Kilobyte's `.tflite` writer. STRIDED_SLICE files are
