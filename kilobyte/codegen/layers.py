@@ -2,7 +2,7 @@
 
 Every number a kernel needs (shapes, strides, zero points, clamps, per-channel multipliers and shifts, arena
 offsets) is computed here, at generation time, with the same functions the numpy reference interpreter uses
-(`kilobyte.interp.int8_ref.requant_params`, `add_node_params`, `mul_node_params`, `mean_multiplier`) — one source of
+(`kilobyte.ops.node_params`: `requant_params`, `add_node_params`, `mul_node_params`) — one source of
 truth for the arithmetic. Binary ops (ADD, SUB, MUL, MAXIMUM, MINIMUM) run on operands of the output's shape, or a
 per-channel (1,1,1,C) operand broadcast by a pixel stride of 0; ADD, SUB and MUL with a constant operand of any
 shape that broadcasts call `kb_add_const` / `kb_mul_const` with the constant's share of each element prepared here
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import mean_multiplier
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
@@ -259,51 +258,6 @@ def emit_pool(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                      families={"pool"})
 
 
-MEAN_MAX_REDUCE = 1 << 23  # below this many values |sum - n * zero point| < 256 n fits kb_mean's int32 sum
-
-
-def mean_fields(graph: Graph, node: Node, cstrides: tuple[int, int]) -> dict[str, int]:
-    """`kb_mean_params` of an int8 MEAN whose input and output have pixel strides `cstrides`.
-
-    kb_mean reads (outer, reduce, inner) pixels, so the reduced axes must be one contiguous run once unit axes (which
-    belong to either side) are left out: over NHWC, (1, 2), (1,), (2,), (3,), (2, 3), (1, 2, 3) all work, (1, 3) only
-    when W is 1. Without the channel axis a pixel is the tensor's own (c = C, the planned strides: the output may be
-    a concat slice); with it the tensor is read byte by byte (c = 1), which needs a dense input and an output whose
-    last axis is 1 or dense. Everything else raises a one-line `UnsupportedOpError` naming the node and its axes.
-    """
-    x_shape, y_shape = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
-    rank = len(x_shape)
-    axes = sorted({a % rank for a in node.attrs.axes})
-    where = f"node '{node.name}' (MEAN over axes {tuple(node.attrs.axes)} of {x_shape})"
-    if rank - 1 in axes:
-        y_last = y_shape[-1] if y_shape else 1
-        if cstrides[0] != x_shape[-1] or (y_last != 1 and cstrides[1] != y_last):
-            raise UnsupportedOpError(f"{where}: a mean over channels needs a dense input and output")
-        dims, c, strides = x_shape, 1, (1, cstrides[1] if y_last == 1 else 1)
-    else:
-        dims, c, strides = x_shape[:-1], x_shape[-1], cstrides
-    reduced = [a for a in axes if dims[a] > 1]
-    first, last = (reduced[0], reduced[-1]) if reduced else (len(dims), len(dims) - 1)
-    if any(a not in axes and dims[a] > 1 for a in range(first, last + 1)):
-        raise UnsupportedOpError(f"{where}: kb_mean needs the reduced axes to be one contiguous run")
-    outer, reduce, inner = (int(np.prod(dims[:first])), int(np.prod(dims[first:last + 1])),
-                            int(np.prod(dims[last + 1:])))
-    if reduce >= MEAN_MAX_REDUCE:
-        raise UnsupportedOpError(f"{where}: {reduce} values overflow kb_mean's int32 sum")
-    (s_in,), (z_in,) = graph.tensors[node.inputs[0]].qparams.scale, graph.tensors[node.inputs[0]].qparams.zero_point
-    (s_out,), (z_out,) = graph.tensors[node.outputs[0]].qparams.scale, graph.tensors[node.outputs[0]].qparams.zero_point
-    mult, shift = mean_multiplier(s_in, s_out, reduce)  # reduce == n of mean_int8: unit axes add nothing
-    return dict(outer=outer, reduce=reduce, inner=inner, c=c, in_cstride=strides[0], out_cstride=strides[1],
-                sum_offset=-int(z_in) * reduce, mult=mult, shift=shift, out_offset=int(z_out))
-
-
-def emit_mean(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    params = mean_fields(graph, node, (bufs.cstride(node.inputs[0]), bufs.cstride(node.outputs[0])))
-    return LayerCode(body=[c_struct("kb_mean_params", params),
-                           f"kb_mean(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.outputs[0])});"],
-                     families={"mean"})
-
-
 def emit_pad(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     (n0, n1), (t, b), (left, r), (c0, c1) = node.attrs.pads
     if n0 or n1:
@@ -364,7 +318,7 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
-    Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.QUANTIZE: emit_quantize,
+    Op.CONCAT: emit_concat, Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
 }
 

@@ -195,12 +195,6 @@ def _binary(graph: Graph, node: Node):
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, opts)], []
 
 
-def _mean(graph: Graph, node: Node):
-    axes = _const(f"{node.outputs[0]}.axes", np.array(node.attrs.axes, np.int32))
-    op = TflOp(B.MEAN, (node.inputs[0], axes.name), node.outputs, {"KeepDims": bool(node.attrs.keepdims)})
-    return [op], [axes]
-
-
 def _pad(graph: Graph, node: Node):
     pads = _const(f"{node.outputs[0]}.paddings", np.array(node.attrs.pads, np.int32).reshape(-1, 2))
     return [TflOp(B.PAD, (node.inputs[0], pads.name), node.outputs, {})], [pads]
@@ -233,7 +227,6 @@ _LOWER = {
     Op.MUL: _binary,
     Op.MAXIMUM: _binary,
     Op.MINIMUM: _binary,
-    Op.MEAN: _mean,
     Op.PAD: _pad,
     Op.RESHAPE: _reshape,
     Op.CONCAT: _concat,

@@ -103,8 +103,6 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _act(args[0] * args[1], a.activation)
     if op in (Op.MAXIMUM, Op.MINIMUM):
         return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
-    if op is Op.MEAN:
-        return args[0].mean(axis=tuple(a.axes), keepdims=a.keepdims)
     if op is Op.PAD:
         return np.pad(args[0], a.pads)
     if op is Op.RESHAPE:

@@ -8,7 +8,7 @@ integer parameters so the C runtime can be tested against them directly, and `re
 functions do.
 
 Beyond the conv / pool / ADD core:
-- MEAN (`mean_int8`, TFLM's integer MEAN; its requantisation in `mean_multiplier`, shared with the code generator);
+- MEAN (`kilobyte.ops.mean`: TFLM's integer MEAN; its requantisation shared with the code generator);
 - SOFTMAX and LOG_SOFTMAX (`kilobyte.ops.softmax`; `kernel_fields` gives their C kernel's fields);
 - ADD, SUB, MUL, MAXIMUM, MINIMUM: broadcast as numpy does (TFLite Micro's broadcast kernels,
   `BroadcastAdd6DSlow`, `BroadcastQuantSubSlow`, `BroadcastMul6DSlow`, compute the same formula per element), either
@@ -44,7 +44,6 @@ from ..ops.arith import (
     MulParams,
     dequantize_values,
     multiply_by_quantized_multiplier,
-    quantize_multiplier,
     quantize_values,
     requantize_values,
 )
@@ -118,9 +117,6 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
     if op in (Op.PAD, Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
         return _eval_moving(graph, node, args)
-    if op is Op.MEAN:
-        return mean_int8(args[0], node.attrs.axes, node.attrs.keepdims, *tensor_qparams(graph, node.inputs[0]),
-                         *tensor_qparams(graph, node.outputs[0]))
     if op is Op.QUANTIZE and args[0].dtype in (np.int8, np.uint8):  # uint8 <-> int8 at a model's edges
         x, y = node.inputs[0], node.outputs[0]
         return requantize_values(args[0], *tensor_qparams(graph, x), *tensor_qparams(graph, y),
@@ -276,35 +272,6 @@ def max_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int 
     for _, _, view in _taps(xp, kh, kw, stride, (1, 1), (ho, wo)):
         np.maximum(best, view, out=best)
     return np.clip(best, act_min, act_max).astype(np.int8)
-
-
-def mean_int8(x, axes, keepdims: bool, input_scale, input_zp: int, output_scale, output_zp: int) -> np.ndarray:
-    """int8 MEAN as TFLite Micro computes it (`reference_ops::QuantizedMeanOrSum`, integer version), any axes.
-
-    `sum(x - zp_in)` over the n reduced values is requantised with `QuantizeMultiplier(s_in / s_out)` into which
-    1/n is folded: `k = min(floor(log2 n), 32, 31 + shift)`, `multiplier = (multiplier << k) / n` (truncating),
-    `shift -= k`; then `+ zp_out` and the int8 clamp.
-    """
-    axes = tuple(sorted({a % x.ndim for a in axes}))
-    n = int(np.prod([x.shape[a] for a in axes]))
-    acc = (np.asarray(x, np.int64) - input_zp).sum(axis=axes, keepdims=keepdims)
-    m, s = mean_multiplier(input_scale, output_scale, n)
-    return np.clip(multiply_by_quantized_multiplier(acc, m, s) + output_zp, -128, 127).astype(np.int8)
-
-
-def mean_multiplier(input_scale, output_scale, n: int) -> tuple[int, int]:
-    """(multiplier, shift) of an int8 MEAN over `n` values: `QuantizeMultiplier(s_in / s_out)` with 1/n folded in as
-    TFLite Micro's `QuantizedMeanOrSum` does it (`mean_int8`); the C kernel `kb_mean` gets the same two numbers.
-
-    The shift k taken out of the multiplier is at most floor(log2 n) (so `(m << k) / n` stays below 2^31), at most 32,
-    and at most 31 + shift (so the final right shift stays within 31 bits).
-
-    >>> mean_multiplier(0.5, 0.5, 49)  # 2^30 * 2^5 / 49, shift 1 - 5
-    (701219150, -4)
-    """
-    m, s = (int(v) for v in quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale))))
-    k = min(n.bit_length() - 1, 32, 31 + s)
-    return (m << k) // n, s - k
 
 
 def pad_int8(x, pads, zero_point: int) -> np.ndarray:

@@ -7,7 +7,6 @@ agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
 from __future__ import annotations
 
 from ..ops import opdef
-from ..ops.movement import reduce_shape
 from ..ops.opdef import broadcast_shape
 from ..ops.types import Op, ShapeError
 
@@ -61,8 +60,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(shapes) != 2:
             raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
         return broadcast_shape(shapes[0], shapes[1])
-    if op is Op.MEAN:
-        return reduce_shape(attrs, shapes)
     if op is Op.PAD:
         if len(attrs.pads) != len(x):
             raise ShapeError(f"pad has {len(attrs.pads)} axes, input has {len(x)}")

@@ -17,7 +17,6 @@ from .types import (
     ConvAttrs,
     DepthwiseAttrs,
     FullyConnectedAttrs,
-    MeanAttrs,
     NoAttrs,
     Op,
     PadAttrs,
@@ -60,7 +59,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.RESHAPE, None, constraints="an alias of its input's bytes, or one copy"),
     KernelContract(Op.CONCAT, "concat", local=True,
                    constraints="channel axis; producers write straight into their slice, else a channel copy"),
-    KernelContract(Op.MEAN, "mean", "kb_mean_params", constraints="the reduced axes are one contiguous run"),
     *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
       for op in (Op.IDENTITY, Op.BATCH_NORM)),
     KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
@@ -90,7 +88,6 @@ PENDING = (
           builtin="AVERAGE_POOL_2D", function="kb_avg_pool"),
     OpDef(Op.MAX_POOL_2D, PoolAttrs, CONTRACTS[Op.MAX_POOL_2D], fusable=True, qparams="shared", builtin="MAX_POOL_2D",
           function="kb_max_pool"),
-    OpDef(Op.MEAN, MeanAttrs, CONTRACTS[Op.MEAN], builtin="MEAN", function="kb_mean"),
     OpDef(Op.PAD, PadAttrs, CONTRACTS[Op.PAD], qparams="shared", builtin="PAD", function="kb_pad"),
     OpDef(Op.RESHAPE, ReshapeAttrs, CONTRACTS[Op.RESHAPE], qparams="shared", builtin="RESHAPE"),
     OpDef(Op.CONCAT, ConcatAttrs, CONTRACTS[Op.CONCAT], fusable=True, qparams="shared", builtin="CONCATENATION",

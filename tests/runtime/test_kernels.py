@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 import kilobyte.runtime as rt
 from kilobyte import ir
-from kilobyte.codegen.layers import mean_fields
 from kilobyte.errors import UnsupportedOpError
 from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.ops import arith
+from kilobyte.ops.mean import mean_fields
 from kilobyte.ops.node_params import add_node_params, requant_params
 
 SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"  # set by test_build.py's sanitizer run
