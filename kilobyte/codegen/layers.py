@@ -114,19 +114,6 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    code = LayerCode(families={"fc"})
-    p = requant_params(graph, node)
-    w_shape = graph.tensors[node.inputs[1]].shape
-    params = dict(in_n=w_shape[1], out_n=w_shape[0], in_offset=-p.input_zp, out_offset=p.output_zp,
-                  act_min=p.act_min, act_max=p.act_max)
-    w, b, m, s = weight_arrays(graph, node, code)
-    code.body += [c_struct("kb_fc_params", params),
-                  f"kb_fully_connected(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
-                  f"{bufs.ptr(node.outputs[0])});"]
-    return code
-
-
 @dataclass(frozen=True)
 class Operands:
     """Where a binary op's kernel reads its two operands and writes its output: C pointers and pixel strides (a
@@ -316,7 +303,7 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 
 EMITTERS = {
-    Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.FULLY_CONNECTED: emit_fc, Op.ADD: emit_add,
+    Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
     Op.CONCAT: emit_concat, Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,

@@ -133,7 +133,7 @@ def _const(name: str, data: np.ndarray, qparams: QParams | None = None) -> Tenso
 
 
 def _params(node: Node) -> tuple[str, ...]:
-    """(weight,) or (weight, bias) of a CONV / DEPTHWISE / FC node. A missing bias is left out, not written as -1:
+    """(weight,) or (weight, bias) of a CONV / DEPTHWISE node. A missing bias is left out, not written as -1:
     TFLite Micro's DEPTHWISE_CONV_2D dereferences an optional input of -1 and crashes."""
     return tuple(node.inputs[1:3])
 
@@ -170,11 +170,6 @@ def _zero_bias(graph: Graph, node: Node) -> Tensor:
     scale = np.broadcast_to(np.float32(s_in) * w.scale.astype(np.float32), (n,)).astype(np.float32)
     q = QParams(scale, np.zeros(n, np.int64), 0)
     return Tensor(S.zero_bias_tensor_name(node.outputs[0]), (n,), "int32", np.zeros(n, np.int32), q)
-
-
-def _fully_connected(graph: Graph, node: Node):
-    opts = {"FusedActivationFunction": _act(node)}
-    return [TflOp(B.FULLY_CONNECTED, (node.inputs[0], *_params(node)), node.outputs, opts)], []
 
 
 def _pool(graph: Graph, node: Node):
@@ -219,7 +214,6 @@ def _plain(graph: Graph, node: Node):
 _LOWER = {
     Op.CONV_2D: _conv,
     Op.DEPTHWISE_CONV_2D: _conv,
-    Op.FULLY_CONNECTED: _fully_connected,
     Op.AVG_POOL_2D: _pool,
     Op.MAX_POOL_2D: _pool,
     Op.ADD: _binary,

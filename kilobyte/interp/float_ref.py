@@ -90,9 +90,6 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _conv(node, *args)
     if op is Op.DEPTHWISE_CONV_2D:
         return _depthwise(node, *args)
-    if op is Op.FULLY_CONNECTED:
-        y = args[0] @ args[1].T + (args[2] if len(args) > 2 else 0.0)
-        return _act(y, a.activation)
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         return _pool(node, args[0])
     if op is Op.ADD:

@@ -1,11 +1,11 @@
 """Reference stage: a numpy int8 interpreter with TFLite's integer arithmetic — bit-exact with TensorFlow Lite Micro.
 
 `run_int8` runs a whole quantised graph; `eval_node_int8` runs one node from its argument arrays (a memory-plan
-executor calls it node by node); the per-op kernels below (`conv2d_int8`, `depthwise_conv2d_int8`,
-`fully_connected_int8`, `add_int8`, `sub_int8`, `mul_int8`, `avg_pool_int8`, `max_pool_int8`, `pad_int8`) take plain
-integer parameters so the C runtime can be tested against them directly, and `requant_params` / `add_node_params` /
-`mul_node_params` / `activation_range_of` derive those parameters from a graph exactly as TFLite Micro's Prepare
-functions do.
+executor calls it node by node): the op's own int8 reference when its `OpDef` has one (`kilobyte.ops`), else the
+per-op kernels below (`conv2d_int8`, `depthwise_conv2d_int8`, `add_int8`, `sub_int8`, `mul_int8`, `avg_pool_int8`,
+`max_pool_int8`, `pad_int8`), which take plain integer parameters so the C runtime can be tested against them
+directly; `kilobyte.ops.node_params` (`requant_params`, `add_node_params`, `mul_node_params`, `activation_range_of`)
+derives those parameters from a graph exactly as TFLite Micro's Prepare functions do.
 
 Beyond the conv / pool / ADD core:
 - MEAN (`kilobyte.ops.mean`: TFLM's integer MEAN; its requantisation shared with the code generator);
@@ -98,7 +98,7 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         raise KilobyteError(f"node '{node.name}' ({op.value}): expects an int8 input, got {args[0].dtype}")
     if d.int8_ref is not None:
         return d.int8_ref(graph, node, args)
-    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED):
+    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D):
         return _eval_weighted(graph, node, args)
     if op is Op.ADD:
         return add_int8(args[0], args[1], add_node_params(graph, node))
@@ -154,8 +154,6 @@ def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     bias = args[2] if len(args) > 2 else None
     p = requant_params(graph, node)
     a = node.attrs
-    if node.op is Op.FULLY_CONNECTED:
-        return fully_connected_int8(x, w, bias, p)
     if node.op is Op.CONV_2D:
         return conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation)
     return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
@@ -207,12 +205,6 @@ def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), paddin
     acc = np.zeros((x.shape[0], ho, wo, w.shape[3]))
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view * wf[i, j]
-    return finish(acc, bias, p)
-
-
-def fully_connected_int8(x, w, bias, p: RequantParams) -> np.ndarray:
-    """int8 FULLY_CONNECTED. x (N,in) int8, w (out,in) int8, bias (out,) int32 or None -> (N,out)."""
-    acc = (x.astype(np.float64) - p.input_zp) @ w.astype(np.float64).T
     return finish(acc, bias, p)
 
 

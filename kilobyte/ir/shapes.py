@@ -49,11 +49,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(x) != 4 or w[3] != x[3] * attrs.depth_multiplier:
             raise ShapeError(f"depthwise input {x} does not match weight {w} (1,kh,kw,C)")
         return _window_shape(x, w[1], w[2], attrs, w[3])
-    if op is Op.FULLY_CONNECTED:
-        w = shapes[1]
-        if len(x) != 2 or x[1] != w[1]:
-            raise ShapeError(f"fully connected input {x} does not match weight {w} (out,in)")
-        return (x[0], w[0])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         return _window_shape(x, attrs.kernel[0], attrs.kernel[1], attrs, x[3])
     if op in BINARY_OPS:
