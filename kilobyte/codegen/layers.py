@@ -21,10 +21,9 @@ from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
 from ..ops import opdef
-from ..ops.arith import requant_multiplier
 from ..ops.c_text import c_array, c_ident, c_struct
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
-from ..ops.node_params import activation_range_of, requant_params, tensor_qparams
+from ..ops.node_params import activation_range_of, requant_params
 from ..schedule.scratch import conv_columns_bytes
 
 
@@ -287,25 +286,10 @@ def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """QUANTIZE between uint8 and int8 (a model's uint8 input or output): TFLite Micro's Requantize."""
-    x, y = node.inputs[0], node.outputs[0]
-    kinds = (graph.tensors[x].dtype, graph.tensors[y].dtype)
-    if kinds not in (("uint8", "int8"), ("int8", "uint8")):
-        raise UnsupportedOpError(f"node '{node.name}' (QUANTIZE {kinds[0]} -> {kinds[1]}): only uint8 <-> int8 runs "
-                                 "in C (a float QUANTIZE belongs at the input: kb_invoke_float)")
-    (si, zi), (so, zo) = tensor_qparams(graph, x), tensor_qparams(graph, y)
-    mult, shift = requant_multiplier(si, so)
-    fields = dict(n=graph.tensors[y].numel, in_offset=zi, out_offset=zo, mult=mult, shift=shift)
-    fn = "kb_requantize_u8_i8" if kinds[0] == "uint8" else "kb_requantize_i8_u8"
-    return LayerCode(body=[c_struct("kb_requantize_params", fields),
-                           f"{fn}(&p, (const void *){bufs.ptr(x)}, (void *){bufs.ptr(y)});"], families={"quantize"})
-
-
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.ADD: emit_add,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
-    Op.CONCAT: emit_concat, Op.QUANTIZE: emit_quantize,
+    Op.CONCAT: emit_concat,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
 }
 

@@ -206,11 +206,6 @@ def _concat(graph: Graph, node: Node):
     return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
 
 
-def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE: no attributes."""
-    return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
-
-
 _LOWER = {
     Op.CONV_2D: _conv,
     Op.DEPTHWISE_CONV_2D: _conv,
@@ -224,6 +219,4 @@ _LOWER = {
     Op.PAD: _pad,
     Op.RESHAPE: _reshape,
     Op.CONCAT: _concat,
-    Op.QUANTIZE: _plain,
-    Op.DEQUANTIZE: _plain,
 }

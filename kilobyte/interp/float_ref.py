@@ -106,9 +106,4 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return args[0].reshape(a.shape)
     if op is Op.CONCAT:
         return _act(np.concatenate(args, axis=a.axis), a.activation)
-    if op is Op.BATCH_NORM:
-        x, gamma, beta, mean, var = args
-        return (x - mean) / np.sqrt(var + a.eps) * gamma + beta
-    if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):
-        return args[0]
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

@@ -42,10 +42,7 @@ from ..ops import opdef
 from ..ops.arith import (
     AddParams,
     MulParams,
-    dequantize_values,
     multiply_by_quantized_multiplier,
-    quantize_values,
-    requantize_values,
 )
 from ..ops.node_params import (
     RequantParams,
@@ -115,23 +112,15 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         lo, hi = activation_range_of(graph, node)
         pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
-    if op in (Op.PAD, Op.RESHAPE, Op.IDENTITY, Op.CONCAT):
+    if op in (Op.PAD, Op.RESHAPE, Op.CONCAT):
         return _eval_moving(graph, node, args)
-    if op is Op.QUANTIZE and args[0].dtype in (np.int8, np.uint8):  # uint8 <-> int8 at a model's edges
-        x, y = node.inputs[0], node.outputs[0]
-        return requantize_values(args[0], *tensor_qparams(graph, x), *tensor_qparams(graph, y),
-                                 np.dtype(graph.tensors[y].dtype))
-    if op is Op.QUANTIZE:
-        return quantize_values(args[0], *tensor_qparams(graph, node.outputs[0]))
-    if op is Op.DEQUANTIZE:
-        return dequantize_values(args[0], *tensor_qparams(graph, node.inputs[0]))
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """PAD / RESHAPE / IDENTITY / CONCAT: values move unchanged, so input and output params must agree — except for
+    """PAD / RESHAPE / CONCAT: values move unchanged, so input and output params must agree — except for
     RESHAPE, which TFLite Micro runs as a byte copy whatever the output's params say (some converters write them
     different): so do we."""
     if node.op is not Op.RESHAPE:

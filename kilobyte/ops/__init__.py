@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import fully_connected, lut, mean, movement, pending, prelu, resize, softmax, transpose_conv
+from . import edges, fully_connected, lut, mean, movement, pending, prelu, resize, softmax, training, transpose_conv
 from .opdef import OpDef
 from .types import Op
 
-_MODULES = (pending, fully_connected, lut, mean, movement, prelu, resize, softmax, transpose_conv)
+_MODULES = (pending, edges, fully_connected, lut, mean, movement, prelu, resize, softmax, training, transpose_conv)
 
 
 def _registry() -> dict[Op, OpDef]:

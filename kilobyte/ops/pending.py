@@ -12,7 +12,6 @@ from .contract import InPlaceRule, KernelContract, conv_window, pad_window, pool
 from .opdef import OpDef
 from .types import (
     AddAttrs,
-    BatchNormAttrs,
     ConcatAttrs,
     ConvAttrs,
     DepthwiseAttrs,
@@ -57,14 +56,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.RESHAPE, None, constraints="an alias of its input's bytes, or one copy"),
     KernelContract(Op.CONCAT, "concat", local=True,
                    constraints="channel axis; producers write straight into their slice, else a channel copy"),
-    *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
-      for op in (Op.IDENTITY, Op.BATCH_NORM)),
-    KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
-                   constraints="uint8 <-> int8 at the model's input or output; float -> int8 at the input through "
-                   "kb_invoke_float"),
-    KernelContract(Op.DEQUANTIZE, "quantize", constraints="int8 / uint8 -> float at a model's output, through "
-                   "kb_invoke_float, with the float ops after it (SOFTMAX, LOG_SOFTMAX, LOGISTIC, ADD / MUL by a "
-                   "constant, RESHAPE: kb_float_tail.c)"),
 )}
 
 PENDING = (
@@ -88,9 +79,4 @@ PENDING = (
     OpDef(Op.RESHAPE, ReshapeAttrs, CONTRACTS[Op.RESHAPE], qparams="shared", builtin="RESHAPE"),
     OpDef(Op.CONCAT, ConcatAttrs, CONTRACTS[Op.CONCAT], fusable=True, qparams="shared", builtin="CONCATENATION",
           function="kb_copy_channels"),
-    OpDef(Op.BATCH_NORM, BatchNormAttrs, CONTRACTS[Op.BATCH_NORM], params=True, elementwise_cost=True,
-          int8_input=False),
-    OpDef(Op.IDENTITY, NoAttrs, CONTRACTS[Op.IDENTITY], qparams="shared", int8_input=False),
-    OpDef(Op.QUANTIZE, NoAttrs, CONTRACTS[Op.QUANTIZE], int8_input=False, builtin="QUANTIZE"),
-    OpDef(Op.DEQUANTIZE, NoAttrs, CONTRACTS[Op.DEQUANTIZE], builtin="DEQUANTIZE"),
 )
