@@ -258,14 +258,6 @@ def emit_pad(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                      families={"pad"})
 
 
-def emit_reshape(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    src, dst = node.inputs[0], node.outputs[0]
-    if bufs.same_bytes(src, dst):
-        return LayerCode(body=["/* RESHAPE: aliases its input, nothing to do */"])
-    n = graph.tensors[dst].numel
-    return LayerCode(body=[f"memmove({bufs.ptr(dst)}, {bufs.ptr(src)}, {n});"])
-
-
 def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     out = node.outputs[0]
     out_place = plan.placements[out]
@@ -288,7 +280,7 @@ def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.ADD: emit_add,
-    Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad, Op.RESHAPE: emit_reshape,
+    Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad,
     Op.CONCAT: emit_concat,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
 }

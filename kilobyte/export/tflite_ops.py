@@ -195,12 +195,6 @@ def _pad(graph: Graph, node: Node):
     return [TflOp(B.PAD, (node.inputs[0], pads.name), node.outputs, {})], [pads]
 
 
-def _reshape(graph: Graph, node: Node):
-    shape = tuple(int(d) for d in node.attrs.shape)
-    const = _const(f"{node.outputs[0]}.shape", np.array(shape, np.int32))
-    return [TflOp(B.RESHAPE, (node.inputs[0], const.name), node.outputs, {"NewShape": shape})], [const]
-
-
 def _concat(graph: Graph, node: Node):
     opts = {"Axis": node.attrs.axis, "FusedActivationFunction": _act(node)}
     return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
@@ -217,6 +211,5 @@ _LOWER = {
     Op.MAXIMUM: _binary,
     Op.MINIMUM: _binary,
     Op.PAD: _pad,
-    Op.RESHAPE: _reshape,
     Op.CONCAT: _concat,
 }

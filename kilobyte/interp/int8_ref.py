@@ -112,7 +112,7 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         lo, hi = activation_range_of(graph, node)
         pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
-    if op in (Op.PAD, Op.RESHAPE, Op.CONCAT):
+    if op in (Op.PAD, Op.CONCAT):
         return _eval_moving(graph, node, args)
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
@@ -120,21 +120,14 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
 
 
 def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """PAD / RESHAPE / CONCAT: values move unchanged, so input and output params must agree — except for
-    RESHAPE, which TFLite Micro runs as a byte copy whatever the output's params say (some converters write them
-    different): so do we."""
-    if node.op is not Op.RESHAPE:
-        require_same_qparams(graph, node)
+    """PAD / CONCAT: values move unchanged, so input and output params must agree."""
+    require_same_qparams(graph, node)
     if node.op is Op.PAD:
         return pad_int8(args[0], node.attrs.pads, tensor_qparams(graph, node.inputs[0])[1])
     if node.op is Op.CONCAT:
         if node.attrs.activation is not Activation.NONE:
             raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
         return np.concatenate(args, axis=node.attrs.axis)
-    if node.op is Op.RESHAPE:
-        if args[0].shape == graph.tensors[node.inputs[0]].shape:  # one sample: the new shape as it is (rank 0 too)
-            return args[0].reshape(tuple(node.attrs.shape))
-        return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
 
 

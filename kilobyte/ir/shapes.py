@@ -59,10 +59,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(attrs.pads) != len(x):
             raise ShapeError(f"pad has {len(attrs.pads)} axes, input has {len(x)}")
         return tuple(d + a + b for d, (a, b) in zip(x, attrs.pads))
-    if op is Op.RESHAPE:
-        if _numel(attrs.shape) != _numel(x):
-            raise ShapeError(f"cannot reshape {x} to {attrs.shape}")
-        return tuple(attrs.shape)
     if op is Op.CONCAT:
         return _concat_shape(shapes, attrs.axis)
     # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
@@ -82,10 +78,3 @@ def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
     return tuple(out)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n

@@ -1,8 +1,11 @@
 """Op registry: one `OpDef` per operator (`opdef.py`), the one place each op's facts live.
 
-`opdef(op)` is what every stage asks; `defs()` iterates over all of them. The op modules (`resize.py`,
-`transpose_conv.py`, `lut.py`) define their ops completely — data and behaviour; `pending.py` holds the data of the
-ops whose behaviour is still in the stages. The registry is checked when built: every `Op` has exactly one `OpDef`.
+`opdef(op)` is what every stage asks; `defs()` iterates over all of them. The op modules (`edges.py`,
+`fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `prelu.py`, `reshape.py`, `resize.py`, `softmax.py`,
+`training.py`, `transpose_conv.py`) define their ops completely — data and behaviour; `pending.py` holds the data
+of the ops whose behaviour is still in the stages (the convolutions, pools, PAD, CONCAT and the binary ops: they
+also run inside a patch stage, whose emitters move with them). The registry is checked when built: every `Op`
+has exactly one `OpDef`.
 
 This package sits right above `errors` in the layer order (`docs/layout.md`): it imports nothing else of Kilobyte,
 so the IR and every stage can ask it. Its building blocks are leaf modules here too: the Op enum and attrs
@@ -14,11 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import edges, fully_connected, lut, mean, movement, pending, prelu, resize, softmax, training, transpose_conv
+from . import (
+    edges,
+    fully_connected,
+    lut,
+    mean,
+    movement,
+    pending,
+    prelu,
+    reshape,
+    resize,
+    softmax,
+    training,
+    transpose_conv,
+)
 from .opdef import OpDef
 from .types import Op
 
-_MODULES = (pending, edges, fully_connected, lut, mean, movement, prelu, resize, softmax, training, transpose_conv)
+_MODULES = (pending, edges, fully_connected, lut, mean, movement, prelu, reshape, resize, softmax, training,
+            transpose_conv)
 
 
 def _registry() -> dict[Op, OpDef]:

@@ -19,7 +19,6 @@ from .types import (
     Op,
     PadAttrs,
     PoolAttrs,
-    ReshapeAttrs,
 )
 
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
@@ -53,7 +52,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="input and output share quantisation params"),
     KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=pad_window,
                    constraints="H, W and C; padded with the zero point; folded into a following conv at import"),
-    KernelContract(Op.RESHAPE, None, constraints="an alias of its input's bytes, or one copy"),
     KernelContract(Op.CONCAT, "concat", local=True,
                    constraints="channel axis; producers write straight into their slice, else a channel copy"),
 )}
@@ -76,7 +74,6 @@ PENDING = (
     OpDef(Op.MAX_POOL_2D, PoolAttrs, CONTRACTS[Op.MAX_POOL_2D], fusable=True, qparams="shared", builtin="MAX_POOL_2D",
           function="kb_max_pool"),
     OpDef(Op.PAD, PadAttrs, CONTRACTS[Op.PAD], qparams="shared", builtin="PAD", function="kb_pad"),
-    OpDef(Op.RESHAPE, ReshapeAttrs, CONTRACTS[Op.RESHAPE], qparams="shared", builtin="RESHAPE"),
     OpDef(Op.CONCAT, ConcatAttrs, CONTRACTS[Op.CONCAT], fusable=True, qparams="shared", builtin="CONCATENATION",
           function="kb_copy_channels"),
 )
