@@ -296,13 +296,16 @@ def finetune_config(config: SearchConfig, resolution: int):
     """The training recipe (`kilobyte.train`) the winner is fine-tuned with, from its inherited weights."""
     from ..train import TrainConfig
 
-    return TrainConfig(epochs=config.finetune_epochs, lr=config.finetune_lr, seed=config.seed, resolution=resolution)
+    return TrainConfig(epochs=config.finetune_epochs, lr=config.finetune_lr, seed=config.seed, resolution=resolution,
+                       keep_initial=True)
 
 
 def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     """The winner extracted with its inherited weights, trained by the recipe (augmentation, one-cycle rate, label
-    smoothing, BN recalibration, early stopping on the validation split). Deterministic, so a search killed during
-    fine-tuning re-runs it to the same weights; the result is saved atomically to DIR/finetune.pt."""
+    smoothing, BN recalibration, early stopping on the validation split). The inherited weights are validated first
+    and kept unless an epoch matches them (`keep_initial`): fine-tuning never ends below what evolution scored.
+    Deterministic, so a search killed during fine-tuning re-runs it to the same weights; the result is saved
+    atomically to DIR/finetune.pt."""
     from ..train import fit as train
     from .supernet_train import load_weights
 

@@ -52,6 +52,8 @@ class TrainConfig:
     patience: int | None = 5  # epochs without a best validation accuracy before stopping; None: never stop
     best_tolerance_se: float = 1.0  # an epoch counts as best within this many standard errors of the top accuracy
     recalibrate_bn: bool = True  # BatchNorm statistics from clean training images before validating and at the end
+    keep_initial: bool = False  # validate the starting weights first (epoch 0): an epoch must match them to replace
+    # them, so fine-tuning pretrained (e.g. inherited) weights never ends below where it started on validation
     resolution: int | None = None  # train (and validate) at this input size, resized bilinearly inside the loop
     seed: int = 0
 

@@ -43,8 +43,10 @@ class TrainResult:
     module: object  # the trained torch module, in eval mode
     config: TrainConfig
     history: list[EpochStats] = field(default_factory=list)
-    best_epoch: int | None = None  # whose weights `module` holds; None without validation (the last epoch's)
+    best_epoch: int | None = None  # whose weights `module` holds (0: the starting ones, `keep_initial`); None
+    # without validation (the last epoch's)
     stopped_early: bool = False
+    initial_val_accuracy: float | None = None  # the starting weights' (`keep_initial`)
 
     @property
     def seconds(self) -> float:
@@ -52,11 +54,14 @@ class TrainResult:
 
     @property
     def best_val_accuracy(self) -> float | None:
+        if self.best_epoch == 0:
+            return self.initial_val_accuracy
         return None if self.best_epoch is None else self.history[self.best_epoch - 1].val_accuracy
 
     def to_dict(self) -> dict:
         return {"config": asdict(self.config), "history": [asdict(e) for e in self.history],
-                "best_epoch": self.best_epoch, "stopped_early": self.stopped_early, "seconds": self.seconds}
+                "best_epoch": self.best_epoch, "stopped_early": self.stopped_early, "seconds": self.seconds,
+                "initial_val_accuracy": self.initial_val_accuracy}
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,10 @@ class _Loop:
     def run(self) -> TrainResult:
         result = TrainResult(self.module, self.config)
         best_state, top = None, 0.0
+        if self.config.keep_initial and self.data.val_x is not None:  # epoch 0: the weights it starts from
+            result.initial_val_accuracy = top = self.validate()
+            result.best_epoch = 0
+            best_state = {k: v.detach().clone() for k, v in self.module.state_dict().items()}
         for epoch in range(1, self.config.epochs + 1):
             t0 = time.perf_counter()
             loss = self.train_epoch(epoch)

@@ -138,3 +138,23 @@ def test_on_step_is_called_after_every_optimiser_step_only():
     fit(module, x, y, config, on_step=on_step)
     assert calls == [(i, 4) for i in range(1, 5)]
     assert all(not torch.equal(a, b) for a, b in zip(weights, weights[1:]))
+
+
+def test_keep_initial_never_ends_below_the_starting_weights(mnist):
+    """Fine-tuning good weights with a rate that wrecks them: without `keep_initial` the run returns worse weights
+    than it started from; with it, the starting weights come back (best epoch 0), scoring what they scored."""
+    train, _ = mnist
+    x, y, val = train.x[:640], train.y[:640], (train.x[3000:3400], train.y[3000:3400])
+    good = _mnist_cnn()
+    fit(good, x, y, TrainConfig(epochs=3, augment=False, seed=0), val=val)
+    start_acc = float_accuracy(good, *val)
+    wreck = TrainConfig(epochs=2, lr=50.0, clip_grad_norm=None, schedule="constant", augment=False, patience=2)
+    plain = copy.deepcopy(good)
+    fit(plain, x, y, wreck, val=val)
+    assert float_accuracy(plain, *val) < start_acc - 0.1  # the rate does wreck them
+    kept = copy.deepcopy(good)
+    result = fit(kept, x, y, wreck.replace(keep_initial=True), val=val)
+    assert result.best_epoch == 0 and result.initial_val_accuracy == result.best_val_accuracy
+    assert float_accuracy(kept, *val) == result.initial_val_accuracy >= start_acc - 0.02  # BN recalibrated once
+    weights = [k for k, v in good.state_dict().items() if v.dtype.is_floating_point and "running" not in k]
+    assert all(torch.equal(good.state_dict()[k], kept.state_dict()[k]) for k in weights)
