@@ -5,7 +5,9 @@ The corpus: the zoo's models (small widths and resolutions, calibrated on fixed 
 every data-movement and upsampling case of `tests/random_nets.py`, the unary (LUT) ops, PRELU, the softmaxes,
 sparse (FWCS / CSR) convolutions and float edges — each compiled with the default options, the DSP kernel set and,
 for the zoo's CNNs, a patch stage. Every file of every project (model.c, model.h, runtime copies, Makefile,
-CMakeLists.txt, kilobyte.json with the plan's arena, order and patch figures, model.tflite) is hashed.
+CMakeLists.txt, kilobyte.json with the plan's arena, order and patch figures, model.tflite) is hashed, and the search's
+resource estimate of the graph (`estimate_resources`) and its analysis (`profile`: MACs, ops, params, Flash, peak,
+per layer) are recorded.
 
     python bench/codegen_digest.py --write /tmp/before.json    # on the commit before a refactor
     python bench/codegen_digest.py --check /tmp/before.json    # after it: exit 1 naming every project that differs
@@ -78,11 +80,39 @@ def corpus():
         yield f"prelu-{seed}", prelu_model(seed, per_channel, concat), both
 
 
+def float_graphs():
+    """(name, float graph) of the zoo and the random nets, as the search hands graphs to `estimate_resources`."""
+    import random_nets
+
+    from kilobyte import api
+
+    for name, res, width in ZOO:
+        yield f"float/zoo-{name}", api.load(name, resolution=res, width=width).graph
+    for seed in range(12):
+        yield f"float/random-{seed}", random_nets.random_graph(seed)
+
+
 def options(kind: str):
     from kilobyte.schedule.plan_types import PlanOptions
 
     return {"default": PlanOptions(), "dsp": PlanOptions(kernels="dsp"),
             "patch": PlanOptions(patch="auto", max_mac_overhead=None)}[kind]
+
+
+def estimate(graph, opts) -> str:
+    """The search's figures for the graph (`estimate_resources`: peak, arena, scratch, input, weights, code, MACs,
+    kernel families and functions) and its float MACs / params (`analysis`), as one line: what the Flash model, the
+    planner and the analyses say must not move either."""
+    from kilobyte.analysis import profile
+    from kilobyte.errors import KilobyteError
+    from kilobyte.schedule.estimate import estimate_resources
+
+    try:
+        r = estimate_resources(graph, opts)
+        p = json.dumps(profile(graph).to_dict(), sort_keys=True, default=str)
+        return f"{r} profile={hashlib.sha256(p.encode()).hexdigest()}"
+    except KilobyteError as e:
+        return f"error: {e}"
 
 
 def digests(root: Path, progress: bool = True) -> dict[str, dict[str, str]]:
@@ -101,8 +131,11 @@ def digests(root: Path, progress: bool = True) -> dict[str, dict[str, str]]:
                 continue
             out[key] = {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in sorted(d.rglob("*")) if p.is_file()}
+            out[key]["estimate"] = estimate(graph, options(kind))
             if progress:
                 print(f"{key}: {len(out[key])} files", file=sys.stderr)
+    for name, graph in float_graphs():
+        out[name] = {kind: estimate(graph, options(kind)) for kind in ("default", "dsp")}
     return out
 
 
