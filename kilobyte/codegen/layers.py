@@ -244,44 +244,9 @@ def emit_pool(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                      families={"pool"})
 
 
-def emit_pad(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    (n0, n1), (t, b), (left, r), (c0, c1) = node.attrs.pads
-    if n0 or n1:
-        raise UnsupportedOpError(f"node '{node.name}': PAD on the batch axis has no C kernel")
-    _, ih, iw, ic = graph.tensors[node.inputs[0]].shape
-    zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
-    params = dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), pad_t=t, pad_b=b, pad_l=left,
-                  pad_r=r, pad_c0=c0, pad_c1=c1, out_cstride=bufs.cstride(node.outputs[0]), value=zp, in_row=iw,
-                  out_row=left + iw + r)
-    return LayerCode(body=[c_struct("kb_pad_params", params),
-                           f"kb_pad(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.outputs[0])});"],
-                     families={"pad"})
-
-
-def emit_concat(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    out = node.outputs[0]
-    out_place = plan.placements[out]
-    shape = graph.tensors[out].shape
-    pixels = int(np.prod(shape[:-1]))
-    code, c0 = LayerCode(), 0
-    for t in node.inputs:
-        c = graph.tensors[t].shape[-1]
-        place = plan.placements.get(t)
-        in_slice = place is not None and place.offset == out_place.offset + c0 and place.channel_stride == shape[-1]
-        if not in_slice:
-            code.families.add("concat")
-            code.body.append(f"kb_copy_channels({pixels}, {c}, {bufs.ptr(t)}, {bufs.cstride(t)}, "
-                             f"KB_ARENA + {out_place.offset + c0}, {out_place.channel_stride});")
-        c0 += c
-    if not code.body:
-        code.body.append("/* CONCAT: every input was written straight into its slice */")
-    return code
-
-
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.ADD: emit_add,
-    Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool, Op.PAD: emit_pad,
-    Op.CONCAT: emit_concat,
+    Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
 }
 

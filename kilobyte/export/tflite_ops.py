@@ -190,16 +190,6 @@ def _binary(graph: Graph, node: Node):
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, opts)], []
 
 
-def _pad(graph: Graph, node: Node):
-    pads = _const(f"{node.outputs[0]}.paddings", np.array(node.attrs.pads, np.int32).reshape(-1, 2))
-    return [TflOp(B.PAD, (node.inputs[0], pads.name), node.outputs, {})], [pads]
-
-
-def _concat(graph: Graph, node: Node):
-    opts = {"Axis": node.attrs.axis, "FusedActivationFunction": _act(node)}
-    return [TflOp(B.CONCATENATION, node.inputs, node.outputs, opts)], []
-
-
 _LOWER = {
     Op.CONV_2D: _conv,
     Op.DEPTHWISE_CONV_2D: _conv,
@@ -210,6 +200,4 @@ _LOWER = {
     Op.MUL: _binary,
     Op.MAXIMUM: _binary,
     Op.MINIMUM: _binary,
-    Op.PAD: _pad,
-    Op.CONCAT: _concat,
 }

@@ -100,8 +100,4 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _act(args[0] * args[1], a.activation)
     if op in (Op.MAXIMUM, Op.MINIMUM):
         return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
-    if op is Op.PAD:
-        return np.pad(args[0], a.pads)
-    if op is Op.CONCAT:
-        return _act(np.concatenate(args, axis=a.axis), a.activation)
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

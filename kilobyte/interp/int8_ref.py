@@ -3,7 +3,7 @@
 `run_int8` runs a whole quantised graph; `eval_node_int8` runs one node from its argument arrays (a memory-plan
 executor calls it node by node): the op's own int8 reference when its `OpDef` has one (`kilobyte.ops`), else the
 per-op kernels below (`conv2d_int8`, `depthwise_conv2d_int8`, `add_int8`, `sub_int8`, `mul_int8`, `avg_pool_int8`,
-`max_pool_int8`, `pad_int8`), which take plain integer parameters so the C runtime can be tested against them
+`max_pool_int8`), which take plain integer parameters so the C runtime can be tested against them
 directly; `kilobyte.ops.node_params` (`requant_params`, `add_node_params`, `mul_node_params`, `activation_range_of`)
 derives those parameters from a graph exactly as TFLite Micro's Prepare functions do.
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..ir import Activation, Graph, Node, Op, conv_out_size
+from ..ir import Graph, Node, Op, conv_out_size
 from ..ops import opdef
 from ..ops.arith import (
     AddParams,
@@ -52,7 +52,6 @@ from ..ops.node_params import (
     mul_node_params,
     requant_params,
     require_same_qparams,
-    tensor_qparams,
 )
 
 
@@ -112,23 +111,9 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         lo, hi = activation_range_of(graph, node)
         pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
         return pool(args[0], a.kernel, a.stride, a.padding, lo, hi)
-    if op in (Op.PAD, Op.CONCAT):
-        return _eval_moving(graph, node, args)
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
-
-
-def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """PAD / CONCAT: values move unchanged, so input and output params must agree."""
-    require_same_qparams(graph, node)
-    if node.op is Op.PAD:
-        return pad_int8(args[0], node.attrs.pads, tensor_qparams(graph, node.inputs[0])[1])
-    if node.op is Op.CONCAT:
-        if node.attrs.activation is not Activation.NONE:
-            raise UnsupportedOpError(f"node '{node.name}': int8 CONCAT cannot fuse an activation (TFLite Micro)")
-        return np.concatenate(args, axis=node.attrs.axis)
-    return args[0].copy()
 
 
 def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -246,8 +231,3 @@ def max_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int 
     for _, _, view in _taps(xp, kh, kw, stride, (1, 1), (ho, wo)):
         np.maximum(best, view, out=best)
     return np.clip(best, act_min, act_max).astype(np.int8)
-
-
-def pad_int8(x, pads, zero_point: int) -> np.ndarray:
-    """int8 PAD: pad every axis with the zero point (the quantised value of real 0)."""
-    return np.pad(x, tuple(tuple(p) for p in pads), constant_values=np.int8(zero_point))

@@ -55,26 +55,9 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(shapes) != 2:
             raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
         return broadcast_shape(shapes[0], shapes[1])
-    if op is Op.PAD:
-        if len(attrs.pads) != len(x):
-            raise ShapeError(f"pad has {len(attrs.pads)} axes, input has {len(x)}")
-        return tuple(d + a + b for d, (a, b) in zip(x, attrs.pads))
-    if op is Op.CONCAT:
-        return _concat_shape(shapes, attrs.axis)
     # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
     # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
 
 
 BINARY_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting
-
-
-def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
-    rank = len(shapes[0])
-    axis %= rank
-    for s in shapes[1:]:
-        if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis):
-            raise ShapeError(f"concat operands do not match outside axis {axis}: {shapes}")
-    out = list(shapes[0])
-    out[axis] = sum(s[axis] for s in shapes)
-    return tuple(out)

@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import (
+    concat,
     edges,
     fully_connected,
     lut,
     mean,
     movement,
+    pad,
     pending,
     prelu,
     reshape,
@@ -34,8 +36,8 @@ from . import (
 from .opdef import OpDef
 from .types import Op
 
-_MODULES = (pending, edges, fully_connected, lut, mean, movement, prelu, reshape, resize, softmax, training,
-            transpose_conv)
+_MODULES = (pending, concat, edges, fully_connected, lut, mean, movement, pad, prelu, reshape, resize, softmax,
+            training, transpose_conv)
 
 
 def _registry() -> dict[Op, OpDef]:

@@ -8,16 +8,14 @@ op = moving its `OpDef` out of this file into its op module with the behaviour f
 
 from __future__ import annotations
 
-from .contract import InPlaceRule, KernelContract, conv_window, pad_window, pool_window
+from .contract import InPlaceRule, KernelContract, conv_window, pool_window
 from .opdef import OpDef
 from .types import (
     AddAttrs,
-    ConcatAttrs,
     ConvAttrs,
     DepthwiseAttrs,
     NoAttrs,
     Op,
-    PadAttrs,
     PoolAttrs,
 )
 
@@ -50,10 +48,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
                    constraints="input and output share quantisation params"),
     KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=pool_window,
                    constraints="input and output share quantisation params"),
-    KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=pad_window,
-                   constraints="H, W and C; padded with the zero point; folded into a following conv at import"),
-    KernelContract(Op.CONCAT, "concat", local=True,
-                   constraints="channel axis; producers write straight into their slice, else a channel copy"),
 )}
 
 PENDING = (
@@ -73,7 +67,4 @@ PENDING = (
           builtin="AVERAGE_POOL_2D", function="kb_avg_pool"),
     OpDef(Op.MAX_POOL_2D, PoolAttrs, CONTRACTS[Op.MAX_POOL_2D], fusable=True, qparams="shared", builtin="MAX_POOL_2D",
           function="kb_max_pool"),
-    OpDef(Op.PAD, PadAttrs, CONTRACTS[Op.PAD], qparams="shared", builtin="PAD", function="kb_pad"),
-    OpDef(Op.CONCAT, ConcatAttrs, CONTRACTS[Op.CONCAT], fusable=True, qparams="shared", builtin="CONCATENATION",
-          function="kb_copy_channels"),
 )
