@@ -11,16 +11,15 @@ shape that broadcasts call `kb_add_const` / `kb_mul_const` with the constant's s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
-from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
+from ..kernels.contracts import sparse_scratch_bytes
 from ..ops import opdef
+from ..ops.binary import add_fields
 from ..ops.c_text import c_array, c_ident, c_struct
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
 from ..ops.node_params import activation_range_of, requant_params
@@ -113,103 +112,6 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-@dataclass(frozen=True)
-class Operands:
-    """Where a binary op's kernel reads its two operands and writes its output: C pointers and pixel strides (a
-    stride of 0 repeats one pixel of that operand), and the constant arrays it reads."""
-
-    ptrs: tuple[str, str]
-    strides: tuple[int, int, int]  # in1, in2, out
-    decls: list[str]
-
-
-def binary_operands(graph: Graph, node: Node, bufs: Buffers) -> Operands:
-    """An operand shaped like the output keeps its planned stride; a per-channel one (one pixel of the output's C
-    channels, e.g. (1,1,1,C), or one value) gets stride 0 (the kernel repeats that pixel). A constant operand becomes
-    a const array in model.c (a single value repeated over the C channels). Any other broadcast raises a one-line
-    `UnsupportedOpError`."""
-    out = graph.tensors[node.outputs[0]].shape
-    ptrs, strides, decls = [], [], []
-    for k, t in enumerate(node.inputs):
-        tensor = graph.tensors[t]
-        shape = tensor.shape
-        per_channel = int(np.prod(shape[:-1], dtype=np.int64)) == 1 and shape[-1:] in (out[-1:], (1,))
-        if tuple(shape) != tuple(out) and not per_channel:
-            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): broadcast of {shape} to {out} has no C "
-                                     f"kernel (same shape or a (1,1,1,C) operand only)")
-        if per_channel and shape[-1] != out[-1] and not tensor.is_const:
-            raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): broadcast of {shape} to {out} has no C "
-                                     f"kernel (a single-value operand must be a constant)")
-        if tensor.is_const:
-            name = f"kb_k_{c_ident(node.name)}_{k}"
-            values = tensor.data.reshape(-1) if tuple(shape) == tuple(out) else np.broadcast_to(
-                tensor.data.reshape(-1), (out[-1],))
-            decls.append(c_array(name, "int8_t", values))
-            ptrs.append(name)
-            strides.append(out[-1] if tuple(shape) == tuple(out) else 0)
-        else:
-            ptrs.append(bufs.ptr(t))
-            strides.append(bufs.cstride(t) if tuple(shape) == tuple(out) else 0)
-    return Operands(tuple(ptrs), (strides[0], strides[1], bufs.cstride(node.outputs[0])), decls)
-
-
-def _binary_call(node: Node, bufs: Buffers, operands: Operands, struct: str, params: dict, fn: str,
-                 family: str) -> LayerCode:
-    a, b = operands.ptrs
-    return LayerCode(decls=operands.decls, body=[c_struct(struct, params),
-                                                 f"{fn}(&p, {a}, {b}, {bufs.ptr(node.outputs[0])});"],
-                     families={family})
-
-
-def emit_add(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """int8 ADD and SUB: `kb_add_params` (TFLite computes SUB's rescales as ADD's) and `kb_add` / `kb_sub`; with a
-    constant operand, `emit_const_operand`."""
-    if constant_operand(graph, node) is not None:
-        return emit_const_operand(graph, node, bufs, plan)
-    pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
-    operands = binary_operands(graph, node, bufs)
-    params = add_fields(graph, node, operands.strides, pixels)
-    return _binary_call(node, bufs, operands, "kb_add_params", params, "kb_add" if node.op is Op.ADD else "kb_sub",
-                        "add")
-
-
-def emit_mul(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """int8 MUL: `kb_mul_params` and `kb_mul`; with a constant operand, `emit_const_operand`."""
-    if constant_operand(graph, node) is not None:
-        return emit_const_operand(graph, node, bufs, plan)
-    pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:-1]))
-    operands = binary_operands(graph, node, bufs)
-    params = mul_fields(graph, node, operands.strides, pixels)
-    return _binary_call(node, bufs, operands, "kb_mul_params", params, "kb_mul", "elementwise")
-
-
-def emit_const_operand(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """ADD / SUB / MUL of an activation and a constant of any shape that broadcasts to it: the constant's share of
-    each element (`constant_terms`) as an int32 array in model.c, one per constant value (a (C,) bias stays C
-    values, never the broadcast map), read by `kb_add_const` / `kb_mul_const` with steps of 0 on broadcast axes."""
-    x, y = node.inputs[1 - constant_operand(graph, node)], node.outputs[0]
-    params, terms = const_fields(graph, node, bufs.cstride(x), bufs.cstride(y))
-    name = f"kb_k_{c_ident(node.name)}"
-    fn, family = ("kb_mul_const", "elementwise") if node.op is Op.MUL else ("kb_add_const", "add")
-    return LayerCode(decls=[c_array(name, "int32_t", terms)],
-                     body=[c_struct("kb_const_params", params), f"{fn}(&p, {bufs.ptr(x)}, {name}, {bufs.ptr(y)});"],
-                     families={family})
-
-
-def emit_minmax(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """int8 MAXIMUM / MINIMUM compare raw values: inputs and output must share quantisation params."""
-    want = graph.tensors[node.outputs[0]].qparams
-    if any(graph.tensors[t].qparams != want for t in node.inputs):
-        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): inputs and output must share quantisation "
-                                 f"params (the kernel compares raw int8 values)")
-    shape = graph.tensors[node.outputs[0]].shape
-    operands = binary_operands(graph, node, bufs)
-    s1, s2, so = operands.strides
-    params = dict(pixels=int(np.prod(shape[:-1])), c=shape[-1], in1_cstride=s1, in2_cstride=s2, out_cstride=so)
-    fn = "kb_maximum" if node.op is Op.MAXIMUM else "kb_minimum"
-    return _binary_call(node, bufs, operands, "kb_minmax_params", params, fn, "elementwise")
-
-
 def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> LayerCode:
     """A fused pair (`plan.fused`): one `kb_conv_1x1_add` call writing the ADD's output over the residual; the ADD
     node emits nothing. The kernel's `a.in1_*` describe the conv's output, `a.in2_*` the residual: for an IR
@@ -245,9 +147,8 @@ def emit_pool(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
 
 
 EMITTERS = {
-    Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise, Op.ADD: emit_add,
+    Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise,
     Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool,
-    Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
 }
 
 

@@ -181,23 +181,9 @@ def _pool(graph: Graph, node: Node):
     return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x,), node.outputs, opts)], tensors
 
 
-def _binary(graph: Graph, node: Node):
-    """ADD, SUB, MUL (with their fused activation), MAXIMUM, MINIMUM (no options fields)."""
-    if len(node.inputs) != 2:
-        raise UnsupportedOpError(f"node '{node.name}': TFLite {node.op.value} takes 2 operands, not "
-                                 f"{len(node.inputs)}")
-    opts = {} if node.op in (Op.MAXIMUM, Op.MINIMUM) else {"FusedActivationFunction": _act(node)}
-    return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, opts)], []
-
-
 _LOWER = {
     Op.CONV_2D: _conv,
     Op.DEPTHWISE_CONV_2D: _conv,
     Op.AVG_POOL_2D: _pool,
     Op.MAX_POOL_2D: _pool,
-    Op.ADD: _binary,
-    Op.SUB: _binary,
-    Op.MUL: _binary,
-    Op.MAXIMUM: _binary,
-    Op.MINIMUM: _binary,
 }

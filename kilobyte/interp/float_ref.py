@@ -82,7 +82,7 @@ def _pool(node: Node, x):
 def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
     """The op's own float reference (`OpDef.float_ref`), or for the ops still pending in the registry the rules
     below."""
-    op, a = node.op, node.attrs
+    op = node.op
     ref = opdef(op).float_ref
     if ref is not None:
         return ref(node, args)
@@ -92,12 +92,4 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _depthwise(node, *args)
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         return _pool(node, args[0])
-    if op is Op.ADD:
-        return _act(args[0] + args[1], a.activation)
-    if op is Op.SUB:
-        return _act(args[0] - args[1], a.activation)
-    if op is Op.MUL:
-        return _act(args[0] * args[1], a.activation)
-    if op in (Op.MAXIMUM, Op.MINIMUM):
-        return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

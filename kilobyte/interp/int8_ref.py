@@ -39,17 +39,10 @@ import numpy as np
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Graph, Node, Op, conv_out_size
 from ..ops import opdef
-from ..ops.arith import (
-    AddParams,
-    MulParams,
-    multiply_by_quantized_multiplier,
-)
 from ..ops.node_params import (
     RequantParams,
     activation_range_of,
-    add_node_params,
     finish,
-    mul_node_params,
     requant_params,
     require_same_qparams,
 )
@@ -96,15 +89,6 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return d.int8_ref(graph, node, args)
     if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D):
         return _eval_weighted(graph, node, args)
-    if op is Op.ADD:
-        return add_int8(args[0], args[1], add_node_params(graph, node))
-    if op is Op.SUB:
-        return sub_int8(args[0], args[1], add_node_params(graph, node))
-    if op is Op.MUL:
-        return mul_int8(args[0], args[1], mul_node_params(graph, node))
-    if op in (Op.MAXIMUM, Op.MINIMUM):
-        require_same_qparams(graph, node)
-        return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         require_same_qparams(graph, node)
         a = node.attrs
@@ -173,36 +157,6 @@ def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), paddin
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view * wf[i, j]
     return finish(acc, bias, p)
-
-
-def add_int8(a, b, p: AddParams) -> np.ndarray:
-    """TFLite's int8 ADD (`AddFunc`): inputs shifted left 20 bits, rescaled, summed. Shapes broadcast as in numpy
-    (TFLite Micro's `BroadcastAdd6DSlow` applies the same function per element)."""
-    x = (np.asarray(a, np.int64) + p.input1_offset) << p.left_shift
-    y = (np.asarray(b, np.int64) + p.input2_offset) << p.left_shift
-    x = multiply_by_quantized_multiplier(x, p.input1_multiplier, p.input1_shift)
-    y = multiply_by_quantized_multiplier(y, p.input2_multiplier, p.input2_shift)
-    raw = multiply_by_quantized_multiplier(x + y, p.output_multiplier, p.output_shift) + p.output_offset
-    return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
-
-
-def sub_int8(a, b, p: AddParams) -> np.ndarray:
-    """TFLite's int8 SUB (`SubElementwise`, and its broadcast form element by element): ADD's arithmetic with the
-    rescaled second input subtracted. Shapes broadcast as in numpy."""
-    x = (np.asarray(a, np.int64) + p.input1_offset) << p.left_shift
-    y = (np.asarray(b, np.int64) + p.input2_offset) << p.left_shift
-    x = multiply_by_quantized_multiplier(x, p.input1_multiplier, p.input1_shift)
-    y = multiply_by_quantized_multiplier(y, p.input2_multiplier, p.input2_shift)
-    raw = multiply_by_quantized_multiplier(x - y, p.output_multiplier, p.output_shift) + p.output_offset
-    return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
-
-
-def mul_int8(a, b, p: MulParams) -> np.ndarray:
-    """TFLite's int8 MUL (`reference_integer_ops::MulElementwise`, and its broadcast form element by element): the
-    product of the offset inputs, rescaled once, plus the output zero point, clamped. Shapes broadcast as in numpy."""
-    prod = (np.asarray(a, np.int64) + p.input1_offset) * (np.asarray(b, np.int64) + p.input2_offset)
-    raw = multiply_by_quantized_multiplier(prod, p.output_multiplier, p.output_shift) + p.output_offset
-    return np.clip(raw, p.act_min, p.act_max).astype(np.int8)
 
 
 def avg_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int = 127) -> np.ndarray:

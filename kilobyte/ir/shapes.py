@@ -7,7 +7,6 @@ agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
 from __future__ import annotations
 
 from ..ops import opdef
-from ..ops.opdef import broadcast_shape
 from ..ops.types import Op, ShapeError
 
 
@@ -51,13 +50,8 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         return _window_shape(x, w[1], w[2], attrs, w[3])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         return _window_shape(x, attrs.kernel[0], attrs.kernel[1], attrs, x[3])
-    if op in BINARY_OPS:
-        if len(shapes) != 2:
-            raise ShapeError(f"{op.value} takes two operands, got {len(shapes)}")
-        return broadcast_shape(shapes[0], shapes[1])
     # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
     # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
 
 
-BINARY_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting

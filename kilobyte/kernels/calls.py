@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..ir import Graph, Node, Op
 from ..ops import opdef
-from .contracts import constant_operand
+from ..ops.binary import constant_operand
 
 # Kernel family -> the functions of its C file that generated code may call (`runtime.KERNEL_FILES`). `memmove` is
 # the C library's: a RESHAPE that cannot alias its input copies its bytes with it.

@@ -24,13 +24,11 @@ their output overlaps their input only when it is a copy, and RESHAPE covers tha
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..errors import KilobyteError, UnsupportedOpError
+from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from ..ops import opdef
+from ..ops.binary import constant_operand
 from ..ops.contract import InPlaceRule, KernelContract
-from ..ops.node_params import add_node_params, constant_terms, mul_node_params
 
 KERNEL_SETS = ("portable", "dsp")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
@@ -125,85 +123,9 @@ def inplace_rule(graph: Graph, node: Node, options) -> InPlaceRule | None:
 
 
 # -- C parameters ---------------------------------------------------------------------------------------------------
-def add_fields(graph: Graph, node: Node, cstrides: tuple[int, int, int], pixels: int, swap: bool = False) -> dict:
-    """`kb_add_params` of an int8 ADD over `pixels` pixels with channel strides (in1, in2, out); `swap` exchanges the
-    two operands' offsets and rescales (exact: each keeps its own rescaling and the int32 sum commutes)."""
-    ap = add_node_params(graph, node)
-    ops = [(ap.input1_offset, ap.input1_multiplier, ap.input1_shift),
-           (ap.input2_offset, ap.input2_multiplier, ap.input2_shift)]
-    (o1, m1, s1), (o2, m2, s2) = ops[::-1] if swap else ops
-    return dict(pixels=pixels, c=graph.tensors[node.outputs[0]].shape[-1], in1_cstride=cstrides[0],
-                in2_cstride=cstrides[1], out_cstride=cstrides[2], in1_offset=o1, in2_offset=o2,
-                left_shift=ap.left_shift, in1_mult=m1, in1_shift=s1, in2_mult=m2, in2_shift=s2,
-                out_mult=ap.output_multiplier, out_shift=ap.output_shift, out_offset=ap.output_offset,
-                act_min=ap.act_min, act_max=ap.act_max)
-
-
-def mul_fields(graph: Graph, node: Node, cstrides: tuple[int, int, int], pixels: int) -> dict:
-    """`kb_mul_params` of an int8 MUL over `pixels` pixels with channel strides (in1, in2, out); a stride of 0
-    repeats one pixel of that operand (per-channel broadcast)."""
-    mp = mul_node_params(graph, node)
-    return dict(pixels=pixels, c=graph.tensors[node.outputs[0]].shape[-1], in1_cstride=cstrides[0],
-                in2_cstride=cstrides[1], out_cstride=cstrides[2], in1_offset=mp.input1_offset,
-                in2_offset=mp.input2_offset, out_mult=mp.output_multiplier, out_shift=mp.output_shift,
-                out_offset=mp.output_offset, act_min=mp.act_min, act_max=mp.act_max)
-
-
-# -- a constant operand of ADD / SUB / MUL ----------------------------------------------------------------------------
-CONST_OPERAND_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL})  # with one constant operand: kb_add_const / kb_mul_const
-CONST_STRUCT = "kb_const_params"
-
-
-def constant_operand(graph: Graph, node: Node) -> int | None:
-    """Index of the one constant operand of an ADD / SUB / MUL (run by `kb_add_const` / `kb_mul_const` from its
-    prepared terms), else None."""
-    if node.op not in CONST_OPERAND_OPS or len(node.inputs) != 2:
-        return None
-    consts = [k for k, t in enumerate(node.inputs) if graph.tensors[t].is_const]
-    return consts[0] if len(consts) == 1 else None
+CONST_STRUCT = "kb_const_params"  # the struct of an ADD / SUB / MUL with a constant operand (`ops.binary`)
 
 
 def node_struct(graph: Graph, node: Node) -> str | None:
     """The C parameter struct `node`'s layer fills: its contract's, or `kb_const_params` for a constant operand."""
     return CONST_STRUCT if constant_operand(graph, node) is not None else contract_for(node).struct
-
-
-def _steps(shape: tuple[int, ...], pixel: int, where: str) -> tuple[int, int, int]:
-    """Element steps (row, col, c) of an operand of `shape` (padded to (1, H, W, C)) stored with pixel stride
-    `pixel`: 0 on an axis of size 1 (one the operand broadcasts over, or one the output has as 1 too)."""
-    shape = (1,) * (4 - len(shape)) + tuple(shape)
-    if len(shape) != 4 or shape[0] != 1:
-        raise UnsupportedOpError(f"{where}: operand of shape {shape} has no C kernel (batch 1, up to 4 axes)")
-    _, h, w, c = shape
-    return (w * pixel if h > 1 else 0, pixel if w > 1 else 0, 1 if c > 1 else 0)
-
-
-def const_fields(graph: Graph, node: Node, in_cstride: int, out_cstride: int) -> tuple[dict, np.ndarray]:
-    """`kb_const_params` of an ADD / SUB / MUL with a constant operand, and its terms (int32, the constant's shape,
-    row-major: `constant_terms`). The activation and the output have pixel strides `in_cstride` / `out_cstride`."""
-    k = constant_operand(graph, node)
-    x, out = node.inputs[1 - k], graph.tensors[node.outputs[0]].shape
-    where = f"node '{node.name}' ({node.op.value})"
-    out4 = (1,) * (4 - len(out)) + tuple(out)
-    if len(out4) != 4 or out4[0] != 1:
-        raise UnsupportedOpError(f"{where}: output of shape {tuple(out)} has no C kernel (batch 1, up to 4 axes)")
-    const = graph.tensors[node.inputs[k]]
-    kc = const.shape[-1] if const.shape else 1
-    in_steps = _steps(graph.tensors[x].shape, in_cstride, where)
-    k_steps = _steps(const.shape, kc, where)
-    fields = dict(rows=out4[1], cols=out4[2], c=out4[3], in_row=in_steps[0], in_col=in_steps[1], in_c=in_steps[2],
-                  k_row=k_steps[0], k_col=k_steps[1], k_c=k_steps[2], out_row=out4[2] * out_cstride,
-                  out_col=out_cstride)
-    if node.op is Op.MUL:
-        mp = mul_node_params(graph, node)
-        fields.update(in_offset=(mp.input1_offset, mp.input2_offset)[1 - k], left_shift=0, in_mult=0, in_shift=0,
-                      neg=0, out_mult=mp.output_multiplier, out_shift=mp.output_shift, out_offset=mp.output_offset,
-                      act_min=mp.act_min, act_max=mp.act_max)
-    else:
-        ap = add_node_params(graph, node)
-        ins = ((ap.input1_offset, ap.input1_multiplier, ap.input1_shift),
-               (ap.input2_offset, ap.input2_multiplier, ap.input2_shift))[1 - k]
-        fields.update(in_offset=ins[0], left_shift=ap.left_shift, in_mult=ins[1], in_shift=ins[2],
-                      neg=-1 if node.op is Op.SUB and k == 0 else 0, out_mult=ap.output_multiplier,
-                      out_shift=ap.output_shift, out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
-    return fields, constant_terms(graph, node, k).astype(np.int32).reshape(-1)

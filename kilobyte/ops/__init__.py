@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import (
+    binary,
     concat,
     edges,
     fully_connected,
@@ -36,7 +37,7 @@ from . import (
 from .opdef import OpDef
 from .types import Op
 
-_MODULES = (pending, concat, edges, fully_connected, lut, mean, movement, pad, prelu, reshape, resize, softmax,
+_MODULES = (pending, binary, concat, edges, fully_connected, lut, mean, movement, pad, prelu, reshape, resize, softmax,
             training, transpose_conv)
 
 

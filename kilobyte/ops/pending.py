@@ -11,10 +11,8 @@ from __future__ import annotations
 from .contract import InPlaceRule, KernelContract, conv_window, pool_window
 from .opdef import OpDef
 from .types import (
-    AddAttrs,
     ConvAttrs,
     DepthwiseAttrs,
-    NoAttrs,
     Op,
     PoolAttrs,
 )
@@ -27,23 +25,6 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=conv_window,
                    inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
                    constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
-    KernelContract(Op.ADD, "add", "kb_add_params", local=True,
-                   inplace=InPlaceRule("inplace_add", "any", elementwise=True),
-                   constraints="two activations of the same shape, or a (1,1,1,C) one broadcast over (1,H,W,C); "
-                   "TFLite's left shift 20; either operand may be a constant of any shape that broadcasts (a (C,) "
-                   "bias, a single value, ...): kb_add_const with its rescaled values prepared, not spatially local; "
-                   "fused ReLU/ReLU6"),
-    KernelContract(Op.SUB, "add", "kb_add_params",
-                   constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of the "
-                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); either may be a constant of any "
-                   "shape that broadcasts (kb_add_const); fused ReLU/ReLU6"),
-    KernelContract(Op.MUL, "elementwise", "kb_mul_params",
-                   constraints="two activations of the same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C) "
-                   "(squeeze-excite); either may be a constant of any shape that broadcasts (kb_mul_const); one "
-                   "output rescale; fused ReLU/ReLU6"),
-    *(KernelContract(op, "elementwise", "kb_minmax_params",
-                     constraints="inputs and output share quantisation params; same shape or a (1,1,1,C) operand "
-                     "broadcast over (1,H,W,C), either may be a constant") for op in (Op.MAXIMUM, Op.MINIMUM)),
     KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=pool_window,
                    constraints="input and output share quantisation params"),
     KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=pool_window,
@@ -54,15 +35,6 @@ PENDING = (
     OpDef(Op.CONV_2D, ConvAttrs, CONTRACTS[Op.CONV_2D], params=True, weight_axis=0, fusable=True, builtin="CONV_2D"),
     OpDef(Op.DEPTHWISE_CONV_2D, DepthwiseAttrs, CONTRACTS[Op.DEPTHWISE_CONV_2D], params=True, weight_axis=3,
           fusable=True, builtin="DEPTHWISE_CONV_2D"),
-    OpDef(Op.ADD, AddAttrs, CONTRACTS[Op.ADD], fusable=True, builtin="ADD", function="kb_add", const_operands=True),
-    OpDef(Op.SUB, AddAttrs, CONTRACTS[Op.SUB], fusable=True, elementwise_cost=True, builtin="SUB", function="kb_sub",
-          const_operands=True),
-    OpDef(Op.MUL, AddAttrs, CONTRACTS[Op.MUL], fusable=True, elementwise_cost=True, builtin="MUL", function="kb_mul",
-          const_operands=True),
-    OpDef(Op.MAXIMUM, NoAttrs, CONTRACTS[Op.MAXIMUM], qparams="shared", elementwise_cost=True, builtin="MAXIMUM",
-          function="kb_maximum", const_operands=True),
-    OpDef(Op.MINIMUM, NoAttrs, CONTRACTS[Op.MINIMUM], qparams="shared", elementwise_cost=True, builtin="MINIMUM",
-          function="kb_minimum", const_operands=True),
     OpDef(Op.AVG_POOL_2D, PoolAttrs, CONTRACTS[Op.AVG_POOL_2D], fusable=True, qparams="shared",
           builtin="AVERAGE_POOL_2D", function="kb_avg_pool"),
     OpDef(Op.MAX_POOL_2D, PoolAttrs, CONTRACTS[Op.MAX_POOL_2D], fusable=True, qparams="shared", builtin="MAX_POOL_2D",

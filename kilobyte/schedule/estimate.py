@@ -17,17 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Graph, Op
-from ..ir.shapes import BINARY_OPS
 from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
-from ..kernels.contracts import constant_operand
 from ..ops import opdef
 from ..transforms.fuse_activation import can_fuse
 from .flash import code_bytes, generated_code
 from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
-TERM_BYTES = 4  # an int32 term per value of an ADD / SUB / MUL constant operand (kb_add_const, kb_mul_const)
 PER_CHANNEL_BYTES = 12  # a weighted layer's int32 bias, multiplier and shift per output channel
 
 
@@ -60,15 +57,10 @@ def constant_bytes(graph: Graph) -> int:
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
         d = opdef(node.op)
-        if d.table_bytes is not None:  # the op's own constant tables (a resize's int16 source rows and columns)
+        if d.table_bytes is not None:  # the op's own constant arrays (tables, terms, constant operands)
             total += d.table_bytes(graph, node)
         elif d.linear:
             total += _weight_array_bytes(graph, node) + PER_CHANNEL_BYTES * out_shape[-1]
-        elif constant_operand(graph, node) is not None:
-            total += TERM_BYTES * graph.tensors[node.inputs[constant_operand(graph, node)]].numel
-        elif node.op in BINARY_OPS:
-            consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
-            total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)
     return total
 
 

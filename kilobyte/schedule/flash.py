@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from ..ir import Graph, Node, Op
 from ..kernels import contract_for, is_sparse
 from ..kernels.calls import ENTRY_POINTS, node_function
-from ..kernels.contracts import constant_operand, node_struct
+from ..kernels.contracts import node_struct
 from ..ops import opdef
+from ..ops.binary import constant_operand
 from ..ops.movement import movement_calls
 from . import code_size
 from .inplace import slice_placement

@@ -18,7 +18,7 @@ from test_kernels import SANITIZE, Buf, pixels_with_stride, read_slice, slice_la
 import kilobyte.runtime as rt
 from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Activation, AddAttrs, GraphBuilder, Op, QParams
-from kilobyte.kernels.contracts import const_fields
+from kilobyte.ops.binary import const_fields
 
 I32 = ctypes.POINTER(ctypes.c_int32)
 

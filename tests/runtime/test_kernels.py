@@ -342,7 +342,7 @@ def binary_graph(op, hw, c, broadcast, act, rng):
 
 
 def binary_params(g, strides, pixels):
-    from kilobyte.kernels.contracts import add_fields, mul_fields
+    from kilobyte.ops.binary import add_fields, mul_fields
 
     node = g.nodes[0]
     fn, struct = BINARY_KERNELS[node.op]
