@@ -1,10 +1,10 @@
 """Op registry: one `OpDef` per operator (`opdef.py`), the one place each op's facts live.
 
-`opdef(op)` is what every stage asks; `defs()` iterates over all of them. The op modules (`edges.py`,
-`fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `prelu.py`, `reshape.py`, `resize.py`, `softmax.py`,
-`training.py`, `transpose_conv.py`) define their ops completely — data and behaviour; `pending.py` holds the data
-of the ops whose behaviour is still in the stages (the convolutions, pools, PAD, CONCAT and the binary ops: they
-also run inside a patch stage, whose emitters move with them). The registry is checked when built: every `Op`
+`opdef(op)` is what every stage asks; `defs()` iterates over all of them. The op modules (`binary.py`,
+`concat.py`, `edges.py`, `fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `pad.py`, `prelu.py`,
+`reshape.py`, `resize.py`, `softmax.py`, `training.py`, `transpose_conv.py`) define their ops completely — data and
+behaviour; `pending.py` holds the data of the ops whose behaviour is still in the stages (the window family: the
+convolutions and pools). The registry is checked when built: every `Op`
 has exactly one `OpDef`.
 
 This package sits right above `errors` in the layer order (`docs/layout.md`): it imports nothing else of Kilobyte,
