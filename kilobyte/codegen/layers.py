@@ -22,7 +22,7 @@ from ..ops import opdef
 from ..ops.binary import add_fields
 from ..ops.c_text import c_array, c_ident, c_struct
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
-from ..ops.node_params import activation_range_of, requant_params
+from ..ops.node_params import requant_params
 from ..schedule.scratch import conv_columns_bytes
 
 
@@ -136,19 +136,8 @@ def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> L
     return code
 
 
-def emit_pool(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
-    act = activation_range_of(graph, node)
-    params = window_params(graph, node, bufs, node.attrs.kernel, (zp, zp), act)
-    fn = "kb_avg_pool" if node.op is Op.AVG_POOL_2D else "kb_max_pool"
-    return LayerCode(body=[c_struct("kb_conv_params", params),
-                           f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {bufs.ptr(node.outputs[0])});"],
-                     families={"pool"})
-
-
 EMITTERS = {
     Op.CONV_2D: emit_conv, Op.DEPTHWISE_CONV_2D: emit_depthwise,
-    Op.AVG_POOL_2D: emit_pool, Op.MAX_POOL_2D: emit_pool,
 }
 
 

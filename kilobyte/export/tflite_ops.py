@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Graph, Node, Op, QParams, Tensor
 from ..ops import opdef
+from ..ops.window import lower_window_input
 from . import tflite_schema as S
 
 B = S.B
@@ -60,15 +61,21 @@ class Lowering:
 
     schema = S
 
-    def __init__(self):
+    def __init__(self, graph: Graph):
+        self.graph = graph
         self.ops: list[TflOp] = []
         self.tensors: list[Tensor] = []
 
     def op(self, builtin: str, inputs, outputs, options: dict) -> None:
         self.ops.append(TflOp(getattr(B, builtin), tuple(inputs), tuple(outputs), options))
 
-    def const(self, name: str, data: np.ndarray) -> str:
-        self.tensors.append(_const(name, data))
+    def const(self, name: str, data: np.ndarray, like: str | None = None) -> str:
+        """An added constant; `like`: quantised per tensor as that graph tensor is (an int8 pad value)."""
+        q = None
+        if like is not None:
+            lq = self.graph.tensors[like].qparams
+            q = QParams.per_tensor(float(lq.scale[0]), int(lq.zero_point[0]))
+        self.tensors.append(_const(name, data, q))
         return name
 
     def tensor_like(self, name: str, shape, like: Tensor) -> str:
@@ -83,7 +90,7 @@ class Lowering:
 def lower_node(graph: Graph, node: Node) -> tuple[list[TflOp], list[Tensor]]:
     own = opdef(node.op).lower
     if own is not None:
-        w = Lowering()
+        w = Lowering(graph)
         own(w, graph, node)
         return w.ops, w.tensors
     lower = _LOWER.get(node.op)
@@ -91,39 +98,6 @@ def lower_node(graph: Graph, node: Node) -> tuple[list[TflOp], list[Tensor]]:
         raise UnsupportedOpError(f"node '{node.name}': {node.op.value} has no TFLite operator; run the inference "
                                  f"transforms (fold batch norm, fuse activations) before export")
     return lower(graph, node)
-
-
-# -- window ops (padding) ---------------------------------------------------------------------------------------
-def _window(graph: Graph, node: Node, kernel, dilation, pad_value: str) -> tuple[int, str, list[TflOp], list]:
-    """Padding mode for a window op and its (possibly padded) input: (mode, input name, pad ops, pad tensors)."""
-    a = node.attrs
-    x = graph.tensors[node.inputs[0]]
-    mode = S.tflite_padding(x.shape[1:3], kernel, a.stride, dilation, a.padding)
-    if mode is not None:
-        return mode, x.name, [], []
-    if pad_value == "none":
-        raise KilobyteError(f"node '{node.name}': {node.op.value} padding {a.padding} is neither SAME nor VALID and "
-                            f"TFLite cannot express it (the average divisor would change); pad to SAME or VALID")
-    ops, tensors = _pad_input(x, node.outputs[0], a.padding, pad_value)
-    return S.VALID, S.pad_tensor_name(node.outputs[0]), ops, tensors
-
-
-def _pad_input(x: Tensor, out: str, padding, pad_value: str) -> tuple[list[TflOp], list[Tensor]]:
-    t, b, left, r = padding
-    name = S.pad_tensor_name(out)
-    shape = (x.shape[0], x.shape[1] + t + b, x.shape[2] + left + r, x.shape[3])
-    padded = Tensor(name, shape, x.dtype, None, x.qparams)  # PAD keeps the input's quantisation
-    pads = _const(f"{name}.paddings", np.array([[0, 0], [t, b], [left, r], [0, 0]], np.int32))
-    if pad_value == "zero":
-        return [TflOp(B.PAD, (x.name, pads.name), (name,), {})], [pads, padded]
-    # MAX_POOL: pad with the smallest value so padded taps never win (TFLite ignores them).
-    if x.dtype == "int8":
-        q = x.qparams
-        value = _const(f"{name}.value", np.array([-128], np.int8),
-                       QParams.per_tensor(float(q.scale[0]), int(q.zero_point[0])))
-    else:
-        value = _const(f"{name}.value", np.array([np.finfo(np.float32).min], np.float32))
-    return [TflOp(B.PADV2, (x.name, pads.name, value.name), (name,), {})], [pads, value, padded]
 
 
 def _const(name: str, data: np.ndarray, qparams: QParams | None = None) -> Tensor:
@@ -144,18 +118,20 @@ def _act(node: Node) -> int:
 
 # -- per-op lowerings -------------------------------------------------------------------------------------------
 def _conv(graph: Graph, node: Node):
-    a = node.attrs
+    a, w = node.attrs, Lowering(graph)
     params = _params(node)
     kernel = graph.tensors[params[0]].shape[1:3]
-    mode, x, ops, tensors = _window(graph, node, kernel, a.dilation, "zero")
+    mode, x = lower_window_input(w, graph, node, kernel, a.dilation, "zero")
     opts = {"Padding": mode, "StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node),
             "DilationWFactor": a.dilation[1], "DilationHFactor": a.dilation[0]}
     if node.op is Op.DEPTHWISE_CONV_2D:
         opts = {**opts, "DepthMultiplier": a.depth_multiplier}
     elif len(params) == 1 and graph.tensors[params[0]].dtype == "int8" and _quantised(graph, node.inputs[0]):
         bias = _zero_bias(graph, node)
-        params, tensors = (*params, bias.name), tensors + [bias]
-    return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x, *params), node.outputs, opts)], tensors
+        params = (*params, bias.name)
+        w.tensors.append(bias)
+    w.op(node.op.value, (x, *params), node.outputs, opts)
+    return w.ops, w.tensors
 
 
 def _quantised(graph: Graph, name: str) -> bool:
@@ -172,18 +148,7 @@ def _zero_bias(graph: Graph, node: Node) -> Tensor:
     return Tensor(S.zero_bias_tensor_name(node.outputs[0]), (n,), "int32", np.zeros(n, np.int32), q)
 
 
-def _pool(graph: Graph, node: Node):
-    a = node.attrs
-    pad_value = "min" if node.op is Op.MAX_POOL_2D else "none"
-    mode, x, ops, tensors = _window(graph, node, a.kernel, (1, 1), pad_value)
-    opts = {"Padding": mode, "StrideW": a.stride[1], "StrideH": a.stride[0], "FilterWidth": a.kernel[1],
-            "FilterHeight": a.kernel[0], "FusedActivationFunction": _act(node)}
-    return ops + [TflOp(S.OP_TO_BUILTIN[node.op], (x,), node.outputs, opts)], tensors
-
-
 _LOWER = {
     Op.CONV_2D: _conv,
     Op.DEPTHWISE_CONV_2D: _conv,
-    Op.AVG_POOL_2D: _pool,
-    Op.MAX_POOL_2D: _pool,
 }

@@ -11,6 +11,7 @@ import numpy as np
 from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.types import apply_activation as _act
+from ..ops.window import pad_nhwc, windows
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -35,25 +36,9 @@ def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.n
     return {k: env[k].astype(np.float32) for k in names}
 
 
-def _pad_nhwc(x: np.ndarray, pad, value: float = 0.0) -> np.ndarray:
-    t, b, left, r = pad
-    return np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)), constant_values=value)
-
-
-def _windows(x: np.ndarray, kh: int, kw: int, stride, dilation=(1, 1)) -> np.ndarray:
-    """(1,H,W,C) padded input -> (1,Ho,Wo,kh,kw,C) view of every window."""
-    sh, sw = stride
-    dh, dw = dilation
-    ho = (x.shape[1] - dh * (kh - 1) - 1) // sh + 1
-    wo = (x.shape[2] - dw * (kw - 1) - 1) // sw + 1
-    v = np.lib.stride_tricks.sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(1, 2))
-    v = v[:, ::sh, ::sw][:, :ho, :wo, :, ::dh, ::dw]  # (1,Ho,Wo,C,kh,kw)
-    return np.moveaxis(v, 3, 5)
-
-
 def _conv(node: Node, x, w, b=None):
     a = node.attrs
-    win = _windows(_pad_nhwc(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
+    win = windows(pad_nhwc(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
     y = np.einsum("nhwijc,oijc->nhwo", win, w, optimize=True)
     return _act(y + (b if b is not None else 0.0), a.activation)
 
@@ -62,21 +47,9 @@ def _depthwise(node: Node, x, w, b=None):
     a = node.attrs
     if a.depth_multiplier != 1:
         x = np.repeat(x, a.depth_multiplier, axis=3)
-    win = _windows(_pad_nhwc(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
+    win = windows(pad_nhwc(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
     y = np.einsum("nhwijc,ijc->nhwc", win, w[0], optimize=True)
     return _act(y + (b if b is not None else 0.0), a.activation)
-
-
-def _pool(node: Node, x):
-    a = node.attrs
-    kh, kw = a.kernel
-    if node.op is Op.MAX_POOL_2D:
-        win = _windows(_pad_nhwc(x, a.padding, -np.inf), kh, kw, a.stride)
-        return _act(win.max(axis=(3, 4)), a.activation)
-    # Average over in-image taps only (TFLite and PyTorch count_include_pad=False agree on this).
-    win = _windows(_pad_nhwc(x, a.padding), kh, kw, a.stride)
-    ones = _windows(_pad_nhwc(np.ones_like(x[..., :1]), a.padding), kh, kw, a.stride)
-    return _act(win.sum(axis=(3, 4)) / ones.sum(axis=(3, 4)), a.activation)
 
 
 def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -90,6 +63,4 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
         return _conv(node, *args)
     if op is Op.DEPTHWISE_CONV_2D:
         return _depthwise(node, *args)
-    if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
-        return _pool(node, args[0])
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

@@ -26,9 +26,10 @@ from ..ops.types import (
                   TransposeAttrs,
                   TransposeConvAttrs,
 )
+from ..ops.window import conv_out_size
 from .builder import GraphBuilder
 from .graph import DTYPES, Graph, GraphError, Node, QParams, Tensor
-from .shapes import ShapeError, conv_out_size, infer_shape
+from .shapes import ShapeError, infer_shape
 
 __all__ = [
     "DTYPES", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",

@@ -1,10 +1,10 @@
 """Op registry: one `OpDef` per operator (`opdef.py`), the one place each op's facts live.
 
 `opdef(op)` is what every stage asks; `defs()` iterates over all of them. The op modules (`binary.py`,
-`concat.py`, `edges.py`, `fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `pad.py`, `prelu.py`,
+`concat.py`, `edges.py`, `fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `pad.py`, `pool.py`, `prelu.py`,
 `reshape.py`, `resize.py`, `softmax.py`, `training.py`, `transpose_conv.py`) define their ops completely — data and
-behaviour; `pending.py` holds the data of the ops whose behaviour is still in the stages (the window family: the
-convolutions and pools). The registry is checked when built: every `Op`
+behaviour; `pending.py` holds the data of the ops whose behaviour is still in the stages (CONV_2D and
+DEPTHWISE_CONV_2D). The registry is checked when built: every `Op`
 has exactly one `OpDef`.
 
 This package sits right above `errors` in the layer order (`docs/layout.md`): it imports nothing else of Kilobyte,
@@ -27,6 +27,7 @@ from . import (
     movement,
     pad,
     pending,
+    pool,
     prelu,
     reshape,
     resize,
@@ -37,8 +38,8 @@ from . import (
 from .opdef import OpDef
 from .types import Op
 
-_MODULES = (pending, binary, concat, edges, fully_connected, lut, mean, movement, pad, prelu, reshape, resize, softmax,
-            training, transpose_conv)
+_MODULES = (pending, binary, concat, edges, fully_connected, lut, mean, movement, pad, pool, prelu, reshape, resize,
+            softmax, training, transpose_conv)
 
 
 def _registry() -> dict[Op, OpDef]:

@@ -8,13 +8,12 @@ op = moving its `OpDef` out of this file into its op module with the behaviour f
 
 from __future__ import annotations
 
-from .contract import InPlaceRule, KernelContract, conv_window, pool_window
+from .contract import InPlaceRule, KernelContract, conv_window
 from .opdef import OpDef
 from .types import (
     ConvAttrs,
     DepthwiseAttrs,
     Op,
-    PoolAttrs,
 )
 
 CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
@@ -25,18 +24,10 @@ CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
     KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=conv_window,
                    inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
                    constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
-    KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=pool_window,
-                   constraints="input and output share quantisation params"),
-    KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=pool_window,
-                   constraints="input and output share quantisation params"),
 )}
 
 PENDING = (
     OpDef(Op.CONV_2D, ConvAttrs, CONTRACTS[Op.CONV_2D], params=True, weight_axis=0, fusable=True, builtin="CONV_2D"),
     OpDef(Op.DEPTHWISE_CONV_2D, DepthwiseAttrs, CONTRACTS[Op.DEPTHWISE_CONV_2D], params=True, weight_axis=3,
           fusable=True, builtin="DEPTHWISE_CONV_2D"),
-    OpDef(Op.AVG_POOL_2D, PoolAttrs, CONTRACTS[Op.AVG_POOL_2D], fusable=True, qparams="shared",
-          builtin="AVERAGE_POOL_2D", function="kb_avg_pool"),
-    OpDef(Op.MAX_POOL_2D, PoolAttrs, CONTRACTS[Op.MAX_POOL_2D], fusable=True, qparams="shared", builtin="MAX_POOL_2D",
-          function="kb_max_pool"),
 )
