@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
+from ..formats import tflite_schema as S
 from ..ir import Graph, Node, Op, QParams, Tensor
-from . import tflite_schema as S
 
 B = S.B
 

@@ -26,7 +26,7 @@ import numpy as np
 import tflite
 
 from ..errors import KilobyteError, ModelFileError, UnsupportedOpError
-from ..export import tflite_schema as S
+from ..formats import tflite_schema as S
 from ..ir import PARAM_OPS, Graph, GraphError, Node, QParams, Tensor
 from .tflite_fold import fold_constants
 from .tflite_ops import convert_op, find_folds

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import ModelFileError
-from ..export import tflite_schema as S
+from ..formats import tflite_schema as S
 from ..interp.movement import strided_slice_values
 from .tflite_ops import _options, _where, strided_slice_bounds
 

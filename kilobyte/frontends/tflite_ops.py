@@ -19,7 +19,7 @@ import numpy as np
 import tflite
 
 from ..errors import ModelFileError, UnsupportedOpError
-from ..export import tflite_schema as S
+from ..formats import tflite_schema as S
 from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
 from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS, TANH_OUTPUT_QPARAMS
 from ..ir import (

@@ -96,7 +96,7 @@ def _model_info(model_bytes: bytes) -> _ModelInfo:
 
     import tflite
 
-    from ..export.tflite_schema import unique_tensor_names
+    from ..formats.tflite_schema import unique_tensor_names
 
     if len(model_bytes) < 8 or model_bytes[4:8] != b"TFL3":
         raise ModelFileError("<tflite bytes>: not a .tflite model (missing TFL3 identifier)")
