@@ -21,6 +21,7 @@ import functools
 import os
 import re
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -92,8 +93,6 @@ class _ModelInfo:
 
 def _model_info(model_bytes: bytes) -> _ModelInfo:
     """Tensor names and graph edges of subgraph 0, read with the schema package (any op, not only ours)."""
-    import struct
-
     import tflite
 
     from ..formats.tflite_schema import unique_tensor_names
