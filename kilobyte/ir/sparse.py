@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError
+from .ops import Op
 
 FORMATS = ("dense", "fwcs", "csr")
 SPARSE_FORMATS = ("fwcs", "csr")
@@ -171,8 +172,6 @@ def sparsity(w: np.ndarray) -> float:
 def layer_weight_bytes(graph) -> dict[str, dict]:
     """Per CONV_2D / weighted layer of an int8 graph: its format, `weight_bytes`, `index_bytes` and sparsity, as the
     generated C stores them (for reports; the pruning tools call it)."""
-    from .ops import Op
-
     rows = {}
     for node in graph.nodes:
         if node.op not in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV):
