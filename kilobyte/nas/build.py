@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs, ResizeAttrs
+from ..zoo.blocks import BlockSpec, MobileNet
 from .space import Arch, ArchError, MBSpace
 
 
@@ -121,8 +122,6 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
 
 def build_module(space: MBSpace, arch: Arch):
     """The standalone PyTorch module of `arch` (zoo `MobileNet` skeleton, NCHW, ReLU6, BatchNorm)."""
-    from ..zoo.blocks import BlockSpec, MobileNet
-
     net = network(space, arch)
     specs = []
     for block in net.blocks:
