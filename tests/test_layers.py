@@ -372,9 +372,19 @@ KNOWN: dict[tuple[str, str], str] = {
 def test_the_docs_list_the_layers_lowest_first():
     order = layer_order(LAYOUT.read_text())
     flat = [prefix for entry in order for prefix in entry]
-    assert flat[:3] == ["kilobyte", "kilobyte.errors", "kilobyte.ir."], flat[:3]
-    assert flat.index("kilobyte.interp.") < flat.index("kilobyte.codegen.") < flat.index("kilobyte.cli.")
+    assert flat[:2] == ["kilobyte", "kilobyte.errors"], flat[:2]
+    assert flat.index("kilobyte.ir.") < flat.index("kilobyte.interp.") < flat.index("kilobyte.codegen.") \
+        < flat.index("kilobyte.cli.")
     assert len(flat) == len(set(flat)), "an entry is listed twice"
+
+
+def test_every_module_the_docs_name_exists():
+    """A file entry (`quant/arith.py`) must name a module of the package, so that the list cannot keep a moved one;
+    a folder entry may name a stage still to come (`ops/`, `driver/`)."""
+    modules = package_modules(ROOT)
+    stale = [name for entry in layer_order(LAYOUT.read_text()) for name in entry
+             if not name.endswith(".") and name not in modules]
+    assert not stale, f"docs/layout.md's Import order names modules that do not exist: {stale}"
 
 
 def test_every_module_has_a_layer():
