@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kilobyte.analysis.macs import node_macs  # noqa: E402
 from kilobyte.api import load  # noqa: E402
 from kilobyte.codegen import compile_graph  # noqa: E402
-from kilobyte.codegen.c_text import c_ident  # noqa: E402
 from kilobyte.interp import run_int8  # noqa: E402
 from kilobyte.ir import Op  # noqa: E402
+from kilobyte.ops.c_text import c_ident  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.schedule import PlanOptions  # noqa: E402
 from kilobyte.targets.cortexm import build_firmware, count_instructions, measure  # noqa: E402

@@ -9,8 +9,6 @@ stops. Prints a table and writes bench/results/reorder.json. Not a timed test: n
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import sys
 import time
@@ -20,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kilobyte.atomic import write_json  # noqa: E402
 from kilobyte.ir import ConcatAttrs, ConvAttrs, GraphBuilder, Op  # noqa: E402
 from kilobyte.schedule.liveness import analyze  # noqa: E402
 from kilobyte.schedule.plan import make_plan  # noqa: E402
@@ -89,10 +88,7 @@ def main() -> None:
     budget = PlanOptions().exact_budget
     report = {"python": platform.python_version(), "machine": platform.machine(), "exact_budget": budget,
               "repeat": REPEAT, "results": rows}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, RESULTS)
+    write_json(RESULTS, report, indent=2)
     print(f"wrote {RESULTS}")
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kilobyte.atomic import write_json  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 MU_NAS_MNIST = {"accuracy": 0.9919, "peak_bytes": 480, "size": 488, "macs": 28.6e3}  # μNAS Table 4 (60k training)
 
@@ -87,9 +89,7 @@ def main() -> None:
     results = json.loads(path.read_text()) if path.exists() else {}
 
     def save():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(results, indent=1))
-        tmp.replace(path)
+        write_json(path, results)
 
     population = lambda n: min(100, max(10, n // 3))  # noqa: E731
     if args.only in (None, "main"):

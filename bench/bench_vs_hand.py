@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -43,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+
+from kilobyte.atomic import write_json  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "vs_hand.json"
 DEVICE = "stm32f410"
@@ -79,10 +80,7 @@ def save_results(path: Path, results: dict) -> None:
         for part in ("runs", "candidates"):
             results[part] = {**stored[part], **results[part]}
     results["summary"] = summarize(results)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(path, results)
 
 
 def run_key(budget: str, task: str, seed: int, network: str, variant: str | None = None) -> str:

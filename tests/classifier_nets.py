@@ -9,8 +9,8 @@ import numpy as np
 
 from kilobyte.codegen import compile_graph
 from kilobyte.ir import ConvAttrs, FullyConnectedAttrs, GraphBuilder, Op, ReshapeAttrs
+from kilobyte.ops.arith import quantize_values
 from kilobyte.quant import quantize
-from kilobyte.quant.arith import quantize_values
 
 
 def _calibrated(graph, shape, seed: int):

@@ -251,7 +251,6 @@ DRIVER_CYCLE = ("driver helper: on the cycle api -> train.library_accuracy -> ta
 LEAD = "lead: op registry (codegen/ is being rebuilt around kilobyte/ops/)"
 LEAD_HEADER = ("lead: op registry (the firmware harness calls the library through codegen/header.py's "
                "float_call/invoke_call; they move below targets/ once codegen/ is free)")
-REPEATS = "repeats helper: one atomic-write helper replaces report.memory_plot._save_atomically (issue 27 item 4)"
 DEFERS_FRAMEWORK = ("defers torch / onnx: the package's entry points import their frontend, which imports the "
                     "framework at its top, only when called")
 DEFERS_TFLITE = ("defers the tflite package: the imported module (the .tflite schema or writer) imports it at its top, "
@@ -303,20 +302,17 @@ KNOWN: dict[tuple[str, str], str] = {
             "kilobyte.analysis.profile", "kilobyte.report.memory_plot.plot_memory_profile",
             "kilobyte.report.tables.format_profile_table"),
     **_each(DRIVER, "kilobyte/cli/prune_cmd.py",
-            "io", "json", "kilobyte.api.compile_pruned", "kilobyte.api.load", "kilobyte.api.prune",
+            "kilobyte.api.compile_pruned", "kilobyte.api.load", "kilobyte.api.prune",
             "kilobyte.cli.compile_cmd.fit_report", "kilobyte.cli.compile_cmd.measured_fit",
-            "kilobyte.codegen.verify.VerifyReport", "kilobyte.data.load_dataset", "kilobyte.errors.KilobyteError",
-            "kilobyte.targets.devices.get_device"),
+            "kilobyte.codegen.verify.VerifyReport", "kilobyte.data.load_dataset", "kilobyte.errors.KilobyteError"),
     **_each(DRIVER, "kilobyte/cli/quantize_cmd.py", "kilobyte.api.quantize", "kilobyte.export.tflite.to_tflite"),
     **_each(DRIVER, "kilobyte/cli/run_cmd.py",
             "io", "kilobyte.codegen.host.manifest", "kilobyte.codegen.host.run_compiled",
-            "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8",
-            "kilobyte.quant.arith.quantize_values", "kilobyte.targets.cortexm.verify.run_on_target",
-            "kilobyte.targets.tflm.run_tflm"),
+            "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8", "kilobyte.ops.arith.quantize_values",
+            "kilobyte.targets.cortexm.verify.run_on_target", "kilobyte.targets.tflm.run_tflm"),
     **_each(DRIVER, "kilobyte/cli/search_cmd.py",
-            "dataclasses.replace", "json", "kilobyte.cli.common.atomic_write_bytes", "kilobyte.cli.common.get_device",
-            "kilobyte.codegen.verify.verification_line", "kilobyte.nas.search.PLANNED",
-            "kilobyte.nas.search.SearchConfig", "kilobyte.nas.search.run_search",
+            "dataclasses.replace", "kilobyte.cli.common.get_device", "kilobyte.codegen.verify.verification_line",
+            "kilobyte.nas.search.PLANNED", "kilobyte.nas.search.SearchConfig", "kilobyte.nas.search.run_search",
             "kilobyte.nas.strategy.choose_strategy", "kilobyte.nas.strategy.device_bounds",
             "kilobyte.nas.unas_search.DEFAULT_BOUNDS", "kilobyte.nas.unas_search.UnasConfig",
             "kilobyte.nas.unas_search.export_member", "kilobyte.nas.unas_search.run_unas",
@@ -329,7 +325,7 @@ KNOWN: dict[tuple[str, str], str] = {
             "kilobyte.codegen.host.unpack_file_outputs", "kilobyte.codegen.project.TFLITE_FILE",
             "kilobyte.codegen.split_float_head", "kilobyte.codegen.split_float_tail",
             "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8",
-            "kilobyte.quant.arith.dequantize_values", "kilobyte.targets.litert.litert_available",
+            "kilobyte.ops.arith.dequantize_values", "kilobyte.targets.litert.litert_available",
             "kilobyte.targets.litert.run_litert", "kilobyte.targets.tflm.run_tflm",
             "kilobyte.targets.tflm.tflm_missing_ops"),
     **_each(DRIVER, "kilobyte/nas/deploy.py",
@@ -353,13 +349,8 @@ KNOWN: dict[tuple[str, str], str] = {
             "kilobyte.schedule.plan.plan_to_dict", "kilobyte.schedule.plan_types.PlanOptions"),
     **_each(LEAD, "kilobyte/codegen/build_files.py", "kilobyte.targets.cortexm.toolchain.BOARDS"),
     **_each(LEAD, "kilobyte/codegen/float_tail.py", "kilobyte.transforms.edit.drop_unused_tensors"),
-    **_each(LEAD, "kilobyte/codegen/layers.py", "kilobyte.codegen.movement.emit_movement"),
-    **_each(LEAD, "kilobyte/codegen/movement.py", "kilobyte.codegen.layers.LayerCode"),
-    **_each(LEAD, "kilobyte/codegen/patch_loop.py", "kilobyte.codegen.layers._weights"),
     **_each(LEAD_HEADER, "kilobyte/targets/cortexm/firmware.py",
             "kilobyte.codegen.header.float_call", "kilobyte.codegen.header.invoke_call"),
-    **_each(REPEATS, "kilobyte/report/confusion.py", "kilobyte.report.memory_plot._save_atomically"),
-    **_each(REPEATS, "kilobyte/report/plan_plot.py", "kilobyte.report.memory_plot._save_atomically"),
     **_each(DEFERS_FRAMEWORK, "kilobyte/frontends/__init__.py",
             "kilobyte.frontends.onnx_frontend.from_onnx", "kilobyte.frontends.torch_fx.from_torch"),
     **_each(DEFERS_TFLITE, "kilobyte/nas/unas_front.py", "kilobyte.export.tflite.to_tflite"),

@@ -20,12 +20,9 @@ import numpy as np
 
 from ..ir import Graph, Node, Op
 from ..ir.sparse import format_bytes
+from ..ops import opdef
 from .shapes import output_shape, spatial_extent
 
-LINEAR_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV})
-ELEMENTWISE_OPS = frozenset({Op.RELU, Op.RELU6, Op.LOGISTIC, Op.HARD_SWISH, Op.LEAKY_RELU, Op.GELU, Op.TANH, Op.ELU,
-                             Op.RELU_N1_TO_1, Op.EXP, Op.LOG, Op.PRELU, Op.BATCH_NORM, Op.SOFTMAX, Op.LOG_SOFTMAX,
-                             Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.RESIZE_BILINEAR})
 WEIGHT_BYTES = 1  # int8 weights
 BIAS_BYTES = 4  # int32 biases
 
@@ -49,12 +46,12 @@ def node_macs(graph: Graph, node: Node) -> int:
     >>> node_macs(g, g.nodes[0]) == 3 * 3 * 3 * 16 * 4 * 4
     True
     """
-    if node.op not in LINEAR_OPS:
+    d = opdef(node.op)
+    if d.macs is not None:
+        return d.macs(graph, node)
+    if not d.linear:
         return 0
     weight = graph.tensors[node.inputs[1]].shape
-    if node.op is Op.TRANSPOSE_CONV:
-        _, h, w, _ = graph.tensors[node.inputs[0]].shape
-        return _numel(weight) * h * w
     ho, wo = spatial_extent(output_shape(graph, node))  # FC output (1, out): one "pixel"
     return _numel(weight) * ho * wo
 
@@ -69,7 +66,7 @@ def node_ops(graph: Graph, node: Node) -> int:
         return (len(node.inputs) - 1) * out
     if node.op in (Op.MEAN, Op.REDUCE_MAX):
         return graph.tensors[node.inputs[0]].numel
-    if node.op in ELEMENTWISE_OPS:
+    if opdef(node.op).elementwise_cost:
         return out
     return 0
 
@@ -91,7 +88,7 @@ def constant_flash_bytes(graph: Graph, node: Node, tensor: str) -> int:
     if fmt != "dense" and node.inputs.index(tensor) == 1:
         w = graph.tensors[tensor].data
         return sum(format_bytes((w != 0).astype(np.int8), fmt, f"node '{node.name}'"))
-    per_element = BIAS_BYTES if node.op in LINEAR_OPS and node.inputs.index(tensor) == 2 else WEIGHT_BYTES
+    per_element = BIAS_BYTES if opdef(node.op).linear and node.inputs.index(tensor) == 2 else WEIGHT_BYTES
     return graph.tensors[tensor].numel * per_element
 
 

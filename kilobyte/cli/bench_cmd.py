@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 
 from ..errors import DoesNotFitError
-from .common import kb, print_json
+from ..units import kb
+from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_project_dir_arg, print_json
 
 TARGET_HELP = "Cortex-M core to build for and run under QEMU: cortex-m4, cortex-m7 or cortex-m55"
 
@@ -18,12 +19,12 @@ def add_target_args(p, required: bool = False) -> None:
     p.add_argument("--target", "-t", default=None, metavar="CORE",
                    help=TARGET_HELP + ("" if required else "; default: run on the host")
                    + " (with --device, the device's core when omitted)")
-    p.add_argument("--kernels", default=None, choices=("portable", "dsp"),
+    p.add_argument("--kernels", default=None, choices=KERNEL_SETS,
                    help="runtime kernels: portable C, or the Cortex-M DSP ones (default: the set the model was "
                    "compiled for, `kilobyte compile --kernels`)")
     p.add_argument("--device", "-d", default=None,
                    help="hold the firmware to this device's Flash and SRAM (see `kilobyte devices`)")
-    p.add_argument("--devices-file", default=None, help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")
+    add_devices_file_arg(p)
 
 
 def target_device(args):
@@ -48,10 +49,10 @@ def register(sub) -> None:
         "int8 input (measured stack high-water mark), read Flash and SRAM from the ELF (weights / kernels / arena "
         "/ stack split) and count executed instructions with unicorn, per layer (not available on cortex-m55: "
         "reported as null). Exit code 2 if the build does not fit --device.")
-    p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
+    add_project_dir_arg(p)
     add_target_args(p, required=True)
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
-    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    add_json_arg(p, "the numbers")
     p.set_defaults(func=run)
 
 

@@ -1,13 +1,12 @@
-"""CLI stage: options shared by several sub-commands (model loading, device choice, JSON output)."""
+"""CLI stage: options shared by several sub-commands, each defined once here (model loading, device choice, the
+planner's options, calibration samples, a compiled project's folder, JSON output)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 
+KERNEL_SETS = ("portable", "dsp")  # --kernels: the runtime's kernel sets (portable C, Cortex-M DSP)
 MODEL_HELP = "zoo name (see `kilobyte profile --list`), a .onnx or .tflite file, or a Python module:attr"
 
 
@@ -27,8 +26,39 @@ def add_device_arg(p, default: str | None = None, why: str = "") -> None:
     p.add_argument("--device", "-d", default=default,
                    help="the device to check the fit against (see `kilobyte devices`); "
                    + (f"default {default}: {why}" if default else "without it the fit is not checked"))
-    p.add_argument("--devices-file", default=None,
-                   help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")
+    add_devices_file_arg(p)
+
+
+def add_devices_file_arg(p) -> None:
+    p.add_argument("--devices-file", default=None, help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")
+
+
+def add_plan_args(p) -> None:
+    """--no-inplace, --kernels and --conv-columns: how `plan` and `compile` plan the memory (`PlanOptions`)."""
+    p.add_argument("--no-inplace", action="store_true",
+                   help="disable in-place depthwise/add, conv+add fusion and aliasing")
+    p.add_argument("--kernels", choices=KERNEL_SETS, default="portable",
+                   help="the kernel set to plan for: portable C (default; every target) or the Cortex-M DSP kernels "
+                   "(M4/M7/M55); the plan reserves exactly the scratch that set reads, and firmware builds, `verify` "
+                   "and `bench` of the result use it by default")
+    p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
+                   help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
+                   "(default) six only where the bytes are free anyway (the kernels also use the unwritten output "
+                   "and consumed input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
+
+
+def add_samples_arg(p) -> None:
+    """--samples: how many images calibrate a float model's int8 ranges (`compile`, `quantize`)."""
+    p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
+
+
+def add_project_dir_arg(p) -> None:
+    """DIR: the folder `kilobyte compile` wrote (`verify`, `bench`)."""
+    p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
+
+
+def add_json_arg(p, what: str = "the report") -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
 def load_model(args):
@@ -49,22 +79,3 @@ def get_device(args):
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2)
     sys.stdout.write("\n")
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: a crash never leaves a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def kb(n: int) -> str:
-    return f"{n / 1024:.1f} kB"

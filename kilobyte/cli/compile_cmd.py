@@ -14,7 +14,17 @@ import sys
 
 from ..codegen.library import TARGETS
 from ..errors import DoesNotFitError, KilobyteError
-from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
+from ..units import kb
+from .common import (
+    add_device_arg,
+    add_json_arg,
+    add_model_args,
+    add_plan_args,
+    add_samples_arg,
+    get_device,
+    load_model,
+    print_json,
+)
 from .plan_cmd import add_mac_overhead_arg, parse_patch
 from .profile_cmd import fit_verdict
 
@@ -34,20 +44,10 @@ def register(sub) -> None:
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (replaced atomically)")
     p.add_argument("--data", metavar="NAME|PATH",
                    help="calibration data for float models: mnist, digits, letters, .npz, folder")
-    p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
+    add_samples_arg(p)
     p.add_argument("--patch", default="off", metavar="auto|off|N,P", help="patch-based stage (see `kilobyte plan`)")
     add_mac_overhead_arg(p)
-    p.add_argument("--no-inplace", action="store_true",
-                   help="disable in-place depthwise/add, conv+add fusion and aliasing")
-    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
-                   help="the kernel set to plan for: portable C (default; every target) or the Cortex-M DSP kernels "
-                   "(M4/M7/M55); the plan reserves exactly the scratch that set reads, and firmware builds, `verify` "
-                   "and `bench` of the result use it by default")
-    p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
-                   help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
-                   "(default) six "
-                   "only where the bytes are free anyway (the kernels also use the unwritten output and consumed "
-                   "input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
+    add_plan_args(p)
     p.add_argument("--prefix", default="kb", metavar="NAME",
                    help="prefix of every exported name and generated file: NAME_invoke, NAME_ARENA_BYTES, "
                    "src/NAME_model.h, CMake target NAME_model (default kb: kb_invoke, src/model.h); give each model "
@@ -58,7 +58,7 @@ def register(sub) -> None:
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="the Cortex-M core of the generated CMake toolchain file cmake/arm-none-eabi.cmake (default: "
                    "the device's core, else cortex-m4); `make TARGET=...` builds for any of them")
-    p.add_argument("--json", action="store_true", help="print the fit report as JSON")
+    add_json_arg(p, "the fit report")
     p.set_defaults(func=run)
 
 

@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from .common import add_device_arg, kb, print_json
+from ..units import kb
+from .common import add_device_arg, add_json_arg, print_json
 
 DEFAULT_EPOCHS = 20
 
@@ -39,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads for training (default 1: the network is small, one thread does not fight "
                    "other processes for the cores, and the result does not depend on the core count)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_json_arg(p, "the summary")
     p.set_defaults(func=run)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import print_json
+from .common import add_devices_file_arg, print_json
 
 
 def register(sub) -> None:
@@ -10,7 +10,7 @@ def register(sub) -> None:
                        description="List built-in devices and those of a TOML file ($KILOBYTE_DEVICES or "
                        "--devices-file). TOML format: [device.NAME] core=\"cortex-m4\" sram_kb=192 "
                        "flash_kb=512 clock_mhz=120")
-    p.add_argument("--devices-file", default=None, help="TOML file with extra devices")
+    add_devices_file_arg(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 

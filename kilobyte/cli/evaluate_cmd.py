@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import DoesNotFitError
 from .bench_cmd import add_target_args, does_not_fit, target_device
-from .common import print_json
+from .common import add_json_arg, print_json
 
 
 def register(sub) -> None:
@@ -41,7 +41,7 @@ def register(sub) -> None:
                    "`kilobyte search`'s training resize)")
     add_target_args(p)
     p.add_argument("--plot", metavar="FILE.png", help="draw the confusion matrix and per-class accuracy to a PNG")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_json_arg(p, "the figures")
     p.set_defaults(func=run)
 
 

@@ -6,7 +6,8 @@ import argparse
 import re
 
 from ..errors import KilobyteError
-from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
+from ..units import kb
+from .common import add_device_arg, add_model_args, add_plan_args, get_device, load_model, print_json
 from .profile_cmd import fit_verdict
 
 
@@ -23,17 +24,7 @@ def register(sub) -> None:
                    help="patch-based stage: off (default), auto (minimise peak), or N,P = first N nodes "
                    "(or 'K-blocks') with a PxP grid, e.g. '5-blocks,4x4' or '12,4'")
     add_mac_overhead_arg(p)
-    p.add_argument("--no-inplace", action="store_true",
-                   help="disable in-place depthwise/add, conv+add fusion and aliasing")
-    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
-                   help="the kernel set to plan for: portable C (default; every target) or the Cortex-M DSP kernels "
-                   "(M4/M7/M55); the plan reserves exactly the scratch that set reads, and firmware builds, `verify` "
-                   "and `bench` of the result use it by default")
-    p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
-                   help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
-                   "(default) six "
-                   "only where the bytes are free anyway (the kernels also use the unwritten output and consumed "
-                   "input rows), 'wide' six everywhere, which can raise the SRAM peak for speed")
+    add_plan_args(p)
     p.add_argument("--no-reorder", action="store_true", help="keep the graph's own operator order")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot live memory per step: per-layer vs planned")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import add_device_arg, add_model_args, get_device, kb, load_model, print_json
+from ..units import kb
+from .common import add_device_arg, add_model_args, get_device, load_model, print_json
 
 
 def register(sub) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import add_model_args, atomic_write_bytes, print_json
+from ..atomic import save_torch, write_json
+from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_model_args, get_device, print_json
 
 
 def register(sub) -> None:
@@ -34,7 +35,7 @@ def register(sub) -> None:
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--sparsity", type=float, metavar="S", help="fraction of the prunable weights to remove")
     target.add_argument("--device", "-d", metavar="DEVICE", help="fit this device's Flash (filterlet method)")
-    p.add_argument("--devices-file", default=None, help="TOML file with extra devices (default: $KILOBYTE_DEVICES)")
+    add_devices_file_arg(p)
     p.add_argument("--method", choices=["filterlet", "csr", "channel"], default="filterlet",
                    help="pruning unit (default filterlet)")
     p.add_argument("--loss-budget", type=float, default=None, metavar="DL",
@@ -42,7 +43,7 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, default=10, help="training epochs before pruning (default 10; 0: none)")
     p.add_argument("--retrain-epochs", type=int, default=3, help="retraining epochs after pruning (default 3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kernels", choices=("portable", "dsp"), default=None,
+    p.add_argument("--kernels", choices=KERNEL_SETS, default=None,
                    help="the kernel set the library is planned and built for (as `kilobyte compile --kernels`; "
                    "default: dsp with --target, the Cortex-M kernels the firmware would run, else portable)")
     p.add_argument("--target", "-t", choices=("cortex-m4", "cortex-m7"), default=None,
@@ -50,7 +51,7 @@ def register(sub) -> None:
                    "and count its instructions (unicorn), in total and per layer")
     p.add_argument("--out", "-o", required=True, metavar="DIR",
                    help="output folder: the compiled C library (replaced atomically) and the report")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_arg(p)
     p.set_defaults(func=run)
 
 
@@ -65,11 +66,7 @@ def run(args) -> int:
     torch.manual_seed(args.seed)  # a zoo model's initial weights: the same command gives the same model
     model = load(args.model, resolution=args.resolution or _data_resolution(args.data), width=args.width,
                  channels=args.channels or _data_channels(args.data), num_classes=args.classes)
-    device = None
-    if args.device:
-        from ..targets.devices import get_device
-
-        device = get_device(args.device, args.devices_file)
+    device = get_device(args)
     kernels = args.kernels or ("dsp" if args.target else "portable")
     result = prune(model, args.data, method=args.method, sparsity=args.sparsity, device=device, epochs=args.epochs,
                    retrain_epochs=args.retrain_epochs, loss_budget=args.loss_budget, seed=args.seed, kernels=kernels)
@@ -144,15 +141,8 @@ def _peek(spec: str):
 
 
 def _write(out: Path, result, report: dict) -> None:
-    import io
-    import json
-
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(result.module, buf)
-    atomic_write_bytes(out / "pruned.pt", buf.getvalue())
-    atomic_write_bytes(out / "report.json", (json.dumps(report, indent=2) + "\n").encode())
+    save_torch(result.module, out / "pruned.pt")
+    write_json(out / "report.json", report, indent=2)
 
 
 def format_report(r: dict) -> str:

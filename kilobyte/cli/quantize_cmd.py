@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import add_model_args, atomic_write_bytes, load_model
+from ..atomic import write_bytes
+from .common import add_model_args, add_samples_arg, load_model
 
 
 def register(sub) -> None:
@@ -15,7 +16,7 @@ def register(sub) -> None:
     p.add_argument("--data", required=True, metavar="NAME|PATH", help="calibration data: mnist, digits, letters, "
                    ".npz or folder")
     p.add_argument("--out", "-o", required=True, metavar="FILE.tflite", help="output .tflite path")
-    p.add_argument("--samples", type=int, default=64, help="calibration images (default 64)")
+    add_samples_arg(p)
     p.add_argument("--method", choices=["minmax", "percentile"], default="minmax",
                    help="activation range estimator (default minmax)")
     p.set_defaults(func=run)
@@ -28,6 +29,6 @@ def run(args) -> int:
     model = load_model(args)
     graph = quantize(model, args.data, samples=args.samples, method=args.method)
     data = to_tflite(graph)
-    atomic_write_bytes(args.out, data)
+    write_bytes(args.out, data)
     print(f"wrote {args.out} ({len(data)} bytes, {len(graph.nodes)} ops, int8)")
     return 0

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import write_bytes
 from ..errors import DoesNotFitError, KilobyteError
 from .bench_cmd import add_target_args, does_not_fit, target_device
-from .common import atomic_write_bytes
 
 
 def register(sub) -> None:
@@ -49,7 +49,7 @@ def run(args) -> int:
     else:
         raise KilobyteError(f"{path}: expected a .tflite file or a compiled directory")
     buf = _npy_bytes(out)
-    atomic_write_bytes(args.out, buf)
+    write_bytes(args.out, buf)
     print(f"wrote {args.out}: {out.dtype}{list(out.shape)} ({how})")
     return 0
 
@@ -72,7 +72,7 @@ def quantize_float_input(x: np.ndarray, spec: dict) -> np.ndarray:
     bit what the generated NAME_quantize_input does); any other input unchanged."""
     if not np.issubdtype(x.dtype, np.floating) or spec.get("dtype", "int8") != "int8":
         return x
-    from ..quant.arith import quantize_values
+    from ..ops.arith import quantize_values
 
     return quantize_values(x, spec["scale"], spec["zero_point"])
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import re
 
+from ..atomic import write_json
 from ..errors import KilobyteError
-from .common import add_device_arg, kb, print_json
+from ..units import kb
+from .common import KERNEL_SETS, add_device_arg, add_json_arg, print_json
 
 PRESET_MINUTES = 15
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m)?\s*$", re.I)
@@ -78,7 +80,7 @@ def register(sub) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="evaluate subnets on a Ray cluster (e.g. auto, or HOST:6379) instead of local processes")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--kernels", choices=("portable", "dsp"), default="portable",
+    p.add_argument("--kernels", choices=KERNEL_SETS, default="portable",
                    help="kernel set the plans are for (default portable)")
     p.add_argument("--patch", action="store_true",
                    help="MCUNetV2's joint search: every candidate runs with the patch schedule (first n layers "
@@ -119,7 +121,7 @@ def register(sub) -> None:
     un.add_argument("--random", action="store_true", help="random search instead of evolution (the baseline)")
     un.add_argument("--export", type=int, default=None, metavar="N",
                     help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_arg(p)
     p.set_defaults(func=run)
 
 
@@ -350,15 +352,11 @@ def unas_config_from_args(args, device):
 
 
 def _record_strategy(report: dict, strategy: dict, out: str) -> None:
-    """Which strategy ran and why, in the report and its report.json (rewritten atomically)."""
-    import json
-
-    from .common import atomic_write_bytes
-
+    """Which strategy ran and why, in the report and its report.json (rewritten atomically, as the search wrote it)."""
     report["strategy_choice"] = strategy
     path = os.path.join(out, "report.json")
     if os.path.exists(path):
-        atomic_write_bytes(path, json.dumps(report, indent=1).encode())
+        write_json(path, report)
 
 
 def _auto_strategy(args, device, workers: int, log):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import DoesNotFitError
 from .bench_cmd import add_target_args, does_not_fit, target_device
-from .common import print_json
+from .common import add_json_arg, add_project_dir_arg, print_json
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
         "host C build bit for bit. The report names each oracle that ran and each that did not, and why (e.g. "
         "'TFLM: not run (no kernel for GELU)'; --json: engines, not_run). Exit code 1 on any mismatch, fault or "
         "timeout; 2 if it does not fit --device.")
-    p.add_argument("dir", metavar="DIR", help="directory written by `kilobyte compile`")
+    add_project_dir_arg(p)
     p.add_argument("--samples", type=int, default=8, help="random inputs (default 8)")
     p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, "
                    "letters, .npz, folder)")
@@ -33,7 +33,7 @@ def register(sub) -> None:
                    help="skip TensorFlow Lite Micro (and TFLite's interpreter, its stand-in on GELU and TILE)")
     p.add_argument("--no-sanitize", action="store_true", help="skip the ASan/UBSan build (host check only)")
     add_target_args(p)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_arg(p)
     p.set_defaults(func=run)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import replacing
 from ..errors import KilobyteError
 from ..runtime import C_DIR, include_closure
 
@@ -44,20 +45,14 @@ def cache_dir() -> Path | None:
 def _object(source: Path, include_dir: Path, flags, cache: Path) -> Path:
     """`source` compiled with `flags` (-c) into `cache`, named by a hash of the flags and of the source and every
     header it includes: a runtime file shared by many generated projects is compiled once. Written to a temporary
-    name, then renamed, so concurrent builds never see half an object."""
+    name, then renamed (`kilobyte.atomic.replacing`), so concurrent builds never see half an object."""
     h = hashlib.sha256(repr(tuple(flags)).encode())
     for path in include_closure(source, include_dir):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     obj = cache / f"{source.stem}-{h.hexdigest()[:24]}.o"
     if not obj.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = obj.with_name(f"{obj.stem}.{os.getpid()}.tmp.o")
-        try:
+        with replacing(obj) as tmp:
             _gcc(["gcc", *flags, f"-I{include_dir}", "-c", str(source), "-o", str(tmp)], source)
-        except KilobyteError:
-            tmp.unlink(missing_ok=True)
-            raise
-        tmp.replace(obj)
     return obj
 
 

@@ -11,85 +11,24 @@ shape that broadcasts call `kb_add_const` / `kb_mul_const` with the constant's s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import (
-    activation_range_of,
-    mean_multiplier,
-    requant_params,
-    softmax_params,
-    tensor_qparams,
-    unary_node_table,
-)
+from ..interp.int8_ref import mean_multiplier, softmax_params
 from ..interp.prelu import prelu_node_tables
-from ..interp.unary import UNARY_OPS
-from ..interp.upsample import resize_table
 from ..ir import Graph, Node, Op
 from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields, const_fields, constant_operand, mul_fields, sparse_scratch_bytes
-from ..quant.arith import requant_multiplier
+from ..ops import opdef
+from ..ops.arith import requant_multiplier
+from ..ops.c_text import c_array, c_ident, c_struct
+from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
+from ..ops.node_params import activation_range_of, requant_params, tensor_qparams
 from ..schedule.scratch import conv_columns_bytes
-from .c_text import c_array, c_ident, c_struct
 from .movement import emit_movement
-
-
-@dataclass
-class LayerCode:
-    decls: list[str] = field(default_factory=list)  # file-scope constant arrays
-    body: list[str] = field(default_factory=list)  # statements of the layer function
-    families: set[str] = field(default_factory=set)  # runtime kernel families used
-
-
-class Buffers:
-    """C expressions for where each tensor lives: the caller's input pointer or an offset into the arena."""
-
-    def __init__(self, graph: Graph, plan):
-        self.graph, self.plan = graph, plan
-
-    def ptr(self, tensor: str) -> str:
-        if tensor in self.graph.inputs:
-            return "input"
-        return f"(KB_ARENA + {self.plan.placements[tensor].offset})"
-
-    def cstride(self, tensor: str) -> int:
-        if tensor in self.plan.placements:
-            return self.plan.placements[tensor].channel_stride
-        return self.graph.tensors[tensor].shape[-1]
-
-    def same_bytes(self, a: str, b: str) -> bool:
-        pa, pb = self.plan.placements.get(a), self.plan.placements.get(b)
-        return pa is not None and pb is not None and pa.offset == pb.offset
-
-
-def window_params(graph: Graph, node: Node, bufs: Buffers, kernel: tuple[int, int], zps: tuple[int, int],
-                  act: tuple[int, int]) -> dict[str, int]:
-    """Fields of `kb_conv_params` (conv, depthwise, pooling)."""
-    a = node.attrs
-    _, ih, iw, ic = graph.tensors[node.inputs[0]].shape
-    _, oh, ow, oc = graph.tensors[node.outputs[0]].shape
-    t, b, left, r = a.padding
-    dil = getattr(a, "dilation", (1, 1))
-    return dict(in_h=ih, in_w=iw, in_c=ic, in_cstride=bufs.cstride(node.inputs[0]), out_h=oh, out_w=ow, out_c=oc,
-                out_cstride=bufs.cstride(node.outputs[0]), k_h=kernel[0], k_w=kernel[1], stride_h=a.stride[0],
-                stride_w=a.stride[1], dil_h=dil[0], dil_w=dil[1], pad_t=t, pad_b=b, pad_l=left, pad_r=r,
-                in_offset=-zps[0], out_offset=zps[1], act_min=act[0], act_max=act[1], in_row=iw, out_row=ow)
-
-
-def _weights(graph: Graph, node: Node, code: LayerCode) -> tuple[str, str, str, str]:
-    """Emit weight, bias, multiplier and shift arrays; return their C names."""
-    base = c_ident(node.name)
-    p = requant_params(graph, node)
-    n_out = len(p.multiplier)
-    w = graph.tensors[node.inputs[1]].data
-    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 else np.zeros(n_out, np.int32)
-    names = (f"kb_w_{base}", f"kb_b_{base}", f"kb_mult_{base}", f"kb_shift_{base}")
-    code.decls += [c_array(names[0], "int8_t", w, align=16), c_array(names[1], "int32_t", bias, align=16),
-                   c_array(names[2], "int32_t", p.multiplier), c_array(names[3], "int32_t", p.shift)]
-    return names
 
 
 def folded_bias(graph: Graph, node: Node) -> np.ndarray:
@@ -137,7 +76,7 @@ def emit_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     w_shape = graph.tensors[node.inputs[1]].shape
     params = window_params(graph, node, bufs, (w_shape[1], w_shape[2]), (p.input_zp, p.output_zp),
                            (p.act_min, p.act_max))
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     fn = conv_kernel(node, tuple(w_shape[1:3]))
     scratch, params["scratch_bytes"] = conv_scratch(graph, node, plan.scratch.get(node.name))
     params["in_consumed"] = int(node.name in plan.consumed)
@@ -165,7 +104,7 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     p = requant_params(graph, node)
     k = graph.tensors[node.inputs[1]].shape[1:3]
     params = window_params(graph, node, bufs, k, (p.input_zp, p.output_zp), (p.act_min, p.act_max))
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     args = f"&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}"
     if node.name in plan.inplace:
         if params["in_cstride"] != params["out_cstride"]:
@@ -178,49 +117,13 @@ def emit_depthwise(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def emit_transpose_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """TRANSPOSE_CONV: a conv's weights and requantisation arrays and `kb_conv_params` (pad_t / pad_l = the crop)."""
-    code = LayerCode(families={"transpose_conv"})
-    p = requant_params(graph, node)
-    k = graph.tensors[node.inputs[1]].shape[1:3]
-    params = window_params(graph, node, bufs, k, (p.input_zp, p.output_zp), (p.act_min, p.act_max))
-    w, b, m, s = _weights(graph, node, code)
-    code.body += [c_struct("kb_conv_params", params),
-                  f"kb_transpose_conv(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
-                  f"{bufs.ptr(node.outputs[0])});"]
-    return code
-
-
-def emit_resize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR: the node's int16 table of source rows and columns
-    (`kilobyte.interp.upsample.resize_table`, the reference's own arithmetic) and one `kb_resize_*` call."""
-    x, y = node.inputs[0], node.outputs[0]
-    where = f"node '{node.name}' ({node.op.value})"
-    if graph.tensors[x].qparams != graph.tensors[y].qparams:
-        raise UnsupportedOpError(f"{where}: input and output must share quantisation params (TFLite Micro's kernel "
-                                 f"copies and interpolates values without rescaling)")
-    bilinear = node.op is Op.RESIZE_BILINEAR
-    _, ih, iw, c = graph.tensors[x].shape
-    try:
-        table = resize_table(bilinear, (ih, iw), node.attrs)
-    except KilobyteError as e:
-        raise UnsupportedOpError(f"{where}: {e}") from None
-    name = f"kb_rz_{c_ident(node.name)}"
-    oh, ow = node.attrs.size
-    params = dict(in_w=iw, c=c, in_cstride=bufs.cstride(x), out_h=oh, out_w=ow, out_cstride=bufs.cstride(y))
-    fn = "kb_resize_bilinear" if bilinear else "kb_resize_nearest"
-    return LayerCode(decls=[c_array(name, "int16_t", table)],
-                     body=[c_struct("kb_resize_params", params), f"{fn}(&p, {name}, {bufs.ptr(x)}, {bufs.ptr(y)});"],
-                     families={"resize"})
-
-
 def emit_fc(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     code = LayerCode(families={"fc"})
     p = requant_params(graph, node)
     w_shape = graph.tensors[node.inputs[1]].shape
     params = dict(in_n=w_shape[1], out_n=w_shape[0], in_offset=-p.input_zp, out_offset=p.output_zp,
                   act_min=p.act_min, act_max=p.act_max)
-    w, b, m, s = _weights(graph, node, code)
+    w, b, m, s = weight_arrays(graph, node, code)
     code.body += [c_struct("kb_fc_params", params),
                   f"kb_fully_connected(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
                   f"{bufs.ptr(node.outputs[0])});"]
@@ -338,7 +241,7 @@ def emit_conv_add(graph: Graph, conv: Node, add: Node, bufs: Buffers, plan) -> L
     params = window_params(graph, conv, bufs, (1, 1), (p.input_zp, p.output_zp), (p.act_min, p.act_max))
     params["out_cstride"] = bufs.cstride(residual)  # the conv's output never exists: pixels land on the residual
     params["in_consumed"] = int(conv.name in plan.consumed)
-    w, b, m, s = _weights(graph, conv, code)
+    w, b, m, s = weight_arrays(graph, conv, code)
     shape = graph.tensors[out].shape
     fields = add_fields(graph, add, (shape[-1], bufs.cstride(residual), bufs.cstride(out)),
                         pixels=int(np.prod(shape[:-1])), swap=add.inputs[0] != y)
@@ -472,19 +375,6 @@ def emit_quantize(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
                            f"{fn}(&p, (const void *){bufs.ptr(x)}, (void *){bufs.ptr(y)});"], families={"quantize"})
 
 
-def emit_lut(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """An int8 unary op (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6): its 256-entry table,
-    computed here with the reference's own arithmetic, as a const array, and one `kb_lut` call (pixel strides: either
-    side may be a slice)."""
-    x, y = node.inputs[0], node.outputs[0]
-    shape = graph.tensors[y].shape
-    table = f"kb_lut_{c_ident(node.name)}"
-    return LayerCode(decls=[c_array(table, "int8_t", unary_node_table(graph, node))],
-                     body=[f"kb_lut({int(np.prod(shape[:-1]))}, {shape[-1]}, {table}, {bufs.ptr(x)}, "
-                           f"{bufs.cstride(x)}, {bufs.ptr(y)}, {bufs.cstride(y)});"],
-                     families={"lut"})
-
-
 def emit_prelu(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
     """An int8 PRELU: its tables (`interp.prelu`, one per channel, or one for a single alpha) as one const array;
     one `kb_lut` call over all channels, or a loop of calls each running one channel's table over every pixel."""
@@ -509,15 +399,21 @@ EMITTERS = {
     Op.CONCAT: emit_concat, Op.MEAN: emit_mean, Op.SOFTMAX: emit_softmax, Op.LOG_SOFTMAX: emit_softmax,
     Op.QUANTIZE: emit_quantize,
     Op.SUB: emit_add, Op.MUL: emit_mul, Op.MAXIMUM: emit_minmax, Op.MINIMUM: emit_minmax,
-    Op.TRANSPOSE_CONV: emit_transpose_conv, Op.RESIZE_NEAREST_NEIGHBOR: emit_resize, Op.RESIZE_BILINEAR: emit_resize,
-    **{op: emit_lut for op in UNARY_OPS},
     Op.PRELU: emit_prelu,
     **{op: emit_movement for op in (Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX)},
 }
 
 
+def emitter(op: Op):
+    """The function that writes `op`'s layer: its own (`OpDef.emit`), or for the ops still pending in the registry
+    the ones above; None when the generated library cannot run it."""
+    return opdef(op).emit or EMITTERS.get(op)
+
+
 def emit_node(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    if node.op not in EMITTERS:
+    emit = emitter(node.op)
+    if emit is None:
+        covered = ", ".join(op.value for op in Op if emitter(op) is not None)
         raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): no C kernel; the generated library covers "
-                                 f"{', '.join(op.value for op in EMITTERS)}")
-    return EMITTERS[node.op](graph, node, bufs, plan)
+                                 f"{covered}")
+    return emit(graph, node, bufs, plan)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import KilobyteError
-from .c_text import c_ident
+from ..ops.c_text import c_ident
 
 DEFAULT_PREFIX = "kb"
 ARENA_ALIGN = 16  # bytes; the DSP kernels read the arena in words, the generated arena is aligned(16)

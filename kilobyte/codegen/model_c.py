@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from ..errors import KilobyteError
 from ..ir import Graph
-from .c_text import c_ident
+from ..ops.c_text import c_ident
+from ..ops.layer_code import Buffers, LayerCode
 from .header import HEADER
-from .layers import Buffers, LayerCode, emit_conv_add, emit_node
+from .layers import emit_conv_add, emit_node
 from .library import LibraryOptions
 from .patch_loop import emit_patch_stage
 

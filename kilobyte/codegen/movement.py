@@ -15,15 +15,14 @@ from __future__ import annotations
 import itertools
 
 from ..errors import UnsupportedOpError
-from ..interp.int8_ref import check_shared_qparams
 from ..ir import Graph, Node, Op
 from ..kernels.movement import MAX_AXES, collapse, movement_axes
-from .c_text import c_struct
+from ..ops.c_text import c_struct
+from ..ops.layer_code import LayerCode
+from ..ops.node_params import check_shared_qparams
 
 
 def emit_movement(graph: Graph, node: Node, bufs, plan):
-    from .layers import LayerCode
-
     check_shared_qparams(graph, node)
     x, y = node.inputs[0], node.outputs[0]
     ranks = (len(graph.tensors[x].shape), len(graph.tensors[y].shape))

@@ -18,19 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import activation_range_of, requant_params
 from ..ir import Graph, Op
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import add_fields
+from ..ops.c_text import c_ident
+from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
+from ..ops.node_params import activation_range_of, requant_params
 from ..schedule.patch import box_area, split
-from .c_text import c_ident
-from .layers import (
-    Buffers,
-    LayerCode,
-    _weights,
-    conv_scratch,
-    window_params,
-)
+from .layers import conv_scratch
 
 
 @dataclass(frozen=True)
@@ -197,7 +192,7 @@ def window_spec(g: StageGeometry, k: int, code: LayerCode) -> WindowSpec:
         return WindowSpec(fn, tuple(node.attrs.kernel), (zp, zp), activation_range_of(graph, node))
     rq = requant_params(graph, node)
     kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
-    weights = ", " + ", ".join(_weights(graph, node, code))
+    weights = ", " + ", ".join(weight_arrays(graph, node, code))
     common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
     if node.op is Op.CONV_2D:
         code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)

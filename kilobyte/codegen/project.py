@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from .. import runtime
+from ..atomic import replacing_dir
 from ..errors import KilobyteError
 from ..ir import Graph
 from .build_files import cmakelists, makefile, toolchain
@@ -118,17 +118,13 @@ TFLITE_FILE = "model.tflite"
 
 def write_project(out_dir: str | os.PathLike, graph: Graph, plan, manifest: dict, tflite_bytes: bytes | None,
                   edges: Edges | None = None) -> Path:
-    """Generate everything into a temp directory beside `out_dir`, then swap it in (never half-written). No
+    """Generate everything into a temp directory beside `out_dir`, then swap it in (`kilobyte.atomic.replacing_dir`:
+    never half-written; an existing folder is replaced only when it is a Kilobyte project or empty). No
     `model.tflite` when `tflite_bytes` is None."""
     out = Path(out_dir).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with replacing_dir(out) as tmp:
         _fill(tmp, graph, plan, manifest, tflite_bytes, edges or Edges())
-        _swap_in(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        _check_replaceable(out)
     return out
 
 
@@ -182,14 +178,7 @@ def _fill_in(template: str, values: dict[str, str]) -> str:
     return template
 
 
-def _swap_in(tmp: Path, out: Path) -> None:
-    if out.exists():
-        if not (out / "kilobyte.json").exists() and any(out.iterdir()):
-            raise KilobyteError(f"{out}: exists and is not a Kilobyte project; choose another --out")
-        old = out.with_name(f".{out.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace a folder that holds something other than a Kilobyte project."""
+    if out.exists() and not (out / "kilobyte.json").exists() and any(out.iterdir()):
+        raise KilobyteError(f"{out}: exists and is not a Kilobyte project; choose another --out")

@@ -143,7 +143,7 @@ def flat_outputs(values: dict[str, np.ndarray], names) -> np.ndarray:
 def file_input(m: dict, x: np.ndarray) -> np.ndarray:
     """What the model file takes for the int8 core input `x`: `x` itself, or for a float input (a QUANTIZE head) the
     floats TFLite's DEQUANTIZE gives for `x`, which its QUANTIZE maps back to exactly `x`."""
-    from ..quant.arith import dequantize_values
+    from ..ops.arith import dequantize_values
 
     return dequantize_values(x, m["input"]["scale"], m["input"]["zero_point"]) if m.get("float_head") else x
 

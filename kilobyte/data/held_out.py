@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import write_json
 from ..errors import KilobyteError
 from . import BUILTIN, Dataset, load_dataset
 
@@ -49,10 +50,7 @@ def write_held_out(project_dir, test: Dataset, int8_accuracy: float, by: str) ->
     record = held_out_record(test, int8_accuracy, by)
     if record is None:
         return None
-    path = Path(project_dir) / HELD_OUT_FILE
-    tmp = path.with_name(f".{HELD_OUT_FILE}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(Path(project_dir) / HELD_OUT_FILE, record)
     return record
 
 

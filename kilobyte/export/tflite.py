@@ -12,14 +12,13 @@ graph always gives the same bytes, whatever the order of `graph.tensors`.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import flatbuffers
 import numpy as np
 import tflite
 
+from ..atomic import write_bytes
 from ..errors import KilobyteError
 from ..formats import tflite_schema as S
 from ..ir import Graph, GraphError, QParams, Tensor
@@ -44,20 +43,8 @@ def to_tflite(graph: Graph) -> bytes:
 
 
 def save_tflite(graph: Graph, path) -> Path:
-    """Write `to_tflite(graph)` to `path` atomically (temporary file in the same folder, then `os.replace`)."""
-    data = to_tflite(graph)  # fails before anything touches the disk
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write `to_tflite(graph)` to `path` atomically (`kilobyte.atomic.write_bytes`)."""
+    return write_bytes(path, to_tflite(graph))  # to_tflite fails before anything touches the disk
 
 
 def _tensor_order(graph: Graph, ops: list[TflOp], extra: list[Tensor]) -> list[Tensor]:

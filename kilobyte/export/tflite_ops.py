@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import KilobyteError, UnsupportedOpError
 from ..formats import tflite_schema as S
 from ..ir import Graph, Node, Op, QParams, Tensor
+from ..ops import opdef
 
 B = S.B
 
@@ -53,7 +54,38 @@ def lower_graph(graph: Graph) -> tuple[list[TflOp], list[Tensor]]:
     return ops, extra
 
 
+class Lowering:
+    """What an op's own lowering (`OpDef.lower`, `kilobyte.ops`) writes through: operators by builtin name, the
+    constants and intermediate tensors it adds, the fused activation code, and the schema's facts (`schema`)."""
+
+    schema = S
+
+    def __init__(self):
+        self.ops: list[TflOp] = []
+        self.tensors: list[Tensor] = []
+
+    def op(self, builtin: str, inputs, outputs, options: dict) -> None:
+        self.ops.append(TflOp(getattr(B, builtin), tuple(inputs), tuple(outputs), options))
+
+    def const(self, name: str, data: np.ndarray) -> str:
+        self.tensors.append(_const(name, data))
+        return name
+
+    def tensor_like(self, name: str, shape, like: Tensor) -> str:
+        """An added activation tensor of `shape` with `like`'s dtype and quantisation."""
+        self.tensors.append(Tensor(name, tuple(shape), like.dtype, None, like.qparams))
+        return name
+
+    def activation(self, node: Node) -> int:
+        return _act(node)
+
+
 def lower_node(graph: Graph, node: Node) -> tuple[list[TflOp], list[Tensor]]:
+    own = opdef(node.op).lower
+    if own is not None:
+        w = Lowering()
+        own(w, graph, node)
+        return w.ops, w.tensors
     lower = _LOWER.get(node.op)
     if lower is None:
         raise UnsupportedOpError(f"node '{node.name}': {node.op.value} has no TFLite operator; run the inference "
@@ -214,69 +246,8 @@ def _softmax(graph: Graph, node: Node):
     return [TflOp(B.SOFTMAX, node.inputs, node.outputs, {"Beta": float(node.attrs.beta)})], []
 
 
-def _leaky_relu(graph: Graph, node: Node):
-    return [TflOp(B.LEAKY_RELU, node.inputs, node.outputs, {"Alpha": float(node.attrs.alpha)})], []
-
-
-def _gelu(graph: Graph, node: Node):
-    return [TflOp(B.GELU, node.inputs, node.outputs, {"Approximate": bool(node.attrs.approximate)})], []
-
-
-def _resize(graph: Graph, node: Node):
-    a = node.attrs
-    size = _const(f"{node.outputs[0]}.size", np.array(a.size, np.int32))
-    opts = {"AlignCorners": bool(a.align_corners), "HalfPixelCenters": bool(a.half_pixel_centers)}
-    return [TflOp(S.OP_TO_BUILTIN[node.op], (node.inputs[0], size.name), node.outputs, opts)], [size]
-
-
-def _transpose_conv(graph: Graph, node: Node):
-    """TFLite's operand order (output shape, weight, input, bias); the output shape is an int32 constant. SAME or
-    VALID when one of them crops as the IR does *and* gives back the input size from the output size (TFLite checks
-    that, TFLite Micro does not); otherwise a VALID TRANSPOSE_CONV into the whole uncropped output (plus the rows and
-    columns a negative crop after appends, fewer than the stride) and a STRIDED_SLICE of the IR's output."""
-    a = node.attrs
-    out = graph.tensors[node.outputs[0]]
-    in_hw = graph.tensors[node.inputs[0]].shape[1:3]
-    kernel = graph.tensors[node.inputs[1]].shape[1:3]
-    crop = (a.padding[0], a.padding[2])
-    opts = {"StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node)}
-    for mode in (S.SAME, S.VALID):
-        if _transpose_crops(mode, in_hw, out.shape[1:3], kernel, a.stride) == crop:
-            return _transpose_conv_op(node, out, {**opts, "Padding": mode})
-    appended = (max(-a.padding[1], 0), max(-a.padding[3], 0))
-    if any(e >= s for e, s in zip(appended, a.stride)):
-        raise KilobyteError(f"node '{node.name}': TRANSPOSE_CONV crop {a.padding} appends {max(appended)} rows or "
-                            f"columns, TFLite at most stride - 1 ({a.stride}); PyTorch's output_padding stays below "
-                            f"the stride")
-    full_hw = tuple((n - 1) * s + k + e for n, s, k, e in zip(in_hw, a.stride, kernel, appended))
-    name = S.uncropped_tensor_name(out.name)
-    full = Tensor(name, (out.shape[0], *full_hw, out.shape[3]), out.dtype, None, out.qparams)
-    ops, tensors = _transpose_conv_op(node, full, {**opts, "Padding": S.VALID})
-    begin = _const(f"{out.name}.begin", np.array([0, crop[0], crop[1], 0], np.int32))
-    end = _const(f"{out.name}.end", np.array([full.shape[0], crop[0] + out.shape[1], crop[1] + out.shape[2],
-                                               full.shape[3]], np.int32))
-    strides = _const(f"{out.name}.strides", np.ones(4, np.int32))
-    ops.append(TflOp(B.STRIDED_SLICE, (name, begin.name, end.name, strides.name), (out.name,), {}))
-    return ops, tensors + [full, begin, end, strides]
-
-
-def _transpose_crops(mode: int, in_hw, out_hw, kernel, stride) -> tuple[int, int] | None:
-    """The (top, left) crop TFLite applies in padding `mode` for this output size, or None when TFLite would refuse
-    the sizes (the input size it derives from the output differs from the real one)."""
-    if any(S.transpose_conv_windows(mode, o, k, s) != n for n, o, k, s in zip(in_hw, out_hw, kernel, stride)):
-        return None
-    return tuple(S.transpose_conv_crop(mode, o, k, s) for o, k, s in zip(out_hw, kernel, stride))
-
-
-def _transpose_conv_op(node: Node, out: Tensor, opts: dict) -> tuple[list[TflOp], list[Tensor]]:
-    shape = _const(f"{out.name}.output_shape", np.array(out.shape, np.int32))
-    inputs = (shape.name, node.inputs[1], node.inputs[0], *node.inputs[2:3])
-    return [TflOp(B.TRANSPOSE_CONV, inputs, (out.name,), opts)], [shape]
-
-
 def _plain(graph: Graph, node: Node):
-    """QUANTIZE, DEQUANTIZE, RELU, RELU6, LOGISTIC, HARD_SWISH, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
-    PRELU (its alpha a second input), LOG_SOFTMAX: no attributes."""
+    """QUANTIZE, DEQUANTIZE, PRELU (its alpha a second input), LOG_SOFTMAX: no attributes."""
     return [TflOp(S.OP_TO_BUILTIN[node.op], node.inputs, node.outputs, {})], []
 
 
@@ -303,19 +274,5 @@ _LOWER = {
     Op.LOG_SOFTMAX: _plain,
     Op.QUANTIZE: _plain,
     Op.DEQUANTIZE: _plain,
-    Op.RELU: _plain,
-    Op.RELU6: _plain,
-    Op.LOGISTIC: _plain,
-    Op.HARD_SWISH: _plain,
-    Op.LEAKY_RELU: _leaky_relu,
-    Op.GELU: _gelu,
-    Op.TANH: _plain,
-    Op.ELU: _plain,
-    Op.RELU_N1_TO_1: _plain,
-    Op.EXP: _plain,
-    Op.LOG: _plain,
     Op.PRELU: _plain,
-    Op.RESIZE_NEAREST_NEIGHBOR: _resize,
-    Op.RESIZE_BILINEAR: _resize,
-    Op.TRANSPOSE_CONV: _transpose_conv,
 }

@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
                       "pip install kilobyte[tflite]") from e
 
 from ..ir import Activation, Op
+from ..ops import defs
 
 SCHEMA_VERSION = 3
 FILE_IDENTIFIER = b"TFL3"
@@ -26,45 +27,8 @@ NODE_NAMES_METADATA = "kilobyte.node_names"
 PLACEHOLDER_FOR_GREATER_OP_CODES = 127
 
 B = tflite.BuiltinOperator
-OP_TO_BUILTIN: dict[Op, int] = {
-    Op.CONV_2D: B.CONV_2D,
-    Op.DEPTHWISE_CONV_2D: B.DEPTHWISE_CONV_2D,
-    Op.FULLY_CONNECTED: B.FULLY_CONNECTED,
-    Op.ADD: B.ADD,
-    Op.SUB: B.SUB,
-    Op.MUL: B.MUL,
-    Op.MAXIMUM: B.MAXIMUM,
-    Op.MINIMUM: B.MINIMUM,
-    Op.AVG_POOL_2D: B.AVERAGE_POOL_2D,
-    Op.MAX_POOL_2D: B.MAX_POOL_2D,
-    Op.MEAN: B.MEAN,
-    Op.PAD: B.PAD,
-    Op.RESHAPE: B.RESHAPE,
-    Op.CONCAT: B.CONCATENATION,
-    Op.TRANSPOSE: B.TRANSPOSE,
-    Op.STRIDED_SLICE: B.STRIDED_SLICE,
-    Op.TILE: B.TILE,
-    Op.REDUCE_MAX: B.REDUCE_MAX,
-    Op.SOFTMAX: B.SOFTMAX,
-    Op.LOG_SOFTMAX: B.LOG_SOFTMAX,
-    Op.QUANTIZE: B.QUANTIZE,
-    Op.DEQUANTIZE: B.DEQUANTIZE,
-    Op.RELU: B.RELU,
-    Op.RELU6: B.RELU6,
-    Op.LOGISTIC: B.LOGISTIC,
-    Op.HARD_SWISH: B.HARD_SWISH,
-    Op.LEAKY_RELU: B.LEAKY_RELU,
-    Op.GELU: B.GELU,
-    Op.TANH: B.TANH,
-    Op.ELU: B.ELU,
-    Op.RELU_N1_TO_1: B.RELU_N1_TO_1,
-    Op.EXP: B.EXP,
-    Op.LOG: B.LOG,
-    Op.PRELU: B.PRELU,
-    Op.RESIZE_NEAREST_NEIGHBOR: B.RESIZE_NEAREST_NEIGHBOR,
-    Op.RESIZE_BILINEAR: B.RESIZE_BILINEAR,
-    Op.TRANSPOSE_CONV: B.TRANSPOSE_CONV,
-}
+# Each op's builtin is in its OpDef (`kilobyte.ops`): the name here becomes the schema's code.
+OP_TO_BUILTIN: dict[Op, int] = {d.op: getattr(B, d.builtin) for d in defs() if d.builtin is not None}
 BUILTIN_TO_OP: dict[int, Op] = {v: k for k, v in OP_TO_BUILTIN.items()}
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(B).items() if not k.startswith("_") and isinstance(v, int)}
 

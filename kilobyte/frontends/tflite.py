@@ -27,7 +27,8 @@ import tflite
 
 from ..errors import KilobyteError, ModelFileError, UnsupportedOpError
 from ..formats import tflite_schema as S
-from ..ir import PARAM_OPS, Graph, GraphError, Node, QParams, Tensor
+from ..ir import Graph, GraphError, Node, QParams, Tensor
+from ..ops import opdef
 from .tflite_fold import fold_constants
 from .tflite_ops import convert_op, find_folds
 
@@ -229,7 +230,7 @@ def _positive_weight_scales(src: str, tensors: dict[str, Tensor], nodes: list[No
     negated weights and bias with the positive scale: w * s = (-w) * (-s), and TFLite's requantisation of
     (acc, -m) equals that of (-acc, m) bit for bit, so every output is unchanged."""
     for n in nodes:
-        if n.op not in PARAM_OPS or len(n.inputs) < 2:
+        if not opdef(n.op).params or len(n.inputs) < 2:
             continue
         w = tensors[n.inputs[1]]
         if w.qparams is None or w.data is None or not np.any(w.qparams.scale < 0):
@@ -265,7 +266,7 @@ def _ir_tensors(fm: FileModel, nodes: list[Node], extra: dict[str, Tensor]) -> d
     used.update(dict.fromkeys(fm.tensors[i].name for i in fm.outputs))
     touched = {t for op in fm.ops for t in op.inputs + op.outputs}
     used.update(dict.fromkeys(t.name for t in fm.tensors if t.index not in touched))
-    params = {t for n in nodes if n.op in PARAM_OPS for t in n.inputs[1:]}
+    params = {t for n in nodes if opdef(n.op).params for t in n.inputs[1:]}
     by_name = {t.name: t for t in fm.tensors}
     return {name: extra[name] if name in extra else _ir_tensor(fm.src, by_name[name], name in params)
             for name in used}

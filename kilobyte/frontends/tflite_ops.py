@@ -20,8 +20,6 @@ import tflite
 
 from ..errors import ModelFileError, UnsupportedOpError
 from ..formats import tflite_schema as S
-from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
-from ..interp.unary import LOGISTIC_OUTPUT_QPARAMS, TANH_OUTPUT_QPARAMS
 from ..ir import (
     Activation,
     AddAttrs,
@@ -46,6 +44,7 @@ from ..ir import (
     TransposeAttrs,
     TransposeConvAttrs,
 )
+from ..ops import opdef
 from .tflite_index import SliceBounds, slice_bounds
 
 B = S.B
@@ -385,23 +384,23 @@ def _strided_slice(fm, op, folds, extra):
 
 
 def _softmax(fm, op, folds, extra):
-    _check_softmax_output(fm, op, SOFTMAX_OUTPUT_QPARAMS)
+    _check_softmax_output(fm, op, opdef(Op.SOFTMAX).fixed_qparams)
     beta = op_options(fm, op, "SoftmaxOptions").Beta() if op.options is not None else 1.0
     return [_node(fm, op, Op.SOFTMAX, op.inputs[:1], SoftmaxAttrs(float(beta)))]
 
 
 def _log_softmax(fm, op, folds, extra):
-    _check_softmax_output(fm, op, LOG_SOFTMAX_OUTPUT_QPARAMS)
+    _check_softmax_output(fm, op, opdef(Op.LOG_SOFTMAX).fixed_qparams)
     return [_node(fm, op, Op.LOG_SOFTMAX, op.inputs[:1], None)]
 
 
 def _logistic(fm, op, folds, extra):
-    _check_softmax_output(fm, op, LOGISTIC_OUTPUT_QPARAMS)
+    _check_softmax_output(fm, op, opdef(Op.LOGISTIC).fixed_qparams)
     return [_node(fm, op, Op.LOGISTIC, op.inputs[:1], None)]
 
 
 def _tanh(fm, op, folds, extra):
-    _check_softmax_output(fm, op, TANH_OUTPUT_QPARAMS)
+    _check_softmax_output(fm, op, opdef(Op.TANH).fixed_qparams)
     return [_node(fm, op, Op.TANH, op.inputs[:1], None)]
 
 

@@ -6,14 +6,12 @@ Written for clarity, not speed: every op is a few lines of numpy over NHWC array
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..ir import Activation, Graph, Node, Op
-from ..ir.shapes import transpose_conv_out_size
+from ..ir import Graph, Node, Op
+from ..ops import opdef
+from ..ops.types import apply_activation as _act
 from .movement import move_values
-from .upsample import resize_bilinear_float, resize_nearest, transpose_conv_sum
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -36,14 +34,6 @@ def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.n
         env[node.outputs[0]] = _eval(node, [env[t] for t in node.inputs])
     names = [t for t in env if not graph.tensors[t].is_const] if keep_all else list(graph.outputs)
     return {k: env[k].astype(np.float32) for k in names}
-
-
-def _act(x: np.ndarray, act: Activation) -> np.ndarray:
-    if act is Activation.RELU:
-        return np.maximum(x, 0.0)
-    if act is Activation.RELU6:
-        return np.clip(x, 0.0, 6.0)
-    return x
 
 
 def _pad_nhwc(x: np.ndarray, pad, value: float = 0.0) -> np.ndarray:
@@ -78,33 +68,6 @@ def _depthwise(node: Node, x, w, b=None):
     return _act(y + (b if b is not None else 0.0), a.activation)
 
 
-def _transpose_conv(node: Node, x, w, b=None):
-    a = node.attrs
-    t, bottom, left, r = a.padding
-    out_hw = (transpose_conv_out_size(x.shape[1], w.shape[1], a.stride[0], t, bottom),
-              transpose_conv_out_size(x.shape[2], w.shape[2], a.stride[1], left, r))
-    y = transpose_conv_sum(x, w, a.stride, a.padding, out_hw)
-    return _act(y + (b if b is not None else 0.0), a.activation)
-
-
-def _resize(node: Node, x):
-    """TFLite's float kernels: the nearest source pixel (the int8 kernel's index arithmetic), or the weighted four."""
-    a = node.attrs
-    if node.op is Op.RESIZE_NEAREST_NEIGHBOR:
-        return resize_nearest(x, a.size, a.align_corners, a.half_pixel_centers)
-    return resize_bilinear_float(x, a.size, a.align_corners, a.half_pixel_centers)
-
-
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
-
-
-def _gelu(x, approximate: bool):
-    """x * Phi(x): 0.5 x erfc(-x / sqrt 2) (TFLite's form, exact for large negative x), or the tanh approximation."""
-    if approximate:
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * _erfc(-x / math.sqrt(2.0))
-
-
 def _pool(node: Node, x):
     a = node.attrs
     kh, kw = a.kernel
@@ -129,13 +92,16 @@ def _log_softmax(x):
 
 
 def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
+    """The op's own float reference (`OpDef.float_ref`), or for the ops still pending in the registry the rules
+    below."""
     op, a = node.op, node.attrs
+    ref = opdef(op).float_ref
+    if ref is not None:
+        return ref(node, args)
     if op is Op.CONV_2D:
         return _conv(node, *args)
     if op is Op.DEPTHWISE_CONV_2D:
         return _depthwise(node, *args)
-    if op is Op.TRANSPOSE_CONV:
-        return _transpose_conv(node, *args)
     if op is Op.FULLY_CONNECTED:
         y = args[0] @ args[1].T + (args[2] if len(args) > 2 else 0.0)
         return _act(y, a.activation)
@@ -166,33 +132,8 @@ def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
     if op is Op.BATCH_NORM:
         x, gamma, beta, mean, var = args
         return (x - mean) / np.sqrt(var + a.eps) * gamma + beta
-    if op is Op.RELU:
-        return np.maximum(args[0], 0.0)
-    if op is Op.RELU6:
-        return np.clip(args[0], 0.0, 6.0)
-    if op is Op.LOGISTIC:
-        return 1.0 / (1.0 + np.exp(-args[0]))
-    if op is Op.HARD_SWISH:
-        return args[0] * np.clip(args[0] + 3.0, 0.0, 6.0) / 6.0
-    if op is Op.LEAKY_RELU:
-        return np.where(args[0] > 0, args[0], args[0] * a.alpha)  # alpha may exceed 1 or be negative: no max()
-    if op is Op.GELU:
-        return _gelu(args[0], a.approximate)
-    if op is Op.TANH:
-        return np.tanh(args[0])
-    if op is Op.ELU:
-        return np.where(args[0] > 0, args[0], np.expm1(np.minimum(args[0], 0.0)))  # the minimum: no overflow warning
     if op is Op.PRELU:
         return np.where(args[0] >= 0, args[0], args[0] * args[1])
-    if op is Op.RELU_N1_TO_1:
-        return np.clip(args[0], -1.0, 1.0)
-    if op is Op.EXP:
-        return np.exp(args[0])
-    if op is Op.LOG:
-        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf, log(x < 0) = nan, as PyTorch's
-            return np.log(args[0])
-    if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
-        return _resize(node, args[0])
     if op in (Op.IDENTITY, Op.QUANTIZE, Op.DEQUANTIZE):
         return args[0]
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

@@ -16,10 +16,10 @@ Beyond the conv / pool / ADD core:
   constant operand's share of each element, which the C kernels take from a table; MAXIMUM / MINIMUM compare raw int8
   values, so their inputs and output must share params;
 - LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, GELU, RELU_N1_TO_1, EXP, LOG and a standing RELU / RELU6: the
-  256-entry table of `kilobyte.interp.unary` that `unary_node_table` builds, the same table the C kernel reads;
+  256-entry table `kilobyte.ops.lut.node_table` builds, the same table the C kernel reads;
 - PRELU: one such table per channel (`kilobyte.interp.prelu`);
 - RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR (output quantised like the input: TFLite Micro never rescales) and
-  TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.interp.upsample`;
+  TRANSPOSE_CONV (CONV_2D's per-channel requantisation): `kilobyte.ops.resize`, `kilobyte.ops.transpose_conv`;
 - QUANTIZE between uint8 and int8 at a model's edges (`requantize_values`), which only imported `.tflite` files have;
 - TRANSPOSE, STRIDED_SLICE, TILE and REDUCE_MAX (`kilobyte.interp.movement`): values moved or compared raw, so
   input and output must share quantisation params (`check_shared_qparams`; TFLite's converter writes them equal, and
@@ -34,40 +34,40 @@ does the heavy lifting without changing a bit. Kernels accept any batch size N i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Activation, Graph, Node, Op, conv_out_size
-from ..quant.arith import (
+from ..ops import opdef
+from ..ops.arith import (
     AddParams,
     MulParams,
-    activation_range,
-    add_params,
-    channel_multipliers,
     dequantize_values,
-    fc_multipliers,
-    mul_params,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     quantize_values,
-    requantize,
     requantize_values,
+)
+from ..ops.node_params import (
+    RequantParams,
+    activation_range_of,
+    add_node_params,
+    check_shared_qparams,
+    finish,
+    mul_node_params,
+    requant_params,
+    require_same_qparams,
+    tensor_qparams,
 )
 from .movement import batched
 from .prelu import prelu_int8, prelu_node_tables
 from .softmax import (
-    LOG_SOFTMAX_OUTPUT_QPARAMS,
-    SOFTMAX_OUTPUT_QPARAMS,
     SoftmaxParams,
     log_softmax_int8,
     log_softmax_params_for,
     softmax_int8,
     softmax_params_for,
 )
-from .unary import FIXED_OUTPUT_QPARAMS, UNARY_OPS, apply_table, unary_table
-from .upsample import resize_bilinear_int8, resize_nearest, transpose_conv_sum
 
 
 # -- graph-level execution ---------------------------------------------------------------------------------------------
@@ -102,11 +102,14 @@ def _check_input(graph: Graph, name: str, x) -> np.ndarray:
 
 
 def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """Run one node of a quantised graph on its argument arrays (activations, then weight / bias data)."""
-    op = node.op
-    if op in _ACTIVATION_INPUT_INT8 and args[0].dtype != np.int8:
+    """Run one node of a quantised graph on its argument arrays (activations, then weight / bias data): the op's
+    own int8 reference (`OpDef.int8_ref`), or for the ops still pending in the registry the rules below."""
+    op, d = node.op, opdef(node.op)
+    if d.int8_input and args[0].dtype != np.int8:
         raise KilobyteError(f"node '{node.name}' ({op.value}): expects an int8 input, got {args[0].dtype}")
-    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV):
+    if d.int8_ref is not None:
+        return d.int8_ref(graph, node, args)
+    if op in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED):
         return _eval_weighted(graph, node, args)
     if op is Op.ADD:
         return add_int8(args[0], args[1], add_node_params(graph, node))
@@ -115,10 +118,10 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op is Op.MUL:
         return mul_int8(args[0], args[1], mul_node_params(graph, node))
     if op in (Op.MAXIMUM, Op.MINIMUM):
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
         return (np.maximum if op is Op.MAXIMUM else np.minimum)(args[0], args[1])
     if op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
         a = node.attrs
         lo, hi = activation_range_of(graph, node)
         pool = avg_pool_int8 if op is Op.AVG_POOL_2D else max_pool_int8
@@ -141,20 +144,11 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     if op in MOVEMENT_OPS:
         check_shared_qparams(graph, node)
         return batched(node, args[0], graph.tensors[node.inputs[0]].shape)
-    if op in UNARY_OPS:
-        return apply_table(args[0], unary_node_table(graph, node))
     if op is Op.PRELU:
         return prelu_int8(args[0], prelu_node_tables(graph, node))
-    if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
-        return _eval_resize(graph, node, args[0])
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
-_ACTIVATION_INPUT_INT8 = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.ADD, Op.SUB, Op.MUL,
-                                    Op.MAXIMUM, Op.MINIMUM, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.MEAN, Op.PAD,
-                                    Op.RESHAPE, Op.CONCAT, Op.DEQUANTIZE, *UNARY_OPS, Op.TRANSPOSE, Op.STRIDED_SLICE,
-                                    Op.TILE, Op.REDUCE_MAX, Op.TRANSPOSE_CONV, Op.RESIZE_NEAREST_NEIGHBOR,
-                                    Op.RESIZE_BILINEAR, Op.PRELU})
 MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX})
 
 
@@ -163,7 +157,7 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
     RESHAPE, which TFLite Micro runs as a byte copy whatever the output's params say (some converters write them
     different): so do we."""
     if node.op is not Op.RESHAPE:
-        _require_same_qparams(graph, node)
+        require_same_qparams(graph, node)
     if node.op is Op.PAD:
         return pad_int8(args[0], node.attrs.pads, tensor_qparams(graph, node.inputs[0])[1])
     if node.op is Op.CONCAT:
@@ -175,18 +169,6 @@ def _eval_moving(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray
             return args[0].reshape(tuple(node.attrs.shape))
         return args[0].reshape((args[0].shape[0],) + tuple(node.attrs.shape[1:]))
     return args[0].copy()
-
-
-def _eval_resize(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR: values are copied or interpolated on the input's own scale."""
-    _require_same_qparams(graph, node)
-    a = node.attrs
-    if node.op is Op.RESIZE_NEAREST_NEIGHBOR:
-        return resize_nearest(x, a.size, a.align_corners, a.half_pixel_centers)
-    try:
-        return resize_bilinear_int8(x, a.size, a.align_corners, a.half_pixel_centers)
-    except KilobyteError as e:
-        raise KilobyteError(f"node '{node.name}' (RESIZE_BILINEAR): {e}") from None
 
 
 def _eval_softmax(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
@@ -210,90 +192,15 @@ def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
         return fully_connected_int8(x, w, bias, p)
     if node.op is Op.CONV_2D:
         return conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation)
-    if node.op is Op.TRANSPOSE_CONV:
-        out_hw = graph.tensors[node.outputs[0]].shape[1:3]
-        return transpose_conv_int8(x, w, bias, p, stride=a.stride, padding=a.padding, out_hw=out_hw)
     return depthwise_conv2d_int8(x, w, bias, p, stride=a.stride, padding=a.padding, dilation=a.dilation,
                                  depth_multiplier=a.depth_multiplier)
-
-
-# -- parameters (TFLite Micro's Prepare) -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RequantParams:
-    """What a conv / depthwise / FC kernel needs besides data: zero points, per-channel multipliers, clamp."""
-
-    input_zp: int
-    output_zp: int
-    multiplier: np.ndarray  # (Cout,) int64, values in [0, 2^31)
-    shift: np.ndarray  # (Cout,) int64
-    act_min: int
-    act_max: int
-
-
-def tensor_qparams(graph: Graph, name: str) -> tuple[np.float32, int]:
-    """(scale, zero point) of an activation tensor, which must be quantised per tensor."""
-    q = graph.tensors[name].qparams
-    if q is None or q.axis is not None or len(q.scale) != 1:
-        raise KilobyteError(f"tensor '{name}' needs per-tensor quantisation params for int8 execution")
-    return np.float32(q.scale[0]), int(q.zero_point[0])
-
-
-def activation_range_of(graph: Graph, node: Node) -> tuple[int, int]:
-    """int8 clamp bounds of `node`'s fused activation, from its output's scale and zero point."""
-    return activation_range(getattr(node.attrs, "activation", Activation.NONE), *tensor_qparams(graph, node.outputs[0]))
-
-
-def requant_params(graph: Graph, node: Node) -> RequantParams:
-    """Per-channel requantisation of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV node (TFLite
-    Micro's TRANSPOSE_CONV Prepare is CONV_2D's `PopulateConvolutionQuantizationParams`)."""
-    s_in, z_in = tensor_qparams(graph, node.inputs[0])
-    s_out, z_out = tensor_qparams(graph, node.outputs[0])
-    wq = graph.tensors[node.inputs[1]].qparams
-    if wq is None or np.any(wq.zero_point != 0):
-        raise KilobyteError(f"node '{node.name}': weights need symmetric (zero point 0) quantisation params")
-    n_out = graph.tensors[node.outputs[0]].shape[-1]
-    if node.op is Op.FULLY_CONNECTED:
-        m, s = fc_multipliers(s_in, wq.scale, s_out)
-    else:
-        m, s = channel_multipliers(s_in, wq.scale, s_out)
-    m, s = np.broadcast_to(m, (n_out,)), np.broadcast_to(s, (n_out,))
-    lo, hi = activation_range_of(graph, node)
-    return RequantParams(z_in, z_out, m, s, lo, hi)
-
-
-def add_node_params(graph: Graph, node: Node) -> AddParams:
-    """TFLite's ADD parameters of an ADD node; a SUB node's are the same (TFLite Micro's `CalculateOpDataSub`)."""
-    (s1, z1), (s2, z2) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.inputs[1])
-    return add_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
-
-
-def mul_node_params(graph: Graph, node: Node) -> MulParams:
-    """TFLite's int8 MUL parameters of a MUL node."""
-    (s1, z1), (s2, z2) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.inputs[1])
-    return mul_params(s1, z1, s2, z2, *tensor_qparams(graph, node.outputs[0]), node.attrs.activation)
-
-
-def constant_terms(graph: Graph, node: Node, k: int) -> np.ndarray:
-    """The share of constant operand `k` (0 or 1) in each element of an int8 ADD / SUB / MUL, in the constant's shape
-    (int64 values in int32 range): what `add_int8` / `sub_int8` / `mul_int8` compute from it alone, so a kernel
-    can take it from a table made here (`kb_add_const`, `kb_mul_const`). ADD / SUB: the rescaled value
-    MBQM((c + offset) << 20, multiplier, shift), negated when SUB subtracts it; MUL: c + offset."""
-    c = np.asarray(graph.tensors[node.inputs[k]].data, np.int64)
-    if node.op is Op.MUL:
-        p = mul_node_params(graph, node)
-        return c + (p.input1_offset, p.input2_offset)[k]
-    p = add_node_params(graph, node)
-    offset, m, s = ((p.input1_offset, p.input1_multiplier, p.input1_shift),
-                    (p.input2_offset, p.input2_multiplier, p.input2_shift))[k]
-    term = multiply_by_quantized_multiplier((c + offset) << p.left_shift, m, s)
-    return -term if node.op is Op.SUB and k == 1 else term
 
 
 def _softmax_node_params(graph: Graph, node: Node) -> SoftmaxParams:
     """TFLite Micro's Prepare of an int8 SOFTMAX / LOG_SOFTMAX, refusing what it refuses."""
     log = node.op is Op.LOG_SOFTMAX
     x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    want = LOG_SOFTMAX_OUTPUT_QPARAMS if log else SOFTMAX_OUTPUT_QPARAMS
+    want = opdef(node.op).fixed_qparams
     if x.dtype != "int8" or y.dtype != "int8" or tensor_qparams(graph, node.outputs[0]) != want:
         raise KilobyteError(f"node '{node.name}' ({node.op.value}): int8 in and out with output scale "
                             f"{float(want[0])} and zero point {want[1]} (TFLite Micro refuses others), got "
@@ -317,54 +224,6 @@ def softmax_params(graph: Graph, node: Node) -> dict[str, int]:
                 reverse_scaling_right_shift=p.reverse_scaling_right_shift)
 
 
-def unary_node_table(graph: Graph, node: Node) -> np.ndarray:
-    """The 256-entry int8 table of an int8 LOGISTIC / TANH / ELU / HARD_SWISH / LEAKY_RELU / RELU / RELU6 node (TFLite
-    Micro's Prepare and kernel over every input value) or GELU / RELU_N1_TO_1 / EXP / LOG node (TFLite's), refusing
-    outputs whose meaning TFLite's kernel would not honour: LOGISTIC writes scale 1/256 and zero point -128 whatever
-    the file says, TANH 1/128 and 0, RELU6 never rescales."""
-    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    where = f"node '{node.name}' ({node.op.value})"
-    if x.dtype != "int8" or y.dtype != "int8":
-        raise KilobyteError(f"{where}: int8 in and out, got {x.dtype} -> {y.dtype}")
-    (s_in, z_in), (s_out, z_out) = tensor_qparams(graph, node.inputs[0]), tensor_qparams(graph, node.outputs[0])
-    fixed = FIXED_OUTPUT_QPARAMS.get(node.op)
-    if fixed is not None and (s_out, z_out) != fixed:
-        raise KilobyteError(f"{where}: output scale {float(fixed[0])} and zero point {fixed[1]} (TFLite Micro's kernel "
-                            f"writes those), got {y.qparams}")
-    if node.op is Op.RELU6:
-        _require_same_qparams(graph, node)
-    alpha = node.attrs.alpha if node.op is Op.LEAKY_RELU else 0.0
-    approximate = node.op is Op.GELU and node.attrs.approximate
-    try:
-        return unary_table(node.op, s_in, z_in, s_out, z_out, alpha, approximate)
-    except KilobyteError as e:
-        raise KilobyteError(f"{where}: {e}") from None
-
-
-def check_shared_qparams(graph: Graph, node: Node) -> None:
-    """A TRANSPOSE / STRIDED_SLICE / TILE / REDUCE_MAX node's int8 input and output must share quantisation params
-    (its kernel moves or compares raw int8 values); otherwise a one-line `UnsupportedOpError` naming the node."""
-    x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
-    if x.dtype != y.dtype or x.qparams != y.qparams:
-        raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): input '{x.name}' ({x.dtype}, "
-                                 f"{_fmt_qparams(x.qparams)}) and output ({y.dtype}, {_fmt_qparams(y.qparams)}) must "
-                                 f"share dtype and quantisation params (the kernel moves raw values)")
-
-
-def _fmt_qparams(q) -> str:
-    if q is None:
-        return "no quantisation"
-    return f"scale {[float(v) for v in q.scale]}, zero point {[int(v) for v in q.zero_point]}"
-
-
-def _require_same_qparams(graph: Graph, node: Node) -> None:
-    want = graph.tensors[node.outputs[0]].qparams
-    for t in node.inputs:
-        if graph.tensors[t].qparams != want:
-            raise KilobyteError(f"node '{node.name}' ({node.op.value}): input '{t}' and output must share "
-                                f"quantisation params (the int8 kernel copies values without rescaling)")
-
-
 # -- kernels -----------------------------------------------------------------------------------------------------------
 def _taps(xp: np.ndarray, kh: int, kw: int, stride, dilation, out_hw):
     """Yield `(i, j, view)` for every kernel tap: `view` (N,Ho,Wo,C) holds the padded input under tap (i, j)."""
@@ -385,14 +244,6 @@ def _pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
     return np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)), constant_values=value)
 
 
-def _finish(acc: np.ndarray, bias, p: RequantParams) -> np.ndarray:
-    """float64 accumulator (exact integers) + int32 bias -> requantised int8."""
-    acc = acc.astype(np.int64)
-    if bias is not None:
-        acc = acc + np.asarray(bias, np.int64)
-    return requantize(acc, p.multiplier, p.shift, p.output_zp, p.act_min, p.act_max)
-
-
 def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)) -> np.ndarray:
     """int8 CONV_2D. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None -> (N,Ho,Wo,Cout)."""
     cout, kh, kw, _ = w.shape
@@ -402,14 +253,7 @@ def conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0
     acc = np.zeros((x.shape[0], ho, wo, cout))
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view @ wf[:, i, j, :].T  # (N,Ho,Wo,Cin) @ (Cin,Cout)
-    return _finish(acc, bias, p)
-
-
-def transpose_conv_int8(x, w, bias, p: RequantParams, *, stride, padding, out_hw) -> np.ndarray:
-    """int8 TRANSPOSE_CONV. x (N,H,W,Cin) int8, w (Cout,kh,kw,Cin) int8, bias (Cout,) int32 or None ->
-    (N,Ho,Wo,Cout): the int32 sums of `w · (x - zp_in)` (`kilobyte.interp.upsample.transpose_conv_sum`), the bias,
-    CONV_2D's per-channel requantisation and clamp."""
-    return _finish(transpose_conv_sum(x.astype(np.float64) - p.input_zp, w, stride, padding, out_hw), bias, p)
+    return finish(acc, bias, p)
 
 
 def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
@@ -425,13 +269,13 @@ def depthwise_conv2d_int8(x, w, bias, p: RequantParams, *, stride=(1, 1), paddin
     acc = np.zeros((x.shape[0], ho, wo, w.shape[3]))
     for i, j, view in _taps(xp, kh, kw, stride, dilation, (ho, wo)):
         acc += view * wf[i, j]
-    return _finish(acc, bias, p)
+    return finish(acc, bias, p)
 
 
 def fully_connected_int8(x, w, bias, p: RequantParams) -> np.ndarray:
     """int8 FULLY_CONNECTED. x (N,in) int8, w (out,in) int8, bias (out,) int32 or None -> (N,out)."""
     acc = (x.astype(np.float64) - p.input_zp) @ w.astype(np.float64).T
-    return _finish(acc, bias, p)
+    return finish(acc, bias, p)
 
 
 def add_int8(a, b, p: AddParams) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import KilobyteError
 from ..ir import Graph, Node
-from ..quant.arith import INT8_MAX, INT8_MIN, multiply_by_quantized_multiplier, quantize_multiplier
+from ..ops.arith import INT8_MAX, INT8_MIN, multiply_by_quantized_multiplier, quantize_multiplier
 
 INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)
 

@@ -17,7 +17,7 @@ TFLite Micro refuses (in Prepare) any other output scale or zero point, and abor
 whose exps sum to 512 or more, which needs at least 512 values near the row's maximum; these functions raise a
 `KilobyteError` in both cases instead, and so does a LOG_SOFTMAX row whose int32 sum overflows (4096 values at the
 maximum). Rows of fewer than 512 values never meet either limit. The fixed-point math lives in
-`kilobyte.quant.fixedpoint`.
+`kilobyte.ops.fixedpoint`.
 
 >>> p = softmax_params_for(input_scale=0.1, beta=1.0)
 >>> softmax_int8(np.array([[0, 0, -128]], np.int8), p).tolist()
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError
-from ..quant.arith import (
+from ..ops.arith import (
     INT8_MAX,
     INT8_MIN,
     INT32_MAX,
@@ -42,7 +42,7 @@ from ..quant.arith import (
     rounding_divide_by_pot,
     wrap_int32,
 )
-from ..quant.fixedpoint import (
+from ..ops.fixedpoint import (
     add,
     exp_on_negative_values,
     get_reciprocal,
@@ -50,13 +50,11 @@ from ..quant.fixedpoint import (
     rescale,
     sub,
 )
-from ..quant.fixedpoint import mul as srdhm
+from ..ops.fixedpoint import mul as srdhm
 
 SCALED_DIFF_INTEGER_BITS = 5  # exp() reads Q5.26
 ACCUM_INTEGER_BITS = 12  # the sum of exps is Q12.19
 LOG_OUTPUT_INTEGER_BITS = 4
-SOFTMAX_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)  # (scale, zero point) TFLite requires of an int8 output
-LOG_SOFTMAX_OUTPUT_QPARAMS = (np.float32(16 / 256), 127)
 MAX_RECIPROCAL_EXPONENT = 31  # TFLite's TFLITE_CHECK on the output shift of SOFTMAX
 
 

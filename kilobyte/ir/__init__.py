@@ -1,10 +1,9 @@
-"""IR stage: the one graph representation (NHWC, batch 1, float or int8) shared by every later stage."""
+"""IR stage: the one graph representation (NHWC, batch 1, float or int8) shared by every later stage.
 
-from .builder import GraphBuilder
-from .graph import DTYPES, Graph, GraphError, Node, QParams, Tensor
-from .ops import (
-                  ATTRS_TYPE,
-                  PARAM_OPS,
+The `Op` enum and the attrs dataclasses live in the op registry (`kilobyte.ops.types`, a layer below); they are
+re-exported here because every stage builds and reads graphs with them."""
+
+from ..ops.types import (
                   Activation,
                   AddAttrs,
                   BatchNormAttrs,
@@ -27,10 +26,12 @@ from .ops import (
                   TransposeAttrs,
                   TransposeConvAttrs,
 )
+from .builder import GraphBuilder
+from .graph import DTYPES, Graph, GraphError, Node, QParams, Tensor
 from .shapes import ShapeError, conv_out_size, infer_shape
 
 __all__ = [
-    "ATTRS_TYPE", "DTYPES", "PARAM_OPS", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
+    "DTYPES", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
     "DepthwiseAttrs", "FullyConnectedAttrs", "GeluAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs",
     "MeanAttrs", "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ResizeAttrs",
     "ShapeError", "SoftmaxAttrs", "StridedSliceAttrs", "Tensor", "TileAttrs", "TransposeAttrs", "TransposeConvAttrs",

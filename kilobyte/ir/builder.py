@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops import opdef
+from ..ops.types import Op
 from .graph import Graph, Node, QParams, Tensor
-from .ops import ATTRS_TYPE, Op
 from .shapes import infer_shape
 
 
@@ -63,7 +64,7 @@ class GraphBuilder:
         """
         name = self.fresh_name(op)
         ins = list(inputs) + [self.const(f"{name}.{k}", v) for k, v in (params or {}).items() if v is not None]
-        attrs = attrs if attrs is not None else ATTRS_TYPE[op]()
+        attrs = attrs if attrs is not None else opdef(op).attrs()
         shape = infer_shape(op, attrs, [self.tensors[t].shape for t in ins])
         out_dtype = dtype or self.tensors[ins[0]].dtype
         self.tensors[name] = Tensor(name, tuple(shape), out_dtype, None, qparams)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import KilobyteError
-from .ops import ATTRS_TYPE, PARAM_OPS, Op
+from ..ops import opdef
+from ..ops.types import Op
 from .shapes import ShapeError, infer_shape
 
 DTYPES = ("float32", "int8", "int32", "uint8")  # uint8: only at a model's edges, around a QUANTIZE
@@ -87,7 +88,7 @@ class Node:
 
     def __post_init__(self):
         if self.attrs is None:
-            object.__setattr__(self, "attrs", ATTRS_TYPE[self.op]())
+            object.__setattr__(self, "attrs", opdef(self.op).attrs())
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,8 +168,8 @@ class Graph:
         if n.name in seen:
             raise GraphError(f"node '{n.name}': duplicate node name")
         seen.add(n.name)
-        if not isinstance(n.attrs, ATTRS_TYPE[n.op]):
-            raise GraphError(f"node '{n.name}' ({n.op.value}): attrs must be {ATTRS_TYPE[n.op].__name__}")
+        if not isinstance(n.attrs, opdef(n.op).attrs):
+            raise GraphError(f"node '{n.name}' ({n.op.value}): attrs must be {opdef(n.op).attrs.__name__}")
         if getattr(n.attrs, "weight_format", "dense") not in ("dense", "fwcs", "csr"):
             raise GraphError(f"node '{n.name}': unknown weight_format {n.attrs.weight_format!r}")
         for t in n.inputs:
@@ -180,7 +181,7 @@ class Graph:
         out = self._tensor(n.outputs[0], f"node '{n.name}' output")
         if out.name in defined:
             raise GraphError(f"node '{n.name}': output '{out.name}' is produced twice")
-        if n.op in PARAM_OPS and any(not self.tensors[t].is_const for t in n.inputs[1:]):
+        if opdef(n.op).params and any(not self.tensors[t].is_const for t in n.inputs[1:]):
             raise GraphError(f"node '{n.name}' ({n.op.value}): weights and bias must be constant tensors")
         try:
             want = infer_shape(n.op, n.attrs, [self.tensors[t].shape for t in n.inputs])

@@ -6,11 +6,8 @@ agree, so there is exactly one rule per op. Shapes are NHWC with batch 1.
 
 from __future__ import annotations
 
-from .ops import Op
-
-
-class ShapeError(ValueError):
-    """A node's inputs do not fit its op; the message names the reason."""
+from ..ops import opdef
+from ..ops.types import Op, ShapeError
 
 
 def conv_out_size(size: int, k: int, stride: int, pad_before: int, pad_after: int, dilation: int = 1) -> int:
@@ -35,7 +32,11 @@ def _window_shape(x: tuple[int, ...], kh: int, kw: int, attrs, cout: int) -> tup
 
 
 def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    """Shape of the (single) output of `op` given its input shapes (activations and parameters)."""
+    """Shape of the (single) output of `op` given its input shapes (activations and parameters): the op's own rule
+    (`OpDef.shape`), or for the ops still pending in the registry the rules below."""
+    rule = opdef(op).shape
+    if rule is not None:
+        return rule(attrs, shapes)
     x = shapes[0]
     if op is Op.CONV_2D:
         w = shapes[1]
@@ -89,10 +90,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
         if len(attrs.multiples) != len(x) or min(attrs.multiples, default=1) < 1:
             raise ShapeError(f"multiples {tuple(attrs.multiples)} must be one positive count per axis of {x}")
         return tuple(d * m for d, m in zip(x, attrs.multiples))
-    if op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
-        return _resize_shape(op, attrs, x)
-    if op is Op.TRANSPOSE_CONV:
-        return _transpose_conv_shape(attrs, x, shapes[1])
     if op in (Op.SOFTMAX, Op.LOG_SOFTMAX):
         if len(x) < 1 or x[-1] < 1:
             raise ShapeError(f"{op.value} works along the last axis; input shape {x} has none")
@@ -100,37 +97,6 @@ def infer_shape(op: Op, attrs, shapes: list[tuple[int, ...]]) -> tuple[int, ...]
     # Elementwise: BATCH_NORM, RELU, RELU6, LOGISTIC, HARD_SWISH, LEAKY_RELU, GELU, TANH, ELU, RELU_N1_TO_1, EXP, LOG,
     # IDENTITY, QUANTIZE, DEQUANTIZE.
     return x
-
-
-def _resize_shape(op: Op, attrs, x: tuple[int, ...]) -> tuple[int, ...]:
-    if len(x) != 4:
-        raise ShapeError(f"resize input {x} is not NHWC")
-    if len(attrs.size) != 2 or min(attrs.size) < 1:
-        raise ShapeError(f"resize size {attrs.size} must be two positive sizes (H, W)")
-    if op is Op.RESIZE_BILINEAR and attrs.align_corners and attrs.half_pixel_centers:
-        raise ShapeError("bilinear resize with both align_corners and half_pixel_centers (TFLite refuses it)")
-    return (x[0], int(attrs.size[0]), int(attrs.size[1]), x[3])
-
-
-def transpose_conv_out_size(size: int, k: int, stride: int, crop_before: int, crop_after: int) -> int:
-    """Output length of a transposed convolution along one axis: the full (size-1)*stride + k, cropped.
-
-    >>> transpose_conv_out_size(7, 4, 2, 1, 1)  # PyTorch ConvTranspose2d(k=4, s=2, p=1) doubles the size
-    14
-    """
-    out = (size - 1) * stride + k - crop_before - crop_after
-    if stride < 1 or crop_before < 0 or out < 1:
-        raise ShapeError(f"transposed window {k} (stride {stride}, crop {crop_before}/{crop_after}) of input size "
-                         f"{size} leaves no output")
-    return out
-
-
-def _transpose_conv_shape(attrs, x: tuple[int, ...], w: tuple[int, ...]) -> tuple[int, ...]:
-    if len(x) != 4 or len(w) != 4 or w[3] != x[3]:
-        raise ShapeError(f"transpose conv input {x} does not match weight {w} (OHWI)")
-    t, b, left, r = attrs.padding
-    return (x[0], transpose_conv_out_size(x[1], w[1], attrs.stride[0], t, b),
-            transpose_conv_out_size(x[2], w[2], attrs.stride[1], left, r), w[0])
 
 
 BINARY_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM})  # two operands, TFLite (numpy) broadcasting
@@ -163,7 +129,7 @@ def _concat_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
 def _slice_shape(x: tuple[int, ...], attrs) -> tuple[int, ...]:
     """Output shape of a resolved STRIDED_SLICE (see `StridedSliceAttrs`): len(range(begin, end, stride)) per axis.
 
-    >>> from kilobyte.ir.ops import StridedSliceAttrs
+    >>> from kilobyte.ir import StridedSliceAttrs
     >>> _slice_shape((1, 8, 5, 3), StridedSliceAttrs((0, 1, 4, 0), (1, 8, -1, 3), (1, 2, -1, 1)))
     (1, 4, 5, 3)
     """

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError
-from .ops import Op
+from ..ops import opdef
 
 FORMATS = ("dense", "fwcs", "csr")
 SPARSE_FORMATS = ("fwcs", "csr")
@@ -174,7 +174,7 @@ def layer_weight_bytes(graph) -> dict[str, dict]:
     generated C stores them (for reports; the pruning tools call it)."""
     rows = {}
     for node in graph.nodes:
-        if node.op not in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV):
+        if not opdef(node.op).linear:
             continue
         w = graph.tensors[node.inputs[1]].data
         fmt = getattr(node.attrs, "weight_format", "dense")

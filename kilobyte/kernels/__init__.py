@@ -13,7 +13,6 @@ Adding an op means one contract in `contracts.py`, its kernel in `runtime/c/` an
 """
 
 from .contracts import (
-    CONTRACTS,
     KB_COLS_MIN_OUT_C,
     KERNEL_SETS,
     WIDE_COLUMNS,
@@ -31,6 +30,6 @@ from .contracts import (
     sparse_scratch_bytes,
 )
 
-__all__ = ["CONTRACTS", "KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
+__all__ = ["KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
            "check_kernel_set", "column_bytes", "contract_for", "extra_columns", "inplace_rule", "is_local", "is_sparse",
            "layer_scratch", "padded_channel_bytes", "sparse_scratch_bytes"]

@@ -13,7 +13,8 @@ the DSP set a 1x1 conv and a general one differ by 4 KB, so the family alone doe
 from __future__ import annotations
 
 from ..ir import Graph, Node, Op
-from .contracts import constant_operand, contract_for
+from ..ops import opdef
+from .contracts import constant_operand
 
 # Kernel family -> the functions of its C file that generated code may call (`runtime.KERNEL_FILES`). `memmove` is
 # the C library's: a RESHAPE that cannot alias its input copies its bytes with it.
@@ -40,13 +41,6 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
 }
 INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
               (7, 7): "kb_depthwise_inplace_7x7"}
-_BY_OP = {Op.FULLY_CONNECTED: "kb_fully_connected", Op.ADD: "kb_add", Op.SUB: "kb_sub", Op.MUL: "kb_mul",
-          Op.MAXIMUM: "kb_maximum", Op.MINIMUM: "kb_minimum", Op.AVG_POOL_2D: "kb_avg_pool",
-          Op.MAX_POOL_2D: "kb_max_pool", Op.MEAN: "kb_mean", Op.PAD: "kb_pad", Op.CONCAT: "kb_copy_channels",
-          Op.SOFTMAX: "kb_softmax", Op.LOG_SOFTMAX: "kb_log_softmax", Op.TRANSPOSE: "kb_strided_copy",
-          Op.STRIDED_SLICE: "kb_strided_copy", Op.TILE: "kb_strided_copy", Op.REDUCE_MAX: "kb_reduce_max",
-          Op.RESIZE_NEAREST_NEIGHBOR: "kb_resize_nearest", Op.RESIZE_BILINEAR: "kb_resize_bilinear",
-          Op.TRANSPOSE_CONV: "kb_transpose_conv"}
 
 
 def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
@@ -88,6 +82,7 @@ def node_function(graph: Graph, node: Node, in_place: bool = False) -> str | Non
         return "kb_requantize_u8_i8" if graph.tensors[node.inputs[0]].dtype == "uint8" else "kb_requantize_i8_u8"
     if constant_operand(graph, node) is not None:  # ADD / SUB / MUL by a constant: its terms prepared
         return "kb_mul_const" if node.op is Op.MUL else "kb_add_const"
-    if node.op in _BY_OP:
-        return _BY_OP[node.op]
-    return "kb_lut" if contract_for(node).family == "lut" else None
+    d = opdef(node.op)
+    if d.function is not None:
+        return d.function
+    return "kb_lut" if d.contract.family == "lut" else None

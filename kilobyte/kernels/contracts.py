@@ -1,4 +1,4 @@
-"""Kernels stage: the contracts, one per op (see the package docstring), and the questions the planner asks of them.
+"""Kernels stage: the questions the planner asks of the kernel contracts (each op's, in its `OpDef`: `kilobyte.ops`).
 
 Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at its step only):
 - CONV_2D, portable kernels: none (they read each window straight from the NHWC input).
@@ -24,14 +24,13 @@ their output overlaps their input only when it is a copy, and RESHAPE covers tha
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.int8_ref import add_node_params, constant_terms, mul_node_params
 from ..ir import Graph, Node, Op
+from ..ops import opdef
+from ..ops.contract import InPlaceRule, KernelContract
+from ..ops.node_params import add_node_params, constant_terms, mul_node_params
 
 KERNEL_SETS = ("portable", "dsp")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
@@ -40,158 +39,9 @@ WIDE_COLUMNS = 6  # the most columns the DSP conv reads
 IM2COL_ELEMENT_BYTES = 2  # int16 after widening
 SPARSE_RQ_BYTES = 36  # sizeof(kb_arm_rq1): per output channel of a sparse conv's scratch
 
-Window = tuple[int, int, int, int, int]  # one axis: (kernel, stride, dilation, pad_before, pad_after)
-
-
-@dataclass(frozen=True)
-class InPlaceRule:
-    """An op that may write its output over an activation input whose storage dies at its step.
-
-    `option`: the `PlanOptions` flag that allows it. `inputs`: "first" (only the first activation input) or "any".
-    `elementwise`: output element i overwrites input element i (same layout, ADD); otherwise the kernel goes channel
-    by channel through one padded input channel of scratch (`padded_channel`, DEPTHWISE_CONV_2D), which needs an
-    output no larger than the input and is used only when it saves bytes (scratch < output)."""
-
-    option: str
-    inputs: str
-    elementwise: bool
-
-
-@dataclass(frozen=True)
-class KernelContract:
-    """What the planner and codegen know of one op's kernel (package docstring)."""
-
-    op: Op
-    family: str | None  # runtime kernel family = one C file (`runtime.KERNEL_FILES`); None: no kernel of its own
-    struct: str | None = None  # the C parameter struct it takes (`kilobyte.h`)
-    inplace: InPlaceRule | None = None
-    local: bool = False  # spatially local: may run inside a patch stage
-    window: Callable[[Graph, Node], tuple[Window, Window]] | None = None  # None with `local`: pointwise
-    columns: bool = False  # reads im2col columns with the DSP kernel set (CONV_2D)
-    constraints: str = ""  # what the int8 kernel accepts, for people (docs/ops.md is generated from it)
-
-
-def _conv_window(graph: Graph, node: Node) -> tuple[Window, Window]:
-    _, kh, kw, _ = graph.tensors[node.inputs[1]].shape
-    t, b, left, r = node.attrs.padding
-    (sh, sw), (dh, dw) = node.attrs.stride, node.attrs.dilation
-    return (kh, sh, dh, t, b), (kw, sw, dw, left, r)
-
-
-def _pool_window(graph: Graph, node: Node) -> tuple[Window, Window]:
-    (kh, kw), (sh, sw) = node.attrs.kernel, node.attrs.stride
-    t, b, left, r = node.attrs.padding
-    return (kh, sh, 1, t, b), (kw, sw, 1, left, r)
-
-
-def _pad_window(graph: Graph, node: Node) -> tuple[Window, Window]:
-    (t, b), (left, r) = node.attrs.pads[1], node.attrs.pads[2]
-    return (1, 1, 1, t, b), (1, 1, 1, left, r)
-
-
-CONTRACTS: dict[Op, KernelContract] = {c.op: c for c in (
-    KernelContract(Op.CONV_2D, "conv", "kb_conv_params", local=True, window=_conv_window, columns=True,
-                   constraints="any kernel, stride, dilation and explicit padding; fused ReLU/ReLU6; a 1x1 conv "
-                   "feeding only a residual ADD runs fused with it; pruned weights stored FWCS (DTMM's filterlets) "
-                   "or CSR (`weight_format`) run kb_conv_fwcs / kb_conv_csr of kb_sparse_conv.c, per layer"),
-    KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=_conv_window,
-                   inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
-                   constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
-    KernelContract(Op.FULLY_CONNECTED, "fc", "kb_fc_params", constraints="2-D input (1, in); fused ReLU/ReLU6"),
-    KernelContract(Op.ADD, "add", "kb_add_params", local=True,
-                   inplace=InPlaceRule("inplace_add", "any", elementwise=True),
-                   constraints="two activations of the same shape, or a (1,1,1,C) one broadcast over (1,H,W,C); "
-                   "TFLite's left shift 20; either operand may be a constant of any shape that broadcasts (a (C,) "
-                   "bias, a single value, ...): kb_add_const with its rescaled values prepared, not spatially local; "
-                   "fused ReLU/ReLU6"),
-    KernelContract(Op.SUB, "add", "kb_add_params",
-                   constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of the "
-                   "same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); either may be a constant of any "
-                   "shape that broadcasts (kb_add_const); fused ReLU/ReLU6"),
-    KernelContract(Op.MUL, "elementwise", "kb_mul_params",
-                   constraints="two activations of the same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C) "
-                   "(squeeze-excite); either may be a constant of any shape that broadcasts (kb_mul_const); one "
-                   "output rescale; fused ReLU/ReLU6"),
-    *(KernelContract(op, "elementwise", "kb_minmax_params",
-                     constraints="inputs and output share quantisation params; same shape or a (1,1,1,C) operand "
-                     "broadcast over (1,H,W,C), either may be a constant") for op in (Op.MAXIMUM, Op.MINIMUM)),
-    KernelContract(Op.AVG_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
-                   constraints="input and output share quantisation params"),
-    KernelContract(Op.MAX_POOL_2D, "pool", "kb_conv_params", local=True, window=_pool_window,
-                   constraints="input and output share quantisation params"),
-    KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=_pad_window,
-                   constraints="H, W and C; padded with the zero point; folded into a following conv at import"),
-    KernelContract(Op.RESHAPE, None, constraints="an alias of its input's bytes, or one copy"),
-    KernelContract(Op.CONCAT, "concat", local=True,
-                   constraints="channel axis; producers write straight into their slice, else a channel copy"),
-    KernelContract(Op.MEAN, "mean", "kb_mean_params", constraints="the reduced axes are one contiguous run"),
-    KernelContract(Op.TRANSPOSE, "movement", "kb_strides_params",
-                   constraints="any permutation of up to 4 axes (NCHW -> NHWC is (0, 2, 3, 1)); input and output share "
-                   "quantisation params; one strided copy (kb_strided_copy); not spatially local: ends a patch stage"),
-    KernelContract(Op.STRIDED_SLICE, "movement", "kb_strides_params",
-                   constraints="up to 4 axes; begin, end and shrink masks, negative indices and strides (resolved "
-                   "at import as TFLite Micro does; ellipsis, new-axis and offset are refused: TFLite Micro ignores "
-                   "them); input and output share quantisation params; one strided copy; not spatially local"),
-    KernelContract(Op.TILE, "movement", "kb_strides_params",
-                   constraints="up to 4 axes; input and output share quantisation params; a strided copy with repeats "
-                   "(TFLite Micro has no TILE: checked against TFLite's interpreter); not spatially local"),
-    KernelContract(Op.REDUCE_MAX, "movement", "kb_strides_params",
-                   constraints="any axes of up to 4, keep_dims either way; input and output share quantisation params "
-                   "(TFLite Micro requires it); raw int8 maximum (kb_reduce_max)"),
-    KernelContract(Op.SOFTMAX, "softmax", "kb_softmax_params",
-                   constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); a float SOFTMAX "
-                   "after a DEQUANTIZE at the output is left to the caller"),
-    KernelContract(Op.LOG_SOFTMAX, "softmax", "kb_softmax_params",
-                   constraints="int8 in, int8 out with scale 16/256 and zero point 127 (TFLite)"),
-    KernelContract(Op.LOGISTIC, "lut", constraints="int8 in, int8 out with scale 1/256 and zero point -128 (TFLite); "
-                   "a 256-entry table per node"),
-    KernelContract(Op.TANH, "lut", constraints="int8 in, int8 out with scale 1/128 and zero point 0 (TFLite); a "
-                   "256-entry table per node"),
-    KernelContract(Op.ELU, "lut", constraints="int8 in and out (alpha 1, as TFLite); a 256-entry table per node, built "
-                   "as TFLite Micro's Prepare builds it"),
-    KernelContract(Op.RELU_N1_TO_1, "lut", constraints="int8 in and out; a 256-entry table per node, TFLite's "
-                   "requantise-and-clamp (TFLite Micro has no RELU_N1_TO_1: checked against TFLite's interpreter)"),
-    *(KernelContract(op, "lut", constraints="int8 in and out; a 256-entry table per node, built as TFLite's Prepare "
-                     "builds it in float32 (TFLite Micro's kernel is float only: checked against TFLite's interpreter)")
-      for op in (Op.EXP, Op.LOG)),
-    KernelContract(Op.PRELU, "lut", constraints="int8 in, out and constant alpha (per tensor params, as TFLite "
-                   "Micro); alpha per channel or single: a 256-entry table per channel, one kb_lut per table"),
-    KernelContract(Op.HARD_SWISH, "lut", constraints="int8 in and out, input scale below 128x the output's "
-                   "(TFLite Micro); a 256-entry table per node"),
-    KernelContract(Op.LEAKY_RELU, "lut", constraints="int8 in and out, any alpha (negative too); a 256-entry table "
-                   "per node"),
-    KernelContract(Op.GELU, "lut", constraints="int8 in and out, exact (erf) or tanh-approximate; a 256-entry table "
-                   "per node, built as TFLite's int8 GELU builds it (TFLite Micro has no GELU kernel)"),
-    *(KernelContract(op, "resize", "kb_resize_params",
-                     constraints=f"input and output share quantisation params; {how}; any sizes below 32768 (an "
-                     "int16 table of source rows and columns per node); runs per layer, never in a patch stage "
-                     "(an integer-factor resize would be spatially local, other factors are not)")
-      for op, how in ((Op.RESIZE_NEAREST_NEIGHBOR, "align_corners and half_pixel_centers in any combination"),
-                      (Op.RESIZE_BILINEAR, "align_corners or half_pixel_centers (not both, as TFLite); sizes where "
-                       "TFLite Micro's Q10 scale would read past the input edge are refused"))),
-    KernelContract(Op.TRANSPOSE_CONV, "transpose_conv", "kb_conv_params",
-                   constraints="any kernel and stride, crop on any side (SAME, VALID, PyTorch's padding and "
-                   "output_padding); per-channel weights, bias; fused ReLU/ReLU6; no scratch (gathers per output "
-                   "pixel where TFLite Micro scatters into an int32 copy of the output); runs per layer, never in "
-                   "a patch stage"),
-    KernelContract(Op.RELU, "lut", constraints="folded into the producer at import; one left standing in an int8 "
-                   "file runs as a 256-entry table"),
-    KernelContract(Op.RELU6, "lut", constraints="folded into the producer at import; one left standing in an int8 "
-                   "file runs as a 256-entry table, input and output quantised alike (TFLite Micro never rescales)"),
-    *(KernelContract(op, None, local=True, constraints="folded into the producer at import")
-      for op in (Op.IDENTITY, Op.BATCH_NORM)),
-    KernelContract(Op.QUANTIZE, "quantize", "kb_requantize_params",
-                   constraints="uint8 <-> int8 at the model's input or output; float -> int8 at the input through "
-                   "kb_invoke_float"),
-    KernelContract(Op.DEQUANTIZE, "quantize", constraints="int8 / uint8 -> float at a model's output, through "
-                   "kb_invoke_float, with the float ops after it (SOFTMAX, LOG_SOFTMAX, LOGISTIC, ADD / MUL by a "
-                   "constant, RESHAPE: kb_float_tail.c)"),
-)}
-
-
 def contract_for(node: Node) -> KernelContract:
-    """The contract of `node`'s op (every `Op` has one)."""
-    return CONTRACTS[node.op]
+    """The contract of `node`'s op (every `Op` has one, in its `OpDef`)."""
+    return opdef(node.op).contract
 
 
 def check_kernel_set(kernels: str) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs, ResizeAttrs
+from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs
+from ..ops.resize import add_resize_bilinear
 from ..zoo.blocks import BlockSpec, MobileNet
 from .space import Arch, ArchError, MBSpace
 
@@ -90,7 +91,7 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
     r = net.resolution
     x = b.input((1, *space.input_hw(r), net.in_channels))
     if space.input_hw(r) != (r, r):  # the data's image resized as training resizes it (`search.with_input_resize`)
-        x = b.node(Op.RESIZE_BILINEAR, [x], ResizeAttrs((r, r), align_corners=False, half_pixel_centers=True))
+        x = add_resize_bilinear(b, x, (r, r))
 
     def conv(x: str, layer: ConvLayer) -> str:
         pad = layer.kernel // 2

@@ -10,7 +10,8 @@ samplers from storage and trials:
 - the store: `store.SearchStore` (SQLite, resumable; `SearchStore.stored_settings` for readers of a finished one);
 - training: `kilobyte.train.fit` (the recipe) and `train.bn.recalibrate_batches` (BatchNorm recalibration);
 - workers: `parallel.open_pool` (this process, a process pool or Ray; torch on one thread, `parallel.one_thread`);
-- the report: `report.write_report` (atomic JSON), `report.pareto_png` (the figure), `report.atomic_bytes`.
+- the report: `report.write_report` (JSON), `report.pareto_png` (the figure); every file written through
+  `kilobyte.atomic`.
 
 Architecture JSON: `arch_json(arch)` is the architecture's own `to_json()` with the space's kind in front,
 ``{"space": "mbconv" | "unas", ...}``; `load_arch` reads it, and the bare JSON of earlier stores and reports (no

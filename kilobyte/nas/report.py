@@ -1,9 +1,8 @@
 """Search stage: the one report path of every strategy — files written whole or not at all, and the Pareto figure.
 
-A search killed at any moment leaves each of its files either as it was or complete: `atomic_bytes` writes to a
-temporary name beside the file and renames it into place (`os.replace`, atomic on one filesystem);
-`atomic_torch_save` (checkpoints, trained weights), `write_report` (`report.json`) and `save_png` (figures; matplotlib
-is optional: `pyplot` is None without it) go through it. `pareto_png` draws
+A search killed at any moment leaves each of its files either as it was or complete: they are written through
+`kilobyte.atomic` (checkpoints and trained weights with `atomic.save_torch`; `write_report` writes `report.json`,
+`save_png` the figures — matplotlib is optional: `pyplot` is None without it). `pareto_png` draws
 a search's candidates — accuracy against one resource per panel, the budget or bound dashed — for TinyNAS
 (validation accuracy of every evaluated subnet vs peak SRAM and Flash) and μNAS (held-out accuracy of the front vs
 peak SRAM, model size and MACs) alike.
@@ -12,29 +11,13 @@ peak SRAM, model size and MACs) alike.
 from __future__ import annotations
 
 import io
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_bytes, write_json
+
 SERIES_COLORS = ("tab:blue", "tab:gray", "tab:orange", "tab:green")
-
-
-def atomic_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file beside it and a rename: never half a file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def atomic_torch_save(obj, path: str | os.PathLike) -> None:
-    """torch.save `obj` to `path` atomically: a kill leaves the old file or the new one, never half."""
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    atomic_bytes(path, buf.getvalue())
 
 
 def pyplot():
@@ -57,14 +40,12 @@ def save_png(fig, path: str | os.PathLike, dpi: int = 110) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
-    atomic_bytes(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
 
 
 def write_report(out_dir: str | os.PathLike, report: dict) -> Path:
     """`report` as `out_dir/report.json` (indented JSON), atomically; returns the path."""
-    path = Path(out_dir) / "report.json"
-    atomic_bytes(path, json.dumps(report, indent=1).encode())
-    return path
+    return write_json(Path(out_dir) / "report.json", report)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
+from ..atomic import save_torch
 from ..errors import KilobyteError
 from ..schedule.estimate import estimate_resources
 from ..schedule.plan_types import PlanOptions
@@ -49,7 +50,7 @@ from .space import Arch, MBSpace
 from .space_opt import GROW_WIDTHS, optimize_space, require_fit, write_report
 from .store import SearchStore
 from .supernet import SuperNet
-from .supernet_train import ScorerSpec, SupernetTraining, atomic_save, load_weights, open_fitness
+from .supernet_train import ScorerSpec, SupernetTraining, load_weights, open_fitness
 
 PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
 LATENCY_CORE = "cortex-m7"  # the core the shipped latency model is fitted on
@@ -307,7 +308,7 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
     since = time.perf_counter()
     result = training.fit(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
-    atomic_save({"phase": "finetune", "model": module.state_dict()}, ckpt)
+    save_torch({"phase": "finetune", "model": module.state_dict()}, ckpt)
     ctx.finish("finetune", result.to_dict(), since)
     return module.eval()
 

@@ -12,7 +12,6 @@ configuration draws from its own generator, seeded by (seed, w, r).
 
 from __future__ import annotations
 
-import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -21,11 +20,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ..atomic import write_json
 from ..errors import KilobyteError
 from ..schedule.estimate import Resources
 from ..schedule.plan_types import PlanOptions
 from .build import network
-from .report import atomic_bytes, pyplot, save_png
+from .report import pyplot, save_png
 from .resources import Budget, ResourceEvaluator, layer_counts, sram_lower_bound
 from .space import DEFAULT_STRIDES, MBSpace, final_map, grid
 
@@ -264,7 +264,7 @@ def write_report(choice: SpaceChoice, out_dir: Path, top: int = 10) -> dict[str,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "space.json", "plot": out_dir / "space_cdf.png"}
-    atomic_bytes(paths["json"], json.dumps(choice.to_json(), indent=1).encode())
+    write_json(paths["json"], choice.to_json())
     plt = pyplot()
     if plt is None:
         del paths["plot"]

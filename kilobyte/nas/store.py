@@ -16,6 +16,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import replacing
 from ..errors import KilobyteError
 
 SCHEMA_VERSION = 1
@@ -94,21 +95,17 @@ class SearchStore:
         self.settings = settings
 
     def _create(self, settings: dict) -> None:
-        """Write a new store (schema + settings) under a temporary name, then rename it into place: a search killed
-        while creating it leaves either no store or a complete one, never a store without settings."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".new")
-        for stale in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm"),
-                      tmp.with_name(tmp.name + "-journal")):
-            stale.unlink(missing_ok=True)
-        db = sqlite3.connect(tmp)
-        try:
-            db.executescript(SCHEMA)
-            db.execute("INSERT INTO meta VALUES ('settings', ?)", (json.dumps(settings, sort_keys=True),))
-            db.commit()
-        finally:
-            db.close()
-        tmp.replace(self.path)
+        """Write a new store (schema + settings) under a temporary name, then rename it into place
+        (`kilobyte.atomic.replacing`): a search killed while creating it leaves either no store or a complete one,
+        never a store without settings."""
+        with replacing(self.path) as tmp:
+            db = sqlite3.connect(tmp)
+            try:
+                db.executescript(SCHEMA)
+                db.execute("INSERT INTO meta VALUES ('settings', ?)", (json.dumps(settings, sort_keys=True),))
+                db.commit()
+            finally:
+                db.close()
 
     def close(self) -> None:
         self.db.close()

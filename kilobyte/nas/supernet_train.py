@@ -45,9 +45,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from ..atomic import save_torch
 from ..train.bn import recalibrate_batches
 from . import parallel  # parallel.open_pool looked up on the module: tests/nas/test_core.py spies on it there
-from .report import atomic_torch_save
 from .space import Arch, MBSpace
 from .supernet import SuperNet
 
@@ -90,9 +90,6 @@ def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tenso
     out = padded.gather(2, rows)
     cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :].expand(n, x.shape[1], h, w)
     return out.gather(3, cols)
-
-
-atomic_save = atomic_torch_save  # checkpoints: the old one or the new one after a kill, never half (report.py)
 
 
 def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: SupernetTraining, seed: int,
@@ -140,8 +137,8 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             net.set_active(net.largest_arch)
         history.append({"phase": phase, "epoch": epoch, "loss": float(np.mean(losses))})
         if checkpoint is not None:
-            atomic_save({"phase": phase, "epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
-                          "history": history}, checkpoint)
+            save_torch({"phase": phase, "epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
+                        "history": history}, checkpoint)
     bar.close()
     return history
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
+from ..atomic import save_torch, write_bytes
 from ..errors import KilobyteError
 from ..prune.masks import ParameterMasks
 from ..schedule.plan_types import PlanOptions
@@ -21,7 +22,7 @@ from ..train import float_accuracy, int8_accuracy
 from .aging import Candidate, hypervolume, pareto_front
 from .core import load_arch, load_split
 from .deploy import deploy_module
-from .report import Panel, atomic_bytes, atomic_torch_save, pareto_png
+from .report import Panel, pareto_png
 from .store import SearchStore
 from .unas_build import build_module
 from .unas_eval import CALIBRATION, OBJECTIVES, Genome, UnasConfig, UnasError, config_of, quantise_module, recipe
@@ -164,7 +165,7 @@ def final_training(store, space, config, report, out_dir, fit, val, test, log) -
             f"validation images ...")
     x, y = np.concatenate([fit.x, val.x]), np.concatenate([fit.y, val.y])
     module = retrain_member(space, config, out_dir, member, x, y, config.final_epochs)
-    atomic_torch_save(module.state_dict(), ckpt)
+    save_torch(module.state_dict(), ckpt)
     int8 = quantise_module(space, module, fit.x[:CALIBRATION])
     result = {"index": member["index"], "epochs": config.final_epochs,
               "int8_accuracy": int8_accuracy(int8, test.x, test.y),
@@ -208,9 +209,7 @@ def export_member(search_dir, n: int, out_path) -> dict:
     space = UnasSpace.from_json(report["space"])
     module = load_member(space, search_dir, members[n])
     int8 = quantise_module(space, module, fit.x[:CALIBRATION])
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_bytes(out_path, to_tflite(int8))
+    out_path = write_bytes(out_path, to_tflite(int8))  # its folder made when missing
     return {**members[n], "member": n, "tflite": str(out_path)}
 
 

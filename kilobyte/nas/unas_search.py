@@ -38,6 +38,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..atomic import write_bytes
 from ..schedule.plan_types import PlanOptions
 from . import (
     parallel,  # parallel.open_pool looked up when called: tests/nas/test_core.py spies on it
@@ -46,7 +47,7 @@ from . import (
 from . import unas_eval as ev
 from .aging import AgingConfig, Candidate, Issued, aging_evolution, pareto_front, weakly_dominates
 from .core import load_split
-from .report import atomic_bytes, write_report
+from .report import write_report
 from .resources import ResourceEvaluator
 from .store import Evaluation, SearchStore
 from .unas_eval import DEFAULT_BOUNDS, OBJECTIVES, UnasConfig
@@ -104,7 +105,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
                 out = results.pop(c.index)
                 weights = out.pop("weights")
                 if out["trained"] and not any(weakly_dominates(o.objectives, c.objectives, OBJECTIVES) for o in front):
-                    atomic_bytes(out_dir / "weights" / f"{c.index}.pt", weights)
+                    write_bytes(out_dir / "weights" / f"{c.index}.pt", weights)
                     front = [o for o in front if not weakly_dominates(c.objectives, o.objectives, OBJECTIVES)] + [c]
                 resources = {**out, "parent": c.parent, "morphism": c.morphism}
                 store.add(Evaluation(phase, len(history_box), c.index, c.arch.dumps(), c.arch.arch.dumps(),

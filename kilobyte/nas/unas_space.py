@@ -257,47 +257,40 @@ class UnasSpace:
         j = int(rng.integers(len(b.layers)))
         return self._set_block(arch, i, replace(b, layers=b.layers[:j] + b.layers[j + 1:]))
 
+    def _edit_layer(self, arch: UArch, rng, edit, want=None) -> UArch | None:
+        """`arch` with one random layer (among those `want` accepts; None: any) replaced by `edit(layer)`; None when
+        no layer qualifies. The layer is drawn before `edit` draws anything."""
+        spot = self._pick_layer(arch, rng, want)
+        if spot is None:
+            return None
+        return self._set_layer(arch, *spot, edit(arch.blocks[spot[0]].layers[spot[1]]))
+
     def _m_change_type(self, arch, rng):
-        i, j = self._pick_layer(arch, rng)
-        ly = arch.blocks[i].layers[j]
-        kind = [t for t in LAYER_TYPES if t != ly.type][int(rng.integers(2))]
-        kernel = 1 if kind == "1x1" else (ly.kernel if ly.kernel > 1 else 3)
-        return self._set_layer(arch, i, j, replace(ly, type=kind, kernel=kernel,
-                                                   stride=1 if kind == "1x1" else ly.stride))
+        def change(ly):
+            kind = [t for t in LAYER_TYPES if t != ly.type][int(rng.integers(2))]
+            kernel = 1 if kind == "1x1" else (ly.kernel if ly.kernel > 1 else 3)
+            return replace(ly, type=kind, kernel=kernel, stride=1 if kind == "1x1" else ly.stride)
+        return self._edit_layer(arch, rng, change)
 
     def _m_kernel(self, arch, rng):
-        spot = self._pick_layer(arch, rng, lambda ly: ly.type != "1x1")
-        if spot is None:
-            return None
-        ly = arch.blocks[spot[0]].layers[spot[1]]
-        options = [k for k in (ly.kernel - 2, ly.kernel + 2) if k in KERNELS[1:]]
-        return self._set_layer(arch, *spot, replace(ly, kernel=options[int(rng.integers(len(options)))]))
+        def change(ly):
+            options = [k for k in (ly.kernel - 2, ly.kernel + 2) if k in KERNELS[1:]]
+            return replace(ly, kernel=options[int(rng.integers(len(options)))])
+        return self._edit_layer(arch, rng, change, lambda ly: ly.type != "1x1")
 
     def _m_channels(self, arch, rng):
-        spot = self._pick_layer(arch, rng, lambda ly: ly.type != "depthwise")
-        if spot is None:
-            return None
-        ly = arch.blocks[spot[0]].layers[spot[1]]
-        step = int(rng.choice(STEPS)) * (1 if rng.integers(2) else -1)
-        channels = int(np.clip(ly.channels + step, 1, self.max_channels))
-        return self._set_layer(arch, *spot, replace(ly, channels=channels))
+        def change(ly):
+            return replace(ly, channels=int(np.clip(ly.channels + _step(rng), 1, self.max_channels)))
+        return self._edit_layer(arch, rng, change, lambda ly: ly.type != "depthwise")
 
     def _m_stride(self, arch, rng):
-        spot = self._pick_layer(arch, rng, lambda ly: ly.type != "1x1")
-        if spot is None:
-            return None
-        ly = arch.blocks[spot[0]].layers[spot[1]]
-        return self._set_layer(arch, *spot, replace(ly, stride=3 - ly.stride))
+        return self._edit_layer(arch, rng, lambda ly: replace(ly, stride=3 - ly.stride), lambda ly: ly.type != "1x1")
 
     def _m_toggle_bn(self, arch, rng):
-        i, j = self._pick_layer(arch, rng)
-        ly = arch.blocks[i].layers[j]
-        return self._set_layer(arch, i, j, replace(ly, bn=not ly.bn))
+        return self._edit_layer(arch, rng, lambda ly: replace(ly, bn=not ly.bn))
 
     def _m_toggle_relu(self, arch, rng):
-        i, j = self._pick_layer(arch, rng)
-        ly = arch.blocks[i].layers[j]
-        return self._set_layer(arch, i, j, replace(ly, relu=not ly.relu))
+        return self._edit_layer(arch, rng, lambda ly: replace(ly, relu=not ly.relu))
 
     def _m_pooling_type(self, arch, rng):
         return replace(arch, pooling="max" if arch.pooling == "avg" else "avg")
@@ -321,6 +314,10 @@ class UnasSpace:
 
     def _m_units(self, arch, rng):
         i = int(rng.integers(len(arch.dense)))
-        step = int(rng.choice(STEPS)) * (1 if rng.integers(2) else -1)
-        units = int(np.clip(arch.dense[i] + step, *self.units))
+        units = int(np.clip(arch.dense[i] + _step(rng), *self.units))
         return replace(arch, dense=arch.dense[:i] + (units,) + arch.dense[i + 1:])
+
+
+def _step(rng) -> int:
+    """A channel or unit morphism's change: one of `STEPS`, up or down (two draws, in that order)."""
+    return int(rng.choice(STEPS)) * (1 if rng.integers(2) else -1)

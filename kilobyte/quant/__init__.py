@@ -1,8 +1,9 @@
 """Quantisation stage: calibration and post-training int8 quantisation following TFLite's specification exactly.
 
-`arith` holds TFLite's integer arithmetic (multipliers, rounding, requantisation), `calibrate` measures activation
-ranges with the float reference interpreter, and `quantize` turns a float inference graph into the int8 graph that
-the numpy reference (`kilobyte.interp.run_int8`), the generated C and TensorFlow Lite Micro all execute bit for bit.
+TFLite's integer arithmetic (multipliers, rounding, requantisation) is the op registry's (`kilobyte.ops.arith`);
+`calibrate` measures activation ranges with the float reference interpreter, and `quantize` turns a float inference
+graph into the int8 graph that the numpy reference (`kilobyte.interp.run_int8`), the generated C and TensorFlow Lite
+Micro all execute bit for bit.
 """
 
 from .calibrate import calibrate

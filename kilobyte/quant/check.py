@@ -8,7 +8,8 @@ disagree or crash, so the code generator checks first and names the node and ten
 from __future__ import annotations
 
 from ..errors import UnsupportedOpError
-from ..ir import PARAM_OPS, Graph, Op
+from ..ir import Graph, Op
+from ..ops import opdef
 
 EDGE_OPS = (Op.QUANTIZE, Op.DEQUANTIZE)  # float <-> int8 at the model's edges
 
@@ -25,7 +26,7 @@ def check_int8(graph: Graph) -> Graph:
             if dtype != "int8" and not (edge and dtype == "float32") and not uint8_edge:
                 raise UnsupportedOpError(f"node '{node.name}' ({node.op.value}): {role} '{t}' is {dtype} inside "
                                          f"the int8 model; only int8 activations are compiled")
-        if node.op in PARAM_OPS:
+        if opdef(node.op).params:
             _check_params(graph, node)
     return graph
 

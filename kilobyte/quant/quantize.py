@@ -32,20 +32,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
-from ..interp.softmax import LOG_SOFTMAX_OUTPUT_QPARAMS, SOFTMAX_OUTPUT_QPARAMS
-from ..interp.unary import FIXED_OUTPUT_QPARAMS
 from ..ir import Activation, Graph, Node, Op, QParams, Tensor
+from ..ops import opdef, ops_where
+from ..ops.arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round_half_away
 from ..transforms.fold_batchnorm import can_fold
 from ..transforms.fuse_activation import can_fuse, fuse_activation
 from ..transforms.lower_batchnorm import lower_batchnorm
-from .arith import INT8_MAX, INT8_MIN, dequantize_values, quantize_values, round_half_away
 from .calibrate import Range, calibrate
 
-SHARED_QPARAMS = frozenset({Op.MAX_POOL_2D, Op.AVG_POOL_2D, Op.RESHAPE, Op.PAD, Op.IDENTITY, Op.CONCAT, Op.MAXIMUM,
-                            Op.MINIMUM, Op.RELU6, Op.TRANSPOSE, Op.STRIDED_SLICE, Op.TILE, Op.REDUCE_MAX,
-                            Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR})
-FIXED_QPARAMS = {**FIXED_OUTPUT_QPARAMS, Op.SOFTMAX: SOFTMAX_OUTPUT_QPARAMS, Op.LOG_SOFTMAX: LOG_SOFTMAX_OUTPUT_QPARAMS}
-WEIGHT_AXIS = {Op.CONV_2D: 0, Op.DEPTHWISE_CONV_2D: 3, Op.FULLY_CONNECTED: 0, Op.TRANSPOSE_CONV: 0}
 CONSTANT_OPERAND_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.PRELU})  # PRELU: its alpha
 
 
@@ -107,7 +101,7 @@ def _check_float_inference_graph(graph: Graph) -> None:
         consts = [t for t in n.inputs if graph.tensors[t].is_const]
         if n.op is Op.BATCH_NORM:
             consts = consts[4:]  # its gamma, beta, mean and variance become MUL / SUB constants
-        allowed = WEIGHT_AXIS.keys() | CONSTANT_OPERAND_OPS
+        allowed = ops_where(lambda d: d.linear) | CONSTANT_OPERAND_OPS
         if consts and (n.op not in allowed or len(consts) == len(n.inputs)):
             raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): constant operand '{consts[0]}' cannot be "
                                      f"quantised (only conv / depthwise / FC weights and biases, and one operand of "
@@ -155,7 +149,7 @@ def activation_qparams(graph: Graph, ranges: dict[str, Range]) -> dict[str, QPar
 
     ranges = dict(ranges)
     for n in graph.nodes:
-        if n.op in SHARED_QPARAMS:
+        if opdef(n.op).qparams == "shared":
             for t in n.inputs:
                 parent[find(t)] = find(n.outputs[0])
                 if graph.tensors[t].is_const:  # a MAXIMUM / MINIMUM constant: its values join the group's range
@@ -189,8 +183,8 @@ def _fixed_qparams(graph: Graph, find, ranges) -> dict[str, QParams]:
     Every other member must be moved there by a shared-params op (nothing else could produce values on that scale)."""
     fixed: dict[str, tuple[QParams, Node]] = {}
     for n in graph.nodes:
-        if n.op in FIXED_QPARAMS and not _is_final_softmax(graph, n):
-            scale, zero_point = FIXED_QPARAMS[n.op]
+        if opdef(n.op).qparams == "fixed" and not _is_final_softmax(graph, n):
+            scale, zero_point = opdef(n.op).fixed_qparams
             q, root = QParams.per_tensor(float(scale), zero_point), find(n.outputs[0])
             if root in fixed and fixed[root][0] != q:
                 raise UnsupportedOpError(f"node '{n.name}' ({n.op.value}): its output shares quantisation params with "
@@ -200,7 +194,7 @@ def _fixed_qparams(graph: Graph, find, ranges) -> dict[str, QParams]:
     for t in ranges:
         if find(t) in fixed and not graph.tensors[t].is_const:
             producer, owner = graph.producer(t), fixed[find(t)][1]
-            if producer is None or producer.op not in SHARED_QPARAMS | FIXED_QPARAMS.keys():
+            if producer is None or opdef(producer.op).qparams == "own":
                 raise UnsupportedOpError(f"tensor '{t}' must share quantisation params with the output of node "
                                          f"'{owner.name}' ({owner.op.value}), which TFLite fixes; a requantisation "
                                          f"between them is not supported")
@@ -238,9 +232,9 @@ def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> l
     constant operand of an ADD / SUB / MUL / MAXIMUM / MINIMUM node."""
     if node.op in CONSTANT_OPERAND_OPS:
         return [_constant_operand(graph.tensors[t], node, qparams) for t in node.inputs if graph.tensors[t].is_const]
-    if node.op not in WEIGHT_AXIS:
+    if not opdef(node.op).linear:
         return []
-    axis = WEIGHT_AXIS[node.op]
+    axis = opdef(node.op).weight_axis
     w_t = graph.tensors[node.inputs[1]]
     b_t = graph.tensors[node.inputs[2]] if len(node.inputs) > 2 else None
     s_in = float(qparams[node.inputs[0]].scale[0])
@@ -258,11 +252,12 @@ def _quantize_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> l
 def _placeholder_params(graph: Graph, node: Node, qparams: dict[str, QParams]) -> list[Tensor]:
     """int8 / int32 zero tensors of `_quantize_params`'s shapes and dtypes; the weights a read-only broadcast view
     (no memory per weight: a candidate's weights are never read, only counted)."""
-    if node.op not in WEIGHT_AXIS:
+    if not opdef(node.op).linear:
         return []
     w, out = graph.tensors[node.inputs[1]], []
-    n = w.shape[WEIGHT_AXIS[node.op]]
-    unit = QParams(np.ones(n, np.float32), np.zeros(n, np.int64), WEIGHT_AXIS[node.op])
+    axis = opdef(node.op).weight_axis
+    n = w.shape[axis]
+    unit = QParams(np.ones(n, np.float32), np.zeros(n, np.int64), axis)
     out.append(Tensor(w.name, w.shape, "int8", np.broadcast_to(_INT8_ZERO, w.shape), unit))
     if len(node.inputs) > 2:
         b = graph.tensors[node.inputs[2]]
@@ -277,7 +272,7 @@ _INT8_ZERO = np.int8(0)
 def _constant_operand(t: Tensor, node: Node, qparams: dict[str, QParams]) -> Tensor:
     """A constant operand as int8 per tensor: with its own range (ADD, SUB, MUL), or the params it shares (MAXIMUM,
     MINIMUM, whose kernels compare raw values)."""
-    q = qparams[node.outputs[0]] if node.op in SHARED_QPARAMS else choose_qparams(t.data.min(), t.data.max())
+    q = qparams[node.outputs[0]] if opdef(node.op).qparams == "shared" else choose_qparams(t.data.min(), t.data.max())
     return _const(t, quantize_values(t.data, q.scale[0], q.zero_point[0]), q)
 
 

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ..errors import KilobyteError
+from .memory_plot import save_png
 
 MAX_MATRIX_CLASSES = 30  # wider confusion matrices go to --json / --plot only (a text row would wrap)
 
@@ -123,7 +124,6 @@ def plot_evaluation(ev, path) -> str:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .memory_plot import _save_atomically
 
     host = "host C" + (f" = {ev.target} (QEMU)" if ev.on_target is not None and not ev.differing else "")
     engines = [(host, ev.host)] + ([(f"{ev.target} (QEMU)", ev.on_target)] if ev.differing else [])
@@ -135,7 +135,7 @@ def plot_evaluation(ev, path) -> str:
     for (label, scores), (ax_m, ax_b) in zip(engines, axes):
         _draw_matrix(fig, ax_m, scores, ev.classes, f"{label}: confusion ({scores.accuracy * 100:.2f} %)")
         _draw_per_class(ax_b, scores, ev.classes, f"{label}: accuracy per class")
-    _save_atomically(fig, os.fspath(path))
+    save_png(fig, os.fspath(path))
     return os.fspath(path)
 
 

@@ -2,16 +2,16 @@
 
 Bars give each layer's analytic live bytes (inputs + outputs + held tensors, int8), coloured by block; a step line
 gives each block's peak; a dashed horizontal line marks the device SRAM when given. matplotlib is imported only
-here, through its object API with the Agg canvas (no global backend switch, no GUI). The PNG is written to a
-temporary file in the target directory and moved into place with `os.replace`, so a reader never sees half a file.
+here, through its object API with the Agg canvas (no global backend switch, no GUI). The PNG is written
+atomically (`kilobyte.atomic`), so a reader never sees half a file; `save_png` does it for every plot here.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 
-KB = 1024
+from ..atomic import replacing
+from ..units import KB
 
 
 def plot_memory_profile(profile, path, sram_bytes: int | None = None,
@@ -34,7 +34,7 @@ def plot_memory_profile(profile, path, sram_bytes: int | None = None,
     ax.set_xlim(-0.6, len(profile.layers) - 0.4)
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize="small")
-    _save_atomically(fig, os.fspath(path))
+    save_png(fig, os.fspath(path))
     return os.fspath(path)
 
 
@@ -61,15 +61,7 @@ def _draw_blocks(ax, profile) -> None:
         ax.plot(xs, ys, color="tab:orange", linewidth=1.5, label="per block (peak)")
 
 
-def _save_atomically(fig, path: str) -> None:
-    """Write to a fresh hidden file beside `path`, then rename over it (same filesystem, so atomic)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "xb") as f:  # not mkstemp: its 0600 mode would stick to the PNG; this follows the umask
-            fig.savefig(f, format="png", dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def save_png(fig, path: str) -> None:
+    """`fig` as a PNG (120 dpi) at `path`, written whole or not at all (`kilobyte.atomic.replacing`)."""
+    with replacing(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)

@@ -13,9 +13,8 @@ import os
 from ..analysis.shapes import activation_bytes
 from ..ir import Graph
 from ..schedule.plan_types import Plan
-from .memory_plot import _save_atomically
-
-KB = 1024
+from ..units import KB
+from .memory_plot import save_png
 
 
 def analytic_bytes(graph: Graph, order) -> list[int]:
@@ -69,5 +68,5 @@ def plot_plan(graph: Graph, plan: Plan, path, sram_bytes: int | None = None, tit
     ax.set_xlim(-0.6, max(n, 1) - 0.4)
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize="small")
-    _save_atomically(fig, os.fspath(path))
+    save_png(fig, os.fspath(path))
     return os.fspath(path)

@@ -5,7 +5,7 @@ Memory is shown in kB of 1024 bytes, the papers' unit (MCUNetV2's "539 kB" first
 
 from __future__ import annotations
 
-KB = 1024
+from ..units import KB
 
 COLUMNS = ("idx", "name", "op", "out shape", "MACs", "params", "live kB", "RF")
 RIGHT_ALIGNED = frozenset({"idx", "MACs", "params", "live kB", "RF"})

@@ -16,20 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import KilobyteError
-from ..interp.unary import UNARY_OPS
-from ..interp.upsample import resize_table
 from ..ir import Graph, Op
 from ..ir.shapes import BINARY_OPS
 from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
 from ..kernels.contracts import constant_operand
+from ..ops import opdef
+from ..ops.lut import LUT_BYTES
 from ..transforms.fuse_activation import can_fuse
-from .flash import WEIGHTED_OPS, code_bytes, generated_code
+from .flash import code_bytes, generated_code
 from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
-LUT_BYTES = 256  # one int8 table entry per input value (kb_lut)
 TERM_BYTES = 4  # an int32 term per value of an ADD / SUB / MUL constant operand (kb_add_const, kb_mul_const)
 PER_CHANNEL_BYTES = 12  # a weighted layer's int32 bias, multiplier and shift per output channel
 
@@ -62,10 +60,11 @@ def constant_bytes(graph: Graph) -> int:
     total = 0
     for node in graph.nodes:
         out_shape = graph.tensors[node.outputs[0]].shape
-        if node.op in WEIGHTED_OPS:
+        d = opdef(node.op)
+        if d.table_bytes is not None:  # the op's own constant tables (a resize's int16 source rows and columns)
+            total += d.table_bytes(graph, node)
+        elif d.linear:
             total += _weight_array_bytes(graph, node) + PER_CHANNEL_BYTES * out_shape[-1]
-        elif node.op in UNARY_OPS and graph.tensors[node.inputs[0]].dtype == "int8":
-            total += LUT_BYTES
         elif node.op is Op.PRELU and graph.tensors[node.inputs[0]].dtype == "int8":  # a table per alpha
             total += LUT_BYTES * (1 if graph.tensors[node.inputs[1]].numel == 1 else out_shape[-1])
         elif constant_operand(graph, node) is not None:
@@ -73,8 +72,6 @@ def constant_bytes(graph: Graph) -> int:
         elif node.op in BINARY_OPS:
             consts = [graph.tensors[t] for t in node.inputs if graph.tensors[t].is_const]
             total += sum(t.numel if t.shape == out_shape else out_shape[-1] for t in consts)
-        elif node.op in (Op.RESIZE_NEAREST_NEIGHBOR, Op.RESIZE_BILINEAR):
-            total += 2 * _resize_entries(graph, node)
     return total
 
 
@@ -89,15 +86,6 @@ def _weight_array_bytes(graph: Graph, node) -> int:
     enc = encode((w.data != 0).astype(np.int8) if w.dtype != "int8" else w.data, fmt, f"node '{node.name}'")
     index = enc.cptr if fmt == "fwcs" else enc.idx
     return max(enc.arr.size, 1) + INDEX_BYTES * (max(index.size, 1) + enc.fidx.size)
-
-
-def _resize_entries(graph: Graph, node) -> int:
-    """Entries of a resize's int16 table (0 for sizes the code generator refuses anyway)."""
-    try:
-        return len(resize_table(node.op is Op.RESIZE_BILINEAR, graph.tensors[node.inputs[0]].shape[1:3],
-                                node.attrs))
-    except KilobyteError:
-        return 0
 
 
 def kernel_families(graph: Graph, steps) -> tuple[str, ...]:

@@ -27,17 +27,16 @@ import ctypes
 import functools
 from dataclasses import dataclass
 
-from ..interp.unary import UNARY_OPS
 from ..ir import Graph, Node, Op
 from ..kernels import contract_for, is_sparse
 from ..kernels.calls import ENTRY_POINTS, node_function
 from ..kernels.contracts import constant_operand, node_struct
 from ..kernels.movement import movement_calls
+from ..ops import opdef
 from ..runtime import STRUCTS
 from . import code_size
 from .inplace import slice_placement
 
-WEIGHTED_OPS = (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV)
 # Padding the linker may put before each constant array: alignment - 1 (w and b are aligned(16), the rest 4).
 WEIGHTED_PAD = 15 + 15 + 3 + 3
 STRUCT_PAD = 3
@@ -153,9 +152,9 @@ def stage_code(graph: Graph, stage) -> tuple[list[str], set[str], int]:
 
 def constant_allowance(graph: Graph) -> int:
     """The most padding the linker can put before model.c's weight arrays, lookup tables and constant terms."""
-    weighted = sum(1 for n in graph.nodes if n.op in WEIGHTED_OPS)
-    tables = sum(1 for n in graph.nodes
-                 if n.op in UNARY_OPS | {Op.PRELU} and graph.tensors[n.inputs[0]].dtype == "int8")
+    weighted = sum(1 for n in graph.nodes if opdef(n.op).linear)
+    tables = sum(1 for n in graph.nodes  # lookup tables: family lut (the unary ops, PRELU)
+                 if opdef(n.op).contract.family == "lut" and graph.tensors[n.inputs[0]].dtype == "int8")
     terms = sum(1 for n in graph.nodes if constant_operand(graph, n) is not None)
     return weighted * WEIGHTED_PAD + (tables + terms) * STRUCT_PAD
 

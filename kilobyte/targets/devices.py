@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kilobyte.errors import KilobyteError
+from kilobyte.units import KB
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser ships as the `tomli` package (a core dependency there)
     import tomli as tomllib
 
-KB = 1024
 MB = 1024 * KB
 MHZ = 1_000_000
 ENV_VAR = "KILOBYTE_DEVICES"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..schedule.estimate import estimate_resources
 from ..schedule.inplace import planned_bytes
+from ..units import kb
 from .cortexm.firmware import DEFAULT_STACK_BYTES
 from .devices import Device, list_devices
 
@@ -36,9 +37,9 @@ class FitHint:
         flags = [f"--patch {self.patch}"] if self.patch else []
         if self.device.name != asked.name:
             flags.append(f"--device {self.device.name.lower()}")
-        return (f"try {' '.join(flags)}: plans at {_kb(self.arena_bytes)} of arena, fits {self.device.name} (SRAM "
-                f"~{_kb(self.sram_bytes)} of {_kb(self.device.sram_bytes)} with I/O buffers and stack, Flash "
-                f"~{_kb(self.flash_bytes)} of {_kb(self.device.flash_bytes)}; estimates)")
+        return (f"try {' '.join(flags)}: plans at {kb(self.arena_bytes)} of arena, fits {self.device.name} (SRAM "
+                f"~{kb(self.sram_bytes)} of {kb(self.device.sram_bytes)} with I/O buffers and stack, Flash "
+                f"~{kb(self.flash_bytes)} of {kb(self.device.flash_bytes)}; estimates)")
 
     def to_json(self) -> dict:
         return {"device": self.device.name, "patch": self.patch, "arena_bytes": self.arena_bytes,
@@ -70,7 +71,3 @@ def _hints(graph, options) -> dict[str | None, tuple[int, int, int]]:
     if out["auto"][0] >= out[None][0]:
         del out["auto"]  # auto found no stage that lowers the arena: nothing new to suggest
     return out
-
-
-def _kb(n: int) -> str:
-    return f"{n / 1024:.1f} kB"

@@ -11,7 +11,7 @@ numbers are equal:
    resize of training, calibration and the RESIZE_BILINEAR a search puts at the front of its library (so a search's
    library takes the data's images and nothing is resized here; `resize="nearest"` only when asked) — and one
    channel repeated to the input's channels;
-3. TFLite's QUANTIZE with the input's scale and zero point (`quant.arith.quantize_values`);
+3. TFLite's QUANTIZE with the input's scale and zero point (`ops.arith.quantize_values`);
 4. the class = argmax of the one int8 output (1, ..., N) (the first on ties, as numpy and the search do).
 
 Images run in chunks (memory stays bounded for large inputs), one ctypes call each without per-call allocation
@@ -34,7 +34,7 @@ from ..data import choose_reading, load_dataset
 from ..data.held_out import HELD_OUT_FILE, load_held_out, read_held_out
 from ..data.resize import MODES, fit_to_input
 from ..errors import KilobyteError
-from ..quant.arith import quantize_values, round_half_away
+from ..ops.arith import quantize_values, round_half_away
 from ..targets import cortexm  # called as cortexm.run_qemu: a test replaces it there
 from ..targets.cortexm.verify import resolve_target
 

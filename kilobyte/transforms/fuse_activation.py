@@ -1,9 +1,9 @@
 """Transforms stage: fuse a RELU / RELU6 node into its producer's `activation` attribute.
 
-TFLite kernels (and ours) clamp the output of conv, depthwise, fully connected, add, sub, mul, pooling and concat for
-free, so a separate activation node only costs a pass over memory and one more buffer. Fusion happens when the
-activation is the producer's sole reader (another reader must still see the unclamped values) and the producer has no
-fused activation yet.
+TFLite kernels (and ours) clamp the output of the ops whose `OpDef` says `fusable` (conv, depthwise, fully connected,
+transposed conv, add, sub, mul, pooling, concat) for free, so a separate activation node only costs a pass over
+memory and one more buffer. Fusion happens when the activation is the producer's sole reader (another reader must
+still see the unclamped values) and the producer has no fused activation yet.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import Activation, Graph, Node, Op
+from ..ops import opdef
 from .edit import bypass, drop_unused_tensors, replace_node, sole_reader
 
-FUSABLE = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV, Op.ADD, Op.SUB,
-                     Op.MUL, Op.AVG_POOL_2D, Op.MAX_POOL_2D, Op.CONCAT})
 ACTIVATION = {Op.RELU: Activation.RELU, Op.RELU6: Activation.RELU6}
 
 
@@ -49,7 +48,7 @@ def can_fuse(graph: Graph, act: Node) -> bool:
 def _fusable_producer(graph: Graph, act: Node) -> Node | None:
     x = act.inputs[0]
     p = graph.producer(x)
-    if p is None or p.op not in FUSABLE or sole_reader(graph, x) is not act:
+    if p is None or not opdef(p.op).fusable or sole_reader(graph, x) is not act:
         return None
     if p.attrs.activation is not Activation.NONE:
         return None

@@ -53,7 +53,7 @@ def test_projects_share_objects_and_a_change_rebuilds(tmp_path, monkeypatch):
 
     build_executable(p1)  # other flags (no -fPIC): other objects
     assert len(list(cache.glob("*.o"))) > 2 * len(objects)
-    assert not list(cache.glob("*.tmp.o"))  # nothing half-written left behind
+    assert not list(cache.glob(".*.tmp"))  # nothing half-written left behind
 
 
 def test_cache_off_builds_without_it(tmp_path, monkeypatch):

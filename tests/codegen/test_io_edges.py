@@ -18,7 +18,7 @@ from edge_models import FILE_DTYPE, OUTPUTS, edge_model, file_input
 from kilobyte.codegen import HostModel, compile_graph
 from kilobyte.codegen.verify import ulp_distance, verify_project
 from kilobyte.frontends.tflite import from_tflite
-from kilobyte.quant.arith import dequantize_values
+from kilobyte.ops.arith import dequantize_values
 from kilobyte.targets.tflm import run_tflm
 
 CTYPE = {"int8": "int8_t", "uint8": "uint8_t", "float": "float", "float32": "float"}

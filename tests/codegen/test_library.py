@@ -29,8 +29,8 @@ from kilobyte.codegen import HostModel, LibraryOptions, compile_graph
 from kilobyte.errors import KilobyteError
 from kilobyte.interp import run_int8
 from kilobyte.ir import ConvAttrs, FullyConnectedAttrs, GraphBuilder, Op, PoolAttrs, ReshapeAttrs
+from kilobyte.ops.arith import dequantize_values, quantize_values
 from kilobyte.quant import quantize
-from kilobyte.quant.arith import dequantize_values, quantize_values
 from kilobyte.targets.cortexm import have_tools
 
 DEFINE = re.compile(r"^#define (\w+) (.+?)(?:\s+/\*.*)?$", re.M)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from kilobyte.data.resize import resize_images
 from kilobyte.export.tflite import to_tflite
 from kilobyte.ir import GraphBuilder, Op, QParams, ResizeAttrs
-from kilobyte.quant.arith import quantize_values
+from kilobyte.ops.arith import quantize_values
 from kilobyte.targets import tflm
 
 SIZES = [((8, 8), 12), ((8, 8), 5), ((28, 28), 40), ((7, 10), (13, 4)), ((32, 32), 32), ((5, 3), 1)]

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from kilobyte.errors import KilobyteError
 from kilobyte.export.tflite import to_tflite
 from kilobyte.interp import run_int8
-from kilobyte.interp.int8_ref import activation_range_of, add_node_params, constant_terms, mul_node_params
 from kilobyte.ir import Activation, AddAttrs, GraphBuilder, Op, QParams
-from kilobyte.quant.arith import multiply_by_quantized_multiplier
+from kilobyte.ops.arith import multiply_by_quantized_multiplier
+from kilobyte.ops.node_params import activation_range_of, add_node_params, constant_terms, mul_node_params
 from kilobyte.targets import tflm
 
 OPS = [Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM]

@@ -1,4 +1,4 @@
-"""int8 LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU and RELU6: the reference tables (kilobyte.interp.unary)
+"""int8 LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU and RELU6: the reference tables (kilobyte.ops.lut)
 against TFLite Micro, exhaustively.
 
 Every output of these ops depends on its input byte alone, so one run over a (1, 16, 16, 1) input holding each int8
@@ -17,9 +17,9 @@ from kilobyte.errors import KilobyteError, UnsupportedOpError
 from kilobyte.export.tflite import to_tflite
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
-from kilobyte.interp.int8_ref import unary_node_table
-from kilobyte.interp.unary import hard_swish_params, logistic_params
 from kilobyte.ir import Op
+from kilobyte.ops.lut import node_table as unary_node_table
+from kilobyte.ops.unary_math import hard_swish_params, logistic_params
 from kilobyte.targets import tflm
 
 

@@ -1,6 +1,7 @@
 """int8 RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, TRANSPOSE_CONV and GELU: the numpy reference
-(`kilobyte.interp.upsample`, `kilobyte.interp.unary`) against TensorFlow Lite Micro, bit for bit, on random shapes
-and parameters — and GELU, which TFLite Micro does not register, against TFLite's own interpreter.
+(`kilobyte.ops.resize`, `kilobyte.ops.transpose_conv`, `kilobyte.ops.lut`) against TensorFlow Lite Micro, bit
+for bit, on random shapes and parameters — and GELU, which TFLite Micro does not register, against TFLite's own
+interpreter.
 
 Every case is a one-op graph written by Kilobyte's `.tflite` writer and read back equal by the reader (so the
 attributes TFLite Micro runs are the ones the reference ran). Resizes draw odd and even sizes up and down, with every

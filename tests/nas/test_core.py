@@ -46,7 +46,7 @@ def spies(monkeypatch):
     assert supernet_train.recalibrate_batches is kilobyte.train.bn.recalibrate_batches
     for owner in (kilobyte.train.bn, supernet_train):
         _spy(monkeypatch, owner, "recalibrate_batches", lambda module, batches: type(module).__name__)
-    _spy(monkeypatch, report, "atomic_bytes", lambda path, data: path.name)
+    _spy(monkeypatch, report, "write_json", lambda path, obj, *a, **k: path.name)
     _spy(monkeypatch, report, "save_png", lambda fig, path, *a, **k: path.name)
     return CALLS
 
@@ -95,7 +95,7 @@ def test_both_strategies_run_through_the_same_functions(tmp_path, monkeypatch, s
     assert "SuperNet" in tiny["recalibrate_batches"] and "UnasNet" in unas["recalibrate_batches"]
     # ... and the same writer wrote each report.json and pareto.png
     for calls, out in ((tiny, tmp_path / "tinynas"), (unas, tmp_path / "unas")):
-        assert "report.json" in calls["atomic_bytes"] and calls["save_png"].count("pareto.png") == 1
+        assert "report.json" in calls["write_json"] and calls["save_png"].count("pareto.png") == 1
         assert json.loads((out / "report.json").read_text()) is not None and (out / "pareto.png").exists()
     best = core.load_arch(tiny["result"]["architecture"], "mbconv")
     assert tiny["result"]["architecture"]["space"] == "mbconv" and isinstance(best, Arch)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import kilobyte.atomic
 from kilobyte.nas import report
 
 
@@ -16,12 +17,12 @@ def test_atomic_files_replace_whole_and_leave_no_temporary(tmp_path, monkeypatch
 
     def crash(src, dst):  # a kill between writing the temporary and renaming it
         raise KeyboardInterrupt
-    monkeypatch.setattr(report.os, "replace", crash)
+    monkeypatch.setattr(kilobyte.atomic.os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
         report.write_report(tmp_path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}  # the old report, whole
     monkeypatch.undo()
-    report.atomic_torch_save({"w": 3}, tmp_path / "x.pt")
+    kilobyte.atomic.save_torch({"w": 3}, tmp_path / "x.pt")
     report.write_report(tmp_path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "x.pt"]

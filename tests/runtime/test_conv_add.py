@@ -24,8 +24,9 @@ from test_kernels import GUARD, SENTINEL, Buf, per_tensor
 
 import kilobyte.runtime as rt
 from kilobyte import ir
-from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
+from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
+from kilobyte.ops.node_params import add_node_params, requant_params
 
 SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"
 EXAMPLES = settings(max_examples=10 if SANITIZE else 60, deadline=None)

@@ -20,9 +20,10 @@ import kilobyte.runtime as rt
 from kilobyte import ir
 from kilobyte.codegen.layers import mean_fields
 from kilobyte.errors import UnsupportedOpError
-from kilobyte.interp.int8_ref import add_node_params, eval_node_int8, requant_params
+from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
-from kilobyte.quant import arith
+from kilobyte.ops import arith
+from kilobyte.ops.node_params import add_node_params, requant_params
 
 SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"  # set by test_build.py's sanitizer run
 EXAMPLES = settings(max_examples=8 if SANITIZE else 40)
@@ -519,7 +520,7 @@ def test_quantize_dequantize(kb_lib, n, seed):
 def test_quantize_dequantize_uint8(kb_lib, n, seed):
     """The header's helpers at a uint8 edge (kb_quantize_u8 / kb_dequantize_u8): TFLite's QUANTIZE / DEQUANTIZE with
     uint8 values, clamped to 0..255 — the int8 reference with the zero point 128 lower, plus 128."""
-    from kilobyte.quant.arith import dequantize_values, quantize_values
+    from kilobyte.ops.arith import dequantize_values, quantize_values
 
     rng = np.random.default_rng(seed)
     scale, zp = np.float32(2.0 ** rng.uniform(-10, 2)), int(rng.integers(0, 256))

@@ -1,6 +1,6 @@
 """Runtime stage tests: kb_lut (runtime/c/kb_lut.c), the one C kernel of every int8 unary op, against the reference.
 
-The tables are the reference's (`unary_node_table`) for the parameter sets checked against TFLite Micro
+The tables are the reference's (`kilobyte.ops.lut.node_table`) for the parameter sets checked against TFLite Micro
 (tests/unary_cases.py); the kernel must reproduce `eval_node_int8` on every int8 value, dense and with pixel strides
 (a concat slice on either side), in place, and touch nothing outside its pixels. Buffers sit between guard bytes;
 test_build.py reruns this file against an ASan/UBSan build of the kernels.
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from unary_cases import ALL_INT8, CASES, case_id, unary_graph
 
-from kilobyte.interp.int8_ref import eval_node_int8, unary_node_table
+from kilobyte.interp.int8_ref import eval_node_int8
+from kilobyte.ops.lut import node_table as unary_node_table
 
 GUARD, SENTINEL = 32, 0x5A
 I8P = ctypes.POINTER(ctypes.c_int8)

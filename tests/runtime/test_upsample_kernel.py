@@ -2,11 +2,11 @@
 (runtime/c/kb_transpose_conv.c) against the numpy int8 reference, bit for bit.
 
 Resizes get the int16 table the code generator writes (`resize_table`) and are compared with
-`kilobyte.interp.upsample`; a transposed convolution is one node of an int8 graph (random per-channel weights, bias
+`kilobyte.ops.resize`; a transposed convolution is one node of an int8 graph (random per-channel weights, bias
 or none, a crop of SAME, VALID or PyTorch's padding + output_padding, a fused activation) compared with
-`eval_node_int8`, its parameters as `emit_transpose_conv` writes them. Inputs have random pixel strides and outputs
-land in channel slices between sentinel bytes that must survive; test_build.py reruns this file against an
-ASan/UBSan build of the kernels.
+`eval_node_int8`, its parameters as its emitter (`kilobyte.ops.transpose_conv`) writes them. Inputs have random
+pixel strides and outputs land in channel slices between sentinel bytes that must survive; test_build.py reruns this
+file against an ASan/UBSan build of the kernels.
 """
 
 import ctypes
@@ -19,10 +19,10 @@ from test_kernels import EXAMPLES, I8, I32, Buf, expected, pixels_with_stride, r
 
 import kilobyte.runtime as rt
 from kilobyte.errors import KilobyteError
-from kilobyte.interp.int8_ref import requant_params
-from kilobyte.interp.upsample import resize_bilinear_int8, resize_nearest, resize_table
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams, ResizeAttrs, TransposeConvAttrs
-from kilobyte.quant import arith
+from kilobyte.ops import arith
+from kilobyte.ops.node_params import requant_params
+from kilobyte.ops.resize import resize_bilinear_int8, resize_nearest, resize_table
 
 I16 = ctypes.POINTER(ctypes.c_int16)
 
@@ -115,7 +115,7 @@ def transpose_conv_graph(rng, case, act: Activation, bias: bool):
 
 
 def transpose_params(g, in_cs: int, out_cs: int) -> rt.ConvParams:
-    """kb_conv_params of a TRANSPOSE_CONV node, as emit_transpose_conv fills them (pad_t / pad_l = the crop)."""
+    """kb_conv_params of a TRANSPOSE_CONV node, as its emitter fills them (pad_t / pad_l = the crop)."""
     node, a = g.nodes[0], g.nodes[0].attrs
     _, h, w, c = g.tensors[node.inputs[0]].shape
     _, ho, wo, co = g.tensors[node.outputs[0]].shape

@@ -154,7 +154,7 @@ def test_two_models_one_m7_image_bit_exact_with_tflm(two):
     assert stats[1] == int(np.argmax(out["resnet8"][2]))  # resnet8_argmax on the target
     mnist = out["mnist"][0]
     from kilobyte.codegen import HostModel
-    from kilobyte.quant.arith import quantize_values
+    from kilobyte.ops.arith import quantize_values
 
     q = quantize_values(digit, mnist.manifest["input"]["scale"], mnist.manifest["input"]["zero_point"])
     assert stats[0] == int(np.argmax(HostModel(mnist.out_dir)(q.reshape(1, 28, 28, 1))))  # the doc example on the M7

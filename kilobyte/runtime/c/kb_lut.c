@@ -1,7 +1,7 @@
 /* Kilobyte runtime: every int8 unary activation (LOGISTIC, HARD_SWISH, LEAKY_RELU, RELU, RELU6) as one table lookup.
  *
  * An int8 unary op's output depends on its input byte alone, so the code generator evaluates TFLite Micro's kernel
- * for all 256 inputs at generation time (kilobyte/interp/unary.py) and emits the results as a const table in
+ * for all 256 inputs at generation time (kilobyte/ops/lut.py) and emits the results as a const table in
  * model.c; entry i holds the output for input value i - 128. Reads (pixels, c) bytes from `in` (pixel stride
  * in_cstride) and writes them to `out` (pixel stride out_cstride), so either side may be a concat slice; `out` may
  * be `in` (each byte is read before it is written).

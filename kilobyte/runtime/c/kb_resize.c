@@ -1,7 +1,7 @@
 /* Kilobyte runtime: int8 RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR with TFLite Micro's arithmetic.
  *
  * Neither kernel decides where a pixel comes from: the code generator runs TFLite Micro's coordinate arithmetic
- * (kilobyte/interp/upsample.py) once per output row and column and writes the result into model.c as an int16
+ * (kilobyte/ops/resize.py) once per output row and column and writes the result into model.c as an int16
  * table, so the kernels hold no float arithmetic and no division by the scale:
  *   - nearest: `src` holds out_h source rows, then out_w source columns (GetNearestNeighbor, in float32 there);
  *   - bilinear: `taps` holds (lo, hi, frac) per output row, then per output column (ComputeInterpolationValuesInteger:

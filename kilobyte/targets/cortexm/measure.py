@@ -62,32 +62,32 @@ def elf_sections(elf: str | Path) -> list[ElfSection]:
 
 def elf_symbols(elf: str | Path) -> list[ElfSymbol]:
     """Function and object symbols (global and local) of an ELF file with a non-zero size."""
-    elffile = _elffile()
     kinds = {"STT_FUNC": "func", "STT_OBJECT": "object"}
-    with open(elf, "rb") as f:
-        symtab = elffile(f).get_section_by_name(".symtab")
-        if symtab is None:
-            raise KilobyteError(f"{elf}: no symbol table (was it stripped?)")
-        symbols, source = [], ""
-        for sym in symtab.iter_symbols():  # local symbols follow the STT_FILE entry of their source file
-            if sym["st_info"]["type"] == "STT_FILE":
-                source = sym.name
-            kind = kinds.get(sym["st_info"]["type"])
-            if kind and sym["st_size"] > 0:
-                address = sym["st_value"] & ~1 if kind == "func" else sym["st_value"]
-                local = sym["st_info"]["bind"] == "STB_LOCAL"
-                symbols.append(ElfSymbol(sym.name, address, sym["st_size"], kind, source if local else ""))
+    symbols, source = [], ""
+    for sym in _symtab(elf):  # local symbols follow the STT_FILE entry of their source file
+        if sym["st_info"]["type"] == "STT_FILE":
+            source = sym.name
+        kind = kinds.get(sym["st_info"]["type"])
+        if kind and sym["st_size"] > 0:
+            address = sym["st_value"] & ~1 if kind == "func" else sym["st_value"]
+            local = sym["st_info"]["bind"] == "STB_LOCAL"
+            symbols.append(ElfSymbol(sym.name, address, sym["st_size"], kind, source if local else ""))
     return symbols
 
 
 def elf_symbol_values(elf: str | Path) -> dict[str, int]:
     """Every named symbol of an ELF file (linker-script symbols such as __stack_top included) -> its value."""
+    return {sym.name: sym["st_value"] for sym in _symtab(elf) if sym.name}
+
+
+def _symtab(elf: str | Path):
+    """The symbols of an ELF file's .symtab, read while the file is open; a one-line error when it has none."""
     elffile = _elffile()
     with open(elf, "rb") as f:
         symtab = elffile(f).get_section_by_name(".symtab")
         if symtab is None:
             raise KilobyteError(f"{elf}: no symbol table (was it stripped?)")
-        return {sym.name: sym["st_value"] for sym in symtab.iter_symbols() if sym.name}
+        yield from symtab.iter_symbols()
 
 
 def _unique_size(symbols: list[ElfSymbol]) -> int:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kilobyte.errors import KilobyteError
+from kilobyte.units import KB
 
 APT_INSTALL = ("apt-get install -y --no-install-recommends "
                "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm")
 FW_DIR = Path(__file__).resolve().parent / "fw"
-KB = 1024
 MB = 1024 * KB
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError
-from ..ir import Activation
+from .types import Activation
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1

@@ -1,10 +1,11 @@
-"""Reference stage: TFLite Micro's int8 unary activations (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU, RELU6) and
+"""Op registry: TFLite Micro's int8 unary activations (LOGISTIC, TANH, ELU, HARD_SWISH, LEAKY_RELU, RELU, RELU6) and
 TFLite's int8 GELU, RELU_N1_TO_1, EXP and LOG (TFLite Micro has no int8 kernel for these), bit for bit.
 
 Each output of these ops depends on its input byte alone, so each node is fully described by a 256-entry int8
-lookup table (`unary_table`): entry i is the op applied to the int8 value i - 128. The interpreter reads it
-(`unary_int8`) and the code generator writes it into model.c for the one C kernel they share (`kb_lut`); the tables
-are computed here, once, by transcriptions of TFLite Micro's kernels over all 256 values:
+lookup table: entry i is the op applied to the int8 value i - 128. Each op's table function (in `lut.py`, its
+`OpDef`) calls the arithmetic here; the interpreter reads the table and the code generator writes it into model.c
+for the one C kernel they share (`kb_lut`). The tables are transcriptions of TFLite Micro's kernels over all 256
+values:
 
 - LOGISTIC (`reference_integer_ops::Logistic`, int8): Prepare turns `input_scale · 2^27` into a multiplier and left
   shift by frexp and rounds the mantissa itself (no renormalisation: a float32 scale gives an exact one) and derives
@@ -40,7 +41,7 @@ are computed here, once, by transcriptions of TFLite Micro's kernels over all 25
 Prepare's scale arithmetic happens in float32 where TFLite Micro's does (HARD_SWISH's products and quotients of
 `float` scales) and in double where it converts first (RELU, LEAKY_RELU: pinned by tests on tie cases).
 
->>> unary_table(Op.LEAKY_RELU, 0.1, 0, 0.1, 0, alpha=0.5)[[0, 127, 128, 255]].tolist()  # x = -128, -1, 0, 127
+>>> leaky_relu_int8(INT8_VALUES, 0.1, 0, 0.1, 0, 0.5)[[0, 127, 128, 255]].tolist()  # x = -128, -1, 0, 127
 [-64, 0, 0, 127]
 
 (-1 · 0.5 gives 0: gemmlowp's high multiply rounds a negative tie toward zero.)
@@ -53,8 +54,7 @@ import math
 import numpy as np
 
 from ..errors import KilobyteError
-from ..ir import Op
-from ..quant.arith import (
+from .arith import (
     INT8_MAX,
     INT8_MIN,
     INT32_MAX,
@@ -64,21 +64,18 @@ from ..quant.arith import (
     rounding_divide_by_pot,
     wrap_int32,
 )
-from ..quant.fixedpoint import (
+from .fixedpoint import (
     exp_on_negative_values,
     one_minus_x_over_one_plus_x_for_x_in_0_1,
     one_over_one_plus_x_for_x_in_0_1,
 )
 
-UNARY_OPS = frozenset({Op.LOGISTIC, Op.TANH, Op.ELU, Op.HARD_SWISH, Op.LEAKY_RELU, Op.RELU, Op.RELU6, Op.GELU,
-                       Op.RELU_N1_TO_1, Op.EXP, Op.LOG})
 INT8_VALUES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)  # table entry i is the op at INT8_VALUES[i]
 LOGISTIC_INPUT_INTEGER_BITS = 4  # the rescaled input is Q4.27
-LOGISTIC_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)  # what TFLite writes; TFLM checks the zero point only
-TANH_OUTPUT_QPARAMS = (np.float32(1 / 128), 0)  # what TFLite writes; TFLM checks neither
-# The unary ops whose int8 output TFLite's kernel writes on fixed params, whatever the file says (the quantiser
-# gives them these, the reader and the reference refuse any other).
-FIXED_OUTPUT_QPARAMS = {Op.LOGISTIC: LOGISTIC_OUTPUT_QPARAMS, Op.TANH: TANH_OUTPUT_QPARAMS}
+# What TFLite writes and its kernels assume whatever the file says (TFLM checks LOGISTIC's zero point only, TANH's
+# neither): the quantiser gives them these, the reader and the reference refuse any other (`OpDef.fixed_qparams`).
+LOGISTIC_OUTPUT_QPARAMS = (np.float32(1 / 256), -128)
+TANH_OUTPUT_QPARAMS = (np.float32(1 / 128), 0)
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 
 
@@ -349,37 +346,6 @@ def gelu_int8(x, input_scale: float, input_zero_point: int, output_scale: float,
     """TFLite's int8 GELU of int8 `x`: its `LUTPopulate<int8_t>` entry for each value."""
     return float_table_int8(x, lambda v: gelu_f32(v, approximate), input_scale, input_zero_point, output_scale,
                             output_zero_point, "GELU")
-
-
-# -- the table -----------------------------------------------------------------------------------------------------
-def unary_table(op: Op, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
-                alpha: float = 0.0, approximate: bool = False) -> np.ndarray:
-    """The 256-entry int8 table of an int8 unary op: entry i is its output for the input value i - 128. `alpha` is
-    LEAKY_RELU's, `approximate` GELU's."""
-    x = INT8_VALUES
-    if op is Op.GELU:
-        return gelu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point, approximate)
-    if op is Op.LOGISTIC:
-        return logistic_int8(x, input_scale, input_zero_point)
-    if op is Op.TANH:
-        return tanh_int8(x, input_scale, input_zero_point)
-    if op is Op.ELU:
-        return elu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
-    if op is Op.EXP:
-        return exp_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
-    if op is Op.LOG:
-        return log_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
-    if op is Op.RELU_N1_TO_1:
-        return relu_n1_to_1_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
-    if op is Op.HARD_SWISH:
-        return hard_swish_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
-    if op is Op.LEAKY_RELU:
-        return leaky_relu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point, alpha)
-    if op is Op.RELU:
-        return relu_int8(x, input_scale, input_zero_point, output_scale, output_zero_point)
-    if op is Op.RELU6:
-        return relu6_int8(x, input_scale, input_zero_point)
-    raise KilobyteError(f"{op.value} is not an int8 unary op; those are {sorted(o.value for o in UNARY_OPS)}")
 
 
 def apply_table(x, table: np.ndarray) -> np.ndarray:

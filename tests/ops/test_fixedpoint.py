@@ -1,10 +1,10 @@
-"""Tests for kilobyte/quant/fixedpoint.py: gemmlowp's fixed-point exp, reciprocal and log track the real functions
+"""Tests for kilobyte/ops/fixedpoint.py: gemmlowp's fixed-point exp, reciprocal and log track the real functions
 to within a few units of their last place, and the integer primitives match their definitions. (Bit-exactness is
 shown against TFLite Micro itself in tests/interp/test_softmax_vs_tflm.py.)"""
 
 import numpy as np
 
-from kilobyte.quant import fixedpoint as fp
+from kilobyte.ops import fixedpoint as fp
 
 
 def test_count_leading_zeros_matches_bit_length():

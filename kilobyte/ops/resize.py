@@ -1,5 +1,5 @@
-"""Reference stage: the upsampling ops of decoders — RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, TRANSPOSE_CONV —
-with TFLite Micro's arithmetic, shared by the float and int8 interpreters and the code generator.
+"""Op registry: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR — their definitions and TFLite Micro's arithmetic,
+shared by the float and int8 references, the code generator and the Flash model.
 
 - RESIZE_NEAREST_NEIGHBOR (`GetNearestNeighbor`) picks source rows and columns in float32: the scale is
   `in / out` (or `(in - 1) / (out - 1)` with align_corners), the output coordinate (plus 0.5 with
@@ -13,10 +13,6 @@ with TFLite Micro's arithmetic, shared by the float and int8 interpreters and th
   `x * (1024 - fy or fy) * (1024 - fx or fx)` are summed and divided by 2^20, rounding half away from zero
   (TFLite Micro's default double-rounding build). `bilinear_taps` computes (lo, hi, frac) for one axis, again once,
   for the interpreter and for the tables the C kernel reads. The float path follows TFLite's float kernel.
-- TRANSPOSE_CONV (`reference_integer_ops::TransposeConv`): every input pixel scatters `w · (x - zp_in)` into an int32
-  window of the (cropped) output; the sums get the bias and the per-channel requantisation of CONV_2D. Integer sums
-  do not depend on their order, so `transpose_conv_sum` adds one kernel tap at a time over all pixels (float64,
-  exact below 2^53), and the C kernel gathers per output pixel instead of scattering (no int32 scratch).
 
 Integer scale rounding can make TFLite Micro's bilinear resize read a row past the input edge for some large
 upsampling factors (e.g. 2 -> 80 rows); `bilinear_taps` refuses those sizes instead of inventing a result.
@@ -31,7 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import KilobyteError
+from ..errors import KilobyteError, UnsupportedOpError
+from .c_text import c_array, c_ident, c_struct
+from .contract import KernelContract
+from .layer_code import Buffers, LayerCode
+from .node_params import require_same_qparams
+from .opdef import OpDef
+from .types import Op, ResizeAttrs, ShapeError
 
 Q10 = 1 << 10  # bilinear coordinates are Q10 fixed point
 _F32 = np.float32
@@ -157,20 +159,114 @@ def resize_table(bilinear: bool, in_hw, attrs) -> np.ndarray:
     return np.concatenate(axes).astype(np.int16)
 
 
-# -- TRANSPOSE_CONV ----------------------------------------------------------------------------------------------
-def transpose_conv_sum(x, w, stride, padding, out_hw) -> np.ndarray:
-    """Sum of TRANSPOSE_CONV before bias: x (N,H,W,Cin), w (Cout,kh,kw,Cin) -> (N,Ho,Wo,Cout) float64.
+# -- the ops -----------------------------------------------------------------------------------------------------
+def _shape(attrs, shapes) -> tuple[int, ...]:
+    x = shapes[0]
+    if len(x) != 4:
+        raise ShapeError(f"resize input {x} is not NHWC")
+    if len(attrs.size) != 2 or min(attrs.size) < 1:
+        raise ShapeError(f"resize size {attrs.size} must be two positive sizes (H, W)")
+    return (x[0], int(attrs.size[0]), int(attrs.size[1]), x[3])
 
-    Input pixel (i, j) adds `w[:, fy, fx] @ x[i, j]` to full-output pixel (i*sh + fy, j*sw + fx); the result is the
-    full output cropped by `padding` (top, bottom, left, right); a negative bottom / right appends zero rows.
-    """
-    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
-    n, h, wd, _ = x.shape
-    cout, kh, kw, _ = w.shape
-    (sh, sw), (t, _, left, _) = stride, padding
-    ho, wo = out_hw
-    full = np.zeros((n, max((h - 1) * sh + kh, t + ho), max((wd - 1) * sw + kw, left + wo), cout))
-    for fy in range(kh):
-        for fx in range(kw):
-            full[:, fy: fy + (h - 1) * sh + 1: sh, fx: fx + (wd - 1) * sw + 1: sw] += x @ w[:, fy, fx, :].T
-    return full[:, t: t + ho, left: left + wo]
+
+def _bilinear_shape(attrs, shapes) -> tuple[int, ...]:
+    if attrs.align_corners and attrs.half_pixel_centers:
+        raise ShapeError("bilinear resize with both align_corners and half_pixel_centers (TFLite refuses it)")
+    return _shape(attrs, shapes)
+
+
+def _float_nearest(node, args) -> np.ndarray:
+    """TFLite's float kernel: the nearest source pixel, by the int8 kernel's own index arithmetic."""
+    a = node.attrs
+    return resize_nearest(args[0], a.size, a.align_corners, a.half_pixel_centers)
+
+
+def _float_bilinear(node, args) -> np.ndarray:
+    a = node.attrs
+    return resize_bilinear_float(args[0], a.size, a.align_corners, a.half_pixel_centers)
+
+
+def _int8_nearest(graph, node, args) -> np.ndarray:
+    """Values are copied on the input's own scale: input and output share quantisation params."""
+    require_same_qparams(graph, node)
+    return _float_nearest(node, args)
+
+
+def _int8_bilinear(graph, node, args) -> np.ndarray:
+    require_same_qparams(graph, node)
+    a = node.attrs
+    try:
+        return resize_bilinear_int8(args[0], a.size, a.align_corners, a.half_pixel_centers)
+    except KilobyteError as e:
+        raise KilobyteError(f"node '{node.name}' (RESIZE_BILINEAR): {e}") from None
+
+
+def _table(graph, node) -> np.ndarray:
+    return resize_table(node.op is Op.RESIZE_BILINEAR, graph.tensors[node.inputs[0]].shape[1:3], node.attrs)
+
+
+def _emit(graph, node, bufs: Buffers, plan) -> LayerCode:
+    """The node's int16 table of source rows and columns (`resize_table`, the reference's own arithmetic) and one
+    `kb_resize_*` call."""
+    x, y = node.inputs[0], node.outputs[0]
+    where = f"node '{node.name}' ({node.op.value})"
+    if graph.tensors[x].qparams != graph.tensors[y].qparams:
+        raise UnsupportedOpError(f"{where}: input and output must share quantisation params (TFLite Micro's kernel "
+                                 f"copies and interpolates values without rescaling)")
+    try:
+        table = _table(graph, node)
+    except KilobyteError as e:
+        raise UnsupportedOpError(f"{where}: {e}") from None
+    _, ih, iw, c = graph.tensors[x].shape
+    name = f"kb_rz_{c_ident(node.name)}"
+    oh, ow = node.attrs.size
+    params = dict(in_w=iw, c=c, in_cstride=bufs.cstride(x), out_h=oh, out_w=ow, out_cstride=bufs.cstride(y))
+    fn = _FUNCTION[node.op]
+    return LayerCode(decls=[c_array(name, "int16_t", table)],
+                     body=[c_struct("kb_resize_params", params), f"{fn}(&p, {name}, {bufs.ptr(x)}, {bufs.ptr(y)});"],
+                     families={"resize"})
+
+
+def _table_bytes(graph, node) -> int:
+    """The int16 table in model.c (0 for sizes the code generator refuses anyway)."""
+    try:
+        return 2 * len(_table(graph, node))
+    except KilobyteError:
+        return 0
+
+
+def _lower(w, graph, node) -> None:
+    """TFLite keeps the size in an int32 constant operand."""
+    a = node.attrs
+    size = w.const(f"{node.outputs[0]}.size", np.array(a.size, np.int32))
+    w.op(node.op.value, (node.inputs[0], size), node.outputs,
+         {"AlignCorners": bool(a.align_corners), "HalfPixelCenters": bool(a.half_pixel_centers)})
+
+
+def _contract(op: Op, how: str) -> KernelContract:
+    return KernelContract(op, "resize", "kb_resize_params",
+                          constraints=f"input and output share quantisation params; {how}; any sizes below 32768 (an "
+                          "int16 table of source rows and columns per node); runs per layer, never in a patch stage "
+                          "(an integer-factor resize would be spatially local, other factors are not)")
+
+
+_FUNCTION = {Op.RESIZE_NEAREST_NEIGHBOR: "kb_resize_nearest", Op.RESIZE_BILINEAR: "kb_resize_bilinear"}
+_COMMON = dict(qparams="shared", emit=_emit, table_bytes=_table_bytes, lower=_lower)
+DEFS = (
+    OpDef(Op.RESIZE_NEAREST_NEIGHBOR, ResizeAttrs,
+          _contract(Op.RESIZE_NEAREST_NEIGHBOR, "align_corners and half_pixel_centers in any combination"),
+          builtin="RESIZE_NEAREST_NEIGHBOR", function=_FUNCTION[Op.RESIZE_NEAREST_NEIGHBOR], shape=_shape,
+          float_ref=_float_nearest, int8_ref=_int8_nearest, **_COMMON),
+    OpDef(Op.RESIZE_BILINEAR, ResizeAttrs,
+          _contract(Op.RESIZE_BILINEAR, "align_corners or half_pixel_centers (not both, as TFLite); sizes where "
+                    "TFLite Micro's Q10 scale would read past the input edge are refused"),
+          builtin="RESIZE_BILINEAR", function=_FUNCTION[Op.RESIZE_BILINEAR], elementwise_cost=True,
+          shape=_bilinear_shape, float_ref=_float_bilinear, int8_ref=_int8_bilinear, **_COMMON),
+)
+
+
+def add_resize_bilinear(b, x: str, size: tuple[int, int], half_pixel_centers: bool = True) -> str:
+    """A RESIZE_BILINEAR node on `x` added to GraphBuilder `b` (PyTorch's `interpolate(..., align_corners=False)`
+    is half_pixel_centers): for code that builds graphs without naming the op."""
+    return b.node(Op.RESIZE_BILINEAR, [x], ResizeAttrs(tuple(size), align_corners=False,
+                                                      half_pixel_centers=half_pixel_centers))

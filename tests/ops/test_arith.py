@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kilobyte.ir import Activation
-from kilobyte.quant.arith import (
+from kilobyte.ops.arith import (
     INT32_MAX,
     INT32_MIN,
     activation_range,

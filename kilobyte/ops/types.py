@@ -1,6 +1,6 @@
-"""IR stage: the closed set of operators and their typed attributes.
+"""Op registry: the closed set of operators and their typed attributes.
 
-Every node of a Kilobyte graph carries one `Op` and one attrs dataclass of the matching type (see `ATTRS_TYPE`).
+Every node of a Kilobyte graph carries one `Op` and one attrs dataclass of the matching type (its `OpDef.attrs`).
 Layouts follow TFLite so the `.tflite` writer and the C runtime need no transposes: activations are NHWC, CONV_2D
 weights are OHWI `(Cout, kh, kw, Cin)`, DEPTHWISE_CONV_2D weights are `(1, kh, kw, C)`, FULLY_CONNECTED weights are
 `(out, in)`, TRANSPOSE_CONV weights are OHWI too, biases are 1-D. Padding is explicit `(top, bottom, left, right)`:
@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+import numpy as np
+
+
+class ShapeError(ValueError):
+    """A node's inputs do not fit its op; the message names the reason."""
 
 
 class Op(enum.Enum):
@@ -67,6 +73,15 @@ class Activation(enum.Enum):
     NONE = "NONE"
     RELU = "RELU"
     RELU6 = "RELU6"
+
+
+def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
+    """A float tensor through a fused activation (what the float references do after the op)."""
+    if act is Activation.RELU:
+        return np.maximum(x, 0.0)
+    if act is Activation.RELU6:
+        return np.clip(x, 0.0, 6.0)
+    return x
 
 
 Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
@@ -231,49 +246,3 @@ class NoAttrs:
     """RELU, RELU6, IDENTITY, QUANTIZE, DEQUANTIZE, LOGISTIC, HARD_SWISH, TANH, ELU (TFLite's alpha is 1),
     RELU_N1_TO_1, EXP, LOG, PRELU (alpha is an input), LOG_SOFTMAX (TFLite's has no options: beta is 1), MAXIMUM,
     MINIMUM (two operands, no fused activation in TFLite)."""
-
-
-ATTRS_TYPE: dict[Op, type] = {
-    Op.CONV_2D: ConvAttrs,
-    Op.DEPTHWISE_CONV_2D: DepthwiseAttrs,
-    Op.FULLY_CONNECTED: FullyConnectedAttrs,
-    Op.ADD: AddAttrs,
-    Op.SUB: AddAttrs,
-    Op.MUL: AddAttrs,
-    Op.MAXIMUM: NoAttrs,
-    Op.MINIMUM: NoAttrs,
-    Op.AVG_POOL_2D: PoolAttrs,
-    Op.MAX_POOL_2D: PoolAttrs,
-    Op.MEAN: MeanAttrs,
-    Op.PAD: PadAttrs,
-    Op.RESHAPE: ReshapeAttrs,
-    Op.CONCAT: ConcatAttrs,
-    Op.TRANSPOSE: TransposeAttrs,
-    Op.STRIDED_SLICE: StridedSliceAttrs,
-    Op.TILE: TileAttrs,
-    Op.REDUCE_MAX: MeanAttrs,
-    Op.SOFTMAX: SoftmaxAttrs,
-    Op.LOG_SOFTMAX: NoAttrs,
-    Op.LOGISTIC: NoAttrs,
-    Op.HARD_SWISH: NoAttrs,
-    Op.LEAKY_RELU: LeakyReluAttrs,
-    Op.GELU: GeluAttrs,
-    Op.TANH: NoAttrs,
-    Op.ELU: NoAttrs,
-    Op.RELU_N1_TO_1: NoAttrs,
-    Op.EXP: NoAttrs,
-    Op.LOG: NoAttrs,
-    Op.PRELU: NoAttrs,
-    Op.RESIZE_NEAREST_NEIGHBOR: ResizeAttrs,
-    Op.RESIZE_BILINEAR: ResizeAttrs,
-    Op.TRANSPOSE_CONV: TransposeConvAttrs,
-    Op.BATCH_NORM: BatchNormAttrs,
-    Op.RELU: NoAttrs,
-    Op.RELU6: NoAttrs,
-    Op.IDENTITY: NoAttrs,
-    Op.QUANTIZE: NoAttrs,
-    Op.DEQUANTIZE: NoAttrs,
-}
-
-# Ops whose inputs after the first are constant parameters, not activations.
-PARAM_OPS = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED, Op.TRANSPOSE_CONV, Op.BATCH_NORM})
