@@ -30,12 +30,11 @@ def main() -> None:
     import torch
 
     from kilobyte.nas.evolution import EvolutionConfig, evolve, random_search
-    from kilobyte.nas.parallel import ScorerSpec, open_fitness
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.search import SearchConfig, _plan_options, _space, load_split, search_budget
+    from kilobyte.nas.search import SearchConfig, load_split, plan_options, search_budget, search_space
     from kilobyte.nas.store import SearchStore
     from kilobyte.nas.supernet import SuperNet
-    from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights
+    from kilobyte.nas.supernet_train import ScorerSpec, SubnetScorer, SupernetTraining, load_weights, open_fitness
     from kilobyte.train import to_nchw_tensor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -60,7 +59,7 @@ def main() -> None:
     store.close()
     fit, val, test = load_split(config)
     n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
-    space = _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1])
+    space = search_space(config, fit.x.shape[-1], n_classes, fit.x.shape[1])
     w, r = space_choice["width"], space_choice["resolution"]
     net = SuperNet(space, w, r)
     load_weights(net, args.search_dir / "supernet.pt")
@@ -69,7 +68,7 @@ def main() -> None:
     sub = net.space
     from kilobyte.targets.devices import get_device
 
-    evaluator = ResourceEvaluator(sub, _plan_options(config), core=get_device(config.device).core)
+    evaluator = ResourceEvaluator(sub, plan_options(config), core=get_device(config.device).core)
     test_score = SubnetScorer(net, x[:20 * 64], to_nchw_tensor(test.x, r), torch.from_numpy(test.y))
     budget = search_budget(config)
     rows, curves = [], {}

@@ -86,7 +86,7 @@ def overhead_pair(report: dict, args) -> dict | None:
     no MAC limit) with its overhead. None for a winner without a patch stage."""
     from dataclasses import replace
 
-    from kilobyte.nas.search import SearchConfig, _plan_options, _space, evaluator, load_split, search_budget
+    from kilobyte.nas.search import SearchConfig, evaluator, load_split, plan_options, search_budget, search_space
     from kilobyte.nas.space import Arch
     from kilobyte.schedule import estimate_resources, fit_patch
     from kilobyte.targets.devices import get_device
@@ -98,11 +98,11 @@ def overhead_pair(report: dict, args) -> dict | None:
                           data=args.data, patch=True)
     fit, _, _ = load_split(config)
     arch = Arch.from_json(report["architecture"])
-    space = _space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1]).with_config(arch.width,
+    space = search_space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1]).with_config(arch.width,
                                                                                               arch.resolution)
     ev = evaluator(config, space, device.core)
     searched = ev.fitting(arch, search_budget(config))
-    options = replace(_plan_options(config), patch=None)
+    options = replace(plan_options(config), patch=None)
     rows = {}
     for name, a in (("searched", arch), ("unredistributed", unredistributed(space, arch))):
         graph = ev.graph(a)

@@ -31,7 +31,7 @@ def main() -> None:
     import torch
 
     from kilobyte.nas.resources import ResourceEvaluator
-    from kilobyte.nas.search import SearchConfig, _plan_options, _space, load_split, search_budget
+    from kilobyte.nas.search import SearchConfig, load_split, plan_options, search_budget, search_space
     from kilobyte.nas.supernet import SuperNet
     from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, load_weights, train_phase
     from kilobyte.targets.devices import get_device
@@ -50,14 +50,14 @@ def main() -> None:
     device = get_device(args.device)
     config = SearchConfig(device.name, device.sram_bytes, device.flash_bytes, seed=args.seed)
     fit, val, test = load_split(config)
-    space = _space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1])
+    space = search_space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1])
     x, y = to_nchw_tensor(fit.x, args.resolution), torch.from_numpy(fit.y)
     val_x, val_y = to_nchw_tensor(val.x, args.resolution), torch.from_numpy(val.y)
 
     torch.manual_seed(args.seed)
     net = SuperNet(space, args.width, args.resolution)
     sub = net.space
-    evaluator = ResourceEvaluator(sub, _plan_options(config), core=device.core)
+    evaluator = ResourceEvaluator(sub, plan_options(config), core=device.core)
     budget = search_budget(config)
     rng = np.random.default_rng(args.seed + 1)
     archs, seen = [sub.largest(), sub.smallest()], set()

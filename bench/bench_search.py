@@ -110,7 +110,7 @@ def train_and_deploy(module, resolution, fit, val, test, out_dir, options, devic
 def main() -> None:
     import torch
 
-    from kilobyte.nas.search import SearchConfig, _plan_options, _space, load_split, search_budget
+    from kilobyte.nas.search import SearchConfig, load_split, plan_options, search_budget, search_space
     from kilobyte.nas.space import Arch
     from kilobyte.nas.supernet import SuperNet
     from kilobyte.targets.devices import get_device
@@ -152,7 +152,7 @@ def main() -> None:
     classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
     native, channels = fit.x.shape[1], fit.x.shape[-1]
 
-    options = _plan_options(config)
+    options = plan_options(config)
     rows = candidates(search_budget(config), options, device.core, native, channels, classes)
     trained = []
     for family in ("mobilenetv2", MBV2_HEAD, "mnist-cnn"):
@@ -166,7 +166,7 @@ def main() -> None:
     arch = Arch.from_json(searched["architecture"])
     print("training the searched architecture from scratch ...", flush=True)
     torch.manual_seed(args.seed)
-    module = SuperNet(_space(config, channels, classes, native), arch.width, arch.resolution).extract(arch)
+    module = SuperNet(search_space(config, channels, classes, native), arch.width, arch.resolution).extract(arch)
     init_weights(module)
     scratch = train_and_deploy(module, arch.resolution, fit, val, test, args.out / "searched-scratch", options,
                                device, epochs, args.seed)

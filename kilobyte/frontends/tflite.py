@@ -26,7 +26,7 @@ import numpy as np
 import tflite
 
 from ..errors import KilobyteError, ModelFileError, UnsupportedOpError
-from ..export import tflite_schema as S
+from ..formats import tflite_schema as S
 from ..ir import Graph, GraphError, Node, QParams, Tensor
 from ..ops import opdef
 from .tflite_fold import fold_constants

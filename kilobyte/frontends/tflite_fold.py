@@ -20,9 +20,9 @@ import dataclasses
 import numpy as np
 
 from ..errors import ModelFileError
-from ..export import tflite_schema as S
+from ..formats import tflite_schema as S
 from ..ops.movement import strided_slice_values
-from .tflite_ops import _options, _where, strided_slice_bounds
+from .tflite_ops import op_options, op_where, strided_slice_bounds
 
 B = S.B
 _INT_TYPES = {S.T.INT32: np.int32, S.T.INT64: np.int64}
@@ -46,7 +46,7 @@ def fold_constants(fm) -> set[int]:
         try:
             value = fold(fm, op, args)
         except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, FloatingPointError) as e:
-            raise ModelFileError(f"{_where(fm, op)}: cannot evaluate its constant inputs ({e})") from None
+            raise ModelFileError(f"{op_where(fm, op)}: cannot evaluate its constant inputs ({e})") from None
         if value is None:
             continue
         value = _fit(fm, op, np.asarray(value), _INT_TYPES[out.type])
@@ -60,7 +60,7 @@ def _fit(fm, op, value: np.ndarray, dtype) -> np.ndarray:
     """`value` as the output's integer type; a value that does not fit is a one-line error, not a silent wrap."""
     info = np.iinfo(dtype)
     if value.size and (value.min() < info.min or value.max() > info.max):
-        raise ModelFileError(f"{_where(fm, op)}: its value {value.reshape(-1)[:8].tolist()} does not fit "
+        raise ModelFileError(f"{op_where(fm, op)}: its value {value.reshape(-1)[:8].tolist()} does not fit "
                              f"{np.dtype(dtype).name}")
     return value.astype(dtype)
 
@@ -71,7 +71,7 @@ def _shape(fm, op, args):
 
 
 def _pack(fm, op, args):
-    axis = _options(fm, op, "PackOptions").Axis() if op.options is not None else 0
+    axis = op_options(fm, op, "PackOptions").Axis() if op.options is not None else 0
     return np.stack(args, axis=axis)
 
 
@@ -81,14 +81,14 @@ def _strided_slice(fm, op, args):
 
 
 def _concat(fm, op, args):
-    opts = _options(fm, op, "ConcatenationOptions")
+    opts = op_options(fm, op, "ConcatenationOptions")
     if opts.FusedActivationFunction() != 0:
         return None
     return np.concatenate(args, axis=opts.Axis())
 
 
 def _gather(fm, op, args):
-    opts = _options(fm, op, "GatherOptions") if op.options is not None else None
+    opts = op_options(fm, op, "GatherOptions") if op.options is not None else None
     axis, batch_dims = (0, 0) if opts is None else (opts.Axis(), opts.BatchDims())
     params, indices = args[0], np.asarray(args[1])
     if batch_dims != 0:
@@ -113,7 +113,7 @@ _ARITH_OPTIONS = {B.ADD: "AddOptions", B.SUB: "SubOptions", B.MUL: "MulOptions"}
 def _arith(fm, op, args):
     """Integer ADD, SUB, MUL (without a fused activation), MAXIMUM, MINIMUM, FLOOR_DIV; numpy broadcasting."""
     kind = _ARITH_OPTIONS.get(op.code)
-    if kind and op.options is not None and _options(fm, op, kind).FusedActivationFunction() != 0:
+    if kind and op.options is not None and op_options(fm, op, kind).FusedActivationFunction() != 0:
         return None
     if len(args) != 2:
         return None

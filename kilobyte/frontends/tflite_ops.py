@@ -19,7 +19,7 @@ import numpy as np
 import tflite
 
 from ..errors import ModelFileError, UnsupportedOpError
-from ..export import tflite_schema as S
+from ..formats import tflite_schema as S
 from ..ir import (
     Activation,
     AddAttrs,
@@ -65,24 +65,26 @@ def _op_name(op) -> str:
     return S.BUILTIN_NAMES.get(op.code, f"builtin code {op.code}")
 
 
-def _where(fm, op) -> str:
+def op_where(fm, op) -> str:
+    """Where an operator is, for error messages: the file, its index, its builtin and its output tensor."""
     out = fm.tensors[op.outputs[0]].name if op.outputs else "?"
     return f"{fm.src}: operator {op.index} ({_op_name(op)}, output '{out}')"
 
 
 def _unsupported(fm, op, reason: str = "") -> UnsupportedOpError:
-    return UnsupportedOpError(f"{_where(fm, op)}: {reason or 'operator not supported by Kilobyte'}")
+    return UnsupportedOpError(f"{op_where(fm, op)}: {reason or 'operator not supported by Kilobyte'}")
 
 
 def _const(fm, op, k: int, what: str) -> np.ndarray:
     if k >= len(op.inputs) or op.inputs[k] < 0 or fm.tensors[op.inputs[k]].data is None:
-        raise ModelFileError(f"{_where(fm, op)}: {what} (input {k}) must be a constant tensor")
+        raise ModelFileError(f"{op_where(fm, op)}: {what} (input {k}) must be a constant tensor")
     return fm.tensors[op.inputs[k]].data
 
 
-def _options(fm, op, kind: str):
+def op_options(fm, op, kind: str):
+    """The operator's options table `kind` (a `tflite` options class name), or a `ModelFileError` if it has none."""
     if op.options is None or op.options_type != getattr(tflite.BuiltinOptions, kind):
-        raise ModelFileError(f"{_where(fm, op)}: missing {kind}")
+        raise ModelFileError(f"{op_where(fm, op)}: missing {kind}")
     opts = getattr(tflite, kind)()
     opts.Init(op.options.Bytes, op.options.Pos)
     return opts
@@ -97,7 +99,7 @@ def _act(fm, op, code: int) -> Activation:
 def _stride(fm, op, opts) -> tuple[int, int]:
     stride = (opts.StrideH(), opts.StrideW())
     if min(stride) < 1:
-        raise ModelFileError(f"{_where(fm, op)}: stride {stride} must be positive")
+        raise ModelFileError(f"{op_where(fm, op)}: stride {stride} must be positive")
     return stride
 
 
@@ -149,7 +151,7 @@ def _is_writer_slice(fm, op, tconv) -> bool:
 
 
 def _slice_masks(fm, op) -> bool:
-    opts = _options(fm, op, "StridedSliceOptions")
+    opts = op_options(fm, op, "StridedSliceOptions")
     return any((opts.BeginMask(), opts.EndMask(), opts.EllipsisMask(), opts.NewAxisMask(), opts.ShrinkAxisMask()))
 
 
@@ -204,13 +206,13 @@ def _window_input(fm, op, folds, mode, kernel, stride, dilation):
     x = op.inputs[0]
     shape = fm.tensors[x].shape
     if len(shape) != 4:
-        raise ModelFileError(f"{_where(fm, op)}: input shape {shape} is not NHWC")
+        raise ModelFileError(f"{op_where(fm, op)}: input shape {shape} is not NHWC")
     return x, S.explicit_padding(mode, shape[1:3], kernel, stride, dilation)
 
 
 def _conv(fm, op, folds, extra):
     depthwise = op.code == B.DEPTHWISE_CONV_2D
-    opts = _options(fm, op, "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions")
+    opts = op_options(fm, op, "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions")
     stride, dilation = _stride(fm, op, opts), (opts.DilationHFactor(), opts.DilationWFactor())
     w = _const(fm, op, 1, "weight")
     x, padding = _window_input(fm, op, folds, opts.Padding(), w.shape[1:3], stride, dilation)
@@ -231,7 +233,7 @@ def _writer_zero_bias(fm, op, i: int) -> bool:
 
 
 def _pool(fm, op, folds, extra):
-    opts = _options(fm, op, "Pool2DOptions")
+    opts = op_options(fm, op, "Pool2DOptions")
     kernel, stride = (opts.FilterHeight(), opts.FilterWidth()), _stride(fm, op, opts)
     x, padding = _window_input(fm, op, folds, opts.Padding(), kernel, stride, (1, 1))
     attrs = PoolAttrs(kernel, stride, padding, _act(fm, op, opts.FusedActivationFunction()))
@@ -240,7 +242,7 @@ def _pool(fm, op, folds, extra):
 
 
 def _fully_connected(fm, op, folds, extra):
-    opts = _options(fm, op, "FullyConnectedOptions")
+    opts = op_options(fm, op, "FullyConnectedOptions")
     _const(fm, op, 1, "weight")
     act = _act(fm, op, opts.FusedActivationFunction())
     x, nodes = op.inputs[0], []
@@ -267,23 +269,23 @@ def _binary(fm, op, folds, extra):
     """ADD, SUB, MUL with their fused activation; MAXIMUM, MINIMUM have none."""
     ir_op, kind = _BINARY[op.code]
     if len(op.inputs) != 2 or min(op.inputs) < 0:
-        raise ModelFileError(f"{_where(fm, op)}: {_op_name(op)} needs two operands, got inputs {list(op.inputs)}")
+        raise ModelFileError(f"{op_where(fm, op)}: {_op_name(op)} needs two operands, got inputs {list(op.inputs)}")
     if kind is None:
         return [_node(fm, op, ir_op, op.inputs, None)]
-    act = _act(fm, op, _options(fm, op, kind).FusedActivationFunction())
+    act = _act(fm, op, op_options(fm, op, kind).FusedActivationFunction())
     return [_node(fm, op, ir_op, op.inputs, AddAttrs(act))]
 
 
 def _mean(fm, op, folds, extra):
     axes = tuple(int(a) for a in _const(fm, op, 1, "axis").reshape(-1))
-    keep = bool(op.options is not None and _options(fm, op, "ReducerOptions").KeepDims())
+    keep = bool(op.options is not None and op_options(fm, op, "ReducerOptions").KeepDims())
     return [_node(fm, op, Op.MEAN, op.inputs[:1], MeanAttrs(axes, keep))]
 
 
 def _pad(fm, op, folds, extra):
     pads = _const(fm, op, 1, "paddings")
     if pads.ndim != 2 or pads.shape[1] != 2:
-        raise ModelFileError(f"{_where(fm, op)}: paddings shape {pads.shape} is not (rank, 2)")
+        raise ModelFileError(f"{op_where(fm, op)}: paddings shape {pads.shape} is not (rank, 2)")
     if op.code == B.PADV2 and not _pads_with_zero_point(fm, op):
         raise _unsupported(fm, op, "PADV2 with a constant other than the zero point is not supported")
     attrs = PadAttrs(tuple((int(a), int(b)) for a, b in pads))
@@ -299,7 +301,7 @@ def _pads_with_zero_point(fm, op) -> bool:
 
 def _reshape(fm, op, folds, extra):
     x, out = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
-    opts = _options(fm, op, "ReshapeOptions") if op.options is not None else None
+    opts = op_options(fm, op, "ReshapeOptions") if op.options is not None else None
     shape = opts.NewShapeAsNumpy() if opts is not None else 0
     if isinstance(shape, int) or len(shape) == 0:
         has_shape = len(op.inputs) > 1 and op.inputs[1] >= 0 and fm.tensors[op.inputs[1]].data is not None
@@ -309,12 +311,12 @@ def _reshape(fm, op, folds, extra):
         known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
         shape[shape.index(-1)] = int(np.prod(x.shape, dtype=np.int64)) // max(known, 1)
     if tuple(shape) != out.shape:
-        raise ModelFileError(f"{_where(fm, op)}: new shape {tuple(shape)} differs from output shape {out.shape}")
+        raise ModelFileError(f"{op_where(fm, op)}: new shape {tuple(shape)} differs from output shape {out.shape}")
     return [_node(fm, op, Op.RESHAPE, op.inputs[:1], ReshapeAttrs(tuple(shape)))]
 
 
 def _concat(fm, op, folds, extra):
-    opts = _options(fm, op, "ConcatenationOptions")
+    opts = op_options(fm, op, "ConcatenationOptions")
     attrs = ConcatAttrs(opts.Axis(), _act(fm, op, opts.FusedActivationFunction()))
     return [_node(fm, op, Op.CONCAT, op.inputs, attrs)]
 
@@ -322,14 +324,14 @@ def _concat(fm, op, folds, extra):
 def _ints(fm, op, k: int, what: str) -> list[int]:
     data = _const(fm, op, k, what)
     if data.dtype.kind not in "iu":
-        raise ModelFileError(f"{_where(fm, op)}: {what} (input {k}) must hold integers, not {data.dtype}")
+        raise ModelFileError(f"{op_where(fm, op)}: {what} (input {k}) must hold integers, not {data.dtype}")
     return [int(v) for v in data.reshape(-1)]
 
 
 def _transpose(fm, op, folds, extra):
     perm, rank = _ints(fm, op, 1, "perm"), len(fm.tensors[op.inputs[0]].shape)
     if sorted(perm) != list(range(rank)):
-        raise ModelFileError(f"{_where(fm, op)}: perm {perm} is not a permutation of the input's {rank} axes")
+        raise ModelFileError(f"{op_where(fm, op)}: perm {perm} is not a permutation of the input's {rank} axes")
     return [_node(fm, op, Op.TRANSPOSE, op.inputs[:1], TransposeAttrs(tuple(perm)))]
 
 
@@ -340,7 +342,7 @@ def _tile(fm, op, folds, extra):
 
 def _reduce_max(fm, op, folds, extra):
     axes = tuple(_ints(fm, op, 1, "axis"))
-    keep = bool(op.options is not None and _options(fm, op, "ReducerOptions").KeepDims())
+    keep = bool(op.options is not None and op_options(fm, op, "ReducerOptions").KeepDims())
     return [_node(fm, op, Op.REDUCE_MAX, op.inputs[:1], MeanAttrs(axes, keep))]
 
 
@@ -349,9 +351,9 @@ def strided_slice_bounds(fm, op) -> SliceBounds:
     shape = fm.tensors[op.inputs[0]].shape
     begin, end, strides = (_ints(fm, op, k, what) for k, what in ((1, "begin"), (2, "end"), (3, "strides")))
     if not len(begin) == len(end) == len(strides) == len(shape):
-        raise ModelFileError(f"{_where(fm, op)}: begin/end/strides have {len(begin)}/{len(end)}/{len(strides)} "
+        raise ModelFileError(f"{op_where(fm, op)}: begin/end/strides have {len(begin)}/{len(end)}/{len(strides)} "
                              f"entries for a rank-{len(shape)} input")
-    opts = _options(fm, op, "StridedSliceOptions") if op.options is not None else None
+    opts = op_options(fm, op, "StridedSliceOptions") if op.options is not None else None
     masks = (0, 0, 0) if opts is None else (opts.BeginMask(), opts.EndMask(), opts.ShrinkAxisMask())
     if opts is not None and (opts.EllipsisMask() or opts.NewAxisMask() or opts.Offset()):
         raise _unsupported(fm, op, f"ellipsis_mask {opts.EllipsisMask()}, new_axis_mask {opts.NewAxisMask()}, "
@@ -367,7 +369,7 @@ def _strided_slice(fm, op, folds, extra):
     bounds = strided_slice_bounds(fm, op)
     x, y = fm.tensors[op.inputs[0]], fm.tensors[op.outputs[0]]
     if bounds.out_shape != y.shape:
-        raise ModelFileError(f"{_where(fm, op)}: the slice has shape {bounds.out_shape}, the output tensor {y.shape}")
+        raise ModelFileError(f"{op_where(fm, op)}: the slice has shape {bounds.out_shape}, the output tensor {y.shape}")
     attrs = StridedSliceAttrs(bounds.begin, bounds.end, bounds.strides)
     if not bounds.shrink:
         return [_node(fm, op, Op.STRIDED_SLICE, op.inputs[:1], attrs)]
@@ -383,7 +385,7 @@ def _strided_slice(fm, op, folds, extra):
 
 def _softmax(fm, op, folds, extra):
     _check_softmax_output(fm, op, opdef(Op.SOFTMAX).fixed_qparams)
-    beta = _options(fm, op, "SoftmaxOptions").Beta() if op.options is not None else 1.0
+    beta = op_options(fm, op, "SoftmaxOptions").Beta() if op.options is not None else 1.0
     return [_node(fm, op, Op.SOFTMAX, op.inputs[:1], SoftmaxAttrs(float(beta)))]
 
 
@@ -409,7 +411,7 @@ def _prelu(fm, op, folds, extra):
 
 
 def _leaky_relu(fm, op, folds, extra):
-    alpha = _options(fm, op, "LeakyReluOptions").Alpha() if op.options is not None else 0.0  # the schema default
+    alpha = op_options(fm, op, "LeakyReluOptions").Alpha() if op.options is not None else 0.0  # the schema default
     return [_node(fm, op, Op.LEAKY_RELU, op.inputs[:1], LeakyReluAttrs(float(alpha)))]
 
 
@@ -430,17 +432,17 @@ def _check_softmax_output(fm, op, want) -> None:
 
 
 def _gelu(fm, op, folds, extra):
-    approximate = bool(op.options is not None and _options(fm, op, "GeluOptions").Approximate())
+    approximate = bool(op.options is not None and op_options(fm, op, "GeluOptions").Approximate())
     return [_node(fm, op, Op.GELU, op.inputs[:1], GeluAttrs(approximate))]
 
 
 def _resize(fm, op, folds, extra):
     size = _const(fm, op, 1, "size")
     if size.shape != (2,) or size.dtype.kind != "i":
-        raise ModelFileError(f"{_where(fm, op)}: size {size.dtype}{list(size.shape)} is not two integers (H, W)")
+        raise ModelFileError(f"{op_where(fm, op)}: size {size.dtype}{list(size.shape)} is not two integers (H, W)")
     ir_op, kind = ((Op.RESIZE_BILINEAR, "ResizeBilinearOptions") if op.code == B.RESIZE_BILINEAR
                    else (Op.RESIZE_NEAREST_NEIGHBOR, "ResizeNearestNeighborOptions"))
-    opts = _options(fm, op, kind) if op.options is not None else None
+    opts = op_options(fm, op, kind) if op.options is not None else None
     flags = (bool(opts.AlignCorners()), bool(opts.HalfPixelCenters())) if opts is not None else (False, False)
     return [_node(fm, op, ir_op, op.inputs[:1], ResizeAttrs((int(size[0]), int(size[1])), *flags))]
 
@@ -449,15 +451,15 @@ def _transpose_conv(fm, op, folds, extra):
     """TFLite's operands (output shape, weight, input, bias); the padding mode and the output size give the crop
     (`transpose_conv_crop`), plus the rows and columns a writer-inserted slice cuts off."""
     if len(op.inputs) < 3 or min(op.inputs[:3]) < 0:
-        raise ModelFileError(f"{_where(fm, op)}: needs an output shape, a weight and an input, got {list(op.inputs)}")
-    opts = _options(fm, op, "TransposeConvOptions")
+        raise ModelFileError(f"{op_where(fm, op)}: needs an output shape, a weight and an input, got {list(op.inputs)}")
+    opts = op_options(fm, op, "TransposeConvOptions")
     stride, w, x = _stride(fm, op, opts), _const(fm, op, 1, "weight"), fm.tensors[op.inputs[2]]
     full = fm.tensors[op.outputs[0]].shape
     if w.ndim != 4 or len(x.shape) != 4 or len(full) != 4:
-        raise ModelFileError(f"{_where(fm, op)}: input {x.shape}, weight {w.shape} and output {full} must be 4-D")
+        raise ModelFileError(f"{op_where(fm, op)}: input {x.shape}, weight {w.shape} and output {full} must be 4-D")
     given = fm.tensors[op.inputs[0]].data
     if given is not None and tuple(int(d) for d in given.reshape(-1)) != tuple(full):
-        raise ModelFileError(f"{_where(fm, op)}: output shape operand {given.reshape(-1).tolist()} differs from the "
+        raise ModelFileError(f"{op_where(fm, op)}: output shape operand {given.reshape(-1).tolist()} differs from the "
                              f"output tensor's {full}")
     if opts.Padding() not in (S.SAME, S.VALID):
         raise _unsupported(fm, op, f"padding mode {opts.Padding()} (only SAME and VALID)")

@@ -25,6 +25,14 @@ import math
 import time
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
+from ..train import to_nchw_tensor
+from .build import build_module, network
+from .resources import layer_counts
+from .space import downsampling_schedules
+from .supernet_train import SubnetScorer, batch_archs
+
 SHARES = {"largest": 0.15, "supernet": 0.40, "evolution": 0.15, "finetune": 0.30}  # of the time after the space
 DEPLOY_SECONDS = 30.0  # int8 PTQ, plan, C build, TFLM verification, int8 test accuracy, firmware measurement (6 s for
 # MNIST's winner on an idle 2-core machine: bench/results/vs_hand.json)
@@ -115,10 +123,7 @@ def _timed(step, n: int = TIMED_STEPS) -> float:
 def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
     """Time the largest network's and the sandwich's training steps and one subnet evaluation, on a deep copy of
     the supernet `net` (`scorer_factory(copy)` gives the copy's `SubnetScorer`)."""
-    import numpy as np
     import torch
-
-    from .supernet_train import _batch_archs
 
     trial = copy.deepcopy(net)
     opt = torch.optim.SGD(trial.parameters(), lr=cfg.lr, momentum=cfg.momentum)
@@ -138,7 +143,7 @@ def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
         return run
 
     largest = _timed(step(lambda: [trial.largest_arch]))
-    sandwich = _timed(step(lambda: _batch_archs(trial, "supernet", cfg, rng)))
+    sandwich = _timed(step(lambda: batch_archs(trial, "supernet", cfg, rng)))
     scorer = scorer_factory(trial)
     evaluation = _timed(lambda: scorer(trial.space.sample(rng)), 1)
     return StepCosts(largest, sandwich, evaluation, math.ceil(len(x) / cfg.batch_size))
@@ -196,11 +201,6 @@ def time_cap(config, space, fit) -> float | None:
     the space's middle configuration timed on this machine; None without a budget (or for the joint search)."""
     import torch
 
-    from ..train import to_nchw_tensor
-    from .build import build_module, network
-    from .resources import layer_counts
-    from .space import downsampling_schedules
-
     if config.minutes is None or not config.planned or config.patch:
         return None
     w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
@@ -214,10 +214,6 @@ def time_cap(config, space, fit) -> float | None:
 def plan_budget(ctx, net, x, y, calib_x, val_x, val_y):
     """`ctx.config` with its `planned` settings sized to `minutes` (`budget.plan_phases`, from step costs measured
     on a copy of the supernet); the plan is stored, so a resumed search replays it."""
-    from .build import network
-    from .resources import layer_counts
-    from .supernet_train import SubnetScorer
-
     config = ctx.config
     done = ctx.store.phase_result("plan")
     if done is None:
@@ -270,8 +266,6 @@ def finetune_epochs(ctx, module, fit, resolution: int, batch_size: int) -> int:
     """The fine-tuning epochs for the time left (`budget.plan_finetune`, at the winner's measured step), stored
     before training so that a resumed search replays them."""
     import torch
-
-    from ..train import to_nchw_tensor
 
     done = ctx.store.phase_result("finetune_plan")
     if done is None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs
 from ..ops.resize import add_resize_bilinear
+from ..zoo.blocks import BlockSpec, MobileNet
 from .space import Arch, ArchError, MBSpace
 
 
@@ -122,8 +123,6 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
 
 def build_module(space: MBSpace, arch: Arch):
     """The standalone PyTorch module of `arch` (zoo `MobileNet` skeleton, NCHW, ReLU6, BatchNorm)."""
-    from ..zoo.blocks import BlockSpec, MobileNet
-
     net = network(space, arch)
     specs = []
     for block in net.blocks:

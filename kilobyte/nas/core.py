@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..data import load_dataset
 from ..errors import KilobyteError
 from . import build, unas_build
 from .space import Arch, MBSpace
@@ -134,8 +135,6 @@ def load_arch(data: dict | str, kind: str):
 def split_data(data: str, seed: int, train_fraction: float, val_images: int | None, train_images: int | None):
     """(fit, val, test) of labelled images `data` shuffled by `seed`: test = the last 1 - `train_fraction`, val = the
     last `val_images` of the rest (None: `VAL_SHARE` of it), fit = the others (at most `train_images` of them)."""
-    from ..data import load_dataset
-
     ds = load_dataset(data, seed=seed)
     if ds.y is None:
         raise SplitError(f"--data {data}: search needs labelled images (a folder of class sub-folders, an "

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch.nn.utils import parametrize
 
+from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
 from ..errors import PruneError
 from ..prune.masks import keep_lowest_removed
 from .dpf_channels import channel_groups, shrink_module
@@ -218,8 +219,6 @@ def train_pruned(space: UnasSpace, arch: UArch, sparsity: float, mode: str, trai
     Structured: the result's module is `build_module(space, result.arch)` with the kept weights and BatchNorm
     statistics; unstructured: the trained module itself, its pruned weights exactly 0.0.
     """
-    from ..train import fit
-
     if mode not in MODES:
         raise PruneError(f"pruning mode {mode!r}: use one of {', '.join(MODES)}")
     if not 0 <= sparsity < 1:
@@ -228,10 +227,10 @@ def train_pruned(space: UnasSpace, arch: UArch, sparsity: float, mode: str, trai
         torch.manual_seed(config.seed)
         module = build_module(space, arch)
     if mode == "none" or sparsity == 0:
-        fit(module, train_x, train_y, config)
+        training.fit(module, train_x, train_y, config)
         return PruneResult(module.eval(), arch, 0.0)
     net = network(space, arch)
     masks = UnstructuredMasks(module, net) if mode == "unstructured" else StructuredMasks(module, space, arch, net)
     dpf = DPF(masks, sparsity, start, end, every)
-    fit(module, train_x, train_y, config.replace(validation_fraction=0.0, patience=None), on_step=dpf)
+    training.fit(module, train_x, train_y, config.replace(validation_fraction=0.0, patience=None), on_step=dpf)
     return PruneResult(*masks.finish(space, arch))

@@ -2,83 +2,20 @@
 
 `open_pool(make_worker, spec)` is the one pool: each worker builds its task function once from `spec` and runs
 torch on one thread (`pin_one_thread`; in this process `one_thread`), so a task gives the same result wherever it
-runs. μNAS submits candidates to it (`unas_eval.make_worker`: train, quantise, measure); TinyNAS's `open_fitness`
-submits a generation's subnets (`scorer_worker`: every worker builds the same `SubnetScorer` from one `ScorerSpec` —
-the space, the configuration, the trained supernet's weights as bytes, the calibration and validation images) and
-yields each accuracy as soon as it is done, so the store commits evaluations one by one. Ray is the distributed
-engine (`ray.init(address=...)`): one actor per CPU of the cluster.
+runs. μNAS submits candidates to it (`unas_eval.make_worker`: train, quantise, measure); TinyNAS's
+`supernet_train.open_fitness` submits a generation's subnets (`scorer_worker`: every worker builds the same
+`SubnetScorer` from one `ScorerSpec`) and yields each accuracy as soon as it is done, so the store commits evaluations
+one by one. Ray is the distributed engine (`ray.init(address=...)`): one actor per CPU of the cluster. This module
+knows no strategy: it imports nothing of the search.
 """
 
 from __future__ import annotations
 
-import io
 import socket
-from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
-
-import numpy as np
 
 from ..errors import KilobyteError
-from .space import Arch, MBSpace
-
-
-@dataclass(frozen=True)
-class ScorerSpec:
-    space: dict  # MBSpace JSON
-    width: float
-    resolution: int
-    weights: bytes  # torch.save(state_dict) of the trained supernet
-    calib_x: np.ndarray  # NCHW float32 at the resolution
-    val_x: np.ndarray
-    val_y: np.ndarray
-
-    @staticmethod
-    def of(net, calib_x, val_x, val_y) -> ScorerSpec:
-        import torch
-
-        buf = io.BytesIO()
-        torch.save(net.state_dict(), buf)
-        return ScorerSpec(net.space.to_json(), net.space.widths[0], net.space.resolutions[0], buf.getvalue(),
-                          np.ascontiguousarray(calib_x), np.ascontiguousarray(val_x), np.ascontiguousarray(val_y))
-
-
-def build_scorer(spec: ScorerSpec):
-    import torch
-
-    from .supernet import SuperNet
-    from .supernet_train import SubnetScorer
-
-    net = SuperNet(MBSpace.from_json(spec.space), spec.width, spec.resolution)
-    net.load_state_dict(torch.load(io.BytesIO(spec.weights), weights_only=False))
-    return SubnetScorer(net, torch.from_numpy(spec.calib_x), torch.from_numpy(spec.val_x),
-                        torch.from_numpy(spec.val_y))
-
-
-def scorer_worker(spec: ScorerSpec):
-    """The task a TinyNAS worker runs (`open_pool`'s `make_worker`): an architecture's JSON -> its validation
-    accuracy with inherited weights."""
-    scorer = build_scorer(spec)
-
-    def run(arch_json: str) -> float:
-        return scorer(Arch.from_json(arch_json))
-    return run
-
-
-@contextmanager
-def open_fitness(spec: ScorerSpec, workers: int = 1, ray_address: str | None = None):
-    """A `Fitness` over the spec's subnets on `open_pool`'s workers (this process, a local process pool, or Ray):
-    a generation's subnets are submitted at once and yielded as each finishes; `fitness.nodes` counts them per Ray
-    node."""
-    with open_pool(scorer_worker, spec, workers, ray_address) as pool:
-        def fitness(archs: list[Arch]) -> Iterator[tuple[int, float]]:
-            for i, arch in enumerate(archs):
-                pool.submit(i, arch.dumps())
-            for _ in archs:
-                yield pool.collect()
-        fitness.nodes = pool.nodes  # Ray node id -> evaluations it ran (tests check the work was spread)
-        yield fitness
 
 
 class RayError(KilobyteError):

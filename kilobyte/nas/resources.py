@@ -27,8 +27,10 @@ from dataclasses import dataclass, replace
 from ..quant.quantize import int8_structure
 from ..schedule.estimate import Resources, estimate_resources
 from ..schedule.flash import code_lower_bound
+from ..schedule.latency import estimate_instructions
 from ..schedule.patch_fit import PatchFit, fit_patch
 from ..schedule.plan_types import PlanOptions
+from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
 from .build import Network, network
 from .core import builder
 from .space import Arch
@@ -70,8 +72,6 @@ def figures(r: Resources) -> dict:
 def device_budget(sram_bytes: int, flash_bytes: int, max_macs: int | None = None) -> Budget:
     """The budget that keeps a model inside a device by the measured firmware: arena + input buffer + the Cortex-M
     firmware's stack reserve within the SRAM."""
-    from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
-
     return Budget(sram_bytes, flash_bytes, max_macs, count_input=True, sram_reserve=DEFAULT_STACK_BYTES)
 
 
@@ -194,8 +194,6 @@ class ResourceEvaluator:
     def instructions(self, arch: Arch, budget: Budget) -> int:
         """Emulated Cortex-M instructions of one inference of `arch` with the schedule `fitting` gives it for
         `budget` (the fitted per-layer model, `schedule.latency`, of `latency_core`: Cortex-M7 by default)."""
-        from ..schedule.latency import estimate_instructions
-
         key = ("instructions", arch.key(), self._limit(arch, budget))
         if key not in self._fitted:
             options = replace(self.options, patch=self.schedule(arch, budget) if self.patch else self.options.patch)
@@ -236,8 +234,6 @@ class ResourceEvaluator:
             graph, options = self.graph(arch), replace(self.options, patch=None)
             cost = None
             if latency:
-                from ..schedule.latency import estimate_instructions
-
                 def cost(c):
                     return estimate_instructions(graph, replace(options, patch=c.patch),
                                                  core=self._latency_core()).total

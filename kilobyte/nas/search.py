@@ -29,9 +29,17 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from tqdm import tqdm
+
+from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
 from ..atomic import save_torch
 from ..errors import KilobyteError
-from .budget import finetune_epochs, phase_times, plan_budget, time_cap
+from ..schedule.estimate import estimate_resources
+from ..schedule.plan_types import PlanOptions
+from ..targets.devices import get_device
+from ..train import TrainConfig, to_nchw_tensor
+from . import supernet_train as st
+from .budget import finetune_epochs, phase_times, plan_budget, space_samples, time_cap
 from .core import arch_json, load_split, split_data  # noqa: F401  (split_data: reached through this module)
 from .deploy import deploy_module, patch_report
 from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
@@ -39,9 +47,10 @@ from .report import Panel, pareto_png
 from .report import write_report as write_report_json
 from .resources import Budget, ResourceEvaluator, device_budget
 from .space import Arch, MBSpace
-from .space_opt import optimize_space, require_fit, write_report
+from .space_opt import GROW_WIDTHS, optimize_space, require_fit, write_report
 from .store import SearchStore
-from .supernet_train import SupernetTraining
+from .supernet import SuperNet
+from .supernet_train import ScorerSpec, SupernetTraining, load_weights, open_fitness
 
 PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
 LATENCY_CORE = "cortex-m7"  # the core the shipped latency model is fitted on
@@ -124,8 +133,8 @@ class SearchContext:
         self.store.finish_phase(phase, {**result, "seconds": time.perf_counter() - since})
 
 
-def _space(config: SearchConfig, in_channels: int, num_classes: int, native: int,
-           input_size: tuple[int, int] | None = None) -> MBSpace:
+def search_space(config: SearchConfig, in_channels: int, num_classes: int, native: int,
+                 input_size: tuple[int, int] | None = None) -> MBSpace:
     """The search's MBConv space for data of side `native`. Per layer, a candidate's graph starts with the resize
     from the data's `input_size` (H, W) that its library will run (`deploy_module`), so the evaluator counts its
     input and resized tensor; a patch stage cannot contain a resize, so the joint search's inputs stay resized
@@ -146,8 +155,6 @@ GROW_RESOLUTION = 2  # the grid may grow up to this multiple of the data's side 
 def grow_limit(config: SearchConfig, native: int) -> tuple[float, int] | None:
     """How far space optimisation may grow the grid (`space_opt.optimize_space`): None for the joint search, whose
     grid already reaches 4x the data's side and whose candidates cost 10x more to plan."""
-    from .space_opt import GROW_WIDTHS
-
     return None if config.patch else (max(GROW_WIDTHS), GROW_RESOLUTION * native)
 
 
@@ -160,9 +167,9 @@ def search_budget(config: SearchConfig) -> Budget:
 
 
 def evaluator(config: SearchConfig, space: MBSpace, core: str | None) -> ResourceEvaluator:
-    """The search's resource evaluator: the plan options of `_plan_options`, Flash for `core`, instructions by the
+    """The search's resource evaluator: the plan options of `plan_options`, Flash for `core`, instructions by the
     Cortex-M7 latency model (`schedule.latency`; fitted on Cortex-M7 counts, the unit `--max-latency` is in)."""
-    return ResourceEvaluator(space, _plan_options(config), core=core, latency_core=LATENCY_CORE)
+    return ResourceEvaluator(space, plan_options(config), core=core, latency_core=LATENCY_CORE)
 
 
 # -- 1. space ----------------------------------------------------------------------------------------------------------
@@ -176,7 +183,7 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpac
         ctx.log(f"[1/5] search-space optimisation: {len(space.widths)} widths x {len(space.resolutions)} "
                 f"resolutions{schedules}, {ctx.config.space_samples} samples each ...")
         choice = optimize_space(space, search_budget(ctx.config), samples=ctx.config.space_samples,
-                                seed=ctx.config.seed, options=_plan_options(ctx.config), workers=ctx.workers,
+                                seed=ctx.config.seed, options=plan_options(ctx.config), workers=ctx.workers,
                                 progress=ctx.progress, core=_core(ctx), grow_to=grow_limit(ctx.config, native),
                                 max_largest_macs=cap)
         best = require_fit(choice)
@@ -198,20 +205,15 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpac
 
 def _core(ctx: SearchContext) -> str | None:
     """The device's core, which the Flash estimate is for (None when the device is unknown: the largest core)."""
-    from ..errors import KilobyteError
-    from ..targets.devices import get_device
-
     try:
         return (ctx.device or get_device(ctx.config.device)).core
     except KilobyteError:
         return None
 
 
-def _plan_options(config: SearchConfig):
+def plan_options(config: SearchConfig):
     """The options candidates are evaluated with: per layer, or with `--patch` "auto" without a MAC limit (the
     evaluator picks each candidate's fewest-MAC patch schedule that fits; `ResourceEvaluator`)."""
-    from ..schedule.plan_types import PlanOptions
-
     if config.patch:
         return PlanOptions(kernels=config.kernels, patch="auto", max_mac_overhead=None)
     return PlanOptions(kernels=config.kernels)
@@ -219,7 +221,7 @@ def _plan_options(config: SearchConfig):
 
 def compile_options(config: SearchConfig, resources: ResourceEvaluator, arch: Arch):
     """The plan options the winner is compiled with: its patch schedule for the budget (or per layer)."""
-    return replace(_plan_options(config), patch=resources.schedule(arch, search_budget(config)))
+    return replace(plan_options(config), patch=resources.schedule(arch, search_budget(config)))
 
 
 # -- 2. supernet -------------------------------------------------------------------------------------------------------
@@ -227,8 +229,6 @@ def train_supernet(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> dict
     """The two training phases, each scored on the validation split: the largest network after its warm-up, then
     the supernet's largest, smallest and random subnets (`supernet_train.supernet_check`, which says whether the
     supernet learned). Returns the check, stored with the phase so that a resumed search reports it too."""
-    from . import supernet_train as st
-
     ckpt = ctx.out_dir / "supernet.pt"
     done = ctx.store.phase_result("supernet")
     if done is not None:
@@ -257,10 +257,6 @@ def train_supernet(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> dict
 
 # -- 3. evolution ------------------------------------------------------------------------------------------------------
 def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y):
-    from tqdm import tqdm
-
-    from .parallel import ScorerSpec, open_fitness
-
     cfg = ctx.config
     resources = evaluator(cfg, space, _core(ctx))
     budget = search_budget(cfg)
@@ -294,8 +290,6 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
 # -- 4. fine-tune ------------------------------------------------------------------------------------------------------
 def finetune_config(config: SearchConfig, resolution: int):
     """The training recipe (`kilobyte.train`) the winner is fine-tuned with, from its inherited weights."""
-    from ..train import TrainConfig
-
     return TrainConfig(epochs=config.finetune_epochs, lr=config.finetune_lr, seed=config.seed, resolution=resolution,
                        keep_initial=True)
 
@@ -306,9 +300,6 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     and kept unless an epoch matches them (`keep_initial`): fine-tuning never ends below what evolution scored.
     Deterministic, so a search killed during fine-tuning re-runs it to the same weights; the result is saved
     atomically to DIR/finetune.pt."""
-    from ..train import fit as train
-    from .supernet_train import load_weights
-
     module = net.extract(arch)
     ckpt = ctx.out_dir / "finetune.pt"
     if ctx.store.phase_result("finetune") is not None:
@@ -319,7 +310,7 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
         cfg = replace(cfg, epochs=finetune_epochs(ctx, module, fit, arch.resolution, cfg.batch_size))
     ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
     since = time.perf_counter()
-    result = train(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
+    result = training.fit(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
     save_torch({"phase": "finetune", "model": module.state_dict()}, ckpt)
     ctx.finish("finetune", result.to_dict(), since)
     return module.eval()
@@ -327,8 +318,6 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
 
 # -- 5. deploy ---------------------------------------------------------------------------------------------------------
 def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) -> dict:
-    from ..targets.devices import get_device
-
     ctx.log("[5/5] int8, plan, C library, verification against TFLite Micro ...")
     device = ctx.device or get_device(ctx.config.device)
     resources = evaluator(ctx.config, space, device.core)
@@ -343,8 +332,6 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
         result["planned"]["instructions"] = resources.instructions(arch, budget)
     result["patch"] = None
     if ctx.config.patch:
-        from ..schedule.estimate import estimate_resources
-
         per_layer = estimate_resources(resources.graph(arch), replace(options, patch=None), core=device.core)
         result["planned"]["per_layer_peak_bytes"] = per_layer.peak_bytes
         result["planned"]["per_layer_macs"] = per_layer.macs
@@ -358,23 +345,18 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
     """Run (or resume) a search into `out_dir`; returns the report (also written to `report.json`)."""
     import torch
 
-    from ..train import to_nchw_tensor
-    from .supernet import SuperNet
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = SearchStore(out_dir / "search.sqlite", config.settings(), resume=resume)
     try:
         spent_before = sum((store.phase_result(p) or {}).get("seconds", 0.0) for p in PHASES)
         if "space_samples" in config.planned:
-            from .budget import space_samples
-
             config = replace(config, space_samples=space_samples(config.minutes))
         ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device,
                             spent_before=spent_before)
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
-        space = choose_space(ctx, _space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3]),
+        space = choose_space(ctx, search_space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3]),
                              fit.x.shape[1], fit)
         width, resolution = space.widths[0], space.resolutions[0]
         torch.manual_seed(config.seed)

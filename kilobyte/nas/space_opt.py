@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from ..atomic import write_json
 from ..errors import KilobyteError
@@ -226,8 +227,6 @@ def score_configs(space: MBSpace, budgets: tuple[Budget, ...], configs, *, sampl
                   options: PlanOptions | None, workers: int | None, progress: bool, core: str | None
                   ) -> list[tuple[ConfigStats, ...]]:
     """Each (w, r, strides) configuration's statistics under each budget, spread over `workers` processes."""
-    from tqdm import tqdm
-
     options = options or PlanOptions()
     workers = workers if workers is not None else min(len(configs), os.cpu_count() or 1)
     jobs = [(budgets, w, r, strides, samples, seed) for w, r, strides in configs]

@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data import load_dataset
+from ..schedule.flash import code_lower_bound
+from .search import plan_options, search_budget, search_space
+from .space_opt import MIN_FIT_SHARE, optimize_space
+
 CHECK_SAMPLES = 40  # networks per configuration in the quick fit check
 
 
@@ -36,17 +41,13 @@ class StrategyChoice:
 
 def choose_strategy(config, workers: int = 1, core: str | None = None) -> StrategyChoice:
     """The strategy for a TinyNAS `SearchConfig` (data, budget): see the module doc."""
-    from ..data import load_dataset
-    from .search import _plan_options, _space, search_budget
-    from .space_opt import MIN_FIT_SHARE, optimize_space
-
     ds = load_dataset(config.data, seed=config.seed)
     side, channels = ds.x.shape[1], ds.x.shape[-1]
     image = int(np.prod(ds.x.shape[1:]))
     n_classes = int(ds.y.max()) + 1 if ds.y is not None else 10
-    space = _space(config, channels, n_classes, side, ds.x.shape[1:3])
+    space = search_space(config, channels, n_classes, side, ds.x.shape[1:3])
     choice = optimize_space(space, search_budget(config), samples=CHECK_SAMPLES, seed=config.seed,
-                            options=_plan_options(config), workers=workers, core=core)
+                            options=plan_options(config), workers=workers, core=core)
     roomy = [c for c in choice.configs if c.fitting >= MIN_FIT_SHARE * c.sampled]
     budget = f"{config.sram_bytes / 1024:g} KB SRAM / {config.flash_bytes / 1024:g} KB Flash"
     if roomy:
@@ -66,8 +67,6 @@ def device_bounds(sram_bytes: int, flash_bytes: int, kernels: str = "portable", 
     budget counts arena + input); model size = its Flash less the least code a plain CNN's
     library links (conv, pool, fully connected: `schedule.flash.code_lower_bound`); MACs only when limited; error
     when given (else none: the device sets the resources, the search the accuracy)."""
-    from ..schedule.flash import code_lower_bound
-
     code = code_lower_bound(("conv", "fc"), kernels, core)
     bounds = {"peak_bytes": float(max(256, sram_bytes - input_bytes)),
               "weight_bytes": float(max(1024, flash_bytes - code))}

@@ -27,23 +27,28 @@ checkpoint of epoch e computes exactly what the uninterrupted run computed for e
 
 `SubnetScorer` gives a subnet's fitness: BatchNorm recalibrated on fixed training batches (20 x 64 in the thesis),
 then top-1 accuracy on the validation split, on one thread so that every worker (process pool or Ray) computes the
-same number.
+same number. `open_fitness` runs it on `parallel.open_pool`'s workers, each building the same scorer from one
+`ScorerSpec` (the space, the trained weights as bytes, the calibration and validation images).
 """
 
 from __future__ import annotations
 
+import io
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from ..atomic import save_torch
 from ..train.bn import recalibrate_batches
-from .parallel import one_thread
-from .space import Arch
+from . import parallel  # parallel.open_pool looked up on the module: tests/nas/test_core.py spies on it there
+from .space import Arch, MBSpace
 from .supernet import SuperNet
 
 PHASE_SEED = {  # separates the phases' random streams
@@ -93,8 +98,6 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
     subnet only), "supernet" (sampled subnets per batch) or "finetune" (`net` is a standalone module). A checkpoint
     of an earlier phase only initialises the weights (the supernet starts from the trained largest network).
     Returns the per-epoch history."""
-    from tqdm import tqdm
-
     epochs = epochs if epochs is not None else cfg.largest_epochs if phase == "largest" else cfg.supernet_epochs
     steps_per_epoch = math.ceil(len(x) / cfg.batch_size)
     peak = cfg.supernet_lr if phase == "supernet" and cfg.supernet_lr is not None else cfg.lr
@@ -126,7 +129,7 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
             xb, yb = shift_batch(x[idx], cfg.shift, g), y[idx]
             opt.zero_grad(set_to_none=True)
-            archs = _batch_archs(net, phase, cfg, rng, epoch * 3 // max(1, epochs))
+            archs = batch_archs(net, phase, cfg, rng, epoch * 3 // max(1, epochs))
             losses += _backward(net, archs, xb, yb, cfg.distill if phase == "supernet" else 0.0)
             opt.step()
             bar.update(1)
@@ -177,8 +180,6 @@ ELASTIC = ({"kernel"}, {"kernel", "depth"}, {"kernel", "depth", "expand"})  # pr
 
 def _restrict(arch: Arch, largest: Arch, elastic: set) -> Arch:
     """`arch` with the dimensions not in `elastic` set to the largest network's."""
-    from dataclasses import replace
-
     blocks = tuple(tuple((k if "kernel" in elastic else kl, e if "expand" in elastic else el)
                          for (k, e), (kl, el) in zip(stage, big)) for stage, big in zip(arch.blocks, largest.blocks))
     return replace(arch, blocks=blocks, depths=arch.depths if "depth" in elastic else largest.depths,
@@ -186,7 +187,7 @@ def _restrict(arch: Arch, largest: Arch, elastic: set) -> Arch:
                    stage_widths=arch.stage_widths if "expand" in elastic else largest.stage_widths)
 
 
-def _batch_archs(net, phase: str, cfg: SupernetTraining, rng: np.random.Generator, third: int = 2) -> list:
+def batch_archs(net, phase: str, cfg: SupernetTraining, rng: np.random.Generator, third: int = 2) -> list:
     """The subnets one batch trains: None = the module as it is (finetune), the largest, or a sample (+ sandwich)."""
     if phase == "finetune":
         return [None]
@@ -220,7 +221,7 @@ class SubnetScorer:
 
     @torch.no_grad()
     def __call__(self, arch: Arch) -> float:
-        with one_thread():
+        with parallel.one_thread():
             net = self.net
             net.set_active(arch)
             recalibrate_batches(net, self.calib)
@@ -280,3 +281,57 @@ def supernet_check(net: SuperNet, scorer: SubnetScorer, seed: int, largest_warmu
         f"winner is not a searched result")
     return {"chance": chance_acc, "largest_warmup": largest_warmup, "largest": largest, "smallest": smallest,
             "random": random, "random_mean": mean, "threshold": floor, "searched": searched, "reason": reason}
+
+
+# -- scoring subnets on the pool's workers (TinyNAS's fitness) ------------------------------------------------------
+@dataclass(frozen=True)
+class ScorerSpec:
+    """What every worker builds the same `SubnetScorer` from (pickled to process-pool and Ray workers)."""
+
+    space: dict  # MBSpace JSON
+    width: float
+    resolution: int
+    weights: bytes  # torch.save(state_dict) of the trained supernet
+    calib_x: np.ndarray  # NCHW float32 at the resolution
+    val_x: np.ndarray
+    val_y: np.ndarray
+
+    @staticmethod
+    def of(net, calib_x, val_x, val_y) -> ScorerSpec:
+        buf = io.BytesIO()
+        torch.save(net.state_dict(), buf)
+        return ScorerSpec(net.space.to_json(), net.space.widths[0], net.space.resolutions[0], buf.getvalue(),
+                          np.ascontiguousarray(calib_x), np.ascontiguousarray(val_x), np.ascontiguousarray(val_y))
+
+
+def build_scorer(spec: ScorerSpec):
+    """The trained supernet and its `SubnetScorer`, rebuilt from a spec on a worker."""
+    net = SuperNet(MBSpace.from_json(spec.space), spec.width, spec.resolution)
+    net.load_state_dict(torch.load(io.BytesIO(spec.weights), weights_only=False))
+    return SubnetScorer(net, torch.from_numpy(spec.calib_x), torch.from_numpy(spec.val_x),
+                        torch.from_numpy(spec.val_y))
+
+
+def scorer_worker(spec: ScorerSpec):
+    """The task a TinyNAS worker runs (`open_pool`'s `make_worker`): an architecture's JSON -> its validation
+    accuracy with inherited weights."""
+    scorer = build_scorer(spec)
+
+    def run(arch_json: str) -> float:
+        return scorer(Arch.from_json(arch_json))
+    return run
+
+
+@contextmanager
+def open_fitness(spec: ScorerSpec, workers: int = 1, ray_address: str | None = None):
+    """A `Fitness` over the spec's subnets on `open_pool`'s workers (this process, a local process pool, or Ray):
+    a generation's subnets are submitted at once and yielded as each finishes; `fitness.nodes` counts them per Ray
+    node."""
+    with parallel.open_pool(scorer_worker, spec, workers, ray_address) as pool:
+        def fitness(archs: list[Arch]) -> Iterator[tuple[int, float]]:
+            for i, arch in enumerate(archs):
+                pool.submit(i, arch.dumps())
+            for _ in archs:
+                yield pool.collect()
+        fitness.nodes = pool.nodes  # Ray node id -> evaluations it ran (tests check the work was spread)
+        yield fitness

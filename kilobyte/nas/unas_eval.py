@@ -14,9 +14,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
+from ..schedule.plan_types import PlanOptions
+from ..train import TrainConfig, float_accuracy, int8_accuracy
+from ..train.evaluate import quantise_module as quantise
 from .aging import CAP, MNIST_BOUNDS
 from .core import arch_json, load_arch
-from .resources import figures
+from .dpf import train_pruned
+from .resources import ResourceEvaluator, figures
+from .unas_build import build_module, input_shape
 from .unas_space import UArch, UnasError, UnasSpace
 
 OBJECTIVES = ("error", "peak_bytes", "weight_bytes", "macs")
@@ -158,9 +164,6 @@ def config_of(settings: dict) -> UnasConfig:
 
 def make_worker(spec: EvalSpec):
     """The evaluation function a worker runs: (index, genome JSON) -> objectives and trained weights."""
-    from ..schedule.plan_types import PlanOptions
-    from .resources import ResourceEvaluator
-
     space, config = UnasSpace.from_json(spec.space), config_of(spec.config)
     evaluator = ResourceEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
 
@@ -176,44 +179,32 @@ def train_candidate(space: UnasSpace, config: UnasConfig, genome: Genome, fit, s
     epochs, with DPF pruning to the genome's sparsity in a pruning-aware search."""
     import torch
 
-    from ..train import fit as train
-    from .unas_build import build_module
-
     cfg = recipe(config, config.epochs, seed)
     if config.pruning and genome.sparsity > 0:
-        from .dpf import train_pruned
-
         r = train_pruned(space, genome.arch, genome.sparsity, config.prune, fit[0], fit[1], cfg)
         return r.module.eval(), r.arch, float(r.sparsity)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         module = build_module(space, genome.arch)
-    train(module, fit[0], fit[1], cfg)
+    training.fit(module, fit[0], fit[1], cfg)
     return module.eval(), genome.arch, 0.0
 
 
 def recipe(config: UnasConfig, epochs: int, seed: int):
     """The training recipe of every network of a μNAS search (candidates, finalists, the chosen one): `fit`'s
     one-cycle SGD at `config.lr`, no early stopping, no validation carved from the images given."""
-    from ..train import TrainConfig
-
     return TrainConfig(epochs=epochs, lr=config.lr, batch_size=config.batch_size, seed=seed, patience=None,
                        validation_fraction=0.0, warmup_fraction=0.1)
 
 
 def quantise_module(space: UnasSpace, module, calib_x: np.ndarray):
     """The int8 graph of a trained candidate: `from_torch` + `prepare_for_inference` + PTQ on `calib_x`."""
-    from ..train.evaluate import quantise_module as quantise
-    from .unas_build import input_shape
-
     return quantise(module, input_shape(space), calib_x)
 
 
 def evaluate_genome(space: UnasSpace, config: UnasConfig, evaluator, genome: Genome, fit, val, seed: int) -> dict:
     """The objectives of one candidate (module doc) and its trained weights (`weights`: torch.save bytes or None)."""
     import torch
-
-    from ..train import float_accuracy, int8_accuracy
 
     t0 = time.perf_counter()
     dense = evaluator.evaluate(genome.arch)

@@ -12,12 +12,19 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
 from ..atomic import save_torch, write_bytes
 from ..errors import KilobyteError
+from ..prune.masks import ParameterMasks
+from ..schedule.plan_types import PlanOptions
+from ..targets.devices import get_device
+from ..train import float_accuracy, int8_accuracy
 from .aging import Candidate, hypervolume, pareto_front
 from .core import load_arch, load_split
+from .deploy import deploy_module
 from .report import Panel, pareto_png
 from .store import SearchStore
+from .unas_build import build_module
 from .unas_eval import CALIBRATION, OBJECTIVES, Genome, UnasConfig, UnasError, config_of, quantise_module, recipe
 from .unas_space import UnasSpace
 
@@ -32,8 +39,6 @@ def load_member(space: UnasSpace, out_dir: Path, member: dict):
     """The trained module of a Pareto member of the report (its architecture, its saved weights)."""
     import torch
 
-    from .unas_build import build_module
-
     module = build_module(space, load_arch(member["architecture"], "unas"))
     path = Path(out_dir) / "weights" / f"{member['index']}.pt"
     if not path.exists():
@@ -44,8 +49,6 @@ def load_member(space: UnasSpace, out_dir: Path, member: dict):
 
 def front_report(store, config: UnasConfig, space: UnasSpace, out_dir: Path, fit, test, log) -> dict:
     """The front (held-out accuracies measured here), hypervolume, throughput and the member chosen to deploy."""
-    from ..train import float_accuracy, int8_accuracy
-
     evals = store.evaluations(config.strategy)
     cands = {e.idx: (candidate(e), e) for e in evals}
     front = pareto_front(sorted((c for c, e in cands.values() if e.resources["trained"]), key=lambda c: c.index),
@@ -100,10 +103,6 @@ def retrain_member(space, config: UnasConfig, out_dir: Path, member: dict, x: np
     weights."""
     import torch
 
-    from ..prune.masks import ParameterMasks
-    from ..train import fit as train
-    from .unas_build import build_module
-
     module = load_member(space, out_dir, member)
     if not epochs:
         return module
@@ -114,7 +113,7 @@ def retrain_member(space, config: UnasConfig, out_dir: Path, member: dict, x: np
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             module = build_module(space, load_arch(member["architecture"], "unas"))
-    train(module, x, y, recipe(config, epochs, config.seed), on_step=keep_pruned)
+    training.fit(module, x, y, recipe(config, epochs, config.seed), on_step=keep_pruned)
     return module.eval()
 
 
@@ -126,8 +125,6 @@ def shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fit
     about half a point of noise at 97 %; this re-ranks the candidates that matter with the deployment's training.
     Each finalist's result is committed as its own phase, so a resumed search does not train it again. Updates
     `report` (`finalists`, `chosen`, and `finalist_val_error` on those members)."""
-    from ..train import int8_accuracy
-
     inside = [i for i, m in enumerate(report["pareto"]) if m["within_bounds"]]
     ranked = sorted(inside, key=lambda i: _rank(report["pareto"][i], "val_error"))[:config.finalists]
     if not config.finalist_epochs or len(ranked) < 2:
@@ -158,8 +155,6 @@ def final_training(store, space, config, report, out_dir, fit, val, test, log) -
     """The chosen member trained once more, the way a chosen network is: on the training and validation images
     together, for `final_epochs` (`retrain_member`). Saved to DIR/final.pt; held-out accuracies after it. Deterministic,
     and committed as the store's "final" phase: a resumed search takes it from there."""
-    from ..train import float_accuracy, int8_accuracy
-
     member = report["pareto"][report["chosen"]]
     ckpt = out_dir / "final.pt"
     done = store.phase_result("final")
@@ -184,10 +179,6 @@ def final_training(store, space, config, report, out_dir, fit, val, test, log) -
 def deploy_chosen(space, config, report, out_dir, fit, test, device, progress, log) -> dict:
     """The chosen member after its final training to a verified C library in DIR/model (`search.deploy_module`)."""
     import torch
-
-    from ..schedule.plan_types import PlanOptions
-    from ..targets.devices import get_device
-    from .deploy import deploy_module
 
     member = report["pareto"][report["chosen"]]
     log(f"deploying Pareto member {report['chosen']} (index {member['index']}): int8, plan, C library, verification "

@@ -36,12 +36,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ..atomic import write_bytes
+from ..schedule.plan_types import PlanOptions
+from . import (
+    parallel,  # parallel.open_pool looked up when called: tests/nas/test_core.py spies on it
+    unas_front,
+)
 from . import unas_eval as ev
-from . import unas_front
 from .aging import AgingConfig, Candidate, Issued, aging_evolution, pareto_front, weakly_dominates
 from .core import load_split
 from .report import write_report
+from .resources import ResourceEvaluator
+from .store import Evaluation, SearchStore
 from .unas_eval import DEFAULT_BOUNDS, OBJECTIVES, UnasConfig
 from .unas_front import export_member
 from .unas_space import UnasSpace
@@ -53,13 +61,6 @@ __all__ = ["DEFAULT_BOUNDS", "UnasConfig", "export_member", "run_unas"]
 def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int = 1, ray_address: str | None = None,
              progress: bool = False, log=print, device=None, deploy: bool = True) -> dict:
     """Run (or resume) a μNAS search into `out_dir`; returns the report (also written to `report.json`)."""
-    from tqdm import tqdm
-
-    from ..schedule.plan_types import PlanOptions
-    from .parallel import one_thread, open_pool
-    from .resources import ResourceEvaluator
-    from .store import Evaluation, SearchStore
-
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +83,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
             f"sample {config.sample}, pruning {config.prune}, {config.epochs} epochs each "
             f"({'Ray ' + ray_address if ray_address else f'{workers} worker(s)'}) ...")
         bar = tqdm(total=config.evaluations, initial=len(history), desc="μNAS", unit="eval", disable=not progress)
-        with open_pool(ev.make_worker, spec, workers, ray_address) as pool:
+        with parallel.open_pool(ev.make_worker, spec, workers, ray_address) as pool:
             in_flight = config.in_flight or pool.capacity
             aging = AgingConfig(config.population, config.sample, config.evaluations, config.bounds, in_flight,
                                 config.seed, config.strategy)
@@ -123,7 +124,7 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
         report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
                       repeated=store.repeated())
         if report["chosen"] is not None:
-            with one_thread():  # as the evaluations: the chosen member does not depend on this machine's cores
+            with parallel.one_thread():  # as the evaluations: the chosen member does not depend on this machine's cores
                 unas_front.shortlist(store, space, config, report, out_dir, fit, val, log)
                 report["final"] = unas_front.final_training(store, space, config, report, out_dir, fit, val, test, log)
             if deploy:

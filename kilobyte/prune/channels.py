@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .layers import is_prunable_conv
+
 CHANNELWISE_MODULES = ("ReLU", "ReLU6", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Identity", "Dropout",
                        "Flatten")
 CHANNELWISE_FUNCTIONS = ("relu", "flatten", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout")
@@ -54,8 +56,6 @@ def channel_chains(module) -> list[ChannelChain]:
 
 
 def _is_standard_conv(m) -> bool:
-    from .layers import is_prunable_conv
-
     return is_prunable_conv(m)
 
 

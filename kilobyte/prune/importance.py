@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..train import to_nchw_tensor
 from .layers import UNITS, ConvLayer
 
 
@@ -36,8 +37,6 @@ def taylor_scores(module, layers: list[ConvLayer], x: np.ndarray, y: np.ndarray,
     NHWC images `x` with labels `y` (the first `max_batches` batches if given). Leaves `module` in eval mode with its
     gradients cleared."""
     import torch
-
-    from ..train import to_nchw_tensor
 
     convs = {name: module.get_submodule(name) for name in (c.name for c in layers)}
     totals = {name: torch.zeros(c.score_shape(unit), dtype=torch.float64) for name, c in zip(convs, layers)}

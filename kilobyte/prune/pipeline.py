@@ -33,8 +33,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..analysis.dead_weights import dead_weights
+from ..data import Dataset, load_dataset
 from ..errors import DoesNotFitError, PruneError
 from ..ir import Op
+from ..ir.sparse import layer_weight_bytes
+from ..schedule import estimate_resources
+from ..schedule.estimate import PER_CHANNEL_BYTES
+from ..schedule.plan_types import PlanOptions
+from ..targets.devices import Device, get_device
+from ..train import TrainConfig, fit, float_accuracy, int8_accuracy, quantise_module
+from ..transforms import set_weight_format
+from .channels import channel_chains, shrink_channels
 from .importance import taylor_scores
 from .latency import LatencyModel, shipped_model
 from .layers import ConvLayer, conv_layers
@@ -133,8 +142,6 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     fitted on Cortex-M7 instruction counts, `latency.shipped_model`). `spread`: with a `sparsity`, a filterlet or CSR
     layer loses at most sparsity + spread of its units (`SPREAD`; None: up to `max_ratio`). `kernels`: the kernel set
     ("portable" or "dsp") the Flash figures count the code of, as `compile_model(..., kernels=)` will build it."""
-    from ..train import TrainConfig, fit
-
     _check_request(method, sparsity, device, ratios)
     split = _split(data, test_fraction)
     module = copy.deepcopy(module).eval()
@@ -164,8 +171,6 @@ def prune_model(module, data, method: str = "filterlet", *, sparsity: float | No
     history = fit(module, split.train_x, split.train_y, config, on_step=masks).history
     achieved = achieved_ratios(module, layers, unit)
     if method == "channel":
-        from .channels import shrink_channels
-
         module = shrink_channels(module, chains, keep)
     after, graph = _accuracies(module, split, calibration)
     graph = _set_formats(graph, method, achieved)
@@ -188,8 +193,6 @@ def _check_request(method: str, sparsity, device, ratios) -> None:
 
 
 def _split(data, test_fraction: float) -> _Split:
-    from ..data import Dataset, load_dataset
-
     if isinstance(data, str):
         data = load_dataset(data)
     if isinstance(data, Dataset):
@@ -203,8 +206,6 @@ def _split(data, test_fraction: float) -> _Split:
 
 
 def _accuracies(module, split: _Split, calibration: int) -> tuple[dict[str, float], object]:
-    from ..train import float_accuracy, int8_accuracy, quantise_module
-
     graph = quantise_module(module, split.shape, split.train_x[:calibration])
     return {"float": float_accuracy(module, split.test_x, split.test_y),
             "int8": int8_accuracy(graph, split.test_x, split.test_y)}, graph
@@ -217,8 +218,6 @@ def _prunable(module, layers: list[ConvLayer], method: str):
                          "layers stay dense")
     if method != "channel":
         return layers, None, []
-    from .channels import channel_chains
-
     chains = channel_chains(module)
     names = {c.conv for c in chains}
     if not names:
@@ -300,8 +299,6 @@ def _fwcs_code_bytes(dense_graph, dense, device, kernels) -> int:
         data = w.data.copy()
         data[0, 0, 0, :] = 0  # (O, KH, KW, I): one filterlet
         tensors[w.name] = dataclasses.replace(w, data=data)
-    from ..transforms import set_weight_format
-
     probe = set_weight_format(dense_graph.replace(tensors=tensors), "fwcs")
     return max(0, _resources(probe, device, kernels).code_bytes - dense.code_bytes)
 
@@ -309,16 +306,11 @@ def _fwcs_code_bytes(dense_graph, dense, device, kernels) -> int:
 def _resources(graph, device, kernels: str):
     """The planner's resources of an int8 graph for the device's core (None: the largest calibrated core), with
     the options `kilobyte compile` plans with by default and the kernel set `kernels`."""
-    from ..schedule import estimate_resources
-    from ..schedule.plan_types import PlanOptions
-
     return estimate_resources(graph, PlanOptions(kernels=kernels),
                               core=None if device is None else _device(device).core)
 
 
 def _device(device):
-    from ..targets.devices import Device, get_device
-
     return device if isinstance(device, Device) else get_device(device)
 
 
@@ -333,8 +325,6 @@ def _set_formats(graph, method: str, achieved: dict[str, float]):
     missing = sorted(set(achieved) - set(nodes))
     if missing:
         raise PruneError(f"pruned layers {', '.join(missing)} have no CONV_2D in the int8 graph; please report this")
-    from ..transforms import set_weight_format
-
     return set_weight_format(graph, {nodes[name].name: FORMAT[method] if ratio > 0 else "dense"
                                      for name, ratio in achieved.items()})
 
@@ -342,9 +332,6 @@ def _set_formats(graph, method: str, achieved: dict[str, float]):
 def _layer_reports(layers: list[ConvLayer], graph, achieved: dict[str, float]) -> list[LayerReport]:
     """Per standard convolution: its ratio and the bytes of the arrays the generated C holds for it. A channel-pruned
     layer's ratio is the fraction of its filters gone (the graph has the smaller layer)."""
-    from ..ir.sparse import layer_weight_bytes
-    from ..schedule.estimate import PER_CHANNEL_BYTES
-
     nodes, rows = _conv_nodes(graph), layer_weight_bytes(graph)
     reports = []
     for c in layers:

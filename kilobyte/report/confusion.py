@@ -10,10 +10,12 @@ PNG draws the confusion matrix, row-normalised, and the per-class accuracy. It r
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import numpy as np
 
+from ..errors import KilobyteError
 from .memory_plot import save_png
 
 MAX_MATRIX_CLASSES = 30  # wider confusion matrices go to --json / --plot only (a text row would wrap)
@@ -109,10 +111,6 @@ def _preprocessing(p: dict) -> str:
 
 def check_plot_path(path) -> None:
     """Before a long run: a one-line error when the PNG could not be written (no matplotlib, no such folder)."""
-    import importlib.util
-
-    from ..errors import KilobyteError
-
     if importlib.util.find_spec("matplotlib") is None:
         raise KilobyteError(f"--plot {path}: drawing needs matplotlib: pip install 'kilobyte[plot]'")
     folder = os.path.dirname(os.path.abspath(path))

@@ -21,6 +21,7 @@ write over their inputs; a step's scratch; the patch working region). `plan_grou
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -152,8 +153,6 @@ def _local_search(groups, alignment: int, offsets: list[int], arena: int, floor:
     Lowest-offset placement in increasing-offset order reproduces any packing, so the order of the best packing so
     far is a good start: move one buffer earlier in it and re-place. Returns (offsets, arena).
     """
-    import random
-
     rng = random.Random(0)
     best = sorted((i for i in range(len(groups)) if groups[i]), key=lambda i: (offsets[i], i))
     for _ in range(rounds):

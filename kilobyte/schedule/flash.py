@@ -23,6 +23,7 @@ With no core given, or one the table lacks (cortex-m0plus: no firmware target), 
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ from ..kernels.contracts import node_struct
 from ..ops import opdef
 from ..ops.binary import constant_operand
 from ..ops.movement import movement_calls
+from ..runtime import STRUCTS
 from . import code_size
 from .inplace import slice_placement
 
@@ -60,10 +62,6 @@ class GeneratedCode:
 def struct_bytes(name: str) -> int:
     """Bytes of the runtime's parameter struct `name` on Cortex-M: its ctypes mirror (`runtime.STRUCTS`; int32
     fields only, so the host's layout is the target's)."""
-    import ctypes
-
-    from ..runtime import STRUCTS
-
     return ctypes.sizeof(STRUCTS[name])
 
 

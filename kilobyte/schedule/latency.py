@@ -45,6 +45,7 @@ import numpy as np
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel, node_function
+from .plan import plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 
@@ -257,8 +258,6 @@ def estimate_instructions(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS, 
     constants than the shipped ones."""
     model = model or shipped_model(core, options.kernels)
     if steps is None:
-        from .plan import plan_steps
-
         steps = plan_steps(graph, options)
     per_layer = {name: model.predict(f, f"node '{name}'") for name, f in per_layer_features(graph, steps).items()}
     return LatencyEstimate(sum(per_layer.values()), per_layer)

@@ -12,14 +12,17 @@ output tensors are kept whole. The model input is caller-owned and read patch by
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 
 import numpy as np
 
+from ..analysis.macs import node_macs
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from ..kernels import contract_for, inplace_rule, is_local
+from .arena import plan_groups
+from .liveness import analyze
+from .patch_eval import StageEvaluator, axis_in
 from .plan_types import DEFAULT_OPTIONS, PatchStage, PlanOptions, Tile
 from .scratch import kernel_scratch
 
@@ -65,18 +68,6 @@ def axis_window(graph: Graph, node: Node) -> tuple[tuple[int, ...], tuple[int, .
     return None if window is None else window(graph, node)
 
 
-@functools.lru_cache(maxsize=1 << 16)  # pure; the rows of a grid repeat its columns' ranges, cuts repeat layers
-def _axis_in(o0: int, o1: int, window: tuple[int, ...], size: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Input range read by outputs [o0, o1) along one axis, clipped to [0, size), and the padding outside it."""
-    k, s, d, before, _ = window
-    i0 = o0 * s - before
-    i1 = (o1 - 1) * s - before + d * (k - 1) + 1
-    lo = min(max(i0, 0), size)
-    hi = max(min(i1, size), lo)
-    pad_lo = min(max(-i0, 0), i1 - i0)
-    return (lo, hi), (pad_lo, (i1 - i0) - pad_lo - (hi - lo))
-
-
 def input_box(graph: Graph, node: Node, out_box: Box) -> tuple[Box, tuple[int, int, int, int]]:
     """The box of `node`'s activation input(s) that `out_box` of its output reads, and the padding it needs.
 
@@ -98,8 +89,8 @@ def _box_in(window, hw: tuple[int, int], out_box: Box) -> tuple[Box, tuple[int, 
         return EMPTY, (0, 0, 0, 0)  # nothing needed: read nothing
     if window is None:
         return out_box, (0, 0, 0, 0)
-    (y0, y1), (pt, pb) = _axis_in(out_box[0], out_box[1], window[0], hw[0])
-    (x0, x1), (pl, pr) = _axis_in(out_box[2], out_box[3], window[1], hw[1])
+    (y0, y1), (pt, pb) = axis_in(out_box[0], out_box[1], window[0], hw[0])
+    (x0, x1), (pl, pr) = axis_in(out_box[2], out_box[3], window[1], hw[1])
     return (y0, y1, x0, x1), (pt, pb, pl, pr)
 
 
@@ -281,14 +272,12 @@ def plan_patch_stage(graph: Graph, order: Sequence, n_nodes: int, grid: int,
 
     Tile offsets and tile scratch are relative to the working region; `place_stage` moves them into the arena.
     """
-    return _stage_plan(graph, order, n_nodes, grid, options, place=True)
+    return stage_plan(graph, order, n_nodes, grid, options, place=True)
 
 
-def _stage_plan(graph: Graph, order: Sequence, n_nodes: int, grid: int, options: PlanOptions,
-                place: bool) -> PatchStage:
+def stage_plan(graph: Graph, order: Sequence, n_nodes: int, grid: int, options: PlanOptions,
+               place: bool) -> PatchStage:
     """`plan_patch_stage`; without `place` the working region is not laid out (working_bytes = working_peak)."""
-    from ..analysis.macs import node_macs
-
     stage, outputs = stage_nodes(graph, order, n_nodes)
     geometry = _geometry(graph, stage)
     tiles = [patch_tiles(graph, stage, outputs, box, geometry) for box in _grid_boxes(graph, outputs, grid)]
@@ -308,8 +297,6 @@ def _stage_plan(graph: Graph, order: Sequence, n_nodes: int, grid: int, options:
 def _place(stage: Sequence[Node], mem: _Memory, options: PlanOptions) -> tuple[dict, dict, int]:
     """Offsets of the tile buffers and per-step scratch inside the working region (arena.py's group planner: an
     in-place chain is one group at one offset), and the region's size."""
-    from .arena import plan_groups
-
     groups = [[(mem.size[s], s, mem.last[s]) for s in g] for g in mem.groups]
     scratch_steps = [i for i, s in enumerate(mem.scratch) if s > 0]
     groups += [[(mem.scratch[i], i, i)] for i in scratch_steps]
@@ -353,10 +340,10 @@ def candidate_cuts(graph: Graph, order: Sequence) -> list[int]:
     one tensor (nothing else is held across it), with that tensor smaller in H x W than the graph input — a stage
     that does not down-sample cannot lower the peak below the input map's own size. Cuts inside a residual block
     (two tensors cross) are skipped: their outputs would differ in size or double the stage-output bytes."""
-    return [n for n, _ in _cuts(graph, order)]
+    return [n for n, _ in stage_cuts(graph, order)]
 
 
-def _cuts(graph: Graph, order: Sequence) -> list[tuple[int, tuple[str, ...]]]:
+def stage_cuts(graph: Graph, order: Sequence) -> list[tuple[int, tuple[str, ...]]]:
     """`candidate_cuts` with each cut's stage outputs, in one pass over `order`: the prefixes `stage_nodes` accepts
     whose stage outputs are one tensor smaller than the image. Once a node fails `_check_node` or is dead (its output
     read by nothing), no longer prefix is a stage."""
@@ -405,13 +392,8 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     bottleneck: finer grids only add MACs. `live`: the per-layer plan's live bytes per step of `order`, when the
     caller has them. `notes` (a list) receives a line when a stage over the MAC limit would lower the peak further.
     """
-    from ..analysis.macs import node_macs
-    from .patch_eval import StageEvaluator
-
     names = [x if isinstance(x, str) else x.name for x in order]
     if live is None:
-        from .liveness import analyze
-
         live = analyze(graph, names, dataclasses.replace(options, patch=None)).live_bytes
     rest = [max(live[n:], default=0) for n in range(len(live) + 1)]
     budget = None if options.max_mac_overhead is None else options.max_mac_overhead * sum(
@@ -419,7 +401,7 @@ def choose_patch(graph: Graph, order: Sequence, options: PlanOptions = DEFAULT_O
     evaluator = StageEvaluator(graph, names, options)
     best: list = [None, (max(live, default=0), 0)]  # (n, p), (total peak, extra MACs); per-layer to start
     over: tuple | None = None  # the best (total peak, extra MACs) the MAC limit ruled out
-    for n, outputs in _cuts(graph, names):
+    for n, outputs in stage_cuts(graph, names):
         stage = [graph.node(name) for name in names[:n]]
         _, h, w, _ = graph.tensors[outputs[0]].shape
         out_bytes = sum(graph.tensors[t].numel for t in outputs)
@@ -453,7 +435,7 @@ def _stage_figures(graph: Graph, names, evaluator, n: int, outputs, p: int, opti
     fast = evaluator.evaluate(n, outputs, split(h, p), split(w, p))
     if fast is not None:
         return fast[0] + sum(graph.tensors[t].numel for t in outputs), fast[1] - evaluator.base_macs(n)
-    plan = _stage_plan(graph, names, n, p, options, place=False)
+    plan = stage_plan(graph, names, n, p, options, place=False)
     return stage_peak(plan), plan.macs - plan.base_macs
 
 

@@ -16,6 +16,7 @@ the box walk. `tests/schedule/test_patch.py` checks that both agree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,11 +24,23 @@ import numpy as np
 from ..analysis.macs import node_macs
 from ..ir import Graph, Op
 from ..kernels import contract_for, inplace_rule
-from .patch import _axis_in
 from .plan_types import PlanOptions
 from .scratch import kernel_scratch
 
 Ranges = tuple[np.ndarray, np.ndarray]  # (lo, hi) over the grid's row (or column) ranges
+
+
+@functools.lru_cache(maxsize=1 << 16)  # pure; the rows of a grid repeat its columns' ranges, cuts repeat layers
+def axis_in(o0: int, o1: int, window: tuple[int, ...], size: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Input range read by outputs [o0, o1) along one axis, clipped to [0, size), and the padding outside it: the rule
+    of both the box walk (`patch.input_box`) and the separable evaluator below, so the two agree by construction."""
+    k, s, d, before, _ = window
+    i0 = o0 * s - before
+    i1 = (o1 - 1) * s - before + d * (k - 1) + 1
+    lo = min(max(i0, 0), size)
+    hi = max(min(i1, size), lo)
+    pad_lo = min(max(-i0, 0), i1 - i0)
+    return (lo, hi), (pad_lo, (i1 - i0) - pad_lo - (hi - lo))
 
 
 class StageEvaluator:
@@ -98,7 +111,7 @@ class StageEvaluator:
             if window is None:
                 i0, i1, pad = o0, o1, 0
             else:
-                (i0, i1), pads_k = _axis_in(o0, o1, window[axis], self.hw[k][axis])  # the box walk's own rule
+                (i0, i1), pads_k = axis_in(o0, o1, window[axis], self.hw[k][axis])  # the box walk's own rule
                 pad = sum(pads_k)
             if o1 <= o0 or i1 <= i0:
                 return None  # a zero-length range: the box walk drops such a box whole (module docstring)

@@ -30,11 +30,12 @@ from ..ir import Graph, Op
 from .estimate import Resources, steps_resources
 from .inplace import find_aliases, planned_bytes
 from .liveness import lifetimes
-from .patch import GRIDS, _cuts, _stage_plan, axis_window, plan_patch_stage, split
+from .patch import GRIDS, axis_window, plan_patch_stage, split, stage_cuts, stage_plan
 from .patch_eval import StageEvaluator
 from .plan import StageDraft, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PatchStage, PlanOptions
 from .reorder import best_order
+from .scratch import base_scratch
 
 FAR = 1 << 36  # an empty lane's range is (FAR, -FAR): min / max unions ignore it (x strides stays in int64)
 
@@ -211,7 +212,7 @@ class _Schedules:
         self.graph, self.core = graph, core
         self.options = dataclasses.replace(options, patch=None)
         self.names = [n.name for n in graph.nodes]
-        self.cuts = _cuts(graph, self.names)
+        self.cuts = stage_cuts(graph, self.names)
         self.outputs = dict(self.cuts)
         self.lanes = _Lanes(graph, self.names, self.cuts)
         self.base_macs = sum(node_macs(graph, n) for n in graph.nodes)
@@ -230,7 +231,7 @@ class _Schedules:
         self._per_layer = None
         for k, (n, p) in enumerate(self.lanes.pairs):
             if not self.exact[k]:  # the separable form does not hold: the box walk's figures
-                plan = _stage_plan(graph, self.names, n, p, self.options, place=False)
+                plan = stage_plan(graph, self.names, n, p, self.options, place=False)
                 self.macs[k] = self.base_macs - plan.base_macs + plan.macs
 
     def _first_inside_reader(self) -> np.ndarray:
@@ -270,7 +271,7 @@ class _Schedules:
         fast = self.evaluator.evaluate(n, outputs, split(h, p), split(w, p)) if self.exact[k] else None
         if fast is not None:
             return fast[0]
-        return _stage_plan(self.graph, self.names, n, p, self.options, place=False).working_peak
+        return stage_plan(self.graph, self.names, n, p, self.options, place=False).working_peak
 
     def peak_bound(self, k: int) -> int:
         """The pair's exact unit bytes at its worst step: its plan's peak is at least this (scratch aside)."""
@@ -311,8 +312,6 @@ def patch_candidates(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> li
     """
     s = _Schedules(graph, options, None)
     steps, _ = s.per_layer()
-    from .scratch import base_scratch
-
     live = [u + b for u, b in zip(steps.life.unit_bytes, base_scratch(graph, steps.life, s.options.kernels))]
     per_layer = max(live, default=0)
     found = [PatchCandidate(0, None, s.base_macs, 0, 0.0, 0, 0, per_layer)]
@@ -321,7 +320,7 @@ def patch_candidates(graph: Graph, options: PlanOptions = DEFAULT_OPTIONS) -> li
         if s.exact[k]:
             stage_peak, side = s.working_peak(k) + s.out_bytes[n], int(input_patch[k])
         else:
-            plan = _stage_plan(graph, s.names, n, p, s.options, place=False)
+            plan = stage_plan(graph, s.names, n, p, s.options, place=False)
             stage_peak, side = plan.working_peak + plan.stage_output_bytes, plan.input_patch
         extra = s.macs[k] - s.base_macs
         found.append(PatchCandidate(n, p, s.macs[k], extra, extra / s.base_macs if s.base_macs else 0.0, side,

@@ -25,6 +25,11 @@ from pathlib import Path
 from kilobyte.errors import KilobyteError
 from kilobyte.units import KB
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser ships as the `tomli` package (a core dependency there)
+    import tomli as tomllib
+
 MB = 1024 * KB
 MHZ = 1_000_000
 ENV_VAR = "KILOBYTE_DEVICES"
@@ -132,11 +137,6 @@ def _extra_path(extra_file: str | os.PathLike[str] | None) -> Path | None:
 
 def load_device_file(path: str | os.PathLike[str]) -> list[Device]:
     """Parse a `[device.NAME]` TOML file; any problem is a DeviceError naming the file (and device and field)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the same parser ships as the `tomli` package
-        import tomli as tomllib
-
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

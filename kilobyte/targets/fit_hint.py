@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..schedule.estimate import estimate_resources
+from ..schedule.inplace import planned_bytes
 from ..units import kb
+from .cortexm.firmware import DEFAULT_STACK_BYTES
 from .devices import Device, list_devices
 
 FIRMWARE_SLACK_BYTES = 2048  # SRAM of a linked firmware beyond arena, I/O buffers and stack (libc state, statics)
@@ -60,10 +63,6 @@ def suggest_fit(graph, options, asked: Device, devices_file: str | None = None) 
 
 def _hints(graph, options) -> dict[str | None, tuple[int, int, int]]:
     """patch -> (arena, firmware SRAM, Flash) for the per-layer plan and `--patch auto` (when that plans a stage)."""
-    from ..schedule.estimate import estimate_resources
-    from ..schedule.inplace import planned_bytes
-    from .cortexm.firmware import DEFAULT_STACK_BYTES
-
     io = sum(planned_bytes(graph, t) for t in (*graph.inputs, *graph.outputs))
     out = {}
     for patch in (None, "auto"):

@@ -21,6 +21,7 @@ import functools
 import os
 import re
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -92,11 +93,9 @@ class _ModelInfo:
 
 def _model_info(model_bytes: bytes) -> _ModelInfo:
     """Tensor names and graph edges of subgraph 0, read with the schema package (any op, not only ours)."""
-    import struct
-
     import tflite
 
-    from ..export.tflite_schema import unique_tensor_names
+    from ..formats.tflite_schema import unique_tensor_names
 
     if len(model_bytes) < 8 or model_bytes[4:8] != b"TFL3":
         raise ModelFileError("<tflite bytes>: not a .tflite model (missing TFL3 identifier)")

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.resize import resize_images
+from .evaluate import to_nchw_tensor
+
 
 def recalibrate_bn(module, x, batches: int = 20, batch_size: int = 64, *, resolution: int | None = None,
                    seed: int = 0):
@@ -25,9 +28,6 @@ def recalibrate_bn(module, x, batches: int = 20, batch_size: int = 64, *, resolu
     the module's train/eval mode are unchanged.
     """
     import torch
-
-    from ..data.resize import resize_images
-    from .evaluate import to_nchw_tensor
 
     xt = x if isinstance(x, torch.Tensor) else to_nchw_tensor(np.asarray(x, dtype=np.float32))
     order = torch.randperm(len(xt), generator=torch.Generator().manual_seed(seed))[:batches * batch_size]

@@ -11,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.resize import resize_images
+from ..frontends import from_torch
+from ..interp import run_int8
+from ..quant import quantize, quantize_input
+from ..transforms import prepare_for_inference
 
 
 def to_nchw_tensor(x: np.ndarray, resolution: int | None = None):
@@ -38,9 +42,6 @@ def int8_accuracy(graph, x: np.ndarray, y: np.ndarray, batch_size: int = 250) ->
 
     The images are quantised with the graph input's parameters (TFLite QUANTIZE) and must already have its shape.
     """
-    from ..interp import run_int8
-    from ..quant import quantize_input
-
     correct = 0
     for i in range(0, len(x), batch_size):
         logits = run_int8(graph, quantize_input(graph, x[i:i + batch_size]))[graph.outputs[0]]
@@ -51,10 +52,6 @@ def int8_accuracy(graph, x: np.ndarray, y: np.ndarray, batch_size: int = 250) ->
 def quantise_module(module, input_shape_nchw: tuple[int, ...], calib_x: np.ndarray):
     """The int8 graph of a trained torch module: `from_torch` + `prepare_for_inference` + post-training quantisation
     calibrated on the NHWC images `calib_x`, one at a time (batch 1, as the graph runs)."""
-    from ..frontends import from_torch
-    from ..quant import quantize
-    from ..transforms import prepare_for_inference
-
     graph = prepare_for_inference(from_torch(module.eval(), tuple(input_shape_nchw)))
     calib = np.asarray(calib_x, np.float32)
     return quantize(graph, [calib[i:i + 1] for i in range(len(calib))])

@@ -25,9 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from ..codegen import HostModel
+from ..codegen.host import manifest
+from ..codegen.library import is_classifier
+from ..data import choose_reading, load_dataset
+from ..data.held_out import HELD_OUT_FILE, load_held_out, read_held_out
 from ..data.resize import MODES, fit_to_input
 from ..errors import KilobyteError
+from ..ops.arith import quantize_values, round_half_away
+from ..targets import cortexm  # called as cortexm.run_qemu: a test replaces it there
+from ..targets.cortexm.verify import resolve_target
 
 CHUNK = 256  # images prepared and run at a time
 RESIZES = MODES  # `data.resize_images` modes; bilinear unless the user asks
@@ -121,8 +130,6 @@ def library_dir(path) -> Path:
 
 def class_count(project: Path, m: dict) -> int:
     """N of the library's one output (1, ..., N) of class scores; a one-line error for anything else."""
-    from ..codegen.library import is_classifier
-
     outputs = m.get("outputs", [m["output"]])
     if not is_classifier(outputs):
         shapes = ", ".join("x".join(str(d) for d in o["shape"]) for o in outputs)
@@ -151,8 +158,6 @@ def fit_images(x: np.ndarray, in_shape: tuple[int, ...], spec: str, resize: str)
 def quantize_images(x: np.ndarray, m_input: dict) -> tuple[np.ndarray, int]:
     """TFLite QUANTIZE of float images with the library input's scale, zero point and type (int8 or uint8);
     returns the integers and how many values were clipped to the type's range."""
-    from ..ops.arith import quantize_values, round_half_away
-
     scale, zp, dtype = m_input["scale"], m_input["zero_point"], np.dtype(m_input["dtype"])
     q = round_half_away(np.asarray(x, np.float32) / np.float32(scale)) + zp  # float32, as QUANTIZE computes it
     info = np.iinfo(dtype)
@@ -197,9 +202,6 @@ def evaluate_library(path, data: str | None = None, *, split: str | None = None,
     images its reported int8 accuracy was measured on (`data.held_out`; `data` then defaults to the recorded one).
     `limit`: the first `limit` images only. `target` (a Cortex-M core, or from `device`): the firmware also runs each
     image under QEMU, and every output is compared with the host build's. `device` over budget: `DoesNotFitError`."""
-    from ..codegen.host import manifest
-    from ..data import choose_reading
-
     if resize not in RESIZES:
         raise KilobyteError(f"resize '{resize}': use one of {', '.join(RESIZES)}")
     if limit is not None and limit < 1:
@@ -229,9 +231,6 @@ def evaluate_library(path, data: str | None = None, *, split: str | None = None,
 
 def _dataset(project: Path, data: str | None, split: str | None):
     """(images, their data spec, the held-out record when split="test", a hint) for `evaluate_library`."""
-    from ..data import load_dataset
-    from ..data.held_out import HELD_OUT_FILE, load_held_out, read_held_out
-
     record = read_held_out(project)
     if split is None:
         if data is None:
@@ -255,26 +254,19 @@ def _firmware(project: Path, target: str | None, device, kernels: str | None):
     """The firmware built once for `target` / `device` (None without either)."""
     if target is None and device is None:
         return None
-    from ..targets.cortexm import build_firmware
-    from ..targets.cortexm.verify import resolve_target
-
     core, dev = resolve_target(target, device)
-    return build_firmware(project, core, device=dev, kernels=kernels)
+    return cortexm.build_firmware(project, core, device=dev, kernels=kernels)
 
 
 class _Run:
     """Images through the library in chunks: prepared, quantised, run on the host (and the target)."""
 
     def __init__(self, project: Path, m: dict, in_shape, spec: str, resize: str, build):
-        from ..codegen import HostModel
-
         self.host, self.m, self.in_shape, self.spec, self.resize = HostModel(project), m, in_shape, spec, resize
         self.build, self.clipped, self.values, self.differing = build, 0, 0, []
 
     def all(self, x: np.ndarray, progress: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Predicted classes of every image of `x` on the host, and on the target (or None)."""
-        from tqdm import tqdm
-
         host, on_target = [], []
         what = "evaluate" + (f" ({self.build.target}, QEMU)" if self.build is not None else "")
         with tqdm(total=len(x), desc=what, unit="image", delay=2, disable=not progress, leave=False) as bar:
@@ -292,11 +284,9 @@ class _Run:
 
     def _on_target(self, q: np.ndarray, host_ys: np.ndarray, start: int, bar) -> np.ndarray:
         """Each image of `q` under QEMU: its predicted class; an output unlike the host's is recorded."""
-        from ..targets.cortexm import run_qemu
-
         classes = []
         for i, (x, want) in enumerate(zip(q, host_ys)):
-            got = run_qemu(self.build, x).output.reshape(-1).view(want.dtype)
+            got = cortexm.run_qemu(self.build, x).output.reshape(-1).view(want.dtype)
             if not np.array_equal(got, want):
                 self.differing.append(start + i)
             classes.append(int(got.argmax()))

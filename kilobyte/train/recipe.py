@@ -24,8 +24,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
+from ..data.resize import resize_images
+from .augment import augment_batch
+from .bn import recalibrate_bn
 from .config import TrainConfig
+from .evaluate import float_accuracy, to_nchw_tensor
 from .schedule import lr_factor
 
 
@@ -96,8 +101,6 @@ def fit(module, train_x: np.ndarray, train_y: np.ndarray, config: TrainConfig | 
 def _split(x: np.ndarray, y: np.ndarray, config: TrainConfig, val) -> _Data:
     import torch
 
-    from .evaluate import to_nchw_tensor
-
     if len(x) != len(y):
         raise ValueError(f"fit: {len(x)} images but {len(y)} labels")
     if val is None and config.validation_fraction > 0:
@@ -157,10 +160,6 @@ class _Loop:
 
     def train_epoch(self, epoch: int) -> float:
         import torch
-        from tqdm import tqdm
-
-        from ..data.resize import resize_images
-        from .augment import augment_batch
 
         c, bs = self.config, self.config.batch_size
         order = torch.randperm(len(self.data.x), generator=self.generator)
@@ -197,8 +196,6 @@ class _Loop:
         return float(loss.item())
 
     def validate(self) -> float | None:
-        from .evaluate import float_accuracy
-
         if self.data.val_x is None:
             return None
         if self.config.recalibrate_bn:
@@ -206,8 +203,6 @@ class _Loop:
         return float_accuracy(self.module, self.data.val_x, self.data.val_y, resolution=self.config.resolution)
 
     def recalibrate(self) -> None:
-        from .bn import recalibrate_bn
-
         recalibrate_bn(self.module, self.data.x, resolution=self.config.resolution, seed=self.config.seed)
 
     def current_lr(self) -> float:
@@ -216,8 +211,6 @@ class _Loop:
     def report(self, e: EpochStats) -> None:
         if not self.progress:
             return
-        from tqdm import tqdm
-
         val = "" if e.val_accuracy is None else f"  val accuracy {e.val_accuracy * 100:.1f} %"
         tqdm.write(f"epoch {e.epoch}/{self.config.epochs}  loss {e.loss:.3f}{val}  ({e.seconds:.1f} s)")
 

@@ -11,7 +11,7 @@ import tflite
 from kilobyte import api, quant
 from kilobyte.errors import KilobyteError
 from kilobyte.export import save_tflite, to_tflite
-from kilobyte.export import tflite_schema as S
+from kilobyte.formats import tflite_schema as S
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.ir import (
     Activation,

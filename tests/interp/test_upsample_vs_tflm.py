@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from litert_oracle import run_litert
 
 from kilobyte.errors import KilobyteError
-from kilobyte.export import tflite_schema as S
 from kilobyte.export.tflite import to_tflite
+from kilobyte.formats import tflite_schema as S
 from kilobyte.frontends.tflite import from_tflite
 from kilobyte.interp import run_int8
 from kilobyte.ir import Activation, GeluAttrs, GraphBuilder, Op, QParams, ResizeAttrs, TransposeConvAttrs

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kilobyte.nas.resources import device_budget
-from kilobyte.nas.search import SearchConfig, _plan_options, _space, evaluator, search_budget
+from kilobyte.nas.search import SearchConfig, evaluator, plan_options, search_budget, search_space
 from kilobyte.schedule import estimate_resources, patch_candidates
 from kilobyte.schedule.latency import estimate_instructions
 from kilobyte.targets.cortexm.firmware import DEFAULT_STACK_BYTES
@@ -25,15 +25,15 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def _joint(sram_kb: int, r: int, w: float = 0.1, native: int = 28):
     config = SearchConfig("stm32f410", sram_kb * 1024, 128 * 1024, patch=True)
-    return config, _space(config, 1, 10, native).with_config(w, r)
+    return config, search_space(config, 1, 10, native).with_config(w, r)
 
 
 def test_joint_space_is_mcunetv2s_genome():
     config, _ = _joint(16, 64)
-    space = _space(config, 1, 10, 28)
+    space = search_space(config, 1, 10, 28)
     assert space.stage_width_choices == (0.5, 0.75, 1.0) and space.rd_stages == 2
     assert max(space.resolutions) == 112 and min(space.resolutions) == 16  # up to 4x MNIST's 28 px
-    per_layer = _space(dataclasses.replace(config, patch=False), 1, 10, 28)
+    per_layer = search_space(dataclasses.replace(config, patch=False), 1, 10, 28)
     assert per_layer.stage_width_choices == (1.0,) and per_layer.rd_stages == 0 and max(per_layer.resolutions) == 40
 
 
@@ -45,7 +45,7 @@ def test_fitting_is_the_cheapest_schedule_that_fits_with_the_compilers_figures()
         config, space = _joint(16, r)
         ev, budget = evaluator(config, space, "cortex-m4"), search_budget(config)
         arch = space.sample(np.random.default_rng(arch_seed))
-        graph, options = ev.graph(arch), dataclasses.replace(_plan_options(config), patch=None)
+        graph, options = ev.graph(arch), dataclasses.replace(plan_options(config), patch=None)
         limit = budget.sram_bytes - budget.sram_reserve - arch.resolution ** 2
         fitting = ev.fitting(arch, budget)
         feasible = []
@@ -79,7 +79,7 @@ def test_max_latency_uses_the_fitted_model():
     for arch in archs:
         n = ev_lat.instructions(arch, budget)
         schedule = ev_lat.schedule(arch, budget)
-        options = dataclasses.replace(_plan_options(config), patch=schedule)
+        options = dataclasses.replace(plan_options(config), patch=schedule)
         assert n == estimate_instructions(ev_lat.graph(arch), options, core="cortex-m7").total
         counts.append(n)
     cap = sorted(counts)[len(counts) // 2]

@@ -16,10 +16,11 @@ import torch
 from ray_cluster import free_port, group_members, local_cluster
 
 from kilobyte.nas.evolution import EvolutionConfig, evolve
-from kilobyte.nas.parallel import RayError, ScorerSpec, open_fitness
+from kilobyte.nas.parallel import RayError
 from kilobyte.nas.resources import Budget, ResourceEvaluator
 from kilobyte.nas.space import MBSpace
 from kilobyte.nas.supernet import SuperNet
+from kilobyte.nas.supernet_train import ScorerSpec, open_fitness
 
 # One xdist worker for the whole module (conftest groups modules with a module-scoped fixture too; said here since
 # the cluster is the reason): one two-node cluster, not one per worker.

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from kilobyte.cli.search_cmd import _supernet_rows
-from kilobyte.nas.search import SearchConfig, SearchContext, _space, split_data, train_supernet
+from kilobyte.nas.search import SearchConfig, SearchContext, search_space, split_data, train_supernet
 from kilobyte.nas.store import SearchStore
 from kilobyte.nas.supernet import SuperNet
-from kilobyte.nas.supernet_train import ELASTIC, SupernetTraining, _batch_archs, train_phase
+from kilobyte.nas.supernet_train import ELASTIC, SupernetTraining, batch_archs, train_phase
 from kilobyte.train import to_nchw_tensor
 
 WIDTH, RESOLUTION = 0.25, 12  # a digits configuration of the stm32f410 budget (the CLI test's space picks one)
@@ -37,7 +37,7 @@ def _check(tmp_path, shuffle_labels: bool) -> dict:
         rng = np.random.default_rng(0)
         fit_y, val_y = rng.integers(0, 10, len(fit_y)), rng.integers(0, 10, len(val_y))
     torch.manual_seed(0)
-    net = SuperNet(_space(config, 1, 10, 8), WIDTH, RESOLUTION)
+    net = SuperNet(search_space(config, 1, 10, 8), WIDTH, RESOLUTION)
     x = to_nchw_tensor(fit.x, RESOLUTION)
     store = SearchStore(tmp_path / "search.sqlite", config.settings(), resume=False)
     try:
@@ -73,7 +73,7 @@ def test_a_fresh_supernet_starts_with_identity_residual_blocks():
     """After `train_phase` starts the largest phase (0 epochs: only the initialisation), every block elastic depth can
     drop is the identity: the largest network and the one with each stage's fewest blocks (same genes otherwise)
     compute the same outputs in eval mode; without `zero_residual` they differ."""
-    space = _space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), 1, 10, 16)
+    space = search_space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), 1, 10, 16)
     x = torch.rand(8, 1, 16, 16)
     outs = {}
     for zero in (True, False):
@@ -94,12 +94,12 @@ def test_progressive_shrinking_makes_one_dimension_elastic_at_a_time():
     """Sampled subnets take the largest network's genes in every dimension not yet elastic: kernel only, then kernel
     and depth, then everything; with distillation the largest comes first (it is the teacher)."""
     torch.manual_seed(0)
-    net = SuperNet(_space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), 1, 10, 16), 0.25, 16)
+    net = SuperNet(search_space(SearchConfig(device="x", sram_bytes=1, flash_bytes=1), 1, 10, 16), 0.25, 16)
     big = net.largest_arch
     cfg = SupernetTraining(progressive=True, subnets_per_batch=30, distill=1.0)
     seen = []
     for third in range(3):
-        archs = _batch_archs(net, "supernet", cfg, np.random.default_rng(third), third)
+        archs = batch_archs(net, "supernet", cfg, np.random.default_rng(third), third)
         assert archs[0] == big and len(archs) == 32
         kernels = {k for a in archs for stage in a.blocks for k, _ in stage}
         expands = {e for a in archs for stage in a.blocks for _, e in stage}

@@ -18,7 +18,7 @@ from kilobyte.nas.space import MBSpace
 from kilobyte.quant.quantize import int8_structure
 from kilobyte.schedule.estimate import estimate_resources
 from kilobyte.schedule.liveness import analyze
-from kilobyte.schedule.patch import _cuts, plan_patch_stage, stage_peak
+from kilobyte.schedule.patch import plan_patch_stage, stage_cuts, stage_peak
 from kilobyte.schedule.patch_fit import PatchFitError, _Schedules, fit_patch, patch_candidates
 from kilobyte.schedule.plan import make_plan
 from kilobyte.schedule.plan_types import PlanOptions
@@ -81,7 +81,7 @@ def test_cuts_are_the_prefixes_stage_nodes_accepts():
         image = max(g.tensors[t].shape[1] * g.tensors[t].shape[2] for t in g.inputs)
         expected = [(n, outs) for n, outs in valid_cuts(g)
                     if len(outs) == 1 and np.prod(g.tensors[outs[0]].shape[1:3]) < image]
-        assert _cuts(g, [n.name for n in g.nodes]) == expected
+        assert stage_cuts(g, [n.name for n in g.nodes]) == expected
 
 
 def test_candidates_have_the_planners_figures():

@@ -17,6 +17,7 @@ the link; the linker's "region `RAM' overflowed by N bytes" becomes a one-line `
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -94,8 +95,6 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
 
 def planned_kernel_set(model_dir: Path) -> str:
     """The kernel set a compiled model was planned for ("portable" for projects that do not say)."""
-    import json
-
     manifest = Path(model_dir) / "kilobyte.json"
     try:
         return json.loads(manifest.read_text()).get("kernel_set", "portable")
@@ -117,8 +116,6 @@ def _resolve_device(device: str | Device | None, board: Board) -> Device | None:
 def model_interface(model_dir: Path) -> dict:
     """The library's names from kilobyte.json: prefix, header and source (defaults `kb`, src/model.h, src/model.c
     for directories without a manifest, e.g. the Flash probes), and its outputs."""
-    import json
-
     try:
         m = json.loads((Path(model_dir) / "kilobyte.json").read_text())
     except (OSError, ValueError):

@@ -24,8 +24,9 @@ import numpy as np
 
 from kilobyte.errors import KilobyteError
 
+from .firmware import model_interface
 from .measure import elf_symbol_values, elf_symbols
-from .qemu import _as_input
+from .qemu import as_input_bytes
 
 MAGIC_RETURN = 0x10000000  # outside every board's FLASH and RAM: kb_invoke returns here and the emulation stops
 _PAGE = 0x1000
@@ -150,8 +151,6 @@ def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: _Functi
 
 def _output_args(build, arm, fw_output: int) -> list[tuple[int, int]]:
     """(register, address) of each output pointer the invoke takes after the input: r1.. (AAPCS: up to r3)."""
-    from .firmware import model_interface
-
     offsets = [o.get("offset", 0) for o in model_interface(build.model_dir)["outputs"]]
     if len(offsets) > 3:
         raise KilobyteError(f"{build.elf}: counting a model with {len(offsets)} outputs (more than r1-r3 pass) is "
@@ -165,7 +164,7 @@ def count_instructions(build, input: np.ndarray, timeout: float = 120) -> Icount
     if build.board.unicorn_cpu is None:
         raise KilobyteError(f"{build.elf}: instruction counting is not available for {build.target} (unicorn "
                             f"cannot run v8.1-M code such as DLS/LE loops); count a cortex-m4 or cortex-m7 build")
-    data = _as_input(build, input)
+    data = as_input_bytes(build, input)
     unicorn, arm = _unicorn()
     symbols = elf_symbols(build.elf)
     objects = {s.name: s.address for s in symbols if s.kind == "object"}

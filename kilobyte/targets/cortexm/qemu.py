@@ -46,7 +46,9 @@ def qemu_command(build, kernel: Path) -> list[str]:
             "-semihosting-config", "enable=on,target=native", "-kernel", str(kernel)]
 
 
-def _as_input(build, input: np.ndarray) -> bytes:
+def as_input_bytes(build, input: np.ndarray) -> bytes:
+    """The raw bytes of one int8 (or uint8) input the firmware reads; a `KilobyteError` if its type or size is not
+    the model's."""
     data = np.asarray(input)
     if data.dtype not in (np.int8, np.uint8):
         raise KilobyteError(f"{build.model_dir}: input must be int8 (or uint8 for a uint8 model), got {data.dtype}")
@@ -89,7 +91,7 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
     """Run the firmware of `build` (a FirmwareBuild) on `input` (int8, KB_INPUT_BYTES elements) under QEMU; a build
     with the float entry point (`build_firmware(float_entry=True)`) also runs that on `file_input` (the file's
     input: floats for a float input)."""
-    data = _as_input(build, input)
+    data = as_input_bytes(build, input)
     if (file_input is None) != (build.file_output_bytes is None):
         raise KilobyteError(f"{build.elf}: give file_input exactly when the firmware runs the float entry point")
     with tempfile.TemporaryDirectory(prefix="kilobyte-qemu-") as tmp:

@@ -1,8 +1,9 @@
-"""Export stage: the facts of the TFLite flatbuffer schema that the `.tflite` writer and reader share.
+"""Formats: the facts of the TFLite flatbuffer schema that the `.tflite` writer and reader share.
 
 One table per mapping (IR op <-> builtin operator, dtype <-> TensorType, fused activation), TFLite's SAME padding
-rule, and the naming convention for tensors the writer adds. The reader (`kilobyte.frontends.tflite`) imports this
-module so that both directions agree by construction. Values are those of schema version 3 (the `tflite` package).
+rule, and the naming convention for tensors the writer adds. The reader (`kilobyte.frontends.tflite`), the writer
+(`kilobyte.export.tflite`) and the TFLite Micro bridge (`kilobyte.targets.tflm`) import this module, so that both
+directions agree by construction. Values are those of schema version 3 (the `tflite` package).
 """
 
 from __future__ import annotations
