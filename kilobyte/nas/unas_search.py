@@ -25,7 +25,10 @@ flight the run continues exactly as an uninterrupted one would. At the end: the 
 model size, MACs) with held-out test accuracies, `pareto.png`, the member chosen for deployment (the most accurate
 one inside every bound by validation, after a second, longer evaluation of the `finalists` best:
 `unas_front.shortlist`) trained once more on all training images (`final_epochs`), compiled to C and verified
-against TensorFlow Lite Micro, and `report.json` (`unas_front.py`; files written by `report.py`).
+against TensorFlow Lite Micro, and `report.json` (`unas_front.py`; files written by `report.py`). With a time
+budget (`minutes`, the CLI's `--minutes`) the evolution ends at its deadline instead of a count and the finalists'
+and final training's epochs are sized to the time left; the report shows planned vs spent per phase
+(`unas_budget.py`).
 
 The candidate's settings, genome and evaluation live in `unas_eval.py`; the resource evaluator, the store, the
 worker pool, the recipe and the report writer are the ones TinyNAS uses (`core.py` lists them).
@@ -140,8 +143,8 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
 
 
 def _count_line(config: UnasConfig, budget: UnasBudget) -> str:
-    """`until 6.3 min (the evolution's share of 15), population sized after 4` or `300 evaluations, population 100,
-    sample 25`."""
+    """`evaluations until 8.7 min (the evolution's share of 15), population sized after the first evaluations`, or
+    `300 evaluations, population 100, sample 25` for a given count."""
     if not budget.by_deadline:
         return f"{config.evaluations} evaluations, population {config.population}, sample {config.sample}"
     sized = "population sized after the first evaluations" if "population" in config.planned else \
