@@ -134,7 +134,8 @@ class UnasBudget:
         for phase in PHASES:
             if phase in marks:
                 spent[phase], start = marks[phase] - start, marks[phase]
-        planned = {"evolution": self.deadline, "deploy": DEPLOY_SECONDS if self.config.minutes else None}
+        sized = self.config.minutes is not None and bool(self.config.planned)  # else nothing was planned
+        planned = {"evolution": self.deadline, "deploy": DEPLOY_SECONDS if sized else None}
         for phase, key in (("finalists", "unas-finalists-plan"), ("final", "unas-final-plan")):
             planned[phase] = (self.store.phase_result(key) or {}).get("seconds")
         return planned_vs_spent(PHASES, planned, spent)
