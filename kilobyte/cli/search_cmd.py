@@ -5,7 +5,8 @@ Arguments become a `nas.search.SearchConfig` or a `nas.unas_search.UnasConfig` (
 the search) plus how to run it (workers, Ray, progress); `nas.search.run_search` / `nas.unas_search.run_unas` do the
 work, and `--export N` writes a member of a finished μNAS front as a `.tflite`. `--minutes` is a budget: TinyNAS
 measures its step costs and sizes the settings not given on the command line to it when it runs (`nas/budget.py`),
-storing the plan so that `--resume` replays it; μNAS trains 20 candidates per minute.
+storing the plan so that `--resume` replays it; μNAS evolves until its share of the time and sizes the finalists' and
+the final training's epochs to what is left (`nas/unas_budget.py`).
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ def register(sub) -> None:
     p.add_argument("--minutes", type=float, default=PRESET_MINUTES,
                    help="the time the search may take on this machine (default %(default)s): it measures what a "
                    "training step and a subnet evaluation cost for the chosen space and data, then sizes epochs, "
-                   "population and generations to it; the report shows planned vs spent per phase (TinyNAS; μNAS: "
-                   "20 evaluations per minute)")
+                   "population and generations to it (μNAS: evolves until its share of the time, then sizes the "
+                   "finalists' and final training's epochs to what is left); the report shows planned vs spent "
+                   "per phase")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
                    help="continue the search stored in DIR (default: --out; same arguments)")
     p.add_argument("--workers", type=int, default=None,
@@ -101,8 +103,8 @@ def register(sub) -> None:
                      help="also run random search with as many evaluations, and report it")
     un = p.add_argument_group("μNAS (--strategy unas)")
     un.add_argument("--evaluations", type=int, default=None,
-                    help="candidates to train and measure (default: 20 per --minutes); with --resume, more than "
-                    "the stored search's extends it")
+                    help="candidates to train and measure (default: as many as fit the evolution's share of "
+                    "--minutes); with --resume, more than the stored search's extends it")
     un.add_argument("--sample", type=int, default=None, help="aging evolution's sample size (default population/4)")
     un.add_argument("--bounds", default=None, metavar="K=V,...",
                     help="soft bounds of the objectives: error, peak (SRAM), size (int8 model bytes), macs; e.g. "
@@ -114,11 +116,11 @@ def register(sub) -> None:
     un.add_argument("--finalists", type=int, default=5, metavar="K",
                     help="before choosing, train the K most accurate members inside the bounds again for "
                     "--finalist-epochs and choose by that validation score (default 5; 0: choose by the search's)")
-    un.add_argument("--finalist-epochs", type=int, default=20, metavar="E",
-                    help="epochs of that second evaluation (default 20)")
-    un.add_argument("--final-epochs", type=int, default=100, metavar="E",
+    un.add_argument("--finalist-epochs", type=int, default=None, metavar="E",
+                    help="epochs of that second evaluation (default: sized to its share of --minutes)")
+    un.add_argument("--final-epochs", type=int, default=None, metavar="E",
                     help="train the member chosen for deployment once more, on the training and validation images, "
-                    "for E epochs (default 100; 0: keep its search weights)")
+                    "for E epochs (default: sized to the time left of --minutes; 0: keep its search weights)")
     un.add_argument("--random", action="store_true", help="random search instead of evolution (the baseline)")
     un.add_argument("--export", type=int, default=None, metavar="N",
                     help="write member N of the finished search's Pareto front (--resume DIR) as the .tflite --out")
@@ -321,11 +323,21 @@ def parse_bounds(text: str) -> dict:
 
 
 def unas_config_from_args(args, device):
+    """The `UnasConfig` of the arguments: what is given is fixed; the evaluations (then the population and sample),
+    the finalists' and the final training's epochs are sized to --minutes when the search runs
+    (`nas/unas_budget.py`)."""
+    from ..nas.unas_budget import PLANNED
     from ..nas.unas_search import DEFAULT_BOUNDS, UnasConfig
 
     if args.minutes <= 0:
         raise KilobyteError("--minutes must be positive")
-    evaluations = args.evaluations or max(10, round(20 * args.minutes))
+    given = {name for name in PLANNED if getattr(args, name) is not None}
+    if args.population is not None:
+        given |= {"population"}
+    if args.evaluations is not None:  # a count: the population follows from it, as before the budget
+        given |= {"population", "sample"}
+    base = UnasConfig()
+    evaluations = args.evaluations or base.evaluations  # by the deadline: at most UnasConfig's count
     population = args.population or min(100, max(4, evaluations // 3))
     bounds = parse_bounds(args.bounds) if args.bounds else dict(DEFAULT_BOUNDS.get(args.data, DEFAULT_BOUNDS["mnist"]))
     sparsity = (0.05, 0.80)
@@ -346,8 +358,10 @@ def unas_config_from_args(args, device):
                       sample=args.sample or max(2, population // 4), bounds=bounds,
                       strategy="random" if args.random else "aging", prune=args.prune, sparsity=sparsity,
                       epochs=epochs, train_images=args.train_images, in_flight=0, core=device.core,
-                      finalists=args.finalists, finalist_epochs=args.finalist_epochs, final_epochs=args.final_epochs,
-                      kernels=args.kernels)
+                      finalists=args.finalists, kernels=args.kernels, minutes=args.minutes,
+                      finalist_epochs=base.finalist_epochs if args.finalist_epochs is None else args.finalist_epochs,
+                      final_epochs=base.final_epochs if args.final_epochs is None else args.final_epochs,
+                      planned=tuple(p for p in PLANNED if p not in given))
 
 
 def _record_strategy(report: dict, strategy: dict, out: str) -> None:
@@ -424,9 +438,8 @@ def _print_unas(r: dict) -> None:
               "training): " + ", ".join(f"#{i} {(1 - r['pareto'][i]['val_error']) * 100:.1f} -> "
                                          f"{(1 - r['pareto'][i]['finalist_val_error']) * 100:.1f} %"
                                          for i in r["finalists"]))
-    print(f"\n  hypervolume (bound units) {r['hypervolume']:.4f}; training {r['seconds_train'] / 60:.1f} min, "
-          f"resource evaluation {r['resource_share'] * 100:.2f} % of it; {r['seconds'] / 60:.1f} min in this run "
-          f"(a --resume counts only its own)")
+    print(f"\n  hypervolume (bound units) {r['hypervolume']:.4f}; candidates' training {r['seconds_train'] / 60:.1f} "
+          f"min, resource evaluation {r['resource_share'] * 100:.2f} % of it")
     d = r.get("deployed")
     if d is None:
         print("  no member is inside every bound: nothing compiled (export one with --export N)")
@@ -436,6 +449,7 @@ def _print_unas(r: dict) -> None:
               f"int8 {f['int8_accuracy'] * 100:.1f} % (held-out)")
         print(f"  * compiled: int8 {d['int8_accuracy'] * 100:.1f} % (by the generated C); "
               f"{verification_line(d)}; {d['verdict']}; C library {d['model_dir']}")
+    print(f"  time: {_time_line(r)}")
     print(f"  export a member: kilobyte search --resume {r['out_dir']} --export N --out model.tflite")
 
 

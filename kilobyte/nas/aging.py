@@ -73,14 +73,19 @@ class Issued:
 def aging_evolution(space, evaluate: Callable[[object], dict] | None, config: AgingConfig,
                     on_result: Callable[[Candidate], None] | None = None, submit=None, collect=None, *,
                     history: Sequence[Candidate] = (), unfinished: Sequence[Issued] = (),
-                    on_issue: Callable[[Issued], None] | None = None) -> list[Candidate]:
+                    on_issue: Callable[[Issued], None] | None = None, stop: Callable[[], bool] | None = None,
+                    resize: Callable[[list[Candidate], int], AgingConfig] | None = None) -> list[Candidate]:
     """Run the loop (module doc); returns every evaluated candidate in the order evaluations finished. `evaluate(arch)`
     gives the objectives; or `submit(index, arch)` starts one and `collect()` returns a finished (index, objectives).
 
     Resuming: `history` is what finished before (in finishing order) and `unfinished` what was issued but never
     finished; those are submitted again first, then the loop goes on from the next index. Each issue draws from its
     own generator (seeded by the search seed and the candidate's index), so with one evaluation in flight a resumed
-    run issues exactly what an uninterrupted one would. `on_issue` sees every candidate before it is submitted."""
+    run issues exactly what an uninterrupted one would. `on_issue` sees every candidate before it is submitted.
+
+    A time budget (nas/unas_budget.py): `stop()` true issues no new candidate (those in flight finish), and
+    `resize(history, issued)`, asked before each issue, may return the config with another population, sample or
+    rounds (the population sized once the first evaluations say how many will fit)."""
     if config.strategy not in ("aging", "random"):
         raise ValueError(f"aging_evolution: strategy {config.strategy!r} (aging or random)")
     pending: dict[int, Issued] = {}
@@ -94,6 +99,8 @@ def aging_evolution(space, evaluate: Callable[[object], dict] | None, config: Ag
             return done.popleft()
 
     history = list(history)
+    if resize is not None:
+        config = resize(history, 1 + max([c.index for c in history] + [i.index for i in unfinished], default=-1))
     population: deque[Candidate] = deque(history[-config.population:])
     issued = 1 + max([c.index for c in history] + [i.index for i in unfinished], default=-1)
 
@@ -119,7 +126,12 @@ def aging_evolution(space, evaluate: Callable[[object], dict] | None, config: Ag
         start(item)
 
     def top_up() -> None:
-        while issued < config.rounds and len(pending) < config.in_flight:
+        nonlocal config
+        if resize is not None:
+            config = resize(history, issued)
+            while len(population) > config.population:
+                population.popleft()
+        while issued < config.rounds and len(pending) < config.in_flight and not (stop is not None and stop()):
             if config.strategy == "aging" and issued >= config.population and \
                     len(population) < min(config.population, issued):
                 return  # the initial population is not all back yet: breed from all of it

@@ -195,6 +195,25 @@ def time_module_step(module, x, y, batch_size: int) -> float:
     return _timed(run)
 
 
+class Clock:
+    """A search's seconds so far, earlier runs of a resumed search included: what the last run stored (`save`, at
+    every commit) plus this run's own (the time between a run's last save and its kill is not counted)."""
+
+    KEY = "clock"
+
+    def __init__(self, store):
+        self.store, self.started = store, time.perf_counter()
+        self.before = (store.phase_result(self.KEY) or {}).get("seconds", 0.0)
+
+    def elapsed(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    def save(self) -> float:
+        now = self.elapsed()
+        self.store.finish_phase(self.KEY, {"seconds": now})
+        return now
+
+
 # -- the search's side: the cap before space optimisation, the plan after it, the fine-tuning's, the report -------
 def time_cap(config, space, fit) -> float | None:
     """The time budget's cap on a configuration's largest network (`budget.largest_macs_cap`), from two networks of
@@ -246,16 +265,19 @@ def apply_plan(config, plan: dict):
     return replace(config, training=training, evolution=evolution, finetune_epochs=finetune)
 
 
+def planned_vs_spent(phases, planned: dict, spent: dict) -> dict:
+    """The report's `phase_times` (both strategies; the CLI's time line): phase -> {"planned": seconds or None,
+    "spent": seconds or None}, in `phases`' order."""
+    return {p: {"planned": planned.get(p), "spent": spent.get(p)} for p in phases}
+
+
 def phase_times(store, deploy_seconds: float) -> dict:
     """Each phase's planned seconds (None without a budget) and spent seconds (None when it ran before this was
     recorded), for the report."""
     plan = store.phase_result("plan") or {}
-    planned = plan.get("seconds", {})
-    out = {}
-    for phase in ("space", "largest", "supernet", "evolution", "finetune", "deploy"):
-        done = store.phase_result(phase) or {}
-        spent = deploy_seconds if phase == "deploy" else done.get("seconds")
-        out[phase] = {"planned": planned.get(phase), "spent": spent}
+    phases = ("space", "largest", "supernet", "evolution", "finetune", "deploy")
+    spent = {p: (store.phase_result(p) or {}).get("seconds") for p in phases[:-1]}
+    out = planned_vs_spent(phases, plan.get("seconds", {}), {**spent, "deploy": deploy_seconds})
     ft = store.phase_result("finetune_plan")
     if ft is not None and out["finetune"]["planned"] is not None:  # re-planned from the time left
         out["finetune"]["planned"] = ft["epochs"] * ft["step_seconds"] * plan["costs"]["steps_per_epoch"]

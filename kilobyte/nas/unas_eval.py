@@ -60,6 +60,8 @@ class UnasConfig:
     in_flight: int = 1  # evaluations running at once (0: one per worker)
     core: str | None = None  # the Flash estimate's core
     kernels: str = "portable"
+    minutes: float | None = None  # a time budget: the settings named in `planned` are sized to it (unas_budget.py)
+    planned: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.bounds) - set(OBJECTIVES))
@@ -159,6 +161,7 @@ def config_of(settings: dict) -> UnasConfig:
     """The `UnasConfig` of stored settings (`UnasConfig.settings()`)."""
     data = {k: v for k, v in settings.items() if k not in ("strategy_kind", "schema")}
     data["sparsity"] = tuple(data["sparsity"])
+    data["planned"] = tuple(data.get("planned", ()))
     return UnasConfig(**data)
 
 

@@ -8,6 +8,7 @@ resumed search does not train anything again.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -125,8 +126,7 @@ def shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fit
     about half a point of noise at 97 %; this re-ranks the candidates that matter with the deployment's training.
     Each finalist's result is committed as its own phase, so a resumed search does not train it again. Updates
     `report` (`finalists`, `chosen`, and `finalist_val_error` on those members)."""
-    inside = [i for i, m in enumerate(report["pareto"]) if m["within_bounds"]]
-    ranked = sorted(inside, key=lambda i: _rank(report["pareto"][i], "val_error"))[:config.finalists]
+    ranked = finalist_ranking(report, config)
     if not config.finalist_epochs or len(ranked) < 2:
         return
     log(f"second evaluation of the {len(ranked)} most accurate members inside the bounds: {config.finalist_epochs} "
@@ -136,15 +136,23 @@ def shortlist(store, space, config: UnasConfig, report: dict, out_dir: Path, fit
         key = f"finalist-{member['index']}-{config.finalist_epochs}"
         done = store.phase_result(key)
         if done is None:
+            since = time.perf_counter()
             module = retrain_member(space, config, out_dir, member, fit.x, fit.y, config.finalist_epochs)
             int8 = quantise_module(space, module, fit.x[:CALIBRATION])
-            done = {"val_error": 1.0 - int8_accuracy(int8, val.x, val.y)}
+            done = {"val_error": 1.0 - int8_accuracy(int8, val.x, val.y), "seconds": time.perf_counter() - since}
             store.finish_phase(key, done)
         member["finalist_val_error"] = done["val_error"]
         log(f"  finalist {n + 1}/{len(ranked)}: member {i} {member['description']}: validation int8 "
             f"{(1 - member['val_error']) * 100:.1f} % -> {(1 - done['val_error']) * 100:.1f} %")
     report["finalists"] = ranked
     report["chosen"] = min(ranked, key=lambda i: _rank(report["pareto"][i], "finalist_val_error"))
+
+
+def finalist_ranking(report: dict, config: UnasConfig) -> list[int]:
+    """The `finalists` most accurate members inside every bound (by the search's validation error), as indices of
+    `report["pareto"]`, best first."""
+    inside = [i for i, m in enumerate(report["pareto"]) if m["within_bounds"]]
+    return sorted(inside, key=lambda i: _rank(report["pareto"][i], "val_error"))[:config.finalists]
 
 
 def _rank(member: dict, error: str) -> tuple:

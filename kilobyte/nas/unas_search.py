@@ -25,7 +25,10 @@ flight the run continues exactly as an uninterrupted one would. At the end: the 
 model size, MACs) with held-out test accuracies, `pareto.png`, the member chosen for deployment (the most accurate
 one inside every bound by validation, after a second, longer evaluation of the `finalists` best:
 `unas_front.shortlist`) trained once more on all training images (`final_epochs`), compiled to C and verified
-against TensorFlow Lite Micro, and `report.json` (`unas_front.py`; files written by `report.py`).
+against TensorFlow Lite Micro, and `report.json` (`unas_front.py`; files written by `report.py`). With a time
+budget (`minutes`, the CLI's `--minutes`) the evolution ends at its deadline instead of a count and the finalists'
+and final training's epochs are sized to the time left; the report shows planned vs spent per phase
+(`unas_budget.py`).
 
 The candidate's settings, genome and evaluation live in `unas_eval.py`; the resource evaluator, the store, the
 worker pool, the recipe and the report writer are the ones TinyNAS uses (`core.py` lists them).
@@ -33,7 +36,7 @@ worker pool, the recipe and the report writer are the ones TinyNAS uses (`core.p
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -50,6 +53,7 @@ from .core import load_split
 from .report import write_report
 from .resources import ResourceEvaluator
 from .store import Evaluation, SearchStore
+from .unas_budget import UnasBudget
 from .unas_eval import DEFAULT_BOUNDS, OBJECTIVES, UnasConfig
 from .unas_front import export_member
 from .unas_space import UnasSpace
@@ -61,30 +65,30 @@ __all__ = ["DEFAULT_BOUNDS", "UnasConfig", "export_member", "run_unas"]
 def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int = 1, ray_address: str | None = None,
              progress: bool = False, log=print, device=None, deploy: bool = True) -> dict:
     """Run (or resume) a μNAS search into `out_dir`; returns the report (also written to `report.json`)."""
-    started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "weights").mkdir(exist_ok=True)
     store = SearchStore(out_dir / "search.sqlite", config.settings(), resume=resume, growable=("evaluations",))
     try:
+        phase = config.strategy
+        budget = UnasBudget(config, store, phase)  # its clock starts here (with the time stored before a resume)
         fit, val, test = load_split(config)
         n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
         space = UnasSpace(input_shape=tuple(int(d) for d in fit.x.shape[1:]), num_classes=n_classes)
         evaluator = ResourceEvaluator(space, PlanOptions(kernels=config.kernels), core=config.core)
         genomes = ev.GenomeSpace(space, config, evaluator)
-        phase = config.strategy
         history = [unas_front.candidate(e) for e in sorted(store.evaluations(phase), key=lambda e: e.generation)]
         unfinished = [Issued(i, ev.Genome.loads(a), p, m) for i, a, p, m in store.unfinished(phase)]
         spec = ev.EvalSpec(space.to_json(), config.settings(), fit.x, fit.y, val.x, val.y)
         front: list[Candidate] = pareto_front([c for c in history if c.objectives["error"] < 1.0], OBJECTIVES)
         if history or unfinished:
             log(f"resuming: {len(history)} evaluations stored, {len(unfinished)} to run again")
-        log(f"μNAS {config.strategy} search: {config.evaluations} evaluations, population {config.population}, "
-            f"sample {config.sample}, pruning {config.prune}, {config.epochs} epochs each "
-            f"({'Ray ' + ray_address if ray_address else f'{workers} worker(s)'}) ...")
-        bar = tqdm(total=config.evaluations, initial=len(history), desc="μNAS", unit="eval", disable=not progress)
+        log(f"μNAS {config.strategy} search: {_count_line(config, budget)}, pruning {config.prune}, "
+            f"{config.epochs} epochs each ({'Ray ' + ray_address if ray_address else f'{workers} worker(s)'}) ...")
+        bar = tqdm(total=None if budget.by_deadline else config.evaluations, initial=len(history), desc="μNAS",
+                   unit="eval", disable=not progress)
         with parallel.open_pool(ev.make_worker, spec, workers, ray_address) as pool:
-            in_flight = config.in_flight or pool.capacity
+            in_flight = budget.in_flight = config.in_flight or pool.capacity
             aging = AgingConfig(config.population, config.sample, config.evaluations, config.bounds, in_flight,
                                 config.seed, config.strategy)
             results: dict[int, dict] = {}
@@ -111,27 +115,59 @@ def run_unas(config: UnasConfig, out_dir, *, resume: bool = False, workers: int 
                 store.add(Evaluation(phase, len(history_box), c.index, c.arch.dumps(), c.arch.arch.dumps(),
                                      config.seed, 1.0 - out["error"], resources,
                                      out["seconds_train"] + out["seconds_resources"]))
+                budget.record(out["seconds_train"] + out["seconds_resources"])
                 history_box.append(c)
                 bar.update(1)
                 bar.set_postfix(best=f"{(1 - min(o.objectives['error'] for o in front)) * 100:.1f}%" if front else "-")
 
             history_box = list(history)
             aging_evolution(genomes, None, aging, on_result, submit, collect, history=history,
-                            unfinished=unfinished, on_issue=on_issue)
+                            unfinished=unfinished, on_issue=on_issue, stop=budget.stop,
+                            resize=lambda h, i: budget.resize(aging, h, i))
             nodes = dict(pool.nodes)
         bar.close()
+        budget.mark("evolution")
         report = unas_front.front_report(store, config, space, out_dir, fit, test, log)
-        report.update(nodes=nodes, seconds=time.perf_counter() - started, out_dir=str(out_dir),
-                      repeated=store.repeated())
+        report.update(nodes=nodes, out_dir=str(out_dir), repeated=store.repeated(),
+                      population=store.phase_result("unas-population"))
         if report["chosen"] is not None:
-            with parallel.one_thread():  # as the evaluations: the chosen member does not depend on this machine's cores
-                unas_front.shortlist(store, space, config, report, out_dir, fit, val, log)
-                report["final"] = unas_front.final_training(store, space, config, report, out_dir, fit, val, test, log)
+            _train_chosen(store, space, config, budget, report, out_dir, (fit, val, test), log)
             if deploy:
                 report["deployed"] = unas_front.deploy_chosen(space, config, report, out_dir, fit, test, device,
                                                               progress, log)
+                budget.mark("deploy")
+        report.update(minutes=config.minutes, phase_times=budget.phase_times(), seconds=budget.clock.save())
         unas_front.write_pareto_plot(report, config, out_dir)
         write_report(out_dir, report)
         return report
     finally:
         store.close()
+
+
+def _count_line(config: UnasConfig, budget: UnasBudget) -> str:
+    """`evaluations until 8.7 min (the evolution's share of 15), population sized after the first evaluations`, or
+    `300 evaluations, population 100, sample 25` for a given count."""
+    if not budget.by_deadline:
+        return f"{config.evaluations} evaluations, population {config.population}, sample {config.sample}"
+    sized = "population sized after the first evaluations" if "population" in config.planned else \
+        f"population {config.population}"
+    return f"evaluations until {budget.deadline / 60:.1f} min (the evolution's share of {config.minutes:g}), {sized}"
+
+
+def _train_chosen(store, space, config: UnasConfig, budget: UnasBudget, report: dict, out_dir: Path, splits,
+                  log) -> None:
+    """The finalists' second evaluation and the chosen member's final training, their epochs sized to the time left
+    (`UnasBudget`; given ones kept); sets `report["final"]`."""
+    fit, val, test = splits
+    ranked = unas_front.finalist_ranking(report, config)
+    chosen = replace(config, finalist_epochs=budget.finalist_epochs([report["pareto"][i]["index"] for i in ranked]))
+    with parallel.one_thread():  # as the evaluations: the chosen member does not depend on this machine's cores
+        unas_front.shortlist(store, space, chosen, report, out_dir, fit, val, log)
+        budget.mark("finalists")
+        member = report["pareto"][report["chosen"]]
+        finalist = store.phase_result(f"finalist-{member['index']}-{chosen.finalist_epochs}")
+        epochs = budget.final_epochs(member["index"], finalist, chosen.finalist_epochs,
+                                     (len(fit.x) + len(val.x)) / len(fit.x))
+        report["final"] = unas_front.final_training(store, space, replace(chosen, final_epochs=epochs), report,
+                                                    out_dir, fit, val, test, log)
+        budget.mark("final")

@@ -194,3 +194,23 @@ def test_hypervolume_equals_counting_cells():
         flat = [p[:2] for p in pts]
         assert hypervolume(flat, (6, 6)) == hypervolume_2d(flat, (6, 6))
     assert hypervolume([(2,), (4,)], (5,)) == 3 and hypervolume([(7, 1)], (6, 6)) == 0
+
+
+def test_stop_ends_issuing_and_resize_changes_the_population():
+    """A time budget's hooks (nas/unas_budget.py): `stop` true issues nothing more though `rounds` is far off, and a
+    population resized after 5 results to 6 breeds from then on (every later candidate has a parent) while the first
+    6 stay random; the sample size given by `resize` is the one parents are drawn with."""
+    from dataclasses import replace
+
+    cfg = AgingConfig(population=100, sample=25, rounds=1000, bounds=BOUNDS, seed=4)
+    history, seen = [], []
+
+    def resize(done, issued):
+        seen.append(issued)
+        return replace(cfg, population=6, sample=2) if len(done) >= 5 else cfg
+
+    result = aging_evolution(SPACE, synthetic, cfg, on_result=history.append, stop=lambda: len(history) >= 20,
+                             resize=resize)
+    assert len(result) == 20 and seen[0] == 0
+    assert all(c.parent is None for c in result[:6]) and all(c.parent is not None for c in result[6:])
+    assert all(c.parent >= c.index - 6 for c in result[6:])  # parents come from the 6 youngest

@@ -235,3 +235,65 @@ def test_evaluation_is_the_same_on_every_worker():
         a, b = results[1][i], results[2][i]
         assert {k: v for k, v in a.items() if not k.startswith("seconds")} == \
             {k: v for k, v in b.items() if not k.startswith("seconds")}
+
+
+# --minutes as a budget (issue 26 item 5; nas/unas_budget.py): no --evaluations, --finalist-epochs, --final-epochs
+MINUTES = 2.0
+BUDGET_ARGS = ["search", "--strategy", "unas", "--data", "digits", "--minutes", str(MINUTES), "--workers", "1",
+               "--prune", "none", "--epochs", "1", "--train-images", "200", "--finalists", "3",
+               "--bounds", "error=0.9,peak=4KB,size=50K,macs=2M", "--json"]
+
+
+def _budget_checks(out, report) -> None:
+    """What a search under --minutes must show (shared by the uninterrupted and the resumed run)."""
+    budget = MINUTES * 60
+    times = report["phase_times"]
+    assert report["minutes"] == MINUTES and list(times) == ["evolution", "finalists", "final", "deploy"]
+    assert times["evolution"]["planned"] == pytest.approx(0.6 * (budget - 30))
+    assert all(times[p]["spent"] is not None for p in ("evolution", "final", "deploy"))
+    assert times["final"]["planned"] is not None  # its epochs were sized, not the preset's 100
+    db = sqlite3.connect(f"file:{out / 'search.sqlite'}?mode=ro", uri=True, timeout=30)
+    try:
+        settings = json.loads(dict(db.execute("SELECT key, value FROM meta"))["settings"])
+        seconds = [s for (s,) in db.execute("SELECT seconds FROM evaluations")]
+    finally:
+        db.close()
+    # stopped by the deadline, not by a count: far below the cap, and it kept issuing until the next candidate
+    # would have ended past the deadline (the mean of an evaluation is at most the longest one)
+    assert settings["evaluations"] == 2000 and len(seconds) == report["evaluations"] < 2000
+    assert times["evolution"]["spent"] + max(seconds) >= times["evolution"]["planned"]
+    # the whole search on the budget's clock, on a loaded 2-core machine: within 0.5x-1.6x
+    assert 0.5 * budget <= report["seconds"] <= 1.6 * budget, report["phase_times"]
+
+
+def test_minutes_is_a_budget_the_search_keeps(tmp_path):
+    out = tmp_path / "b"
+    run = subprocess.run([sys.executable, "-m", "kilobyte", *BUDGET_ARGS, "--out", str(out)], capture_output=True,
+                         text=True, timeout=900, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    _budget_checks(out, report)
+    assert report["final"]["epochs"] >= 1
+
+
+def test_killed_budgeted_search_resumes_on_its_clock(tmp_path):
+    """SIGKILLed after its second evaluation and resumed: the resumed search's clock counts the time the first run
+    stored, it still stops at the evolution's deadline and keeps the budget."""
+    out = tmp_path / "b"
+    cmd = [sys.executable, "-m", "kilobyte", *BUDGET_ARGS, "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    hit = wait_until(proc, lambda: len(_rows(out)[0]) >= 2, poll=0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert hit
+    db = sqlite3.connect(f"file:{out / 'search.sqlite'}?mode=ro", uri=True, timeout=30)
+    try:
+        stored = json.loads(db.execute("SELECT result FROM phases WHERE name='clock'").fetchone()[0])["seconds"]
+    finally:
+        db.close()
+    run = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=900, env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    assert report["seconds"] > stored > 0
+    assert report["phase_times"]["evolution"]["spent"] >= stored  # the first run's evaluations are the evolution's
+    _budget_checks(out, report)
