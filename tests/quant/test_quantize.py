@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from kilobyte.errors import KilobyteError, UnsupportedOpError
 from kilobyte.interp import eval_node_int8, run_float, run_int8
-from kilobyte.interp.int8_ref import avg_pool_int8, max_pool_int8
 from kilobyte.ir import (
     Activation,
     ConcatAttrs,
@@ -31,6 +30,7 @@ from kilobyte.ir import (
     PoolAttrs,
     ReshapeAttrs,
 )
+from kilobyte.ops.pool import avg_pool_int8, max_pool_int8
 from kilobyte.quant import (
     calibrate,
     choose_qparams,

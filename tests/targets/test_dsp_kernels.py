@@ -36,9 +36,10 @@ from random_nets import compile_bundle, pack_inputs
 import kilobyte.runtime as rt
 from kilobyte import ir
 from kilobyte.interp import run_int8
-from kilobyte.interp.int8_ref import add_int8, eval_node_int8
+from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.ops import arith
+from kilobyte.ops.binary import add_int8
 from kilobyte.ops.node_params import requant_params
 from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.targets.cortexm import build_firmware, have_tools, measure, run_qemu
