@@ -238,7 +238,7 @@ def test_evaluation_is_the_same_on_every_worker():
 
 
 # --minutes as a budget (issue 26 item 5; nas/unas_budget.py): no --evaluations, --finalist-epochs, --final-epochs
-MINUTES = 2.0
+MINUTES = 1.5
 BUDGET_ARGS = ["search", "--strategy", "unas", "--data", "digits", "--minutes", str(MINUTES), "--workers", "1",
                "--prune", "none", "--epochs", "1", "--train-images", "200", "--finalists", "3",
                "--bounds", "error=0.9,peak=4KB,size=50K,macs=2M", "--json"]
