@@ -88,16 +88,15 @@ class Lowering:
 
 
 def lower_node(graph: Graph, node: Node) -> tuple[list[TflOp], list[Tensor]]:
-    own = opdef(node.op).lower
-    if own is not None:
-        w = Lowering(graph)
-        own(w, graph, node)
-        return w.ops, w.tensors
-    lower = _LOWER.get(node.op)
+    """`node`'s operators and added tensors: its own lowering (`OpDef.lower`), or for the two convolutions still
+    pending in the registry `_conv` below, both through the `Lowering` writer."""
+    lower = opdef(node.op).lower or _LOWER.get(node.op)
     if lower is None:
         raise UnsupportedOpError(f"node '{node.name}': {node.op.value} has no TFLite operator; run the inference "
                                  f"transforms (fold batch norm, fuse activations) before export")
-    return lower(graph, node)
+    w = Lowering(graph)
+    lower(w, graph, node)
+    return w.ops, w.tensors
 
 
 def _const(name: str, data: np.ndarray, qparams: QParams | None = None) -> Tensor:
@@ -117,8 +116,8 @@ def _act(node: Node) -> int:
 
 
 # -- per-op lowerings -------------------------------------------------------------------------------------------
-def _conv(graph: Graph, node: Node):
-    a, w = node.attrs, Lowering(graph)
+def _conv(w: Lowering, graph: Graph, node: Node) -> None:
+    a = node.attrs
     params = _params(node)
     kernel = graph.tensors[params[0]].shape[1:3]
     mode, x = lower_window_input(w, graph, node, kernel, a.dilation, "zero")
@@ -131,7 +130,6 @@ def _conv(graph: Graph, node: Node):
         params = (*params, bias.name)
         w.tensors.append(bias)
     w.op(node.op.value, (x, *params), node.outputs, opts)
-    return w.ops, w.tensors
 
 
 def _quantised(graph: Graph, name: str) -> bool:

@@ -73,8 +73,6 @@ def eval_node_int8(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarr
     raise UnsupportedOpError(f"node '{node.name}': no int8 kernel for {op.value}")
 
 
-
-
 def _eval_weighted(graph: Graph, node: Node, args: list[np.ndarray]) -> np.ndarray:
     x, w = args[0], args[1]
     bias = args[2] if len(args) > 2 else None

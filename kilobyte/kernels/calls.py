@@ -82,7 +82,4 @@ def node_function(graph: Graph, node: Node, in_place: bool = False) -> str | Non
         return "kb_requantize_u8_i8" if graph.tensors[node.inputs[0]].dtype == "uint8" else "kb_requantize_i8_u8"
     if constant_operand(graph, node) is not None:  # ADD / SUB / MUL by a constant: its terms prepared
         return "kb_mul_const" if node.op is Op.MUL else "kb_add_const"
-    d = opdef(node.op)
-    if d.function is not None:
-        return d.function
-    return "kb_lut" if d.contract.family == "lut" else None
+    return opdef(node.op).function

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from ..ops import opdef
-from ..ops.binary import constant_operand
+from ..ops.binary import CONST_STRUCT, constant_operand
 from ..ops.contract import InPlaceRule, KernelContract
 
 KERNEL_SETS = ("portable", "dsp")
@@ -36,6 +36,7 @@ IM2COL_COLUMNS = 2  # columns of a per-layer DSP im2col buffer (KB_CONV_SCRATCH 
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads
 IM2COL_ELEMENT_BYTES = 2  # int16 after widening
 SPARSE_RQ_BYTES = 36  # sizeof(kb_arm_rq1): per output channel of a sparse conv's scratch
+
 
 def contract_for(node: Node) -> KernelContract:
     """The contract of `node`'s op (every `Op` has one, in its `OpDef`)."""
@@ -123,9 +124,6 @@ def inplace_rule(graph: Graph, node: Node, options) -> InPlaceRule | None:
 
 
 # -- C parameters ---------------------------------------------------------------------------------------------------
-CONST_STRUCT = "kb_const_params"  # the struct of an ADD / SUB / MUL with a constant operand (`ops.binary`)
-
-
 def node_struct(graph: Graph, node: Node) -> str | None:
     """The C parameter struct `node`'s layer fills: its contract's, or `kb_const_params` for a constant operand."""
     return CONST_STRUCT if constant_operand(graph, node) is not None else contract_for(node).struct

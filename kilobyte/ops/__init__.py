@@ -4,8 +4,7 @@
 `concat.py`, `edges.py`, `fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `pad.py`, `pool.py`, `prelu.py`,
 `reshape.py`, `resize.py`, `softmax.py`, `training.py`, `transpose_conv.py`) define their ops completely — data and
 behaviour; `pending.py` holds the data of the ops whose behaviour is still in the stages (CONV_2D and
-DEPTHWISE_CONV_2D). The registry is checked when built: every `Op`
-has exactly one `OpDef`.
+DEPTHWISE_CONV_2D). The registry is checked when built: every `Op` has exactly one `OpDef`.
 
 This package sits right above `errors` in the layer order (`docs/layout.md`): it imports nothing else of Kilobyte,
 so the IR and every stage can ask it. Its building blocks are leaf modules here too: the Op enum and attrs
@@ -45,7 +44,7 @@ _MODULES = (pending, binary, concat, edges, fully_connected, lut, mean, movement
 def _registry() -> dict[Op, OpDef]:
     out: dict[Op, OpDef] = {}
     for module in _MODULES:
-        for d in module.PENDING if module is pending else module.DEFS:
+        for d in module.DEFS:
             if d.op in out:
                 raise RuntimeError(f"{d.op.value}: defined twice ({module.__name__})")
             out[d.op] = d

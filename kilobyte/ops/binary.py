@@ -219,7 +219,7 @@ def emit_const_operand(graph, node, bufs: Buffers, plan) -> LayerCode:
     name = f"kb_k_{c_ident(node.name)}"
     fn, family = ("kb_mul_const", "elementwise") if node.op is Op.MUL else ("kb_add_const", "add")
     return LayerCode(decls=[c_array(name, "int32_t", terms)],
-                     body=[c_struct("kb_const_params", params), f"{fn}(&p, {bufs.ptr(x)}, {name}, {bufs.ptr(y)});"],
+                     body=[c_struct(CONST_STRUCT, params), f"{fn}(&p, {bufs.ptr(x)}, {name}, {bufs.ptr(y)});"],
                      families={family})
 
 
