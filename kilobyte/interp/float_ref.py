@@ -11,7 +11,7 @@ import numpy as np
 from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.types import apply_activation as _act
-from ..ops.window import pad_nhwc, windows
+from ..ops.window import pad_hw, windows
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -38,7 +38,7 @@ def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.n
 
 def _conv(node: Node, x, w, b=None):
     a = node.attrs
-    win = windows(pad_nhwc(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
+    win = windows(pad_hw(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
     y = np.einsum("nhwijc,oijc->nhwo", win, w, optimize=True)
     return _act(y + (b if b is not None else 0.0), a.activation)
 
@@ -47,7 +47,7 @@ def _depthwise(node: Node, x, w, b=None):
     a = node.attrs
     if a.depth_multiplier != 1:
         x = np.repeat(x, a.depth_multiplier, axis=3)
-    win = windows(pad_nhwc(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
+    win = windows(pad_hw(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
     y = np.einsum("nhwijc,ijc->nhwc", win, w[0], optimize=True)
     return _act(y + (b if b is not None else 0.0), a.activation)
 

@@ -13,7 +13,7 @@ from .layer_code import Buffers, LayerCode, window_params
 from .node_params import activation_range_of, require_same_qparams
 from .opdef import OpDef
 from .types import Op, PoolAttrs, apply_activation
-from .window import lower_window_input, out_hw, pad_hw, pad_nhwc, taps, window_shape, windows
+from .window import lower_window_input, out_hw, pad_hw, taps, window_shape, windows
 
 
 def avg_pool_int8(x, kernel, stride, padding, act_min: int = -128, act_max: int = 127) -> np.ndarray:
@@ -53,11 +53,11 @@ def _float(node, args) -> np.ndarray:
     x, a = args[0], node.attrs
     kh, kw = a.kernel
     if node.op is Op.MAX_POOL_2D:
-        win = windows(pad_nhwc(x, a.padding, -np.inf), kh, kw, a.stride)
+        win = windows(pad_hw(x, a.padding, -np.inf), kh, kw, a.stride)
         return apply_activation(win.max(axis=(3, 4)), a.activation)
     # Average over in-image taps only (TFLite and PyTorch count_include_pad=False agree on this).
-    win = windows(pad_nhwc(x, a.padding), kh, kw, a.stride)
-    ones = windows(pad_nhwc(np.ones_like(x[..., :1]), a.padding), kh, kw, a.stride)
+    win = windows(pad_hw(x, a.padding), kh, kw, a.stride)
+    ones = windows(pad_hw(np.ones_like(x[..., :1]), a.padding), kh, kw, a.stride)
     return apply_activation(win.sum(axis=(3, 4)) / ones.sum(axis=(3, 4)), a.activation)
 
 

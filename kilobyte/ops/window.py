@@ -33,12 +33,13 @@ def window_shape(x: tuple[int, ...], kh: int, kw: int, attrs, cout: int) -> tupl
     return (x[0], ho, wo, cout)
 
 
-# -- float: every window as a view ---------------------------------------------------------------------------------
-def pad_nhwc(x: np.ndarray, pad, value: float = 0.0) -> np.ndarray:
-    t, b, left, r = pad
+def pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
+    """NHWC `x` with (top, bottom, left, right) rows and columns of `value` around H and W (float and int8 alike)."""
+    t, b, left, r = padding
     return np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)), constant_values=value)
 
 
+# -- float: every window as a view ---------------------------------------------------------------------------------
 def windows(x: np.ndarray, kh: int, kw: int, stride, dilation=(1, 1)) -> np.ndarray:
     """(1,H,W,C) padded input -> (1,Ho,Wo,kh,kw,C) view of every window."""
     sh, sw = stride
@@ -65,9 +66,6 @@ def out_hw(x: np.ndarray, kh: int, kw: int, stride, padding, dilation=(1, 1)) ->
             conv_out_size(x.shape[2], kw, stride[1], left, r, dilation[1]))
 
 
-def pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
-    t, b, left, r = padding
-    return np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)), constant_values=value)
 
 
 # -- .tflite -------------------------------------------------------------------------------------------------------
