@@ -128,3 +128,14 @@ def test_measuring_leaves_the_supernet_as_it_was():
     assert costs.evaluation > 0
     after = net.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_fine_tuning_spends_the_epochs_its_budget_gave_it():
+    """Fine-tuning's epochs are sized to the time left: it never stops early (a one-cycle run's peak-rate epochs fall
+    below the inherited weights and would trip the patience), and it still keeps the inherited weights unless an epoch
+    matches them."""
+    from kilobyte.nas.search import finetune_config
+
+    cfg = finetune_config(SearchConfig("stm32f410", 32 * 1024, 128 * 1024, data="digits"), 16)
+    assert cfg.patience is None and cfg.keep_initial
+    assert cfg.resolution == 16 and cfg.schedule == "onecycle"
