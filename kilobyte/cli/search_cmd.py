@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 from ..atomic import write_json
 from ..driver import verification_line
@@ -90,6 +91,10 @@ def register(sub) -> None:
                    "patch by patch on a p x p grid) with the fewest MACs that fits the SRAM, or per layer; the space "
                    "gains per-stage width multipliers 0.5/0.75/1, receptive-field redistribution in the first two "
                    "stages and inputs up to 4x the data's size")
+    p.add_argument("--compact", action="store_true",
+                   help="TinyNAS on the compact MBConv space: stage depths 1-3 and expand ratios 2-4 instead of "
+                   "MCUNet's 2-4 and 3-6, for small budgets (--strategy auto picks it where MCUNet's choices do not "
+                   "fit, e.g. 16 KB SRAM / 64 KB Flash)")
     adv = p.add_argument_group("search budget (defaults: sized to --minutes; a value given here is kept)")
     adv.add_argument("--population", type=int, default=None, help="evolution population")
     adv.add_argument("--generations", type=int, default=None, help="evolution generations")
@@ -141,8 +146,6 @@ def budget_bytes(args, device) -> tuple[int, int]:
 def config_from_args(args, device):
     """The `SearchConfig` of the arguments: what is given is fixed; the rest of the budget settings (epochs,
     population, generations, space samples) is sized to --minutes when the search runs (`nas/budget.py`)."""
-    from dataclasses import replace
-
     from ..nas.search import PLANNED, SearchConfig
 
     sram, flash = budget_bytes(args, device)
@@ -177,7 +180,8 @@ def config_from_args(args, device):
                    seed=args.seed, train_images=args.train_images,
                    space_samples=args.space_samples or (PATCH_SPACE_SAMPLES if args.patch else base.space_samples),
                    training=training, finetune_epochs=finetune, evolution=evo, random_baseline=args.random_baseline,
-                   kernels=args.kernels, patch=args.patch, minutes=args.minutes, model_sram=bool(args.max_sram),
+                   kernels=args.kernels, patch=args.patch, compact=args.compact, minutes=args.minutes,
+                   model_sram=bool(args.max_sram),
                    planned=tuple(p for p in PLANNED if p not in given and not (args.patch and p == "space_samples")))
 
 
@@ -194,8 +198,9 @@ def run(args) -> int:
         raise KilobyteError("search needs a --device (see `kilobyte devices`)")
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if args.strategy == "unas":
-        if args.patch:
-            raise KilobyteError("--patch is for the TinyNAS strategy (μNAS's small CNNs run per layer)")
+        if args.patch or args.compact:
+            raise KilobyteError(f"--{'patch' if args.patch else 'compact'} is for the TinyNAS strategy (μNAS searches "
+                                f"its own space of small CNNs)")
         return _run_unas(args, device, workers)
     quiet = args.json
     log = (lambda *a: None) if quiet else print
@@ -203,10 +208,13 @@ def run(args) -> int:
     if choice is not None and choice.name == "unas":
         return _run_unas(args, device, workers, choice)
     config = config_from_args(args, device)
+    if choice is not None and choice.compact:
+        config = replace(config, compact=True)
     report = run_search(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
                         progress=not quiet, log=log, device=device)
     _record_strategy(report, choice.to_json() if choice is not None else
-                     {"name": "tinynas", "reason": "--strategy tinynas" + (" --patch" if args.patch else "")},
+                     {"name": "tinynas", "reason": "--strategy tinynas" + (" --patch" if args.patch else "")
+                                                  + (" --compact" if args.compact else "")},
                      args.out)
     if args.json:
         print_json(report)
@@ -247,7 +255,7 @@ def _supernet_rows(r: dict) -> list[tuple[str, str]]:
 
 def _space_line(space: dict) -> str:
     """`w0.3, r28, stem stride 1, 3 downsamplings -> last stage 4x4 (best of 147 configurations)`."""
-    line = f"w{space['width']:g}, r{space['resolution']}"
+    line = f"w{space['width']:g}, r{space['resolution']}" + (" (compact space)" if space.get("compact") else "")
     if space.get("strides"):
         strides = space["strides"]
         n = sum(s == 2 for s in strides)
@@ -379,7 +387,7 @@ def _auto_strategy(args, device, workers: int, log):
     from ..nas.search import SearchConfig
     from ..nas.strategy import choose_strategy
 
-    if args.strategy != "auto" or args.patch:
+    if args.strategy != "auto" or args.patch or args.compact:
         return None
     sram, flash = budget_bytes(args, device)
     macs = None if args.max_macs is None else int(args.max_macs * 1e6)
@@ -396,8 +404,6 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
 
     config = unas_config_from_args(args, device)
     if choice is not None and not args.bounds:  # chosen by auto: the device's resources are the bounds
-        from dataclasses import replace
-
         sram, flash = budget_bytes(args, device)
         if not args.max_sram:  # the device's SRAM holds the firmware's stack too
             from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES

@@ -85,6 +85,7 @@ class SearchConfig:
     random_baseline: bool = False
     kernels: str = "portable"
     patch: bool = False  # MCUNetV2's joint search: patch schedules, per-stage widths, RD, wider resolutions
+    compact: bool = False  # the compact MBConv space (`MBSpace.compact`: depths {1,2,3}, expands {2,3,4})
     max_instructions: int | None = None  # emulated Cortex-M7 instructions per inference (the fitted latency model)
     model_sram: bool = False  # sram_bytes bounds the model's arena + input only (--max-sram), not the firmware's stack
     minutes: float | None = None  # a time budget: the settings named in `planned` are sized to it (nas/budget.py)
@@ -141,11 +142,13 @@ def search_space(config: SearchConfig, in_channels: int, num_classes: int, nativ
     outside the library."""
     resolutions = tuple(config.resolutions or data_resolutions(native, wide=config.patch))
     if config.patch:  # MCUNetV2's genome: per-stage widths and receptive-field redistribution (space.py)
-        return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                       resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES)
-    return MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                   resolutions=resolutions, input_size=input_size,
-                   schedules="adaptive" if native <= ADAPTIVE_MAX_SIDE else "fixed")
+        space = MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
+                        resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES)
+    else:
+        space = MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
+                        resolutions=resolutions, input_size=input_size,
+                        schedules="adaptive" if native <= ADAPTIVE_MAX_SIDE else "fixed")
+    return space.compact() if config.compact else space
 
 
 ADAPTIVE_MAX_SIDE = 96  # images up to this side search the downsampling schedule too; larger keep ImageNet's
@@ -192,13 +195,14 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpac
                 "final_map": best.final_map, "label": best.label(), "mean_macs": best.mean_macs,
                 "fitting": best.fitting, "sampled": best.sampled, "configs": len(choice.configs),
                 "edge": list(choice.edge), "largest_macs": best.largest_macs, "max_largest_macs": cap,
-                "too_slow": choice.too_slow}
+                "too_slow": choice.too_slow, "compact": space.is_compact}
         ctx.finish("space", done, since)
         edge = f"; on the grid's edge ({', '.join(choice.edge)}): the budget did not bind" if choice.edge else ""
         if choice.too_slow:
             edge += (f"; {choice.too_slow} configurations with more MACs would not train in {ctx.config.minutes:g} "
                      f"min (largest network above {cap / 1e6:.1f} M MACs)")
-        ctx.log(f"      chose {best.label()} (last stage {best.final_map}x{best.final_map}) of "
+        compact = " of the compact space" if space.is_compact else ""
+        ctx.log(f"      chose {best.label()}{compact} (last stage {best.final_map}x{best.final_map}) of "
                 f"{len(choice.configs)} configurations{edge}")
     return space.with_config(done["width"], done["resolution"], done.get("strides"))  # stores before 26: no strides
 
@@ -395,8 +399,9 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
 
 
 def _space_summary(chosen: dict) -> dict:
-    """The report's `space`: the chosen configuration, its downsampling and whether it sat on the grid's edge."""
-    keys = ("width", "resolution", "strides", "final_map", "label", "mean_macs", "configs", "edge")
+    """The report's `space`: the chosen configuration, its downsampling, whether it sat on the grid's edge and whether
+    the space was the compact one."""
+    keys = ("width", "resolution", "strides", "final_map", "label", "mean_macs", "configs", "edge", "compact")
     return {k: chosen.get(k) for k in keys}
 
 

@@ -35,6 +35,10 @@ exactly the one above (same genes, same random draws, same JSON and keys):
   `depth_choices` give every slot's choices; sampling, mutation, checks, `largest` (the biggest kernel per slot) and
   `smallest` use them.
 
+A third variant, for small budgets: `MBSpace.compact()` keeps the skeleton and the kernels but takes stage depths
+{1, 2, 3} and expand ratios {2, 3, 4} (`COMPACT_DEPTHS`, `COMPACT_EXPANDS`), so that MBConv networks reach budgets
+like 16 KB SRAM / 64 KB Flash; `--strategy auto` picks it where the MCUNet choices do not fit (nas/strategy.py).
+
 The new genes are drawn after the old ones and only when the space has them. tests/nas/test_joint_space.py builds
 MobileNetV2 and an MbV2-RD as spaces of this kind and reproduces MCUNetV2's patch figures from them.
 """
@@ -54,6 +58,11 @@ from ..zoo.blocks import make_divisible
 DEFAULT_WIDTHS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DEFAULT_RESOLUTIONS = tuple(range(48, 225, 16))  # 48, 64, ..., 224: the thesis's 12 values
 DEFAULT_STRIDES = (2, 2, 2, 2, 1, 2, 1)  # ImageNet's downsampling: the stem, then each stage's first block
+# The compact space (`MBSpace.compact`): shallower stages and narrower expansion, for budgets where no configuration
+# of the MCUNet choices fits (MNIST at 16 KB SRAM / 64 KB Flash: the smallest of those needs 55 KB of Flash at w0.1,
+# random ones 76 KB and more; of these 50-80 % fit).
+COMPACT_DEPTHS = ((1, 2, 3),) * 5 + ((1,),)
+COMPACT_EXPANDS = (2, 3, 4)
 
 
 class ArchError(KilobyteError):
@@ -103,6 +112,14 @@ class MBSpace:
     def input_hw(self, resolution: int) -> tuple[int, int]:
         """(H, W) of the input a network at `resolution` takes: the data's when the space has one, else its own."""
         return tuple(self.input_size) if self.input_size is not None else (resolution, resolution)
+
+    def compact(self) -> MBSpace:
+        """The same skeleton with the compact choices: stage depths {1, 2, 3}, expand ratios {2, 3, 4}."""
+        return replace(self, stage_depths=COMPACT_DEPTHS, expands=COMPACT_EXPANDS)
+
+    @property
+    def is_compact(self) -> bool:
+        return self.stage_depths == COMPACT_DEPTHS and self.expands == COMPACT_EXPANDS
 
     @property
     def depth_choices(self) -> tuple[tuple[int, ...], ...]:

@@ -19,6 +19,23 @@ def test_a_roomy_budget_runs_tinynas_and_a_tiny_one_unas():
     assert "\n" not in tiny.reason + roomy.reason
 
 
+def test_a_budget_the_mcunet_choices_miss_runs_tinynas_on_the_compact_space():
+    """16 KB SRAM / 64 KB Flash: every sampled network of MCUNet's choices needs more Flash, compact ones fit; the
+    search then builds the compact space (shallower stages, narrower expansion, same skeleton)."""
+    from kilobyte.nas.search import search_space
+
+    config = SearchConfig("stm32f410", 16 * KB, 64 * KB, data="mnist", model_sram=True)
+    choice = choose_strategy(config, workers=2, core="cortex-m4")
+    assert choice.name == "tinynas" and choice.compact, choice.reason
+    assert "the MBConv space does not fit 16 KB SRAM / 64 KB Flash" in choice.reason
+    assert "the compact MBConv space fits" in choice.reason and choice.to_json()["space"] == "compact"
+    full = search_space(config, 1, 10, 28, (28, 28))
+    compact = search_space(SearchConfig("stm32f410", 16 * KB, 64 * KB, compact=True), 1, 10, 28, (28, 28))
+    assert compact.is_compact and not full.is_compact
+    assert min(min(d) for d in compact.depth_choices) == 1 < min(min(d) for d in full.depth_choices[:5])
+    assert max(compact.expands) < max(full.expands) and compact.stage_widths == full.stage_widths
+
+
 def test_device_bounds_leave_the_runtime_code_its_flash():
     bounds = device_bounds(16 * KB, 64 * KB, "portable", "cortex-m4")
     code = code_lower_bound(("conv", "fc"), "portable", "cortex-m4")
@@ -37,3 +54,25 @@ def test_max_sram_bounds_the_model_and_the_device_keeps_its_stack():
     model = search_budget(SearchConfig("stm32f410", 4 * KB, 16 * KB, model_sram=True))
     assert device.sram_reserve == DEFAULT_STACK_BYTES and device.count_input
     assert model.sram_reserve == 0 and model.count_input and model.sram_bytes == 4 * KB
+
+
+def test_a_compact_search_trains_and_picks_a_network_of_the_compact_space(tmp_path, monkeypatch):
+    """The compact space through the whole search on digits (deployment left out, as in test_core): the supernet is
+    built with its depths and expands, the winner belongs to it, and the report says which space ran."""
+    from kilobyte.nas import search
+    from kilobyte.nas.core import load_arch
+    from kilobyte.nas.evolution import EvolutionConfig
+    from kilobyte.nas.space import COMPACT_DEPTHS, COMPACT_EXPANDS
+    from kilobyte.nas.supernet_train import SupernetTraining
+
+    monkeypatch.setattr(search, "deploy", lambda *a, **k: {"deployed": False})
+    config = SearchConfig("stm32f410", 16 * KB, 64 * KB, data="digits", compact=True, model_sram=True,
+                          widths=(0.1,), resolutions=(8,), space_samples=8, train_images=128, val_images=100,
+                          training=SupernetTraining(largest_epochs=1, supernet_epochs=1, subnets_per_batch=2),
+                          evolution=EvolutionConfig(population=4, parents=2, generations=1), finetune_epochs=1)
+    report = search.run_search(config, tmp_path, log=lambda *a: None)
+    assert report["space"]["compact"] is True
+    arch = load_arch(report["architecture"], "mbconv")
+    assert all(d in choices for d, choices in zip(arch.depths, COMPACT_DEPTHS, strict=True))
+    assert all(e in COMPACT_EXPANDS for stage in arch.blocks for _, e in stage)
+    assert search.search_space(config, 1, 10, 8, (8, 8)).is_compact
