@@ -8,7 +8,7 @@ dataset's range at first, inherited with a N(0, 0.05) perturbation, clipped). Ev
    evaluator, with the same cache); a candidate above `skip_factor` times a resource bound is not trained (error
    1.0, `trained: false`) — with the scalarisation's cap of 10 bounds it could not become a parent anyway, and on 2
    CPU cores a random 128-channel network at 28x28 would cost minutes; the random initial candidates are drawn
-   below that line;
+   inside the bounds (the first of up to 200 draws that is, else the closest: `unas_eval.GenomeSpace.sample`);
 2. training with the recipe (`kilobyte.train.fit`) on the search's training split, with DPF pruning to the target
    (nas/dpf.py) — structured pruning removes channels and units for real, so resources are measured on the smaller
    architecture;

@@ -207,6 +207,28 @@ def test_one_line_errors(reference, tmp_path):
     assert run.returncode == 1 and "resume with the same settings" in run.stderr
 
 
+def test_random_candidates_are_drawn_inside_the_bounds():
+    """At a budget most random networks miss (MNIST-sized input, 4 KB SRAM / 16 KB Flash), every random candidate is
+    inside the bounds, where plain draws mostly are not; with bounds nothing meets, the closest draw is taken."""
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_eval import GenomeSpace, UnasConfig, excess
+    from kilobyte.nas.unas_space import UnasSpace
+
+    space = UnasSpace(input_shape=(28, 28, 1))
+    evaluator = ResourceEvaluator(space)
+    bounds = {"peak_bytes": 3300.0, "weight_bytes": 9000.0}
+    genomes = GenomeSpace(space, UnasConfig(data="mnist", prune="none", bounds=bounds), evaluator)
+    rng = np.random.default_rng(0)
+    plain = [excess(evaluator.evaluate(space.sample(rng)), bounds) for _ in range(40)]
+    drawn = [excess(evaluator.evaluate(genomes.sample(rng).arch), bounds) for _ in range(8)]
+    assert sum(r <= 1 for r in plain) < len(plain) / 2 and all(r <= 1 for r in drawn)
+    impossible = GenomeSpace(space, UnasConfig(data="mnist", prune="none", bounds={"peak_bytes": 1.0}), evaluator)
+    closest = excess(evaluator.evaluate(impossible.sample(np.random.default_rng(1)).arch), {"peak_bytes": 1.0})
+    again = np.random.default_rng(1)
+    draws = [excess(evaluator.evaluate(space.sample(again)), {"peak_bytes": 1.0}) for _ in range(200)]
+    assert closest == min(draws) > 1
+
+
 def test_evaluation_is_the_same_on_every_worker():
     """One candidate evaluated in this process and in a 2-process pool: identical objectives and weights (so local,
     pool and Ray searches agree)."""
