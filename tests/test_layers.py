@@ -246,10 +246,8 @@ def violations(root: Path, order: list[tuple[str, ...]]) -> list[Violation]:
 
 CLI_STARTUP = ("cli: a command imports its stage when it runs, so `kilobyte --help` and the light commands do not "
                "import torch and the search; to move once those stages import torch only where they use it")
-LEAD = "codegen: imports not yet moved to module level (the op registry's rebuild of codegen/ is still under way)"
 TARGETS_CODEGEN = ("targets -> codegen: the firmware harness and the QEMU runner build the generated project "
                    "(codegen/header.py's float_call/invoke_call, host.manifest); to move below targets/")
-NOT_MOVED = "nas/deploy.py: the compile path imported when a winner is deployed; not yet moved to module level"
 DEFERS_FRAMEWORK = ("defers torch / onnx: the package's entry points import their frontend, which imports the "
                     "framework at its top, only when called")
 DEFERS_TFLITE = ("defers the tflite package: the imported module (the .tflite schema or writer) imports it at its top, "
@@ -288,7 +286,7 @@ KNOWN: dict[tuple[str, str], str] = {
             "kilobyte.codegen.host.run_compiled", "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8",
             "kilobyte.ops.arith.quantize_values", "kilobyte.targets.cortexm.verify.run_on_target",
             "kilobyte.targets.tflm.run_tflm"),
-    **_each(CLI_STARTUP, "kilobyte/cli/search_cmd.py", "dataclasses.replace", "kilobyte.cli.common.get_device",
+    **_each(CLI_STARTUP, "kilobyte/cli/search_cmd.py", "kilobyte.cli.common.get_device",
             "kilobyte.nas.search.PLANNED", "kilobyte.nas.search.SearchConfig", "kilobyte.nas.search.run_search",
             "kilobyte.nas.strategy.choose_strategy", "kilobyte.nas.strategy.device_bounds",
             "kilobyte.nas.unas_budget.PLANNED", "kilobyte.nas.unas_search.DEFAULT_BOUNDS",
@@ -296,18 +294,11 @@ KNOWN: dict[tuple[str, str], str] = {
             "kilobyte.nas.unas_search.export_member", "kilobyte.nas.unas_search.run_unas",
             "kilobyte.targets.cortexm.firmware.DEFAULT_STACK_BYTES"),
     **_each(CLI_STARTUP, "kilobyte/cli/verify_cmd.py", "kilobyte.targets.cortexm.firmware.planned_kernel_set"),
-    **_each(LEAD, "kilobyte/codegen/__init__.py", "kilobyte.codegen.model_c.output_offsets",
-            "kilobyte.export.tflite.to_tflite", "kilobyte.quant.check.check_int8", "kilobyte.schedule.plan.make_plan",
-            "kilobyte.schedule.plan.plan_to_dict", "kilobyte.schedule.plan_types.PlanOptions"),
-    **_each(LEAD, "kilobyte/codegen/build_files.py", "kilobyte.targets.cortexm.toolchain.BOARDS"),
-    **_each(LEAD, "kilobyte/codegen/float_tail.py", "kilobyte.transforms.edit.drop_unused_tensors"),
+    **_each(DEFERS_TFLITE, "kilobyte/codegen/__init__.py", "kilobyte.export.tflite.to_tflite"),
     **_each(DEFERS_TFLITE, "kilobyte/driver/load.py", "kilobyte.frontends.tflite.from_tflite"),
     **_each(DEFERS_TFLITE, "kilobyte/driver/verify.py", "kilobyte.frontends.tflite.from_tflite"),
     **_each(DEFERS_FRAMEWORK, "kilobyte/frontends/__init__.py", "kilobyte.frontends.onnx_frontend.from_onnx",
             "kilobyte.frontends.torch_fx.from_torch"),
-    **_each(NOT_MOVED, "kilobyte/nas/deploy.py", "kilobyte.codegen.HostModel", "kilobyte.codegen.compile_graph",
-            "kilobyte.data.held_out.write_held_out", "kilobyte.quant.quantize.quantize",
-            "kilobyte.quant.quantize.quantize_input", "kilobyte.train.to_nchw_tensor"),
     **_each(DEFERS_TFLITE, "kilobyte/nas/unas_front.py", "kilobyte.export.tflite.to_tflite"),
     **_each(TARGETS_CODEGEN, "kilobyte/targets/cortexm/firmware.py", "kilobyte.codegen.header.float_call",
             "kilobyte.codegen.header.invoke_call"),

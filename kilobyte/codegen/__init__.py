@@ -14,10 +14,14 @@ from pathlib import Path
 
 from ..errors import KilobyteError
 from ..ir import Graph
+from ..quant.check import check_int8
+from ..schedule.plan import make_plan, plan_to_dict
+from ..schedule.plan_types import PlanOptions
 from .float_tail import FloatTail, split_float_tail
 from .host import HostModel, build_executable, run_compiled, run_executable
 from .io_edges import Edges, split_float_head
 from .library import ARENA_ALIGN, LibraryOptions, is_classifier, output_params
+from .model_c import output_offsets
 from .project import write_project
 
 __all__ = ["CompileResult", "HostModel", "LibraryOptions", "build_executable", "compile_graph", "run_compiled",
@@ -47,7 +51,6 @@ def _outputs(graph: Graph, tails: tuple[FloatTail, ...], shapes: dict) -> list[d
     """Every output of kb_invoke with its byte offset in the one output buffer (model_c.output_offsets), its
     parameter name in the invokes (`output`, or with several outputs one pointer each, named after them), and the
     file's output it becomes (name, dtype, shape, the float ops of its tail: what `<prefix>_invoke_float` gives)."""
-    from .model_c import output_offsets
 
     params = output_params(graph.outputs) if len(graph.outputs) > 1 else ["output"]
     outs = [{**_io(graph, name), "offset": offset, "param": param, "file_name": t.output,
@@ -92,9 +95,6 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
     """Plan and generate the C project for an int8 graph into `out_dir` (atomically); `library` names its exports
     and files (default prefix "kb"). The project's `model.tflite` is written only when the `[tflite]` extra is
     installed (the manifest's "tflite" is null otherwise)."""
-    from ..quant.check import check_int8
-    from ..schedule.plan import make_plan, plan_to_dict
-    from ..schedule.plan_types import PlanOptions
 
     headless, head = split_float_head(graph)
     core, tails = split_float_tail(headless)

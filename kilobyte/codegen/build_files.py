@@ -15,6 +15,7 @@ archives still link one copy of a kernel, since a linker takes an archive member
 from __future__ import annotations
 
 from .. import __version__
+from ..targets.cortexm.toolchain import BOARDS
 from .library import LibraryOptions
 
 # -O2 -ffunction-sections: what firmware builds use (`targets/cortexm/firmware.py`); --gc-sections at the final
@@ -23,8 +24,6 @@ ARM_CFLAGS = "-std=c99 -O2 -Wall -Wextra -ffunction-sections -fdata-sections"
 
 
 def _cpu_flags() -> dict[str, str]:
-    from ..targets.cortexm.toolchain import BOARDS
-
     return {core: " ".join(board.cpu_flags) for core, board in BOARDS.items()}
 
 

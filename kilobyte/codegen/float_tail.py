@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import KilobyteError
 from ..ir import Activation, Graph, Node, Op
+from ..transforms.edit import drop_unused_tensors
 
 TAIL_OPS = (Op.DEQUANTIZE, Op.SOFTMAX, Op.LOG_SOFTMAX, Op.LOGISTIC, Op.ADD, Op.MUL, Op.RESHAPE)
 INTEGER = ("int8", "uint8")
@@ -81,7 +82,6 @@ def _walk(graph: Graph, out: str) -> FloatTail:
 
 def split_float_tail(graph: Graph) -> tuple[Graph, tuple[FloatTail, ...]]:
     """The int8 core of `graph` (its outputs: each output's core tensor, in order) and every output's tail."""
-    from ..transforms.edit import drop_unused_tensors
 
     tails = tuple(_walk(graph, out) for out in graph.outputs)
     cores = [t.core for t in tails]

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..codegen import HostModel, compile_graph
+from ..data.held_out import write_held_out
 from ..driver import device_fit, from_module, verify_project
+from ..quant.quantize import quantize, quantize_input
+from ..train import to_nchw_tensor
 
 
 def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
@@ -45,10 +49,6 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     the images with the same function (`data.resize_images`)."""
     import torch
 
-    from ..codegen import HostModel, compile_graph
-    from ..data.held_out import write_held_out
-    from ..quant.quantize import quantize, quantize_input
-    from ..train import to_nchw_tensor
 
     module = module.eval()
     _, h, w, channels = fit.x.shape
