@@ -469,7 +469,7 @@ def write_bundle(root: Path, projects: list[Path]) -> list[tuple[int, int, int, 
     output sizes, so `HostModel(root)` and `build_executable(root)` work as for one model. Returns per project (input
     offset, input bytes, output offset, output bytes); offsets are 16-byte aligned like fw_input.
     """
-    from kilobyte.codegen.host import manifest
+    from kilobyte.formats.project import manifest
 
     src = root / "src"
     src.mkdir(parents=True)

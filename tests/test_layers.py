@@ -246,8 +246,6 @@ def violations(root: Path, order: list[tuple[str, ...]]) -> list[Violation]:
 
 CLI_STARTUP = ("cli: a command imports its stage when it runs, so `kilobyte --help` and the light commands do not "
                "import torch and the search; to move once those stages import torch only where they use it")
-TARGETS_CODEGEN = ("targets -> codegen: the firmware harness and the QEMU runner build the generated project "
-                   "(codegen/header.py's float_call/invoke_call, host.manifest); to move below targets/")
 DEFERS_FRAMEWORK = ("defers torch / onnx: the package's entry points import their frontend, which imports the "
                     "framework at its top, only when called")
 DEFERS_TFLITE = ("defers the tflite package: the imported module (the .tflite schema or writer) imports it at its top, "
@@ -282,8 +280,8 @@ KNOWN: dict[tuple[str, str], str] = {
     **_each(CLI_STARTUP, "kilobyte/cli/prune_cmd.py", "kilobyte.api.prune", "kilobyte.data.load_dataset",
             "kilobyte.errors.KilobyteError"),
     **_each(CLI_STARTUP, "kilobyte/cli/quantize_cmd.py", "kilobyte.export.tflite.to_tflite"),
-    **_each(CLI_STARTUP, "kilobyte/cli/run_cmd.py", "io", "kilobyte.codegen.host.manifest",
-            "kilobyte.codegen.host.run_compiled", "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8",
+    **_each(CLI_STARTUP, "kilobyte/cli/run_cmd.py", "io", "kilobyte.codegen.host.run_compiled",
+            "kilobyte.formats.project.manifest", "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8",
             "kilobyte.ops.arith.quantize_values", "kilobyte.targets.cortexm.verify.run_on_target",
             "kilobyte.targets.tflm.run_tflm"),
     **_each(CLI_STARTUP, "kilobyte/cli/search_cmd.py", "kilobyte.cli.common.get_device",
@@ -300,9 +298,6 @@ KNOWN: dict[tuple[str, str], str] = {
     **_each(DEFERS_FRAMEWORK, "kilobyte/frontends/__init__.py", "kilobyte.frontends.onnx_frontend.from_onnx",
             "kilobyte.frontends.torch_fx.from_torch"),
     **_each(DEFERS_TFLITE, "kilobyte/nas/unas_front.py", "kilobyte.export.tflite.to_tflite"),
-    **_each(TARGETS_CODEGEN, "kilobyte/targets/cortexm/firmware.py", "kilobyte.codegen.header.float_call",
-            "kilobyte.codegen.header.invoke_call"),
-    **_each(TARGETS_CODEGEN, "kilobyte/targets/cortexm/verify.py", "kilobyte.codegen.host.manifest"),
     **_each(DEFERS_TFLITE, "kilobyte/targets/tflm.py", "kilobyte.formats.tflite_schema.unique_tensor_names"),
 }
 

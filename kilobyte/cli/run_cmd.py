@@ -62,7 +62,7 @@ def _load_input(path: str) -> np.ndarray:
 
 
 def _manifest_input(project: Path) -> dict:
-    from ..codegen.host import manifest
+    from ..formats.project import manifest
 
     return manifest(project)["input"]
 

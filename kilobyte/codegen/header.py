@@ -165,22 +165,3 @@ def model_h(lib: LibraryOptions, m: dict) -> str:
               f"void {lib.symbol('invoke')}({', '.join(invoke_params(m))});",
               *_helpers(lib, m), *_float_entry(lib, m), "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
-
-
-def invoke_call(m: dict, input_expr: str, output_expr: str) -> str:
-    """A C call of the model's invoke that reads `input_expr` and writes every output into the one byte buffer
-    `output_expr`, back to back at their offsets (the test harnesses' packed output; `kilobyte.json`'s offsets)."""
-    lib = LibraryOptions(prefix=m.get("prefix", "kb"))
-    outs = m.get("outputs", [{"offset": 0}])
-    args = [f"(const void *)({input_expr})"] + [f"(void *)((int8_t *)({output_expr}) + {o.get('offset', 0)})"
-                                                 for o in outs]
-    return f"{lib.symbol('invoke')}({', '.join(args)})"
-
-
-def float_call(m: dict, input_expr: str, output_expr: str) -> str:
-    """A C call of `<prefix>_invoke_float` reading `input_expr` (the file's input bytes) and writing every output
-    into the byte buffer `output_expr` at its `file_offset` (4-byte aligned: `output_expr` must be too)."""
-    lib = LibraryOptions(prefix=m.get("prefix", "kb"))
-    args = [f"(const void *)({input_expr})"] + [f"(void *)((int8_t *)({output_expr}) + {o['file_offset']})"
-                                                 for o in m["outputs"]]
-    return f"{lib.symbol('invoke_float')}({', '.join(args)})"

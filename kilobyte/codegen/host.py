@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
 import os
 import subprocess
 import tempfile
@@ -18,19 +17,13 @@ import numpy as np
 
 from ..atomic import replacing
 from ..errors import KilobyteError
+from ..formats.project import manifest
 from ..runtime import C_DIR, include_closure
 
 # -O3, not -O2: gcc 12 vectorises the kernels' int8 dot products (pmaddwd) only at -O3 (-O2's "very cheap" cost
 # model refuses loops that need a scalar tail), which makes the host build 2-3x faster. Still strict C99.
 STRICT = ("-std=c99", "-O3", "-Wall", "-Wextra", "-Werror")
 SANITIZE = ("-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-DKB_ARENA_GUARD=64")
-
-
-def manifest(project: str | Path) -> dict:
-    path = Path(project) / "kilobyte.json"
-    if not path.is_file():
-        raise KilobyteError(f"{project}: not a compiled Kilobyte project (no kilobyte.json)")
-    return json.loads(path.read_text())
 
 
 def cache_dir() -> Path | None:

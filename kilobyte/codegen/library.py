@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import KilobyteError
+from ..formats.project import symbol
 from ..ops.c_text import c_ident
 
 DEFAULT_PREFIX = "kb"
@@ -55,7 +56,7 @@ class LibraryOptions:
             raise KilobyteError(f"--target {self.target!r}: choose one of {', '.join(TARGETS)}")
 
     def symbol(self, name: str) -> str:
-        return f"{self.prefix}_{name}"
+        return symbol(self.prefix, name)
 
     def macro(self, name: str) -> str:
         return f"{self.prefix.upper()}_{name}"

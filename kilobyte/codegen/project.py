@@ -27,9 +27,10 @@ from pathlib import Path
 from .. import runtime
 from ..atomic import replacing_dir
 from ..errors import KilobyteError
+from ..formats.project import MANIFEST, float_call, invoke_call
 from ..ir import Graph
 from .build_files import cmakelists, makefile, toolchain
-from .header import float_call, invoke_call, invoke_params, model_h
+from .header import invoke_params, model_h
 from .io_edges import Edges, edge_source
 from .library import LibraryOptions
 from .model_c import model_c
@@ -168,7 +169,7 @@ def _fill(d: Path, graph: Graph, plan, manifest: dict, tflite_bytes: bytes | Non
     (d / "cmake" / "arm-none-eabi.cmake").write_text(toolchain(lib))
     if tflite_bytes is not None:
         (d / TFLITE_FILE).write_bytes(tflite_bytes)
-    (d / "kilobyte.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (d / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     os.chmod(d, 0o755)
 
 
@@ -180,5 +181,5 @@ def _fill_in(template: str, values: dict[str, str]) -> str:
 
 def _check_replaceable(out: Path) -> None:
     """Refuse to replace a folder that holds something other than a Kilobyte project."""
-    if out.exists() and not (out / "kilobyte.json").exists() and any(out.iterdir()):
+    if out.exists() and not (out / MANIFEST).exists() and any(out.iterdir()):
         raise KilobyteError(f"{out}: exists and is not a Kilobyte project; choose another --out")

@@ -25,9 +25,10 @@ import numpy as np
 from tqdm import tqdm
 
 from ..codegen import split_float_head, split_float_tail
-from ..codegen.host import HostModel, build_executable, manifest, run_executable, unpack_file_outputs
+from ..codegen.host import HostModel, build_executable, run_executable, unpack_file_outputs
 from ..codegen.project import TFLITE_FILE
 from ..errors import KilobyteError
+from ..formats.project import manifest
 from ..interp import run_int8
 from ..ops.arith import dequantize_values
 from ..targets.litert import litert_available, run_litert

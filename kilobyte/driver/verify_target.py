@@ -16,7 +16,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ..codegen import HostModel
-from ..codegen.host import manifest, unpack_file_outputs
+from ..codegen.host import unpack_file_outputs
+from ..formats.project import manifest
 from ..interp import run_int8
 from ..targets.cortexm.firmware import build_firmware
 from ..targets.cortexm.qemu import run_qemu

@@ -28,12 +28,12 @@ import numpy as np
 from tqdm import tqdm
 
 from ..codegen import HostModel
-from ..codegen.host import manifest
 from ..codegen.library import is_classifier
 from ..data import choose_reading, load_dataset
 from ..data.held_out import HELD_OUT_FILE, load_held_out, read_held_out
 from ..data.resize import MODES, fit_to_input
 from ..errors import KilobyteError
+from ..formats.project import manifest
 from ..ops.arith import quantize_values, round_half_away
 from ..targets import cortexm  # called as cortexm.run_qemu: a test replaces it there
 from ..targets.cortexm.verify import resolve_target

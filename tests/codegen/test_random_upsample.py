@@ -22,7 +22,7 @@ from random_decoders import random_decoder
 from random_nets import compile_bundle, inputs_for, pack_inputs, quantized
 
 from kilobyte.codegen import HostModel, build_executable, run_executable
-from kilobyte.codegen.host import manifest
+from kilobyte.formats.project import manifest
 from kilobyte.interp import run_int8
 from kilobyte.ir import Op
 from kilobyte.schedule.plan_types import PlanOptions

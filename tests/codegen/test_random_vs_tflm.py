@@ -27,7 +27,7 @@ import pytest
 from random_nets import compile_bundle, inputs_for, pack_inputs, quantized, random_graph, stage_side, valid_cuts
 
 from kilobyte.codegen import HostModel, build_executable, run_executable, split_float_tail
-from kilobyte.codegen.host import manifest
+from kilobyte.formats.project import manifest
 from kilobyte.interp import run_int8
 from kilobyte.ir import Op
 from kilobyte.schedule.plan_types import PlanOptions

@@ -685,7 +685,7 @@ def single_node_graphs():
 def test_compiled_models_dsp_equals_portable_equals_reference(tmp_path):
     """Every graph compiled for the DSP kernel set (which the portable build ignores), all bundled into one
     firmware per (core, kernel set) (tests/random_nets.write_bundle): 4 builds and QEMU runs instead of 56."""
-    from kilobyte.codegen.host import manifest
+    from kilobyte.formats.project import manifest
 
     graphs = [zoo_graph(*spec) for spec in ZOO] + single_node_graphs()
     rng = np.random.default_rng(3)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kilobyte.errors import DoesNotFitError, KilobyteError
+from kilobyte.formats.project import float_call, invoke_call
 from kilobyte.kernels import check_kernel_set
 from kilobyte.runtime import ARM_DIR, assembly_for
 from kilobyte.targets.devices import Device, get_device
@@ -136,7 +137,6 @@ def _check_model_dir(model_dir: Path) -> Path:
 def fw_model_h(model_dir: Path, float_entry: bool = False) -> str:
     """fw/fw_model.h: what the test firmware's main.c needs of the model, under the library's prefix; with
     `float_entry`, its `<prefix>_invoke_float` too (FW_INVOKE_FLOAT, the file's interface)."""
-    from kilobyte.codegen.header import float_call, invoke_call
 
     names = model_interface(model_dir)
     u = names["prefix"].upper()

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from kilobyte.errors import KilobyteError
+from kilobyte.formats.project import manifest
 from kilobyte.targets.devices import Device, get_device
 
 from .firmware import build_firmware
@@ -55,7 +56,6 @@ def _check_input(project: Path, x: np.ndarray, shape: tuple[int, ...]) -> None:
 def run_on_target(project, x: np.ndarray, target: str | None, *, device: str | Device | None = None,
                   kernels: str | None = None, timeout: float = 60):
     """Build the firmware and run one input under QEMU: (output in the manifest's shape, QemuResult)."""
-    from kilobyte.codegen.host import manifest
 
     project = Path(project)
     m = manifest(project)
@@ -71,7 +71,6 @@ def bench_on_target(project, target: str | None, *, device: str | Device | None 
 
     The input is random int8 (`seed`); QEMU's and unicorn's outputs must agree, else a KilobyteError.
     """
-    from kilobyte.codegen.host import manifest
 
     project = Path(project)
     target, dev = resolve_target(target, device)
