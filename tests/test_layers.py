@@ -5,7 +5,9 @@ to its entry of `docs/layout.md`'s "Import order" list, read from the docs so th
 Four rules, each failure naming the file, the line and the imported name:
 (a) no import of a later entry; (b) no cycle between modules (a strongly connected component of the module graph);
 (c) no private name (`_x`) imported from another module; (d) a function-level import only of an optional heavy
-dependency (`HEAVY`), never of a kilobyte module or anything else.
+dependency (`HEAVY`), or of a kilobyte module that imports one when it loads, saying which with `# defers <package>`
+on the import (checked: the module is imported in a fresh interpreter and must bring that package in) — so that the
+CLI and `import kilobyte` stay quick and work without the extras; never of anything else.
 
 Violations that other work in flight still has to remove are listed in `KNOWN` with the reason; the test fails on a
 violation not listed and on a listed one that no longer exists, so the list only shrinks.
@@ -14,7 +16,11 @@ violation not listed and on a listed one that no longer exists, so the list only
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +46,7 @@ class Import:
     target: str  # the module imported from: the longest prefix of `imported` that is a module of the package
     imported: str  # the full dotted name: `a.b.c`
     in_function: bool
+    defers: str | None = None  # the package named by a `# defers <package>` comment on the statement
 
 
 @dataclass(frozen=True)
@@ -141,16 +148,19 @@ def imports(root: Path) -> list[Import]:
     modules = package_modules(root)
     found = []
     for module, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        text = path.read_text()
+        lines = text.splitlines()
+        tree = ast.parse(text, filename=str(path))
         inside = function_nodes(tree)
         for node in ast.walk(tree):
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 continue
+            said = re.search(r"#\s*defers (\w+)", " ".join(lines[node.lineno - 1:node.end_lineno]))
             for name in imported_names(node, module, path.name == "__init__.py"):
                 found.append(Import(str(path.relative_to(root)), node.lineno, module, longest_module(name, modules),
-                                    name, id(node) in inside))
+                                    name, id(node) in inside, said.group(1) if said else None))
     return found
 
 
@@ -231,75 +241,41 @@ def private_names(found: list[Import]) -> list[Violation]:
     return out
 
 
-def function_level(found: list[Import]) -> list[Violation]:
-    return [Violation("function-level import", imp, "only optional heavy dependencies (HEAVY) are imported in a "
-                                                    "function; move it to the top of the module")
-            for imp in found if imp.in_function and imp.imported.split(".")[0] not in HEAVY]
+@functools.cache
+def loads_package(root: Path, module: str, package: str) -> bool:
+    """Whether importing `module` (from `root`) in a fresh interpreter imports `package`."""
+    code = f"import importlib, sys; importlib.import_module({module!r}); print({package!r} in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, cwd=root)
+    return run.stdout.strip() == "True"
+
+
+def function_level(found: list[Import], root: Path) -> list[Violation]:
+    out = []
+    for imp in found:
+        if not imp.in_function or imp.imported.split(".")[0] in HEAVY:
+            continue
+        if imp.defers is None:
+            why = ("only optional heavy dependencies (HEAVY) are imported in a function, or a module that imports one "
+                   "(`# defers <package>`); move it to the top of the module")
+        elif imp.defers not in HEAVY:
+            why = f"`# defers {imp.defers}`: not an optional heavy dependency (HEAVY)"
+        elif imp.target.split(".")[0] != PACKAGE or not loads_package(root, imp.target, imp.defers):
+            why = f"`# defers {imp.defers}`: importing {imp.target} does not import {imp.defers}"
+        else:
+            continue
+        out.append(Violation("function-level import", imp, why))
+    return out
 
 
 def violations(root: Path, order: list[tuple[str, ...]]) -> list[Violation]:
     found = imports(root)
-    return upward(found, order) + cycles(found) + private_names(found) + function_level(found)
+    return upward(found, order) + cycles(found) + private_names(found) + function_level(found, root)
 
 
 # ---- what other work in flight still has to remove ---------------------------------------------------------------
 
-CLI_STARTUP = ("cli: a command imports its stage when it runs, so `kilobyte --help` and the light commands do not "
-               "import torch and the search; to move once those stages import torch only where they use it")
-DEFERS_FRAMEWORK = ("defers torch / onnx: the package's entry points import their frontend, which imports the "
-                    "framework at its top, only when called")
-DEFERS_TFLITE = ("defers the tflite package: the imported module (the .tflite schema or writer) imports it at its top, "
-                 "and this one works without it until a .tflite file is read or written")
-
-
-def _each(reason: str, file: str, *names: str) -> dict[tuple[str, str], str]:
-    return {(file, name): reason for name in names}
-
-
-KNOWN: dict[tuple[str, str], str] = {
-    **_each(CLI_STARTUP, "kilobyte/cli/__init__.py", "kilobyte.__version__", "os"),
-    **_each(CLI_STARTUP, "kilobyte/cli/bench_cmd.py", "kilobyte.targets.cortexm.verify.bench_on_target",
-            "kilobyte.targets.cortexm.verify.resolve_target"),
-    **_each(CLI_STARTUP, "kilobyte/cli/common.py", "kilobyte.targets.devices.get_device"),
-    **_each(CLI_STARTUP, "kilobyte/cli/compile_cmd.py", "kilobyte.codegen.LibraryOptions"),
-    **_each(CLI_STARTUP, "kilobyte/cli/demo_cmd.py", "kilobyte.cli.common.get_device", "kilobyte.codegen.HostModel",
-            "kilobyte.data.held_out.write_held_out", "kilobyte.data.load_dataset", "kilobyte.errors.KilobyteError",
-            "kilobyte.quant.quantize.quantize_input", "kilobyte.targets.tflm.tflm_arena_bytes",
-            "kilobyte.targets.tflm.tflm_invoke_latency", "kilobyte.train.TrainConfig", "kilobyte.train.fit",
-            "kilobyte.train.float_accuracy", "tempfile"),
-    **_each(CLI_STARTUP, "kilobyte/cli/devices_cmd.py", "dataclasses.asdict", "kilobyte.targets.devices.format_table",
-            "kilobyte.targets.devices.list_devices"),
-    **_each(CLI_STARTUP, "kilobyte/cli/evaluate_cmd.py", "kilobyte.api.evaluate",
-            "kilobyte.report.confusion.check_plot_path", "kilobyte.report.confusion.format_evaluation",
-            "kilobyte.report.confusion.plot_evaluation"),
-    **_each(CLI_STARTUP, "kilobyte/cli/plan_cmd.py", "kilobyte.analysis.block_ids", "kilobyte.analysis.profile",
-            "kilobyte.report.plan_plot.plot_plan", "kilobyte.schedule.PlanOptions", "kilobyte.schedule.make_plan",
-            "kilobyte.schedule.plan_to_dict"),
-    **_each(CLI_STARTUP, "kilobyte/cli/profile_cmd.py", "kilobyte.analysis.profile",
-            "kilobyte.report.memory_plot.plot_memory_profile", "kilobyte.report.tables.format_profile_table"),
-    **_each(CLI_STARTUP, "kilobyte/cli/prune_cmd.py", "kilobyte.api.prune", "kilobyte.data.load_dataset",
-            "kilobyte.errors.KilobyteError"),
-    **_each(CLI_STARTUP, "kilobyte/cli/quantize_cmd.py", "kilobyte.export.tflite.to_tflite"),
-    **_each(CLI_STARTUP, "kilobyte/cli/run_cmd.py", "io", "kilobyte.codegen.host.run_compiled",
-            "kilobyte.formats.project.manifest", "kilobyte.frontends.tflite.from_tflite", "kilobyte.interp.run_int8",
-            "kilobyte.ops.arith.quantize_values", "kilobyte.targets.cortexm.verify.run_on_target",
-            "kilobyte.targets.tflm.run_tflm"),
-    **_each(CLI_STARTUP, "kilobyte/cli/search_cmd.py", "kilobyte.cli.common.get_device",
-            "kilobyte.nas.search.PLANNED", "kilobyte.nas.search.SearchConfig", "kilobyte.nas.search.run_search",
-            "kilobyte.nas.strategy.choose_strategy", "kilobyte.nas.strategy.device_bounds",
-            "kilobyte.nas.unas_budget.PLANNED", "kilobyte.nas.unas_search.DEFAULT_BOUNDS",
-            "kilobyte.nas.unas_search.UnasConfig",
-            "kilobyte.nas.unas_search.export_member", "kilobyte.nas.unas_search.run_unas",
-            "kilobyte.targets.cortexm.firmware.DEFAULT_STACK_BYTES"),
-    **_each(CLI_STARTUP, "kilobyte/cli/verify_cmd.py", "kilobyte.targets.cortexm.firmware.planned_kernel_set"),
-    **_each(DEFERS_TFLITE, "kilobyte/codegen/__init__.py", "kilobyte.export.tflite.to_tflite"),
-    **_each(DEFERS_TFLITE, "kilobyte/driver/load.py", "kilobyte.frontends.tflite.from_tflite"),
-    **_each(DEFERS_TFLITE, "kilobyte/driver/verify.py", "kilobyte.frontends.tflite.from_tflite"),
-    **_each(DEFERS_FRAMEWORK, "kilobyte/frontends/__init__.py", "kilobyte.frontends.onnx_frontend.from_onnx",
-            "kilobyte.frontends.torch_fx.from_torch"),
-    **_each(DEFERS_TFLITE, "kilobyte/nas/unas_front.py", "kilobyte.export.tflite.to_tflite"),
-    **_each(DEFERS_TFLITE, "kilobyte/targets/tflm.py", "kilobyte.formats.tflite_schema.unique_tensor_names"),
-}
+KNOWN: dict[tuple[str, str], str] = {}  # none left: every import follows the rules
 
 
 # ---- the tests ---------------------------------------------------------------------------------------------------
@@ -358,6 +334,9 @@ def test_the_checker_finds_each_rule(tmp_path):
         "low/b.py": "from .a import _hidden\n",
         "high/__init__.py": "thing = 1\n",
         "high/c.py": "def f():\n    import torch\n    import json\n    from kilobyte.low import a\n",
+        "high/d.py": ("def f():\n    from kilobyte.low import a  # defers torch\n"
+                     "    from kilobyte.low import b  # defers json\n    from kilobyte.low import t  # defers torch\n"),
+        "low/t.py": "import torch\n",
     })
     order = [("kilobyte",), ("kilobyte.low.",), ("kilobyte.high.",)]
     found = {(v.rule, v.imp.file, v.imp.line, v.imp.imported) for v in violations(tmp_path, order)}
@@ -368,6 +347,8 @@ def test_the_checker_finds_each_rule(tmp_path):
         ("private name", "kilobyte/low/b.py", 1, "kilobyte.low.a._hidden"),
         ("function-level import", "kilobyte/high/c.py", 3, "json"),
         ("function-level import", "kilobyte/high/c.py", 4, "kilobyte.low.a"),
+        ("function-level import", "kilobyte/high/d.py", 2, "kilobyte.low.a"),  # low.a does not import torch
+        ("function-level import", "kilobyte/high/d.py", 3, "kilobyte.low.b"),  # json is not an optional dependency
     }
 
 

@@ -7,8 +7,10 @@ Exit codes: 0 success, 1 error (one line on stderr, never a traceback for a user
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from .. import __version__
 from ..errors import KilobyteError
 from . import (
     bench_cmd,
@@ -45,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from .. import __version__
-
         print(__version__)
         return 0
     if not args.command:
@@ -61,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
         print("kilobyte: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`kilobyte bench ... | head`): stop quietly, like other tools
-        import os
 
         try:  # no second error when Python flushes stdout at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

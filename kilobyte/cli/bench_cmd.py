@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import DoesNotFitError
+from ..targets.cortexm.verify import bench_on_target, resolve_target
 from ..units import kb
 from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_project_dir_arg, print_json
 
@@ -29,7 +30,6 @@ def add_target_args(p, required: bool = False) -> None:
 
 def target_device(args):
     """(target core or None, Device or None) from the parsed --target / --device options."""
-    from ..targets.cortexm.verify import resolve_target
 
     if args.target is None and args.device is None:
         return None, None
@@ -57,7 +57,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..targets.cortexm.verify import bench_on_target, resolve_target
 
     target, device = resolve_target(args.target, args.device, args.devices_file)
     try:

@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..driver import load
+from ..targets.devices import get_device as _get
 
 KERNEL_SETS = ("portable", "dsp")  # --kernels: the runtime's kernel sets (portable C, Cortex-M DSP)
 MODEL_HELP = "zoo name (see `kilobyte profile --list`), a .onnx or .tflite file, or a Python module:attr"
@@ -71,7 +72,6 @@ def load_model(args):
 def get_device(args):
     if not args.device:
         return None
-    from ..targets.devices import get_device as _get
 
     return _get(args.device, args.devices_file)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 
+from ..codegen import LibraryOptions
 from ..codegen.library import TARGETS
 from ..driver import compile_model, device_fit, suggested
 from ..units import kb
@@ -63,7 +64,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..codegen import LibraryOptions
 
     device = get_device(args)
     target = args.target or (device.core if device is not None and device.core in TARGETS else "cortex-m4")

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
 
 import numpy as np
 
+from ..codegen import HostModel
+from ..data import load_dataset
+from ..data.held_out import write_held_out
 from ..driver import VerifyReport, compile_model, fit_report, from_module, load, verify_project
 from ..driver.verify import project_tflite
+from ..errors import KilobyteError
+from ..quant.quantize import quantize_input
+from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
+from ..train import TrainConfig, fit, float_accuracy
 from ..units import kb
-from .common import add_device_arg, add_json_arg, print_json
+from .common import add_device_arg, add_json_arg, get_device, print_json
 
 DEFAULT_EPOCHS = 20
 
@@ -47,11 +55,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..codegen import HostModel
-    from ..data import load_dataset
-    from ..data.held_out import write_held_out
-    from ..train import float_accuracy
-    from .common import get_device
 
     quiet = args.json
     say = (lambda *a: None) if quiet else print
@@ -97,8 +100,6 @@ def _train(module, train, config, threads: int, progress: bool):
     """`fit` with `threads` torch threads (the caller's setting restored after)."""
     import torch
 
-    from ..errors import KilobyteError
-    from ..train import fit
 
     if threads < 1:
         raise KilobyteError(f"--threads {threads}: give at least 1")
@@ -112,14 +113,12 @@ def _train(module, train, config, threads: int, progress: bool):
 
 def demo_config(epochs: int, seed: int = 0):
     """The demo's training run: the recipe's defaults for small images, with its epochs and seed."""
-    from ..train import TrainConfig
 
     return TrainConfig(epochs=epochs, seed=seed)
 
 
 def _npz_of(ds, out_dir) -> str:
     """Calibration images as a .npz next to the output (quantise() takes a dataset spec)."""
-    import tempfile
 
     fd, path = tempfile.mkstemp(suffix=".npz", prefix=".calib-", dir=os.path.dirname(os.path.abspath(out_dir)))
     os.close(fd)
@@ -128,7 +127,6 @@ def _npz_of(ds, out_dir) -> str:
 
 
 def _int8_accuracy(host, graph, test) -> tuple[float, float]:
-    from ..quant.quantize import quantize_input
 
     correct, times = 0, []
     for x, y in zip(test.x, test.y):
@@ -141,8 +139,6 @@ def _int8_accuracy(host, graph, test) -> tuple[float, float]:
 
 
 def _tflm_numbers(out_dir, graph, test) -> dict:
-    from ..quant.quantize import quantize_input
-    from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
 
     tfl = project_tflite(out_dir)
     xs = [quantize_input(graph, test.x[i][None]) for i in range(20)]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from ..targets.devices import format_table, list_devices
 from .common import add_devices_file_arg, print_json
 
 
@@ -16,9 +19,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import asdict
 
-    from ..targets.devices import format_table, list_devices
 
     devices = list_devices(args.devices_file)
     if args.json:

@@ -6,7 +6,9 @@ PNG are `report.confusion`'s.
 
 from __future__ import annotations
 
+from ..api import evaluate
 from ..errors import DoesNotFitError
+from ..report.confusion import check_plot_path, format_evaluation, plot_evaluation
 from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import add_json_arg, print_json
 
@@ -46,12 +48,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import evaluate
 
     target, device = target_device(args)
     if args.plot:
-        from ..report.confusion import check_plot_path
-
         check_plot_path(args.plot)
     try:
         ev = evaluate(args.dir, args.data, split=args.split, limit=args.limit, target=target,
@@ -59,14 +58,10 @@ def run(args) -> int:
     except DoesNotFitError as e:
         return does_not_fit(e)
     if args.plot:
-        from ..report.confusion import plot_evaluation
-
         plot_evaluation(ev, args.plot)
     if args.json:
         print_json(ev.to_json())
     else:
-        from ..report.confusion import format_evaluation
-
         print(format_evaluation(ev))
         if args.plot:
             print(f"plot      {args.plot}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..analysis import block_ids, profile
 from ..driver.fit import fit_verdict
 from ..errors import KilobyteError
+from ..report.plan_plot import plot_plan
+from ..schedule import PlanOptions, make_plan, plan_to_dict
 from ..units import kb
 from .common import add_device_arg, add_model_args, add_plan_args, get_device, load_model, print_json
 
@@ -71,7 +74,6 @@ def parse_patch(text: str, graph):
 
 def nodes_in_first_blocks(graph, k: int) -> int:
     """Node count of the first k blocks (block rule of `kilobyte.analysis.blocks`)."""
-    from ..analysis import block_ids
 
     ids = block_ids(graph)
     if k > max(ids) + 1:
@@ -80,7 +82,6 @@ def nodes_in_first_blocks(graph, k: int) -> int:
 
 
 def run(args) -> int:
-    from ..schedule import PlanOptions, make_plan, plan_to_dict
 
     model = load_model(args)
     inplace = not args.no_inplace
@@ -93,8 +94,6 @@ def run(args) -> int:
     flash = _flash_bytes(model.graph)
     verdict = fit_verdict(plan.arena_bytes, flash, device)
     if args.plot:
-        from ..report.plan_plot import plot_plan
-
         plot_plan(model.graph, plan, args.plot, sram_bytes=device.sram_bytes if device else None)
     if args.json:
         d = plan_to_dict(plan)
@@ -108,7 +107,6 @@ def run(args) -> int:
 
 
 def _flash_bytes(graph) -> int:
-    from ..analysis import profile
 
     return profile(graph).flash_bytes
 

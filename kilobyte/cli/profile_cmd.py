@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from ..analysis import profile
 from ..driver.fit import fit_verdict
+from ..report.memory_plot import plot_memory_profile
+from ..report.tables import format_profile_table
 from ..units import kb
 from .common import add_device_arg, add_model_args, get_device, load_model, print_json
 
@@ -21,16 +24,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import profile
-    from ..report.tables import format_profile_table
 
     model = load_model(args)
     prof = profile(model.graph)
     device = get_device(args)
     verdict = fit_verdict(prof.peak_bytes, prof.flash_bytes, device)
     if args.plot:
-        from ..report.memory_plot import plot_memory_profile
-
         plot_memory_profile(prof, args.plot, sram_bytes=device.sram_bytes if device else None,
                             title=f"{args.model}: activation memory per layer (int8)")
     if args.json:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..api import prune
 from ..atomic import save_torch, write_json
+from ..data import load_dataset
 from ..driver import VerifyReport, compile_checked, device_fit, load
+from ..errors import KilobyteError
 from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_model_args, get_device, print_json
 
 
@@ -57,7 +60,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..api import prune
 
     out = Path(args.out)
     _check_out(out)  # before minutes of training, not after
@@ -84,7 +86,6 @@ def run(args) -> int:
 
 def _check_out(out: Path) -> None:
     """`kilobyte compile` replaces a project folder and refuses any other non-empty one: say so before training."""
-    from ..errors import KilobyteError
 
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "kilobyte.json").exists())):
         raise KilobyteError(f"{out}: exists and is not a Kilobyte project; choose another --out")
@@ -136,7 +137,6 @@ def _data_channels(spec: str) -> int:
 
 
 def _peek(spec: str):
-    from ..data import load_dataset
 
     return load_dataset(spec).x[:1]
 

@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..export.tflite import to_tflite
+    from ..export.tflite import to_tflite  # defers tflite
 
     model = load_model(args)
     graph = quantize(model, args.data, samples=args.samples, method=args.method)

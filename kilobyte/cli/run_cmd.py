@@ -6,12 +6,19 @@ Cortex-M firmware under QEMU).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
 from ..atomic import write_bytes
+from ..codegen.host import run_compiled
 from ..errors import DoesNotFitError, KilobyteError
+from ..formats.project import manifest
+from ..interp import run_int8
+from ..ops.arith import quantize_values
+from ..targets.cortexm.verify import run_on_target
+from ..targets.tflm import run_tflm
 from .bench_cmd import add_target_args, does_not_fit, target_device
 
 
@@ -62,7 +69,6 @@ def _load_input(path: str) -> np.ndarray:
 
 
 def _manifest_input(project: Path) -> dict:
-    from ..formats.project import manifest
 
     return manifest(project)["input"]
 
@@ -72,7 +78,6 @@ def quantize_float_input(x: np.ndarray, spec: dict) -> np.ndarray:
     bit what the generated NAME_quantize_input does); any other input unchanged."""
     if not np.issubdtype(x.dtype, np.floating) or spec.get("dtype", "int8") != "int8":
         return x
-    from ..ops.arith import quantize_values
 
     return quantize_values(x, spec["scale"], spec["zero_point"])
 
@@ -84,7 +89,7 @@ def _check_input(x: np.ndarray, tensor, where: str) -> None:
 
 
 def _run_tflite(path: Path, x: np.ndarray, engine: str) -> np.ndarray:
-    from ..frontends.tflite import from_tflite
+    from ..frontends.tflite import from_tflite  # defers tflite
 
     graph = from_tflite(path)
     t = graph.tensors[graph.inputs[0]]
@@ -93,19 +98,14 @@ def _run_tflite(path: Path, x: np.ndarray, engine: str) -> np.ndarray:
                                      "zero_point": int(t.qparams.zero_point[0])})
     _check_input(x, t, str(path))
     if engine == "reference":
-        from ..interp import run_int8
-
         return run_int8(graph, x)[graph.outputs[0]]
     if engine == "tflm":
-        from ..targets.tflm import run_tflm
-
         res = run_tflm(path.read_bytes(), x, preserve_all=False)
         return res.outputs[graph.outputs[0]]
     raise KilobyteError(f"engine '{engine}' runs compiled directories; use reference or tflm for .tflite")
 
 
 def _run_compiled(path: Path, x: np.ndarray, engine: str | None) -> np.ndarray:
-    from ..codegen.host import run_compiled
 
     if engine not in (None, "c"):
         raise KilobyteError(f"{path}: a compiled directory runs with engine 'c'")
@@ -113,7 +113,6 @@ def _run_compiled(path: Path, x: np.ndarray, engine: str | None) -> np.ndarray:
 
 
 def _run_on_target(path: Path, x: np.ndarray, target: str, device, args) -> tuple[np.ndarray, str]:
-    from ..targets.cortexm.verify import run_on_target
 
     if not path.is_dir():
         raise KilobyteError(f"{path}: --target runs a directory written by `kilobyte compile`, not a single file")
@@ -125,7 +124,6 @@ def _run_on_target(path: Path, x: np.ndarray, target: str, device, args) -> tupl
 
 
 def _npy_bytes(a: np.ndarray) -> bytes:
-    import io
 
     b = io.BytesIO()
     np.save(b, a, allow_pickle=False)

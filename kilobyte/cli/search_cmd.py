@@ -18,8 +18,9 @@ from dataclasses import replace
 from ..atomic import write_json
 from ..driver import verification_line
 from ..errors import KilobyteError
+from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
 from ..units import kb
-from .common import KERNEL_SETS, add_device_arg, add_json_arg, print_json
+from .common import KERNEL_SETS, add_device_arg, add_json_arg, get_device, print_json
 
 PRESET_MINUTES = 15
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m)?\s*$", re.I)
@@ -146,7 +147,7 @@ def budget_bytes(args, device) -> tuple[int, int]:
 def config_from_args(args, device):
     """The `SearchConfig` of the arguments: what is given is fixed; the rest of the budget settings (epochs,
     population, generations, space samples) is sized to --minutes when the search runs (`nas/budget.py`)."""
-    from ..nas.search import PLANNED, SearchConfig
+    from ..nas.search import PLANNED, SearchConfig  # defers torch
 
     sram, flash = budget_bytes(args, device)
     if args.minutes <= 0:
@@ -186,8 +187,7 @@ def config_from_args(args, device):
 
 
 def run(args) -> int:
-    from ..nas.search import run_search
-    from .common import get_device
+    from ..nas.search import run_search  # defers torch
 
     if args.export is not None:
         return _export(args)
@@ -334,8 +334,8 @@ def unas_config_from_args(args, device):
     """The `UnasConfig` of the arguments: what is given is fixed; the evaluations (then the population and sample),
     the finalists' and the final training's epochs are sized to --minutes when the search runs
     (`nas/unas_budget.py`)."""
-    from ..nas.unas_budget import PLANNED
-    from ..nas.unas_search import DEFAULT_BOUNDS, UnasConfig
+    from ..nas.unas_budget import PLANNED  # defers torch
+    from ..nas.unas_search import DEFAULT_BOUNDS, UnasConfig  # defers torch
 
     if args.minutes <= 0:
         raise KilobyteError("--minutes must be positive")
@@ -384,8 +384,8 @@ def _auto_strategy(args, device, workers: int, log):
     """`--strategy auto`'s choice (`nas.strategy.choose_strategy`, on the budget and the data only: --epochs and the
     like are read by the strategy chosen), logged; None for an explicit strategy or --patch (the joint search is
     TinyNAS's)."""
-    from ..nas.search import SearchConfig
-    from ..nas.strategy import choose_strategy
+    from ..nas.search import SearchConfig  # defers torch
+    from ..nas.strategy import choose_strategy  # defers torch
 
     if args.strategy != "auto" or args.patch or args.compact:
         return None
@@ -399,14 +399,13 @@ def _auto_strategy(args, device, workers: int, log):
 
 
 def _run_unas(args, device, workers: int, choice=None) -> int:
-    from ..nas.strategy import device_bounds
-    from ..nas.unas_search import run_unas
+    from ..nas.strategy import device_bounds  # defers torch
+    from ..nas.unas_search import run_unas  # defers torch
 
     config = unas_config_from_args(args, device)
     if choice is not None and not args.bounds:  # chosen by auto: the device's resources are the bounds
         sram, flash = budget_bytes(args, device)
         if not args.max_sram:  # the device's SRAM holds the firmware's stack too
-            from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
 
             sram -= DEFAULT_STACK_BYTES
         config = replace(config, bounds=device_bounds(sram, flash, args.kernels, device.core,
@@ -460,7 +459,7 @@ def _print_unas(r: dict) -> None:
 
 
 def _export(args) -> int:
-    from ..nas.unas_search import export_member
+    from ..nas.unas_search import export_member  # defers torch
 
     if not isinstance(args.resume, str):
         raise KilobyteError("--export N needs the finished search: --resume DIR --export N --out model.tflite")

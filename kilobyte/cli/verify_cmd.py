@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..driver import verify_on_target, verify_project
 from ..errors import DoesNotFitError
+from ..targets.cortexm.firmware import planned_kernel_set
 from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import add_json_arg, add_project_dir_arg, print_json
 
@@ -52,8 +53,6 @@ def run(args) -> int:
     if args.json:
         out = rep.to_json()
         if target is not None:
-            from ..targets.cortexm.firmware import planned_kernel_set
-
             kernels = args.kernels or planned_kernel_set(Path(args.dir))
             out.update(target=rep.target, kernels=kernels, device=device.name if device else None,
                        stack_bytes=rep.stack_bytes)

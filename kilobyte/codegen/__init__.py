@@ -82,7 +82,7 @@ def _tflite_copy(graph: Graph) -> bytes | None:
     """`graph` as `.tflite` bytes for the project, or None when the `[tflite]` extra (flatbuffers, tflite) is not
     installed: compiling needs only the core install; `kilobyte verify` needs the copy and says so."""
     try:
-        from ..export.tflite import to_tflite
+        from ..export.tflite import to_tflite  # defers tflite
     except ImportError as e:
         if e.name in ("flatbuffers", "tflite"):
             return None

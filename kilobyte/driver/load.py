@@ -76,7 +76,7 @@ def _from_tflite(path: Path) -> LoadedModel:
     padding (converters write SAME-padded convs of some models as PAD + VALID conv; the padded copy is a wasted
     buffer, e.g. 226 -> 129 KB planned arena on a face detector), and depthwise convs with a depth multiplier > 1
     as the equivalent CONV_2D. Both compute the same values."""
-    from ..frontends.tflite import from_tflite  # needs the [tflite] extra (flatbuffers): only a .tflite reads it
+    from ..frontends.tflite import from_tflite  # defers tflite (the [tflite] extra): only a .tflite file reads it
 
     if not path.is_file():
         raise ModelFileError(f"{path}: no such file")

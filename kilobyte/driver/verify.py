@@ -132,7 +132,7 @@ def reference_graph(project: str | Path):
     out_name = manifest(project)["output"]["name"]
     data = project_tflite(project)  # before importing the reader, which needs the [tflite] extra too
 
-    from ..frontends.tflite import from_tflite  # needs the [tflite] extra: imported once the file is known to exist
+    from ..frontends.tflite import from_tflite  # defers tflite (the [tflite] extra): once the file is known to exist
 
     core, _ = split_float_tail(split_float_head(from_tflite(data))[0])
     if core.outputs[0] != out_name:

@@ -11,14 +11,14 @@ import os
 
 def from_torch(module, input_shape: tuple):
     """PyTorch `nn.Module` with an NCHW `input_shape` (batch 1) -> `Graph`; see `torch_fx.from_torch`."""
-    from .torch_fx import from_torch as convert
+    from .torch_fx import from_torch as convert  # defers torch
 
     return convert(module, input_shape)
 
 
 def from_onnx(model: str | os.PathLike | object):
     """ONNX file path or `onnx.ModelProto` -> `Graph`; see `onnx_frontend.from_onnx`."""
-    from .onnx_frontend import from_onnx as convert
+    from .onnx_frontend import from_onnx as convert  # defers onnx
 
     return convert(model)
 

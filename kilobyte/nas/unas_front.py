@@ -200,7 +200,7 @@ def deploy_chosen(space, config, report, out_dir, fit, test, device, progress, l
 
 def export_member(search_dir, n: int, out_path) -> dict:
     """Write Pareto member `n` of a finished search in `search_dir` as an int8 `.tflite` (for `kilobyte compile`)."""
-    from ..export.tflite import to_tflite
+    from ..export.tflite import to_tflite  # defers tflite
 
     search_dir = Path(search_dir)
     try:

@@ -95,7 +95,7 @@ def _model_info(model_bytes: bytes) -> _ModelInfo:
     """Tensor names and graph edges of subgraph 0, read with the schema package (any op, not only ours)."""
     import tflite
 
-    from ..formats.tflite_schema import unique_tensor_names
+    from ..formats.tflite_schema import unique_tensor_names  # defers tflite
 
     if len(model_bytes) < 8 or model_bytes[4:8] != b"TFL3":
         raise ModelFileError("<tflite bytes>: not a .tflite model (missing TFL3 identifier)")
