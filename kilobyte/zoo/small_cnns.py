@@ -36,7 +36,15 @@ def _conv_bn(cin: int, cout: int, kernel: int = 3, stride: int = 1) -> list[nn.M
     return [nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False), nn.BatchNorm2d(cout)]
 
 
-class VggSmall(nn.Module):
+class _PooledClassifier(nn.Module):
+    """features -> global average pool -> linear classifier (subclasses set `features`, `pool`, `classifier`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.features(x))  # (N, C, 1, 1)
+        return self.classifier(torch.flatten(x, 1))  # (N, classes)
+
+
+class VggSmall(_PooledClassifier):
     """VGG-11-shaped CNN: (N, Cin, H, W) -> 4 pooled groups + 1 unpooled -> (N, C, H/16, W/16) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3,
@@ -56,10 +64,6 @@ class VggSmall(nn.Module):
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(cin, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool(self.features(x))  # (N, C, 1, 1)
-        return self.classifier(torch.flatten(x, 1))  # (N, classes)
-
 
 class BasicBlock(nn.Module):
     """ResNet basic block; the shortcut is a 1x1 conv + BN when stride or channels change, else identity."""
@@ -77,7 +81,7 @@ class BasicBlock(nn.Module):
         return self.relu(self.body(x) + self.shortcut(x))  # (N, cout, H/stride, W/stride)
 
 
-class ResNetSmall(nn.Module):
+class ResNetSmall(_PooledClassifier):
     """ResNet-12-like CNN: stem -> 5 basic blocks in 3 stages -> (N, C, H/4, W/4) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3):
@@ -92,10 +96,6 @@ class ResNetSmall(nn.Module):
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(cin, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool(self.features(x))  # (N, C, 1, 1)
-        return self.classifier(torch.flatten(x, 1))  # (N, classes)
 
 
 def build_vgg(width: float = 1.0, num_classes: int = 10, in_channels: int = 3,
