@@ -158,7 +158,8 @@ def _record(results: dict, budget: str, task: str, network: str) -> dict:
         rec[f"{name}_mean"], rec[f"{name}_se"] = mean_se(r[key] for r in rows)
     rec["fits_all"] = all(r.get("fits") for r in rows) if rows else None
     if network == "search":
-        rec["ran"] = ", ".join(f"{k} x{n}" for k, n in Counter(r["strategy"] for r in rows).most_common())
+        kinds = Counter(r["strategy"] + (" (compact)" if (r.get("space") or {}).get("compact") else "") for r in rows)
+        rec["ran"] = ", ".join(f"{k} x{n}" for k, n in kinds.most_common())
         failed = [r["error"] for k, r in results["runs"].items()
                   if k.startswith(f"{budget}/{task}/") and k.endswith("/search") and "error" in r]
         rec["failed"] = failed[0] if failed and not rows else None
