@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Op
-from ..ir.sparse import format_bytes
 from ..ops import opdef
+from ..ops.sparse import format_bytes
 from .shapes import output_shape, spatial_extent
 
 WEIGHT_BYTES = 1  # int8 weights
@@ -83,7 +83,7 @@ def node_params(graph: Graph, node: Node) -> int:
 
 def constant_flash_bytes(graph: Graph, node: Node, tensor: str) -> int:
     """Flash bytes of constant `tensor` as an operand of `node`: int32 when it is a linear op's bias, else int8; the
-    weights of a CONV_2D stored FWCS or CSR count that format's weights and indices (`ir/sparse.py`)."""
+    weights of a CONV_2D stored FWCS or CSR count that format's weights and indices (`ops/sparse.py`)."""
     fmt = getattr(node.attrs, "weight_format", "dense")
     if fmt != "dense" and node.inputs.index(tensor) == 1:
         w = graph.tensors[tensor].data

@@ -15,7 +15,6 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Graph, Node, Op
-from ..ir.sparse import encode
 from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
 from ..kernels.contracts import sparse_scratch_bytes
 from ..ops import opdef
@@ -23,6 +22,7 @@ from ..ops.binary import add_fields
 from ..ops.c_text import c_array, c_ident, c_struct
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
 from ..ops.node_params import requant_params
+from ..ops.sparse import encode
 from ..schedule.scratch import conv_columns_bytes
 
 
@@ -38,7 +38,7 @@ def folded_bias(graph: Graph, node: Node) -> np.ndarray:
 
 
 def emit_sparse_conv(graph: Graph, node: Node, bufs: Buffers, plan) -> LayerCode:
-    """A CONV_2D with FWCS or CSR weights (`ir/sparse.py`): the format's arrays, the folded bias, and one call of
+    """A CONV_2D with FWCS or CSR weights (`ops/sparse.py`): the format's arrays, the folded bias, and one call of
     `kb_conv_fwcs` / `kb_conv_csr` with its two-window scratch."""
     code = LayerCode(families={"sparse_conv"})
     fmt, base = node.attrs.weight_format, c_ident(node.name)

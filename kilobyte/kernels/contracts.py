@@ -7,7 +7,7 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   it falls back to direct convolution); from bytes free anyway the planner grants up to `WIDE_COLUMNS` (the kernel
   reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
   (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
-- CONV_2D with a sparse weight format (FWCS, CSR; `ir/sparse.py`), both sets: two im2col windows of 2-byte values,
+- CONV_2D with a sparse weight format (FWCS, CSR; `ops/sparse.py`), both sets: two im2col windows of 2-byte values,
   `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen
   two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
   window); never more, and never a patch stage: a sparse conv runs per layer.

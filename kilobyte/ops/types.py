@@ -91,7 +91,7 @@ Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
 class ConvAttrs:
     """CONV_2D. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin), bias (Cout,) optional.
 
-    `weight_format`: how the generated C stores the weights (`ir/sparse.py`): "dense" (OHWI), "fwcs" (DTMM's
+    `weight_format`: how the generated C stores the weights (`ops/sparse.py`): "dense" (OHWI), "fwcs" (DTMM's
     filterlet format) or "csr". The weight tensor stays dense in the IR (pruned weights are zeros), so every
     executor but the C code is unaffected; `transforms.set_weight_format` chooses it."""
 

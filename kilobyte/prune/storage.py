@@ -1,17 +1,17 @@
 """Prune stage: the Flash bytes of a convolution the scheduler has not pruned yet — dense, or in FWCS with a given
 number of filterlets kept — the size model DTMM's Flash constraint (Eq. 4) needs before any weight is zero.
 
-The byte rules are not repeated here: a format's weights and indices come from `ir/sparse.py` (`fwcs_sizes`, the
+The byte rules are not repeated here: a format's weights and indices come from `ops/sparse.py` (`fwcs_sizes`, the
 rule its encoder's arrays follow), the per-channel data from the planner's Flash model
 (`schedule.estimate.PER_CHANNEL_BYTES`: an int32 bias, multiplier and shift per output channel, "other" below).
-Once the weights are pruned, the report counts the real arrays instead (`ir.sparse.layer_weight_bytes`).
+Once the weights are pruned, the report counts the real arrays instead (`ops.sparse.layer_weight_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.sparse import fwcs_sizes
+from ..ops.sparse import fwcs_sizes
 from ..schedule.estimate import PER_CHANNEL_BYTES
 from .layers import ConvLayer
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Graph, Op
-from ..ir.sparse import INDEX_BYTES, encode
 from ..kernels import contract_for
 from ..ops import opdef
+from ..ops.sparse import INDEX_BYTES, encode
 from ..transforms.fuse_activation import can_fuse
 from .flash import code_bytes, generated_code
 from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
@@ -66,7 +66,7 @@ def constant_bytes(graph: Graph) -> int:
 
 def _weight_array_bytes(graph: Graph, node) -> int:
     """Bytes of a weighted layer's weight arrays in model.c: its int8 values, or with a sparse format (FWCS, CSR)
-    the format's arrays (`ir/sparse.py`; each at least one element, as `c_array` writes an empty one). Only where
+    the format's arrays (`ops/sparse.py`; each at least one element, as `c_array` writes an empty one). Only where
     the weights are zero matters, so a float graph (a search candidate) is counted by its zeros."""
     w = graph.tensors[node.inputs[1]]
     fmt = getattr(node.attrs, "weight_format", "dense")

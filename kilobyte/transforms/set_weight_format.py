@@ -1,6 +1,6 @@
 """Transforms stage: choose how each CONV_2D's weights are stored in the generated C — dense, FWCS or CSR.
 
-A pure pass: it only sets `ConvAttrs.weight_format` (`ir/sparse.py`); the weight tensor stays dense, so the
+A pure pass: it only sets `ConvAttrs.weight_format` (`ops/sparse.py`); the weight tensor stays dense, so the
 reference interpreter, the `.tflite` export and TFLite Micro see the same numbers. Only CONV_2D (the standard,
 groups = 1 convolution) takes a sparse format; a layer whose weights have no zeros, or fewer than `min_sparsity`,
 stays dense.
@@ -12,7 +12,7 @@ import dataclasses
 
 from ..errors import KilobyteError
 from ..ir import Graph, Op
-from ..ir.sparse import FORMATS, encode, sparsity
+from ..ops.sparse import FORMATS, encode, sparsity
 from .edit import replace_node
 
 

@@ -1,13 +1,13 @@
 """The scheduler's storage bytes (kilobyte/prune/storage.py) against FWCS and CSR arrays built here from a pruned OHWI
 weight, as DTMM's Fig. 5 lays them out: Arr (kept weights by filter, then position), cPtr (16-bit, one per kept
 filterlet — or per kept weight for CSR), fIdx (16-bit, one per filter plus the sentinel) — and against the encoders of
-ir/sparse.py, whose byte rule they share."""
+ops/sparse.py, whose byte rule they share."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kilobyte.ir.sparse import encode_csr, encode_fwcs
+from kilobyte.ops.sparse import encode_csr, encode_fwcs
 from kilobyte.prune.layers import ConvLayer
 from kilobyte.prune.storage import PER_CHANNEL_BYTES, dense_bytes, fwcs_bytes
 

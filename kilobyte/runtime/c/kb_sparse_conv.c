@@ -1,6 +1,6 @@
 /* Kilobyte runtime: int8 CONV_2D on sparse weights — DTMM's filterlet format (FWCS) and the CSR baseline.
  *
- * Formats (kilobyte/ir/sparse.py): a filterlet is the in_c weights of one filter at one window tap (OHWI).
+ * Formats (kilobyte/ops/sparse.py): a filterlet is the in_c weights of one filter at one window tap (OHWI).
  *   FWCS: arr = the kept filterlets' weights, filter after filter; cptr[j] = offset of kept filterlet j within its
  *         filter, (ky * k_w + kx) * in_c; filter n owns cptr[fidx[n] .. fidx[n + 1]) (fidx has out_c + 1 entries).
  *   CSR:  arr = the nonzero weights; idx[i] = offset of weight i within its filter; filter n owns arr[fidx[n] ..

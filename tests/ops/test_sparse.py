@@ -1,4 +1,4 @@
-"""IR tests: the sparse weight layouts (kilobyte/ir/sparse.py) — FWCS and CSR encode, decode and byte counts."""
+"""ops tests: the sparse weight layouts (kilobyte/ops/sparse.py) — FWCS and CSR encode, decode and byte counts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sparse_nets import prune_filterlets
 
 from kilobyte.errors import KilobyteError
-from kilobyte.ir.sparse import decode, encode_csr, encode_fwcs, format_bytes, layer_weight_bytes
+from kilobyte.ops.sparse import decode, encode_csr, encode_fwcs, format_bytes, layer_weight_bytes
 
 
 @st.composite

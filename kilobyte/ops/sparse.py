@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError
-from ..ops import opdef
+from . import opdef
 
 FORMATS = ("dense", "fwcs", "csr")
 SPARSE_FORMATS = ("fwcs", "csr")
