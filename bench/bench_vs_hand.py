@@ -131,7 +131,10 @@ def summarize(results: dict) -> list[dict]:
 
 def beats(search: dict, baselines: list[dict]) -> bool | None:
     """Whether the search's mean int8 accuracy is above every baseline family's mean; a family with no variant that
-    fits the budget is beaten; None while a family has not been run."""
+    fits the budget is beaten; None while a family has not been run. A search whose network does not fit the budget
+    (on any seed) beats nothing."""
+    if search.get("fits_all") is False:
+        return False
     verdicts = []
     for r in baselines:
         if r["int8_mean"] is not None:

@@ -113,6 +113,14 @@ def test_search_below_a_baseline_does_not_beat_it():
     assert next(r for r in bvh.summarize(results) if r["network"] == "search")["beats_all"] is None
 
 
+def test_a_search_that_does_not_fit_beats_nothing():
+    results = _results()
+    results["runs"]["16k/mnist/1/search"]["fits"] = False  # the most accurate mean, but one seed over the budget
+    search = next(r for r in bvh.summarize(results) if r["network"] == "search")
+    assert search["fits_all"] is False and search["beats_all"] is False
+    assert "(NOT all fit the budget!)" in bvh.markdown(bvh.summarize(results))
+
+
 class Killed(Exception):
     pass
 
