@@ -15,15 +15,13 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Graph, Node, Op
-from ..kernels.calls import conv_kernel, inplace_depthwise_kernel
-from ..kernels.contracts import sparse_scratch_bytes
 from ..ops import opdef
 from ..ops.binary import add_fields
 from ..ops.c_text import c_array, c_ident, c_struct
+from ..ops.conv_kernels import conv_columns_bytes, conv_kernel, inplace_depthwise_kernel, sparse_scratch_bytes
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
 from ..ops.node_params import requant_params
 from ..ops.sparse import encode
-from ..schedule.scratch import conv_columns_bytes
 
 
 def folded_bias(graph: Graph, node: Node) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.binary import constant_operand
+from ..ops.conv_kernels import conv_kernel, inplace_depthwise_kernel
 
 # Kernel family -> the functions of its C file that generated code may call (`runtime.KERNEL_FILES`). `memmove` is
 # the C library's: a RESHAPE that cannot alias its input copies its bytes with it.
@@ -39,29 +40,6 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "sparse_conv": ("kb_conv_fwcs", "kb_conv_csr"),
     "reshape": ("memmove",),
 }
-INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
-              (7, 7): "kb_depthwise_inplace_7x7"}
-
-
-def conv_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical); with a
-    sparse weight format, that format's kernel (`kb_conv_fwcs`, `kb_conv_csr`)."""
-    if node.attrs.weight_format != "dense":
-        return f"kb_conv_{node.attrs.weight_format}"
-    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
-        return "kb_conv_1x1"
-    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
-        return "kb_conv_3x3"
-    return "kb_conv"
-
-
-def inplace_depthwise_kernel(node: Node, kernel: tuple[int, int]) -> str:
-    """The in-place depthwise variant: unrolled 3x3/5x5/7x7 need dilation 1, otherwise the general one."""
-    if node.attrs.dilation != (1, 1):
-        return "kb_depthwise_inplace"
-    return INPLACE_DW.get(kernel, "kb_depthwise_inplace")
-
-
 def node_function(graph: Graph, node: Node, in_place: bool = False) -> str | None:
     """The runtime function `node`'s layer calls (`in_place`: the plan runs it over its input), or None for a node
     that calls none (RESHAPE, an identity). A fused conv + ADD calls `kb_conv_1x1_add` instead (`ENTRY_POINTS`).

@@ -29,13 +29,16 @@ from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.binary import CONST_STRUCT, constant_operand
 from ..ops.contract import InPlaceRule, KernelContract
+from ..ops.conv_kernels import (
+    IM2COL_COLUMNS,
+    column_bytes,
+    is_sparse,
+    sparse_scratch_bytes,
+)
 
 KERNEL_SETS = ("portable", "dsp")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
-IM2COL_COLUMNS = 2  # columns of a per-layer DSP im2col buffer (KB_CONV_SCRATCH in kilobyte.h)
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads
-IM2COL_ELEMENT_BYTES = 2  # int16 after widening
-SPARSE_RQ_BYTES = 36  # sizeof(kb_arm_rq1): per output channel of a sparse conv's scratch
 
 
 def contract_for(node: Node) -> KernelContract:
@@ -49,41 +52,7 @@ def check_kernel_set(kernels: str) -> str:
     return kernels
 
 
-# -- scratch ------------------------------------------------------------------------------------------------------
-def padded_channel_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of one zero-padded input channel of a depthwise conv: (H+pt+pb)*(W+pl+pr).
-
-    >>> from kilobyte.ir import DepthwiseAttrs, GraphBuilder, Op
-    >>> import numpy as np
-    >>> b = GraphBuilder()
-    >>> y = b.node(Op.DEPTHWISE_CONV_2D, [b.input((1, 112, 112, 32))], DepthwiseAttrs(padding=(1, 1, 1, 1)),
-    ...            params={"weight": np.zeros((1, 3, 3, 32), np.float32)})
-    >>> padded_channel_bytes(b.build([y]), b.nodes[0])
-    12996
-    """
-    _, h, w, _ = graph.tensors[node.inputs[0]].shape
-    t, b, left, r = node.attrs.padding
-    return (h + t + b) * (w + left + r)
-
-
-def column_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of one int16 im2col column of a CONV_2D's window: kh*kw*Cin values, whatever the kernel size."""
-    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-    return IM2COL_ELEMENT_BYTES * kh * kw * cin
-
-
-def is_sparse(node: Node) -> bool:
-    """A CONV_2D whose weights the generated C stores in a sparse format (FWCS or CSR): `kb_sparse_conv.c`."""
-    return node.op is Op.CONV_2D and node.attrs.weight_format != "dense"
-
-
-def sparse_scratch_bytes(graph: Graph, node: Node) -> int:
-    """`KB_SPARSE_SCRATCH`: two im2col windows of 2-byte values, kh*kw*Cin rounded up to a multiple of 4, then 36
-    bytes per output channel (the DSP kernels' requantisation constants, prepared once per call)."""
-    cout, kh, kw, cin = graph.tensors[node.inputs[1]].shape
-    return 4 * ((kh * kw * cin + 3) // 4 * 4) + SPARSE_RQ_BYTES * cout
-
-
+# -- scratch (what a conv reads: `ops/conv_kernels.py`) ------------------------------------------------------------
 def is_local(node: Node) -> bool:
     """Whether `node` may run inside a patch stage: its contract's `local`, and dense weights (a sparse conv runs
     per layer)."""

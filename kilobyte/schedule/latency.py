@@ -44,7 +44,8 @@ import numpy as np
 
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
-from ..kernels.calls import conv_kernel, inplace_depthwise_kernel, node_function
+from ..kernels.calls import node_function
+from ..ops.conv_kernels import conv_kernel, inplace_depthwise_kernel
 from .plan import plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 

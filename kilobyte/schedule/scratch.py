@@ -21,16 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir import Graph, Node, Op
-from ..kernels import WIDE_COLUMNS, column_bytes, extra_columns, layer_scratch, padded_channel_bytes
-from ..kernels.contracts import IM2COL_COLUMNS
+from ..kernels import extra_columns, layer_scratch, padded_channel_bytes
+from ..ops.conv_kernels import IM2COL_COLUMNS
 
-__all__ = ["WIDE_COLUMNS", "adaptive_im2col", "base_scratch", "column_bytes", "conv_columns_bytes",
-           "free_conv_columns", "kernel_scratch", "padded_channel_bytes"]
-
-
-def conv_columns_bytes(graph: Graph, node: Node) -> int:
-    """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h)."""
-    return IM2COL_COLUMNS * column_bytes(graph, node)
+__all__ = ["adaptive_im2col", "base_scratch", "free_conv_columns", "kernel_scratch"]
 
 
 def kernel_scratch(graph: Graph, node: Node, kernels: str = "portable", inplace: bool = False) -> int:

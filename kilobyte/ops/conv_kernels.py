@@ -1,0 +1,73 @@
+"""Op registry: what a convolution's kernels read and which of them runs — CONV_2D and DEPTHWISE_CONV_2D's scratch
+sizes (im2col columns of the DSP conv, the zero-padded channel of an in-place depthwise conv, the windows of a
+sparse conv) and the C variant a node calls. The planner (`kernels/contracts.py`, `schedule/scratch.py`), the Flash
+model (`kernels/calls.py`) and the code generator ask it, so the convs' C emitters can move into `ops/` beside it.
+"""
+
+from __future__ import annotations
+
+from .types import Op
+
+IM2COL_COLUMNS = 2  # columns of a per-layer DSP im2col buffer (KB_CONV_SCRATCH in kilobyte.h)
+IM2COL_ELEMENT_BYTES = 2  # int16 after widening
+SPARSE_RQ_BYTES = 36  # sizeof(kb_arm_rq1): per output channel of a sparse conv's scratch
+INPLACE_DW = {(3, 3): "kb_depthwise_inplace_3x3", (5, 5): "kb_depthwise_inplace_5x5",
+              (7, 7): "kb_depthwise_inplace_7x7"}
+
+
+def padded_channel_bytes(graph, node) -> int:
+    """Bytes of one zero-padded input channel of a depthwise conv: (H+pt+pb)*(W+pl+pr).
+
+    >>> from kilobyte.ir import DepthwiseAttrs, GraphBuilder, Op
+    >>> import numpy as np
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.DEPTHWISE_CONV_2D, [b.input((1, 112, 112, 32))], DepthwiseAttrs(padding=(1, 1, 1, 1)),
+    ...            params={"weight": np.zeros((1, 3, 3, 32), np.float32)})
+    >>> padded_channel_bytes(b.build([y]), b.nodes[0])
+    12996
+    """
+    _, h, w, _ = graph.tensors[node.inputs[0]].shape
+    t, b, left, r = node.attrs.padding
+    return (h + t + b) * (w + left + r)
+
+
+def column_bytes(graph, node) -> int:
+    """Bytes of one int16 im2col column of a CONV_2D's window: kh*kw*Cin values, whatever the kernel size."""
+    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return IM2COL_ELEMENT_BYTES * kh * kw * cin
+
+
+def conv_columns_bytes(graph, node) -> int:
+    """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h)."""
+    return IM2COL_COLUMNS * column_bytes(graph, node)
+
+
+def is_sparse(node) -> bool:
+    """A CONV_2D whose weights the generated C stores in a sparse format (FWCS or CSR): `kb_sparse_conv.c`."""
+    return node.op is Op.CONV_2D and node.attrs.weight_format != "dense"
+
+
+def sparse_scratch_bytes(graph, node) -> int:
+    """`KB_SPARSE_SCRATCH`: two im2col windows of 2-byte values, kh*kw*Cin rounded up to a multiple of 4, then 36
+    bytes per output channel (the DSP kernels' requantisation constants, prepared once per call)."""
+    cout, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    return 4 * ((kh * kw * cin + 3) // 4 * 4) + SPARSE_RQ_BYTES * cout
+
+
+def conv_kernel(node, kernel: tuple[int, int]) -> str:
+    """The CONV_2D variant to call: 1x1 fast path, unrolled 3x3, or general (all three are bit-identical); with a
+    sparse weight format, that format's kernel (`kb_conv_fwcs`, `kb_conv_csr`)."""
+    if node.attrs.weight_format != "dense":
+        return f"kb_conv_{node.attrs.weight_format}"
+    if kernel == (1, 1) and node.attrs.stride == (1, 1) and node.attrs.padding == (0, 0, 0, 0):
+        return "kb_conv_1x1"
+    if kernel == (3, 3) and node.attrs.dilation == (1, 1):
+        return "kb_conv_3x3"
+    return "kb_conv"
+
+
+def inplace_depthwise_kernel(node, kernel: tuple[int, int]) -> str:
+    """The in-place depthwise variant: unrolled 3x3/5x5/7x7 need dilation 1, otherwise the general one."""
+    if node.attrs.dilation != (1, 1):
+        return "kb_depthwise_inplace"
+    return INPLACE_DW.get(kernel, "kb_depthwise_inplace")
