@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Op
 from ..ops import opdef
-from ..ops.sparse import format_bytes
+from ..ops.sparse import format_bytes, sparsity
 from .shapes import output_shape, spatial_extent
 
 WEIGHT_BYTES = 1  # int8 weights
@@ -96,3 +96,16 @@ def node_flash_bytes(graph: Graph, node: Node) -> int:
     """Flash bytes of `node`'s constants at int8 (weights 1 B, int32 bias 4 B; scales excluded)."""
     return sum(constant_flash_bytes(graph, node, t) for t in constant_inputs(graph, node))
 
+
+def layer_weight_bytes(graph) -> dict[str, dict]:
+    """Per CONV_2D / weighted layer of an int8 graph: its format, `weight_bytes`, `index_bytes` and sparsity, as the
+    generated C stores them (`ops/sparse.py`) (for reports; the pruning tools call it)."""
+    rows = {}
+    for node in graph.nodes:
+        if not opdef(node.op).linear:
+            continue
+        w = graph.tensors[node.inputs[1]].data
+        fmt = getattr(node.attrs, "weight_format", "dense")
+        wb, ib = format_bytes(w, fmt, f"node '{node.name}'")
+        rows[node.name] = dict(format=fmt, weight_bytes=wb, index_bytes=ib, sparsity=sparsity(w))
+    return rows

@@ -21,11 +21,11 @@ from ..errors import KilobyteError, UnsupportedOpError
 from ..ir import Graph, Op
 from ..ops.binary import add_fields
 from ..ops.c_text import c_ident
+from ..ops.conv import conv_scratch
 from ..ops.conv_kernels import conv_kernel, inplace_depthwise_kernel
 from ..ops.layer_code import Buffers, LayerCode, weight_arrays, window_params
 from ..ops.node_params import activation_range_of, requant_params
 from ..schedule.patch import box_area, split
-from .layers import conv_scratch
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,8 @@ import numpy as np
 
 from ..errors import KilobyteError, UnsupportedOpError
 from ..formats import tflite_schema as S
-from ..ir import Graph, Node, Op, QParams, Tensor
+from ..ir import Graph, Node, QParams, Tensor
 from ..ops import opdef
-from ..ops.window import lower_window_input
 
 B = S.B
 
@@ -86,11 +85,27 @@ class Lowering:
     def activation(self, node: Node) -> int:
         return _act(node)
 
+    def quantised(self, name: str) -> bool:
+        """Whether graph tensor `name` is quantised."""
+        return self.graph.tensors[name].qparams is not None
+
+    def zero_bias(self, node: Node) -> str:
+        """An added int32 bias of zeros at TFLite's bias scale (the input's scale times each weight scale), for an
+        int8 CONV_2D without one: TFLite, unlike TFLite Micro, refuses an int8 conv without a bias."""
+        graph = self.graph
+        w = graph.tensors[node.inputs[1]].qparams
+        s_in = graph.tensors[node.inputs[0]].qparams.scale[0]
+        n = graph.tensors[node.inputs[1]].shape[0]
+        scale = np.broadcast_to(np.float32(s_in) * w.scale.astype(np.float32), (n,)).astype(np.float32)
+        q = QParams(scale, np.zeros(n, np.int64), 0)
+        name = S.zero_bias_tensor_name(node.outputs[0])
+        self.tensors.append(Tensor(name, (n,), "int32", np.zeros(n, np.int32), q))
+        return name
+
 
 def lower_node(graph: Graph, node: Node) -> tuple[list[TflOp], list[Tensor]]:
-    """`node`'s operators and added tensors: its own lowering (`OpDef.lower`), or for the two convolutions still
-    pending in the registry `_conv` below, both through the `Lowering` writer."""
-    lower = opdef(node.op).lower or _LOWER.get(node.op)
+    """`node`'s operators and added tensors: its own lowering (`OpDef.lower`), through the `Lowering` writer."""
+    lower = opdef(node.op).lower
     if lower is None:
         raise UnsupportedOpError(f"node '{node.name}': {node.op.value} has no TFLite operator; run the inference "
                                  f"transforms (fold batch norm, fuse activations) before export")
@@ -115,38 +130,3 @@ def _act(node: Node) -> int:
     return S.ACT_TO_TFL[node.attrs.activation]
 
 
-# -- per-op lowerings -------------------------------------------------------------------------------------------
-def _conv(w: Lowering, graph: Graph, node: Node) -> None:
-    a = node.attrs
-    params = _params(node)
-    kernel = graph.tensors[params[0]].shape[1:3]
-    mode, x = lower_window_input(w, graph, node, kernel, a.dilation, "zero")
-    opts = {"Padding": mode, "StrideW": a.stride[1], "StrideH": a.stride[0], "FusedActivationFunction": _act(node),
-            "DilationWFactor": a.dilation[1], "DilationHFactor": a.dilation[0]}
-    if node.op is Op.DEPTHWISE_CONV_2D:
-        opts = {**opts, "DepthMultiplier": a.depth_multiplier}
-    elif len(params) == 1 and graph.tensors[params[0]].dtype == "int8" and _quantised(graph, node.inputs[0]):
-        bias = _zero_bias(graph, node)
-        params = (*params, bias.name)
-        w.tensors.append(bias)
-    w.op(node.op.value, (x, *params), node.outputs, opts)
-
-
-def _quantised(graph: Graph, name: str) -> bool:
-    return graph.tensors[name].qparams is not None
-
-
-def _zero_bias(graph: Graph, node: Node) -> Tensor:
-    """Zeros at TFLite's bias scale (input scale times each weight scale) for an int8 CONV_2D without a bias."""
-    w = graph.tensors[node.inputs[1]].qparams
-    s_in = graph.tensors[node.inputs[0]].qparams.scale[0]
-    n = graph.tensors[node.inputs[1]].shape[0]
-    scale = np.broadcast_to(np.float32(s_in) * w.scale.astype(np.float32), (n,)).astype(np.float32)
-    q = QParams(scale, np.zeros(n, np.int64), 0)
-    return Tensor(S.zero_bias_tensor_name(node.outputs[0]), (n,), "int32", np.zeros(n, np.int32), q)
-
-
-_LOWER = {
-    Op.CONV_2D: _conv,
-    Op.DEPTHWISE_CONV_2D: _conv,
-}

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Op
+from ..ir import Graph, Node
 from ..ops import opdef
-from ..ops.types import apply_activation as _act
-from ..ops.window import pad_hw, windows
 
 
 def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.ndarray]:
@@ -36,31 +34,10 @@ def run_float(graph: Graph, inputs, *, keep_all: bool = False) -> dict[str, np.n
     return {k: env[k].astype(np.float32) for k in names}
 
 
-def _conv(node: Node, x, w, b=None):
-    a = node.attrs
-    win = windows(pad_hw(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
-    y = np.einsum("nhwijc,oijc->nhwo", win, w, optimize=True)
-    return _act(y + (b if b is not None else 0.0), a.activation)
-
-
-def _depthwise(node: Node, x, w, b=None):
-    a = node.attrs
-    if a.depth_multiplier != 1:
-        x = np.repeat(x, a.depth_multiplier, axis=3)
-    win = windows(pad_hw(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
-    y = np.einsum("nhwijc,ijc->nhwc", win, w[0], optimize=True)
-    return _act(y + (b if b is not None else 0.0), a.activation)
-
-
 def _eval(node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """The op's own float reference (`OpDef.float_ref`), or for the ops still pending in the registry the rules
-    below."""
+    """The op's own float reference (`OpDef.float_ref`)."""
     op = node.op
     ref = opdef(op).float_ref
     if ref is not None:
         return ref(node, args)
-    if op is Op.CONV_2D:
-        return _conv(node, *args)
-    if op is Op.DEPTHWISE_CONV_2D:
-        return _depthwise(node, *args)
     raise NotImplementedError(f"node '{node.name}': no float kernel for {op.value}")

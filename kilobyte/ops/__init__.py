@@ -2,9 +2,8 @@
 
 `opdef(op)` is what every stage asks; `defs()` iterates over all of them. The op modules (`binary.py`,
 `concat.py`, `edges.py`, `fully_connected.py`, `lut.py`, `mean.py`, `movement.py`, `pad.py`, `pool.py`, `prelu.py`,
-`reshape.py`, `resize.py`, `softmax.py`, `training.py`, `transpose_conv.py`) define their ops completely — data and
-behaviour; `pending.py` holds the data of the ops whose behaviour is still in the stages (CONV_2D and
-DEPTHWISE_CONV_2D). The registry is checked when built: every `Op` has exactly one `OpDef`.
+`reshape.py`, `resize.py`, `softmax.py`, `training.py`, `transpose_conv.py`, `conv.py`) define their ops completely —
+data and behaviour. The registry is checked when built: every `Op` has exactly one `OpDef`.
 
 This package sits right above `errors` in the layer order (`docs/layout.md`): it imports nothing else of Kilobyte,
 so the IR and every stage can ask it. Its building blocks are leaf modules here too: the Op enum and attrs
@@ -19,13 +18,13 @@ from collections.abc import Iterator
 from . import (
     binary,
     concat,
+    conv,
     edges,
     fully_connected,
     lut,
     mean,
     movement,
     pad,
-    pending,
     pool,
     prelu,
     reshape,
@@ -37,7 +36,7 @@ from . import (
 from .opdef import OpDef
 from .types import Op
 
-_MODULES = (pending, binary, concat, edges, fully_connected, lut, mean, movement, pad, pool, prelu, reshape, resize,
+_MODULES = (conv, binary, concat, edges, fully_connected, lut, mean, movement, pad, pool, prelu, reshape, resize,
             softmax, training, transpose_conv)
 
 

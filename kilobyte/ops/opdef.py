@@ -5,9 +5,8 @@ type and shape rule, analysis its MACs and other arithmetic, quantisation which 
 interpreters its float and int8 references, the planner its kernel contract, codegen its C function and emitter,
 the Flash model the constant tables its layer adds, the `.tflite` writer its builtin and lowering.
 
-Data fields are filled for every op. Behaviour fields (callables) are filled by the op modules (`resize.py`,
-`transpose_conv.py`, `lut.py`, ...); an op still listed in `pending.py` has them None and the stage falls back to
-its own code for it — a state that only shrinks (issue 27: migrate op by op, the suite green at every commit).
+Data fields are filled for every op; behaviour fields (callables) by the op modules (`conv.py`, `resize.py`,
+`lut.py`, ...) where the op has that behaviour (a training op has no emitter or lowering: the transforms remove it).
 
 Callables take duck-typed graphs and nodes (`graph.tensors[name].shape / .qparams / .dtype / .data`, `node.name /
 .op / .attrs / .inputs / .outputs`): an op module imports nothing above `kilobyte.ops`, so every stage may import it.
@@ -61,7 +60,7 @@ class OpDef:
     - `contract`: the kernel contract (`contract.py`) the planner and codegen read.
     - `function`: the runtime function its layer calls, when that is one name (else `kernels.calls` decides).
 
-    Behaviour (migrated ops; None: the stage's own code handles the op):
+    Behaviour (None: the op has none of that kind):
     - `shape(attrs, input_shapes) -> output shape`; raises `ShapeError`.
     - `macs(graph, node) -> int` multiply-accumulates (linear ops).
     - `float_ref(node, args) -> ndarray`, `int8_ref(graph, node, args) -> ndarray`: the references.

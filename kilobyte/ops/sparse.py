@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import KilobyteError
-from . import opdef
 
 FORMATS = ("dense", "fwcs", "csr")
 SPARSE_FORMATS = ("fwcs", "csr")
@@ -167,17 +166,3 @@ def sparsity(w: np.ndarray) -> float:
     """Fraction of zero weights."""
     w = np.asarray(w)
     return float((w == 0).mean()) if w.size else 0.0
-
-
-def layer_weight_bytes(graph) -> dict[str, dict]:
-    """Per CONV_2D / weighted layer of an int8 graph: its format, `weight_bytes`, `index_bytes` and sparsity, as the
-    generated C stores them (for reports; the pruning tools call it)."""
-    rows = {}
-    for node in graph.nodes:
-        if not opdef(node.op).linear:
-            continue
-        w = graph.tensors[node.inputs[1]].data
-        fmt = getattr(node.attrs, "weight_format", "dense")
-        wb, ib = format_bytes(w, fmt, f"node '{node.name}'")
-        rows[node.name] = dict(format=fmt, weight_bytes=wb, index_bytes=ib, sparsity=sparsity(w))
-    return rows

@@ -17,7 +17,7 @@ budget). Prunable weights are those of the standard convolutions; depthwise and 
 
 The int8 graph comes back with each pruned convolution's weight format set (`set_weight_format`: "fwcs" for
 filterlets, "csr" for weights; channel pruning and layers with nothing removed stay dense), so compiling it emits the
-sparse arrays and kernels. Its per-layer bytes are those arrays' (`ops.sparse.layer_weight_bytes`) and its Flash is
+sparse arrays and kernels. Its per-layer bytes are those arrays' (`analysis.macs.layer_weight_bytes`) and its Flash is
 the planner's Flash model on it (`schedule.estimate_resources`: the arrays plus the linked code, sparse kernels
 included), the figure `kilobyte compile` reports for it. The result also gives the share of the dense model's
 convolution weights that only ever multiply padding (`analysis.dead_weights`): a network that runs 3x3 convolutions
@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..analysis.dead_weights import dead_weights
+from ..analysis.macs import layer_weight_bytes
 from ..data import Dataset, load_dataset
 from ..errors import DoesNotFitError, PruneError
 from ..ir import Op
-from ..ops.sparse import layer_weight_bytes
 from ..schedule import estimate_resources
 from ..schedule.estimate import PER_CHANNEL_BYTES
 from ..schedule.plan_types import PlanOptions

@@ -4,7 +4,7 @@ number of filterlets kept — the size model DTMM's Flash constraint (Eq. 4) nee
 The byte rules are not repeated here: a format's weights and indices come from `ops/sparse.py` (`fwcs_sizes`, the
 rule its encoder's arrays follow), the per-channel data from the planner's Flash model
 (`schedule.estimate.PER_CHANNEL_BYTES`: an int32 bias, multiplier and shift per output channel, "other" below).
-Once the weights are pruned, the report counts the real arrays instead (`ops.sparse.layer_weight_bytes`).
+Once the weights are pruned, the report counts the real arrays instead (`analysis.macs.layer_weight_bytes`).
 """
 
 from __future__ import annotations

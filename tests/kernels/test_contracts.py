@@ -13,10 +13,10 @@ import pytest
 from random_nets import quantized
 
 from kilobyte.codegen import compile_graph
-from kilobyte.codegen.layers import conv_scratch
 from kilobyte.ir import Op
 from kilobyte.kernels import KB_COLS_MIN_OUT_C, WIDE_COLUMNS, column_bytes, padded_channel_bytes
 from kilobyte.ops import defs, opdef
+from kilobyte.ops.conv import conv_scratch
 from kilobyte.runtime import C_DIR, KERNEL_FILES
 from kilobyte.schedule.plan_types import PlanOptions
 

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sparse_nets import prune_filterlets
 
+from kilobyte.analysis.macs import layer_weight_bytes
 from kilobyte.errors import KilobyteError
-from kilobyte.ops.sparse import decode, encode_csr, encode_fwcs, format_bytes, layer_weight_bytes
+from kilobyte.ops.sparse import decode, encode_csr, encode_fwcs, format_bytes
 
 
 @st.composite
