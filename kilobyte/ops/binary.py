@@ -23,6 +23,7 @@ from .contract import InPlaceRule, KernelContract
 from .layer_code import Buffers, LayerCode
 from .node_params import add_node_params, constant_terms, mul_node_params, require_same_qparams
 from .opdef import OpDef, broadcast_shape
+from .tile_code import Columns, block, copy_columns, copy_statements, hw, param_table, row_loop
 from .types import AddAttrs, NoAttrs, Op, ShapeError, apply_activation
 
 
@@ -292,6 +293,29 @@ _MINMAX = ("inputs and output share quantisation params; same shape or a (1,1,1,
            "either may be a constant")
 _COMMON = dict(const_operands=True, table_bytes=_table_bytes, shape=_shape, float_ref=_float, int8_ref=_int8,
                lower=_lower)
+def emit_add_tile(g, k: int, code: LayerCode) -> str:
+    """ADD: one `kb_add` per tile row (operands can be tiles of different widths); in place when the plan put the
+    output tile in an input's buffer (same box, so row r overwrites only itself)."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    code.families.add("add")
+    io, rows = Columns(f"kb_po_{ident}"), []
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        a, b = (g.source(t, p, tile.in_box) for t in node.inputs)
+        dst = g.target(p, k)
+        h, w = hw(tile.out_box)
+        rows.append(add_fields(g.graph, node, (a.cstride, b.cstride, dst.cstride), pixels=w))
+        io.add(p, src1=a.offset, src1_pitch=a.pitch, src2=b.offset, src2_pitch=b.pitch, dst=dst.offset,
+               dst_pitch=dst.pitch, rows=h)
+        copy_columns(g, p, k, io)
+    code.decls += [param_table("kb_add_params", f"kb_pp_{ident}", rows), io.decl()]
+    bases = [g.base(t) for t in node.inputs]
+    call = (f"kb_add(&kb_pp_{ident}[p], {io.pointer(bases[0], 'src1', row='src1_pitch')}, "
+            f"{io.pointer(bases[1], 'src2', row='src2_pitch')}, {io.pointer('KB_ARENA', 'dst', row='dst_pitch')});")
+    how = ", in place" if g.in_place(k) else ""
+    return block(g, k, f"{how}, row by row", io, [row_loop(io["rows"], call), *copy_statements(g, k, io, code)])
+
+
 DEFS = (
     OpDef(Op.ADD, AddAttrs,
           KernelContract(Op.ADD, "add", "kb_add_params", local=True,
@@ -300,7 +324,7 @@ DEFS = (
                          "TFLite's left shift 20; either operand may be a constant of any shape that broadcasts (a "
                          "(C,) bias, a single value, ...): kb_add_const with its rescaled values prepared, not "
                          "spatially local; fused ReLU/ReLU6"),
-          fusable=True, builtin="ADD", function="kb_add", emit=emit_add, **_COMMON),
+          fusable=True, builtin="ADD", function="kb_add", emit=emit_add, emit_tile=emit_add_tile, **_COMMON),
     OpDef(Op.SUB, AddAttrs,
           KernelContract(Op.SUB, "add", "kb_add_params",
                          constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of "

@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError
+from .c_text import c_ident
 from .contract import KernelContract
 from .layer_code import Buffers, LayerCode
 from .node_params import require_same_qparams
 from .opdef import OpDef
+from .tile_code import Columns, block, copy_columns, copy_statements, hw, row_loop
 from .types import Activation, ConcatAttrs, Op, ShapeError, apply_activation
 
 
@@ -62,10 +64,35 @@ def _lower(w, graph, node) -> None:
          {"Axis": node.attrs.axis, "FusedActivationFunction": w.activation(node)})
 
 
+def _emit_tile(g, k: int, code: LayerCode) -> str:
+    """CONCAT (channels): each input's tile rows copied into its channel slice of the output tile."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    code.families.add("concat")
+    io = Columns(f"kb_po_{ident}")
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        for j, t in enumerate(node.inputs):
+            src = g.source(t, p, tile.in_box)
+            io.add(p, **{f"src{j}": src.offset, f"src{j}_pitch": src.pitch})
+        dst = g.target(p, k)
+        h, w = hw(tile.out_box)
+        io.add(p, dst=dst.offset, dst_pitch=dst.pitch, rows=h, pixels=w)
+        copy_columns(g, p, k, io)
+    code.decls.append(io.decl())
+    out_cs, calls, c0 = g.target(0, k).cstride, [], 0
+    for j, t in enumerate(node.inputs):
+        c = g.channels(t)  # tiles and the caller's input are dense: pixel stride = channels
+        calls.append(row_loop(io["rows"], f"kb_copy_channels({io['pixels']}, {c}, "
+                              f"{io.pointer(g.base(t), f'src{j}', row=f'src{j}_pitch')}, {c}, "
+                              f"{io.pointer('KB_ARENA', 'dst', c0, row='dst_pitch')}, {out_cs});"))
+        c0 += c
+    return block(g, k, ", row by row", io, [*calls, *copy_statements(g, k, io, code)])
+
+
 DEFS = (
     OpDef(Op.CONCAT, ConcatAttrs,
           KernelContract(Op.CONCAT, "concat", local=True,
                          constraints="channel axis; producers write straight into their slice, else a channel copy"),
           fusable=True, qparams="shared", builtin="CONCATENATION", function="kb_copy_channels", shape=_shape,
-          float_ref=_float, int8_ref=_int8, emit=_emit, lower=_lower),
+          float_ref=_float, int8_ref=_int8, emit=_emit, emit_tile=_emit_tile, lower=_lower),
 )

@@ -21,6 +21,7 @@ from .layer_code import Buffers, LayerCode, weight_arrays, window_params
 from .node_params import RequantParams, finish, requant_params
 from .opdef import OpDef
 from .sparse import encode
+from .tile_code import WindowSpec, emit_window
 from .types import ConvAttrs, DepthwiseAttrs, Op, ShapeError, apply_activation
 from .window import lower_window_input, out_hw, pad_hw, taps, window_shape, windows
 
@@ -183,6 +184,33 @@ def emit_depthwise(graph, node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
+def _tile_spec(g, k: int, code: LayerCode) -> WindowSpec:
+    """The kernel call of conv node k on a patch stage's tiles; emits its weights, multipliers and shifts."""
+    graph, node = g.graph, g.nodes[k]
+    rq = requant_params(graph, node)
+    kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
+    weights = ", " + ", ".join(weight_arrays(graph, node, code))
+    common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
+    if node.op is Op.CONV_2D:
+        code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)
+        scratch, size = conv_scratch(graph, node, g.stage.tile_scratch.get(node.name))
+        return WindowSpec(conv_kernel(node, kernel), scratch=f", {scratch}", scratch_bytes=size, **common)
+    code.families.add("depthwise")
+    if node.attrs.depth_multiplier != 1:
+        raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "
+                                 "kernel (only 1)")
+    if not g.in_place(k):
+        return WindowSpec("kb_depthwise", **common)
+    if node.name not in g.stage.tile_scratch:
+        raise KilobyteError(f"patch stage: in-place depthwise '{node.name}' has no tile scratch")
+    fn = inplace_depthwise_kernel(node, kernel)
+    return WindowSpec(fn, scratch=f", KB_ARENA + {g.stage.tile_scratch[node.name][0]}", **common)
+
+
+def _emit_tile(g, k: int, code: LayerCode) -> str:
+    return emit_window(g, k, code, _tile_spec(g, k, code))
+
+
 # -- .tflite lowering ----------------------------------------------------------------------------------------------
 def _lower(w, graph, node) -> None:
     """One CONV_2D / DEPTHWISE_CONV_2D; padding TFLite cannot express becomes a PAD before it (`window.py`). A
@@ -210,12 +238,13 @@ DEFS = (
                          "filterlets) or CSR (`weight_format`) run kb_conv_fwcs / kb_conv_csr of kb_sparse_conv.c, "
                          "per layer"),
           params=True, weight_axis=0, fusable=True, builtin="CONV_2D", shape=_conv_shape,
-          float_ref=lambda node, args: _conv_float(node, *args), int8_ref=_int8, emit=emit_conv, lower=_lower),
+          float_ref=lambda node, args: _conv_float(node, *args), int8_ref=_int8, emit=emit_conv, emit_tile=_emit_tile,
+          lower=_lower),
     OpDef(Op.DEPTHWISE_CONV_2D, DepthwiseAttrs,
           KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=conv_window,
                          inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
                          constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
           params=True, weight_axis=3, fusable=True, builtin="DEPTHWISE_CONV_2D", shape=_depthwise_shape,
           float_ref=lambda node, args: _depthwise_float(node, *args), int8_ref=_int8, emit=emit_depthwise,
-          lower=_lower),
+          emit_tile=_emit_tile, lower=_lower),
 )

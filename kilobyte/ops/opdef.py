@@ -65,6 +65,8 @@ class OpDef:
     - `macs(graph, node) -> int` multiply-accumulates (linear ops).
     - `float_ref(node, args) -> ndarray`, `int8_ref(graph, node, args) -> ndarray`: the references.
     - `emit(graph, node, bufs, plan) -> LayerCode`: the C of its layer (`layer_code.py`).
+    - `emit_tile(g, k, code) -> str`: its block of a patch stage's loop, on tiles (`tile_code.py`); None: the op
+      cannot run inside a patch stage.
     - `table_bytes(graph, node) -> int`: Flash bytes of the constant tables its layer adds besides its params.
     - `lower(writer, graph, node)`: its `.tflite` operators, through the writer's small interface (`export`).
     """
@@ -87,6 +89,7 @@ class OpDef:
     float_ref: Callable | None = None
     int8_ref: Callable | None = None
     emit: Callable | None = None
+    emit_tile: Callable | None = None
     table_bytes: Callable | None = None
     lower: Callable | None = None
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from .c_text import c_struct
+from .c_text import c_ident, c_struct
 from .contract import KernelContract, pad_window
 from .layer_code import Buffers, LayerCode
 from .node_params import require_same_qparams, tensor_qparams
 from .opdef import OpDef
+from .tile_code import Columns, block, copy_columns, copy_statements, hw, param_table
 from .types import Op, PadAttrs, ShapeError
 
 
@@ -56,11 +57,32 @@ def _lower(w, graph, node) -> None:
     w.op("PAD", (node.inputs[0], pads), node.outputs, {})
 
 
+def _emit_tile(g, k: int, code: LayerCode) -> str:
+    """PAD: the tile's share of the layer's padding (zero-point bytes only where the tile meets the border)."""
+    node, ident = g.nodes[k], c_ident(g.nodes[k].name)
+    code.families.add("pad")
+    (_, _), _, _, (c0, c1) = node.attrs.pads
+    zp = int(g.graph.tensors[node.inputs[0]].qparams.zero_point[0])
+    io, rows = Columns(f"kb_po_{ident}"), []
+    for p in range(len(g.boxes)):
+        tile = g.tile(p, k)
+        src, dst = g.source(node.inputs[0], p, tile.in_box), g.target(p, k)
+        (ih, iw), (t, b, left, r) = hw(tile.in_box), tile.padding
+        rows.append(dict(in_h=ih, in_w=iw, in_c=g.channels(node.inputs[0]), in_cstride=src.cstride, pad_t=t,
+                         pad_b=b, pad_l=left, pad_r=r, pad_c0=c0, pad_c1=c1, out_cstride=dst.cstride, value=zp,
+                         in_row=src.row, out_row=dst.row))
+        io.add(p, src=src.offset, dst=dst.offset)
+        copy_columns(g, p, k, io)
+    code.decls += [param_table("kb_pad_params", f"kb_pp_{ident}", rows), io.decl()]
+    call = f"kb_pad(&kb_pp_{ident}[p], {io.pointer(g.base(node.inputs[0]), 'src')}, {io.pointer('KB_ARENA', 'dst')});"
+    return block(g, k, "", io, [call, *copy_statements(g, k, io, code)])
+
+
 DEFS = (
     OpDef(Op.PAD, PadAttrs,
           KernelContract(Op.PAD, "pad", "kb_pad_params", local=True, window=pad_window,
                          constraints="H, W and C; padded with the zero point; folded into a following conv at "
                          "import"),
           qparams="shared", builtin="PAD", function="kb_pad", shape=_shape, float_ref=_float, int8_ref=_int8,
-          emit=_emit, lower=_lower),
+          emit=_emit, emit_tile=_emit_tile, lower=_lower),
 )

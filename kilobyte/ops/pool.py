@@ -12,6 +12,7 @@ from .contract import KernelContract, pool_window
 from .layer_code import Buffers, LayerCode, window_params
 from .node_params import activation_range_of, require_same_qparams
 from .opdef import OpDef
+from .tile_code import WindowSpec, emit_window
 from .types import Op, PoolAttrs, apply_activation
 from .window import lower_window_input, out_hw, pad_hw, taps, window_shape, windows
 
@@ -87,6 +88,15 @@ def _lower(w, graph, node) -> None:
           "FilterHeight": a.kernel[0], "FusedActivationFunction": w.activation(node)})
 
 
+def _emit_tile(g, k: int, code: LayerCode) -> str:
+    """The pooling of node k on a patch stage's tiles (`tile_code.emit_window`)."""
+    graph, node = g.graph, g.nodes[k]
+    code.families.add("pool")
+    zp = int(graph.tensors[node.inputs[0]].qparams.zero_point[0])
+    spec = WindowSpec(FUNCTION[node.op], tuple(node.attrs.kernel), (zp, zp), activation_range_of(graph, node))
+    return emit_window(g, k, code, spec)
+
+
 FUNCTION = {Op.AVG_POOL_2D: "kb_avg_pool", Op.MAX_POOL_2D: "kb_max_pool"}
 BUILTIN = {Op.AVG_POOL_2D: "AVERAGE_POOL_2D", Op.MAX_POOL_2D: "MAX_POOL_2D"}
 DEFS = tuple(
@@ -94,5 +104,5 @@ DEFS = tuple(
           KernelContract(op, "pool", "kb_conv_params", local=True, window=pool_window,
                          constraints="input and output share quantisation params"),
           fusable=True, qparams="shared", builtin=BUILTIN[op], function=FUNCTION[op], shape=_shape, float_ref=_float,
-          int8_ref=_int8, emit=_emit, lower=_lower)
+          int8_ref=_int8, emit=_emit, emit_tile=_emit_tile, lower=_lower)
     for op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D))

@@ -8,7 +8,6 @@ rewrites the page; a test holds the page equal to this output.
 
 from __future__ import annotations
 
-from ..codegen import layers, patch_loop
 from ..ops import defs
 from ..runtime import KERNEL_FILES
 
@@ -32,8 +31,8 @@ def ops_table() -> str:
     rows = []
     for d in defs():
         op, c = d.op, d.contract
-        in_c = layers.emitter(op) is not None
-        in_patch = in_c and c.local and op in patch_loop.EMITTERS
+        in_c = d.emit is not None
+        in_patch = in_c and c.local and d.emit_tile is not None
         inplace = "–" if c.inplace is None else ("over a dying input" if c.inplace.elementwise
                                                  else "over its input, one padded channel of scratch")
         c_file = f"`{KERNEL_FILES[c.family]}`" if in_c and c.family else "–"
