@@ -42,14 +42,16 @@ def _depthwise_shape(attrs, shapes) -> tuple[int, ...]:
 
 
 # -- float references ----------------------------------------------------------------------------------------------
-def _conv_float(node, x, w, b=None):
+def _conv_float(node, args):
+    x, w, b = args[0], args[1], args[2] if len(args) > 2 else None
     a = node.attrs
     win = windows(pad_hw(x, a.padding), w.shape[1], w.shape[2], a.stride, a.dilation)
     y = np.einsum("nhwijc,oijc->nhwo", win, w, optimize=True)
     return apply_activation(y + (b if b is not None else 0.0), a.activation)
 
 
-def _depthwise_float(node, x, w, b=None):
+def _depthwise_float(node, args):
+    x, w, b = args[0], args[1], args[2] if len(args) > 2 else None
     a = node.attrs
     if a.depth_multiplier != 1:
         x = np.repeat(x, a.depth_multiplier, axis=3)
@@ -238,13 +240,13 @@ DEFS = (
                          "filterlets) or CSR (`weight_format`) run kb_conv_fwcs / kb_conv_csr of kb_sparse_conv.c, "
                          "per layer"),
           params=True, weight_axis=0, fusable=True, builtin="CONV_2D", shape=_conv_shape,
-          float_ref=lambda node, args: _conv_float(node, *args), int8_ref=_int8, emit=emit_conv, emit_tile=_emit_tile,
+          float_ref=_conv_float, int8_ref=_int8, emit=emit_conv, emit_tile=_emit_tile,
           lower=_lower),
     OpDef(Op.DEPTHWISE_CONV_2D, DepthwiseAttrs,
           KernelContract(Op.DEPTHWISE_CONV_2D, "depthwise", "kb_conv_params", local=True, window=conv_window,
                          inplace=InPlaceRule("inplace_depthwise", "first", elementwise=False),
                          constraints="depth multiplier 1; any kernel, stride, dilation and explicit padding"),
           params=True, weight_axis=3, fusable=True, builtin="DEPTHWISE_CONV_2D", shape=_depthwise_shape,
-          float_ref=lambda node, args: _depthwise_float(node, *args), int8_ref=_int8, emit=emit_depthwise,
+          float_ref=_depthwise_float, int8_ref=_int8, emit=emit_depthwise,
           emit_tile=_emit_tile, lower=_lower),
 )
