@@ -10,7 +10,7 @@ import sys
 from ..errors import DoesNotFitError
 from ..targets.cortexm.verify import bench_on_target, resolve_target
 from ..units import kb
-from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_project_dir_arg, print_json
+from .common import KERNEL_SETS, add_command, add_devices_file_arg, add_json_arg, add_project_dir_arg, print_json
 
 TARGET_HELP = "Cortex-M core to build for and run under QEMU: cortex-m4, cortex-m7 or cortex-m55"
 
@@ -43,12 +43,14 @@ def does_not_fit(err: DoesNotFitError) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "bench", help="measure a compiled model on a Cortex-M build: Flash, SRAM, stack, instructions",
-        description="Build the firmware of the project in DIR for --target, run it once under QEMU on a random "
-        "int8 input (measured stack high-water mark), read Flash and SRAM from the ELF (weights / kernels / arena "
-        "/ stack split) and count executed instructions with unicorn, per layer (not available on cortex-m55: "
-        "reported as null). Exit code 2 if the build does not fit --device.")
+    """measure a compiled model on a Cortex-M build: Flash, SRAM, stack, instructions
+
+    Build the firmware of the project in DIR for --target, run it once under QEMU on a random int8 input (measured stack
+    high-water mark), read Flash and SRAM from the ELF (weights / kernels / arena / stack split) and count executed
+    instructions with unicorn, per layer (not available on cortex-m55: reported as null). Exit code 2 if the build does
+    not fit --device.
+    """
+    p = add_command(sub, "bench", register)
     add_project_dir_arg(p)
     add_target_args(p, required=True)
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")

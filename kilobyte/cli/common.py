@@ -3,6 +3,7 @@ planner's options, calibration samples, a compiled project's folder, JSON output
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 
@@ -10,6 +11,15 @@ from ..driver import load
 from ..targets.devices import get_device as _get
 
 KERNEL_SETS = ("portable", "dsp")  # --kernels: the runtime's kernel sets (portable C, Cortex-M DSP)
+
+
+def add_command(sub, name: str, register):
+    """The sub-command `name`, documented by its `register` function's docstring the way `click` does it: the
+    first line is the one-line help of `kilobyte --help`, the paragraphs after it `kilobyte NAME --help`'s text."""
+    help_, _, description = inspect.cleandoc(register.__doc__).partition("\n\n")
+    return sub.add_parser(name, help=help_, description=description or None)
+
+
 MODEL_HELP = "zoo name (see `kilobyte profile --list`), a .onnx or .tflite file, or a Python module:attr"
 
 

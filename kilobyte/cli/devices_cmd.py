@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from ..targets.devices import format_table, list_devices
-from .common import add_devices_file_arg, print_json
+from .common import add_command, add_devices_file_arg, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser("devices", help="list the known microcontrollers (SRAM, Flash, clock)",
-                       description="List built-in devices and those of a TOML file ($KILOBYTE_DEVICES or "
-                       "--devices-file). TOML format: [device.NAME] core=\"cortex-m4\" sram_kb=192 "
-                       "flash_kb=512 clock_mhz=120")
+    """list the known microcontrollers (SRAM, Flash, clock)
+
+    List built-in devices and those of a TOML file ($KILOBYTE_DEVICES or --devices-file). TOML format: [device.NAME]
+    core="cortex-m4" sram_kb=192 flash_kb=512 clock_mhz=120
+    """
+    p = add_command(sub, "devices", register)
     add_devices_file_arg(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)

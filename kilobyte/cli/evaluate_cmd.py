@@ -10,25 +10,24 @@ from ..api import evaluate
 from ..errors import DoesNotFitError
 from ..report.confusion import check_plot_path, format_evaluation, plot_evaluation
 from .bench_cmd import add_target_args, does_not_fit, target_device
-from .common import add_json_arg, print_json
+from .common import add_command, add_json_arg, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "evaluate", help="accuracy of a compiled library (its own C code) on labelled images: per class, confusion "
-        "matrix",
-        description="Run the C library in DIR (written by `kilobyte compile`, `kilobyte demo`, or a `kilobyte "
-        "search` output folder) on labelled images and report its accuracy, the accuracy of each class and the "
-        "confusion matrix — the numbers of what you will ship, from its own host build. The library must be a "
-        "classifier: one int8 output of shape (1, N); the class is the argmax of its scores. Each image is read in "
-        "the layout that fits the library's input, resized to its size when it differs (bilinear, as "
-        "`kilobyte search` trains and its libraries resize; --resize nearest), one channel repeated to its "
-        "channels, and quantised with its input scale and zero point — exactly as the search and the demo score "
-        "their held-out images, so `--split test` on their output gives their reported int8 accuracy. With "
-        "--target (or --device), the firmware for that "
-        "Cortex-M core is built once and runs every image under QEMU (about 0.1 s each; use --limit): the same "
-        "figures again, and whether each output equals the host build's. Exit code 1 when an output differs, 2 "
-        "when the firmware does not fit --device.")
+    """accuracy of a compiled library (its own C code) on labelled images: per class, confusion matrix
+
+    Run the C library in DIR (written by `kilobyte compile`, `kilobyte demo`, or a `kilobyte search` output folder) on
+    labelled images and report its accuracy, the accuracy of each class and the confusion matrix — the numbers of what
+    you will ship, from its own host build. The library must be a classifier: one int8 output of shape (1, N); the class
+    is the argmax of its scores. Each image is read in the layout that fits the library's input, resized to its size
+    when it differs (bilinear, as `kilobyte search` trains and its libraries resize; --resize nearest), one channel
+    repeated to its channels, and quantised with its input scale and zero point — exactly as the search and the demo
+    score their held-out images, so `--split test` on their output gives their reported int8 accuracy. With --target (or
+    --device), the firmware for that Cortex-M core is built once and runs every image under QEMU (about 0.1 s each; use
+    --limit): the same figures again, and whether each output equals the host build's. Exit code 1 when an output
+    differs, 2 when the firmware does not fit --device.
+    """
+    p = add_command(sub, "evaluate", register)
     p.add_argument("dir", metavar="DIR", help="a compiled library (kilobyte.json), or a search's output folder")
     p.add_argument("--data", metavar="NAME|PATH",
                    help="labelled images: mnist, digits, letters, a .npz (x, y; optional layout='NHWC'/'NCHW'), or a "

@@ -11,16 +11,18 @@ from ..errors import KilobyteError
 from ..report.plan_plot import plot_plan
 from ..schedule import PlanOptions, make_plan, plan_to_dict
 from ..units import kb
-from .common import add_device_arg, add_model_args, add_plan_args, get_device, load_model, print_json
+from .common import add_command, add_device_arg, add_model_args, add_plan_args, get_device, load_model, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "plan", help="plan memory: best operator order, in-place ops, patch-based stage, arena offsets",
-        description="Plan the int8 activation memory: the operator order with the smallest peak, in-place "
-        "depthwise/add, aliasing reshape/concat, an optional MCUNetV2 patch-based first stage, and the arena "
-        "offsets. The model input is a caller-owned buffer (reported as input_bytes, not in the arena). "
-        "Exit code 2 when arena + scratch do not fit --device.")
+    """plan memory: best operator order, in-place ops, patch-based stage, arena offsets
+
+    Plan the int8 activation memory: the operator order with the smallest peak, in-place depthwise/add, aliasing
+    reshape/concat, an optional MCUNetV2 patch-based first stage, and the arena offsets. The model input is a
+    caller-owned buffer (reported as input_bytes, not in the arena). Exit code 2 when arena + scratch do not fit
+    --device.
+    """
+    p = add_command(sub, "plan", register)
     add_model_args(p)
     add_device_arg(p)
     p.add_argument("--patch", default="off", metavar="auto|off|N,P",

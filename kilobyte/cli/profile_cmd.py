@@ -7,15 +7,17 @@ from ..driver.fit import fit_verdict
 from ..report.memory_plot import plot_memory_profile
 from ..report.tables import format_profile_table
 from ..units import kb
-from .common import add_device_arg, add_model_args, get_device, load_model, print_json
+from .common import add_command, add_device_arg, add_model_args, get_device, load_model, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "profile", help="per-layer MACs, params and activation memory; fit verdict against a device",
-        description="Analytic profile of the inference graph (BN folded, activations fused): MACs, params, "
-        "Flash at int8, activation bytes, the analytic per-layer peak (inputs + outputs + tensors held for "
-        "later) and receptive fields. Exit code 2 when the model does not fit --device.")
+    """per-layer MACs, params and activation memory; fit verdict against a device
+
+    Analytic profile of the inference graph (BN folded, activations fused): MACs, params, Flash at int8, activation
+    bytes, the analytic per-layer peak (inputs + outputs + tensors held for later) and receptive fields. Exit code 2
+    when the model does not fit --device.
+    """
+    p = add_command(sub, "profile", register)
     add_model_args(p)
     add_device_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")

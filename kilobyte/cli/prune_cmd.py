@@ -19,20 +19,22 @@ from ..atomic import save_torch, write_json
 from ..data import load_dataset
 from ..driver import VerifyReport, compile_checked, device_fit, load
 from ..errors import KilobyteError
-from .common import KERNEL_SETS, add_devices_file_arg, add_json_arg, add_model_args, get_device, print_json
+from .common import KERNEL_SETS, add_command, add_devices_file_arg, add_json_arg, add_model_args, get_device, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "prune", help="prune a PyTorch model: DTMM filterlets, unstructured (CSR) or channels",
-        description="Train the model on the dataset (--epochs; 0 if it is trained already), score its standard "
-        "convolutions' filterlets, weights or channels by first-order Taylor importance, remove the least important "
-        "to a sparsity (or, with --device, to the ratios DTMM's scheduler picks to fit the device's Flash with the "
-        "least modelled latency), retrain with the pruned weights held at zero, and quantise to int8. Then compile "
-        "it into --out as `kilobyte compile` does, the pruned convolutions in FWCS (filterlet) or CSR (csr), verify "
-        "the host build bit for bit against TFLite Micro on random inputs and images of --data, and report the "
-        "per-layer ratios and bytes, Flash, accuracy before and after, and with --target the instructions of a "
-        "QEMU-verified Cortex-M run. Exit code 2 if it does not fit --device (measured on the linked firmware).")
+    """prune a PyTorch model: DTMM filterlets, unstructured (CSR) or channels
+
+    Train the model on the dataset (--epochs; 0 if it is trained already), score its standard convolutions' filterlets,
+    weights or channels by first-order Taylor importance, remove the least important to a sparsity (or, with --device,
+    to the ratios DTMM's scheduler picks to fit the device's Flash with the least modelled latency), retrain with the
+    pruned weights held at zero, and quantise to int8. Then compile it into --out as `kilobyte compile` does, the pruned
+    convolutions in FWCS (filterlet) or CSR (csr), verify the host build bit for bit against TFLite Micro on random
+    inputs and images of --data, and report the per-layer ratios and bytes, Flash, accuracy before and after, and with
+    --target the instructions of a QEMU-verified Cortex-M run. Exit code 2 if it does not fit --device (measured on the
+    linked firmware).
+    """
+    p = add_command(sub, "prune", register)
     add_model_args(p)
     p.add_argument("--data", required=True, metavar="NAME|PATH", help="dataset: mnist, digits, letters, .npz or "
                    "folder")

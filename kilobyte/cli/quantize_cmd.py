@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from ..atomic import write_bytes
 from ..driver import quantize
-from .common import add_model_args, add_samples_arg, load_model
+from .common import add_command, add_model_args, add_samples_arg, load_model
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "quantize", help="post-training int8 quantisation to a .tflite file (TFLite int8 spec)",
-        description="Calibrate activation ranges on a dataset (built-in: mnist, digits, letters; or a .npz / image "
-        "folder), quantise to int8 exactly as TFLite does (per-channel weights, int32 bias) and write a .tflite "
-        "that TFLite Micro runs bit-exactly like Kilobyte's own reference interpreter.")
+    """post-training int8 quantisation to a .tflite file (TFLite int8 spec)
+
+    Calibrate activation ranges on a dataset (built-in: mnist, digits, letters; or a .npz / image folder), quantise to
+    int8 exactly as TFLite does (per-channel weights, int32 bias) and write a .tflite that TFLite Micro runs bit-exactly
+    like Kilobyte's own reference interpreter.
+    """
+    p = add_command(sub, "quantize", register)
     add_model_args(p)
     p.add_argument("--data", required=True, metavar="NAME|PATH", help="calibration data: mnist, digits, letters, "
                    ".npz or folder")

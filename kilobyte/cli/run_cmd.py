@@ -20,15 +20,18 @@ from ..ops.arith import quantize_values
 from ..targets.cortexm.verify import run_on_target
 from ..targets.tflm import run_tflm
 from .bench_cmd import add_target_args, does_not_fit, target_device
+from .common import add_command
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "run", help="run an int8 model (.tflite or compiled directory) on an .npy input",
-        description="Run MODEL on one input. MODEL is an int8 .tflite (engines: reference = Kilobyte's numpy "
-        "interpreter, tflm = TensorFlow Lite Micro) or a directory written by `kilobyte compile` (engine: its host "
-        "C build, or with --target the Cortex-M firmware under QEMU). The input is an int8 array in the model's own "
-        "(NHWC) shape; the output is written as .npy.")
+    """run an int8 model (.tflite or compiled directory) on an .npy input
+
+    Run MODEL on one input. MODEL is an int8 .tflite (engines: reference = Kilobyte's numpy interpreter, tflm =
+    TensorFlow Lite Micro) or a directory written by `kilobyte compile` (engine: its host C build, or with --target the
+    Cortex-M firmware under QEMU). The input is an int8 array in the model's own (NHWC) shape; the output is written as
+    .npy.
+    """
+    p = add_command(sub, "run", register)
     p.add_argument("model", metavar="MODEL", help=".tflite file or compiled directory")
     p.add_argument("--input", "-i", required=True,
                    help="input .npy in the model's input shape: int8, or float32 values that are quantised with the "

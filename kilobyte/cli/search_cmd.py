@@ -20,7 +20,7 @@ from ..driver import verification_line
 from ..errors import KilobyteError
 from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
 from ..units import kb
-from .common import KERNEL_SETS, add_device_arg, add_json_arg, get_device, print_json
+from .common import KERNEL_SETS, add_command, add_device_arg, add_json_arg, get_device, print_json
 
 PRESET_MINUTES = 15
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m)?\s*$", re.I)
@@ -36,23 +36,22 @@ def parse_size(text: str) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "search", help="find the most accurate network that fits a device (TinyNAS; or μNAS: --strategy unas)",
-        description=(
-            "The best network for your data that fits your device, as a verified C library. By default "
-            "(--strategy auto) a quick fit check picks the strategy: TinyNAS where its MBConv space fits the "
-            "budget, else μNAS. TinyNAS: choose the (width, resolution, downsampling schedule) search space whose "
-            "fitting networks have the most MACs and can train in --minutes, train a weight-sharing supernet, "
-            "evolve subnets under the device's SRAM and Flash (measured by the same planner that compiles the "
-            "winner), fine-tune the winner, quantise it to int8, generate and verify the C library against "
-            "TensorFlow Lite Micro, and report accuracy on a held-out test split; --minutes is a budget it keeps "
-            "(epochs, population and generations sized to it from measured step costs). --patch searches the "
-            "network and its patch-based schedule together (MCUNetV2): larger inputs fit the same SRAM. "
-            "--strategy unas runs μNAS instead: aging evolution with random scalarisation over a granular space "
-            "of small CNNs, every candidate trained (pruned during training by default), quantised and planned, "
-            "and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the most accurate "
-            "member inside the --bounds is compiled and verified, and any member can be exported (--export N). "
-            "Every evaluation is committed to DIR/search.sqlite: a killed search continues with --resume."))
+    """find the most accurate network that fits a device (TinyNAS; or μNAS: --strategy unas)
+
+    The best network for your data that fits your device, as a verified C library. By default (--strategy auto) a quick
+    fit check picks the strategy: TinyNAS where its MBConv space fits the budget, else μNAS. TinyNAS: choose the (width,
+    resolution, downsampling schedule) search space whose fitting networks have the most MACs and can train in
+    --minutes, train a weight-sharing supernet, evolve subnets under the device's SRAM and Flash (measured by the same
+    planner that compiles the winner), fine-tune the winner, quantise it to int8, generate and verify the C library
+    against TensorFlow Lite Micro, and report accuracy on a held-out test split; --minutes is a budget it keeps (epochs,
+    population and generations sized to it from measured step costs). --patch searches the network and its patch-based
+    schedule together (MCUNetV2): larger inputs fit the same SRAM. --strategy unas runs μNAS instead: aging evolution
+    with random scalarisation over a granular space of small CNNs, every candidate trained (pruned during training by
+    default), quantised and planned, and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the
+    most accurate member inside the --bounds is compiled and verified, and any member can be exported (--export N).
+    Every evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.
+    """
+    p = add_command(sub, "search", register)
     p.add_argument("--strategy", choices=("auto", "tinynas", "unas"), default="auto",
                    help="auto (default): TinyNAS when its MBConv space fits the budget, else μNAS with bounds from "
                    "the device (a quick fit check; the report says which ran and why); tinynas: a supernet searched "

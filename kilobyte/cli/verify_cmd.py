@@ -13,20 +13,21 @@ from ..driver import verify_on_target, verify_project
 from ..errors import DoesNotFitError
 from ..targets.cortexm.firmware import planned_kernel_set
 from .bench_cmd import add_target_args, does_not_fit, target_device
-from .common import add_json_arg, add_project_dir_arg, print_json
+from .common import add_command, add_json_arg, add_project_dir_arg, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "verify", help="check a compiled model bit for bit: host C (or Cortex-M under QEMU) == numpy reference == TFLM",
-        description="Build the project in DIR for the host (strict warnings; plus an ASan/UBSan build with guard "
-        "bytes around the arena), run it on random and dataset inputs, and compare every output byte with "
-        "Kilobyte's numpy int8 reference and TensorFlow Lite Micro (TFLite's interpreter for a model with an op "
-        "TFLite Micro lacks, when kilobyte[litert] is installed). With --target, build the firmware for that "
-        "Cortex-M core instead and run every input under QEMU: its output must equal the numpy reference and the "
-        "host C build bit for bit. The report names each oracle that ran and each that did not, and why (e.g. "
-        "'TFLM: not run (no kernel for GELU)'; --json: engines, not_run). Exit code 1 on any mismatch, fault or "
-        "timeout; 2 if it does not fit --device.")
+    """check a compiled model bit for bit: host C (or Cortex-M under QEMU) == numpy reference == TFLM
+
+    Build the project in DIR for the host (strict warnings; plus an ASan/UBSan build with guard bytes around the arena),
+    run it on random and dataset inputs, and compare every output byte with Kilobyte's numpy int8 reference and
+    TensorFlow Lite Micro (TFLite's interpreter for a model with an op TFLite Micro lacks, when kilobyte[litert] is
+    installed). With --target, build the firmware for that Cortex-M core instead and run every input under QEMU: its
+    output must equal the numpy reference and the host C build bit for bit. The report names each oracle that ran and
+    each that did not, and why (e.g. 'TFLM: not run (no kernel for GELU)'; --json: engines, not_run). Exit code 1 on any
+    mismatch, fault or timeout; 2 if it does not fit --device.
+    """
+    p = add_command(sub, "verify", register)
     add_project_dir_arg(p)
     p.add_argument("--samples", type=int, default=8, help="random inputs (default 8)")
     p.add_argument("--data", metavar="NAME|PATH", help="also verify on dataset images (mnist, digits, "

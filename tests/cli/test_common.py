@@ -3,6 +3,8 @@ the same way and documents it in the same words."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from kilobyte.cli import build_parser
@@ -54,3 +56,22 @@ def test_the_other_shared_options_read_the_same_everywhere():
     assert files.help == "TOML file with extra devices (default: $KILOBYTE_DEVICES)"
     assert _same(("prune", "search", "verify"), "--json").help == "print the report as JSON"
     assert _options("compile")["--json"].help == "print the fit report as JSON"
+
+
+def test_every_command_is_documented_by_its_register_docstring(capsys):
+    """`kilobyte --help` lists each command with its docstring's first line; `kilobyte NAME --help` shows the rest
+    (argparse rewraps it, so compare the words)."""
+    from kilobyte.cli import COMMANDS
+
+    for cmd in COMMANDS:
+        head, _, rest = inspect.cleandoc(cmd.register.__doc__).partition("\n\n")
+        assert head and rest, f"{cmd.__name__}: the docstring needs a help line and a description"
+        parser = build_parser()
+        name = next(c for c, p in parser._subparsers._group_actions[0].choices.items()
+                    if p.description and p.description.split() == rest.split())
+        with pytest.raises(SystemExit):
+            parser.parse_args([name, "--help"])
+        assert " ".join(rest.split()[:8]) in " ".join(capsys.readouterr().out.split())
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--help"])
+        assert " ".join(head.split()[:6]) in " ".join(capsys.readouterr().out.split())
