@@ -8,22 +8,11 @@ Load a model (`load.py`), compile it (`compile.py`), prove the C right on the ho
 """
 
 from .compile import CheckedBuild, compile_checked, compile_model, quantize
-from .fit import (
-    FirmwareSizes,
-    FitReport,
-    Suggestion,
-    Verdict,
-    device_fit,
-    fit_report,
-    fit_verdict,
-    measured_fit,
-    suggested,
-)
+from .fit import FitReport, device_fit, fit_report, suggested
 from .load import LoadedModel, calibration_inputs, from_module, load, match_input
 from .verify import VerifyReport, verification_line, verify_project
 from .verify_target import verify_on_target
 
-__all__ = ["CheckedBuild", "FirmwareSizes", "FitReport", "LoadedModel", "Suggestion", "Verdict", "VerifyReport",
-           "calibration_inputs", "compile_checked", "compile_model", "device_fit", "fit_report", "fit_verdict",
-           "from_module", "load", "match_input", "measured_fit", "quantize", "suggested", "verification_line",
-           "verify_on_target", "verify_project"]
+__all__ = ["CheckedBuild", "FitReport", "LoadedModel", "VerifyReport", "calibration_inputs", "compile_checked",
+           "compile_model", "device_fit", "fit_report", "from_module", "load", "match_input", "quantize", "suggested",
+           "verification_line", "verify_on_target", "verify_project"]

@@ -3,38 +3,14 @@
 The `Op` enum and the attrs dataclasses live in the op registry (`kilobyte.ops.types`, a layer below); they are
 re-exported here because every stage builds and reads graphs with them."""
 
-from ..ops.types import (
-                  Activation,
-                  AddAttrs,
-                  BatchNormAttrs,
-                  ConcatAttrs,
-                  ConvAttrs,
-                  DepthwiseAttrs,
-                  FullyConnectedAttrs,
-                  GeluAttrs,
-                  LeakyReluAttrs,
-                  MeanAttrs,
-                  NoAttrs,
-                  Op,
-                  PadAttrs,
-                  PoolAttrs,
-                  ReshapeAttrs,
-                  ResizeAttrs,
-                  SoftmaxAttrs,
-                  StridedSliceAttrs,
-                  TileAttrs,
-                  TransposeAttrs,
-                  TransposeConvAttrs,
-)
+from ..ops import types as _op_types
+from ..ops.types import *  # noqa: F403 (types.__all__: the Op enum and every attrs dataclass)
 from ..ops.window import conv_out_size
 from .builder import GraphBuilder
 from .graph import DTYPES, Graph, GraphError, Node, QParams, Tensor
 from .shapes import ShapeError, infer_shape
 
-__all__ = [
-    "DTYPES", "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs",
-    "DepthwiseAttrs", "FullyConnectedAttrs", "GeluAttrs", "Graph", "GraphBuilder", "GraphError", "LeakyReluAttrs",
-    "MeanAttrs", "Node", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "QParams", "ReshapeAttrs", "ResizeAttrs",
-    "ShapeError", "SoftmaxAttrs", "StridedSliceAttrs", "Tensor", "TileAttrs", "TransposeAttrs", "TransposeConvAttrs",
+__all__ = [  # noqa: F405
+    *_op_types.__all__, "DTYPES", "Graph", "GraphBuilder", "GraphError", "Node", "QParams", "ShapeError", "Tensor",
     "conv_out_size", "infer_shape",
 ]

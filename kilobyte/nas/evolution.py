@@ -41,6 +41,9 @@ class NothingFitsError(RuntimeError):
 
 @dataclass(frozen=True)
 class EvolutionConfig:
+    """`generations` rounds after generation 0, each of `population` fitting networks bred from the `parents` best so
+    far: half by mutation (each gene redrawn with `mutate_prob`), half by crossover (see the module doc)."""
+
     population: int = 100
     parents: int = 20
     generations: int = 30
@@ -50,13 +53,17 @@ class EvolutionConfig:
 
 @dataclass(frozen=True)
 class Scored:
+    """An evaluated network: its validation accuracy and the generation that first scored it."""
+
     arch: Arch
-    accuracy: float
-    generation: int
+    accuracy: float  # the fitness: held-out validation accuracy
+    generation: int  # 0: the initial random population
 
 
 @dataclass(frozen=True)
 class SearchResult:
+    """What `evolve` returns: the best network and the whole history."""
+
     best: Scored
     history: tuple[Scored, ...]  # every evaluated network in schedule order (first evaluation of each)
     evaluations: int  # distinct networks evaluated

@@ -46,9 +46,11 @@ UArchError = UnasError  # the name architecture errors were raised under
 
 @dataclass(frozen=True)
 class ULayer:
-    type: str = "full"
-    kernel: int = 3
-    channels: int = 16
+    """One layer of a block: a convolution (its kernel, output channels and stride), then BatchNorm and ReLU."""
+
+    type: str = "full"  # "full", "depthwise" or "1x1"
+    kernel: int = 3  # 1, 3, 5 or 7
+    channels: int = 16  # a depthwise layer keeps its input's
     stride: int = 1
     bn: bool = True
     relu: bool = True
@@ -56,6 +58,8 @@ class ULayer:
 
 @dataclass(frozen=True)
 class UBlock:
+    """1–3 layers; serial, or parallel to the last serial block (their outputs are added)."""
+
     layers: tuple[ULayer, ...] = (ULayer(),)
     parallel: bool = False
     pool: bool = False  # a 2x2 max-pool before the block
@@ -63,6 +67,8 @@ class UBlock:
 
 @dataclass(frozen=True)
 class UArch:
+    """A μNAS network: the conv blocks, the final pooling and the fully connected layers' widths."""
+
     blocks: tuple[UBlock, ...] = (UBlock(),)
     pooling: str = "avg"
     pool_size: int = 2

@@ -289,6 +289,9 @@ def _lower(w, graph, node) -> None:
     w.op(node.op.value, node.inputs, node.outputs, opts)
 
 
+# ADD, SUB and MUL take the same operands
+_OPERANDS = ("two activations of the same shape, or a (1,1,1,C) one broadcast over (1,H,W,C); either may be a constant "
+             "of any shape that broadcasts")
 _MINMAX = ("inputs and output share quantisation params; same shape or a (1,1,1,C) operand broadcast over (1,H,W,C), "
            "either may be a constant")
 _COMMON = dict(const_operands=True, table_bytes=_table_bytes, shape=_shape, float_ref=_float, int8_ref=_int8,
@@ -320,22 +323,18 @@ DEFS = (
     OpDef(Op.ADD, AddAttrs,
           KernelContract(Op.ADD, "add", "kb_add_params", local=True,
                          inplace=InPlaceRule("inplace_add", "any", elementwise=True),
-                         constraints="two activations of the same shape, or a (1,1,1,C) one broadcast over (1,H,W,C); "
-                         "TFLite's left shift 20; either operand may be a constant of any shape that broadcasts (a "
-                         "(C,) bias, a single value, ...): kb_add_const with its rescaled values prepared, not "
-                         "spatially local; fused ReLU/ReLU6"),
+                         constraints=f"{_OPERANDS} (a (C,) bias, a single value, ...): kb_add_const with its "
+                         "rescaled values prepared, not spatially local; TFLite's left shift 20; fused ReLU/ReLU6"),
           fusable=True, builtin="ADD", function="kb_add", emit=emit_add, emit_tile=emit_add_tile, **_COMMON),
     OpDef(Op.SUB, AddAttrs,
           KernelContract(Op.SUB, "add", "kb_add_params",
-                         constraints="ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); two activations of "
-                         "the same shape, or a (1,1,1,C) operand broadcast over (1,H,W,C); either may be a constant of "
-                         "any shape that broadcasts (kb_add_const); fused ReLU/ReLU6"),
+                         constraints=f"ADD's arithmetic, the rescaled input 2 subtracted (kb_sub); {_OPERANDS} "
+                         "(kb_add_const); fused ReLU/ReLU6"),
           fusable=True, elementwise_cost=True, builtin="SUB", function="kb_sub", emit=emit_add, **_COMMON),
     OpDef(Op.MUL, AddAttrs,
           KernelContract(Op.MUL, "elementwise", "kb_mul_params",
-                         constraints="two activations of the same shape, or a (1,1,1,C) operand broadcast over "
-                         "(1,H,W,C) (squeeze-excite); either may be a constant of any shape that broadcasts "
-                         "(kb_mul_const); one output rescale; fused ReLU/ReLU6"),
+                         constraints=f"{_OPERANDS} (kb_mul_const); the (1,1,1,C) broadcast is squeeze-excite's; "
+                         "one output rescale; fused ReLU/ReLU6"),
           fusable=True, elementwise_cost=True, builtin="MUL", function="kb_mul", emit=emit_mul, **_COMMON),
     *(OpDef(op, NoAttrs, KernelContract(op, "elementwise", "kb_minmax_params", constraints=_MINMAX),
             qparams="shared", elementwise_cost=True, builtin=op.value, function=fn, emit=emit_minmax, **_COMMON)

@@ -15,6 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# what `kilobyte.ir` re-exports: the Op enum and every attrs dataclass
+__all__ = [
+    "Activation", "AddAttrs", "BatchNormAttrs", "ConcatAttrs", "ConvAttrs", "DepthwiseAttrs", "FullyConnectedAttrs",
+    "GeluAttrs", "LeakyReluAttrs", "MeanAttrs", "NoAttrs", "Op", "PadAttrs", "PoolAttrs", "ReshapeAttrs",
+    "ResizeAttrs", "SoftmaxAttrs", "StridedSliceAttrs", "TileAttrs", "TransposeAttrs", "TransposeConvAttrs",
+]
+
 
 class ShapeError(ValueError):
     """A node's inputs do not fit its op; the message names the reason."""
@@ -87,6 +94,7 @@ def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
 Pad4 = tuple[int, int, int, int]  # (top, bottom, left, right)
 
 
+# windowed ops: a kernel slides over H and W
 @dataclass(frozen=True)
 class ConvAttrs:
     """CONV_2D. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin), bias (Cout,) optional.
@@ -114,9 +122,16 @@ class DepthwiseAttrs:
 
 
 @dataclass(frozen=True)
-class FullyConnectedAttrs:
-    """FULLY_CONNECTED. Inputs: x (1,in), weight (out,in), bias (out,) optional."""
+class TransposeConvAttrs:
+    """TRANSPOSE_CONV. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin) (OHWI, as TFLite), bias (Cout,) optional.
 
+    Input pixel (i, j) adds `w[:, fy, fx, :] @ x[i, j]` to output pixel (i*sh - top + fy, j*sw - left + fx): the
+    full result ((H-1)*sh + kh rows) is cropped by `padding` (top, bottom, left, right), so
+    Ho = (H-1)*sh + kh - top - bottom. top and left are >= 0; bottom and right may be negative, which appends rows
+    (columns) that only the bias reaches (PyTorch's output_padding beyond its padding)."""
+
+    stride: tuple[int, int] = (1, 1)
+    padding: Pad4 = (0, 0, 0, 0)
     activation: Activation = Activation.NONE
 
 
@@ -130,10 +145,34 @@ class PoolAttrs:
     activation: Activation = Activation.NONE
 
 
+# the other weighted ops
+@dataclass(frozen=True)
+class FullyConnectedAttrs:
+    """FULLY_CONNECTED. Inputs: x (1,in), weight (out,in), bias (out,) optional."""
+
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class BatchNormAttrs:
+    """BATCH_NORM. Inputs: x, gamma, beta, running_mean, running_var (all (C,))."""
+
+    eps: float = 1e-5
+
+
+# elementwise, reductions and the activations' parameters
 @dataclass(frozen=True)
 class AddAttrs:
     """ADD, SUB, MUL: two operands (numpy broadcasting) and a fused activation."""
 
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class ConcatAttrs:
+    """CONCATENATION of the inputs along `axis` (NHWC: 3 is channels) with a fused activation."""
+
+    axis: int = 3
     activation: Activation = Activation.NONE
 
 
@@ -147,6 +186,28 @@ class MeanAttrs:
 
 
 @dataclass(frozen=True)
+class SoftmaxAttrs:
+    """SOFTMAX over the last axis of exp(beta * x) (TFLite's SoftmaxOptions)."""
+
+    beta: float = 1.0
+
+
+@dataclass(frozen=True)
+class LeakyReluAttrs:
+    """LEAKY_RELU: x for x >= 0, alpha * x otherwise (TFLite's LeakyReluOptions)."""
+
+    alpha: float = 0.2
+
+
+@dataclass(frozen=True)
+class GeluAttrs:
+    """GELU: x * Phi(x) with the exact erf form, or with `approximate` the tanh form (TFLite's GeluOptions)."""
+
+    approximate: bool = False
+
+
+# data movement: the values are copied, not computed
+@dataclass(frozen=True)
 class PadAttrs:
     """PAD with zeros (int8: with the input zero point). pads: (before, after) per NHWC axis."""
 
@@ -155,13 +216,9 @@ class PadAttrs:
 
 @dataclass(frozen=True)
 class ReshapeAttrs:
+    """RESHAPE (and SQUEEZE, FLATTEN at import) to `shape`, the batch axis included; the bytes do not move."""
+
     shape: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class ConcatAttrs:
-    axis: int = 3
-    activation: Activation = Activation.NONE
 
 
 @dataclass(frozen=True)
@@ -191,25 +248,6 @@ class TileAttrs:
 
 
 @dataclass(frozen=True)
-class SoftmaxAttrs:
-    beta: float = 1.0
-
-
-@dataclass(frozen=True)
-class LeakyReluAttrs:
-    """LEAKY_RELU: x for x >= 0, alpha * x otherwise (TFLite's LeakyReluOptions)."""
-
-    alpha: float = 0.2
-
-
-@dataclass(frozen=True)
-class GeluAttrs:
-    """GELU: x * Phi(x) with the exact erf form, or with `approximate` the tanh form (TFLite's GeluOptions)."""
-
-    approximate: bool = False
-
-
-@dataclass(frozen=True)
 class ResizeAttrs:
     """RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR of the H and W axes to `size` (TFLite's constant size operand and
     its options). `align_corners` maps the corner pixels onto each other; `half_pixel_centers` samples at pixel
@@ -218,27 +256,6 @@ class ResizeAttrs:
     size: tuple[int, int] = (1, 1)
     align_corners: bool = False
     half_pixel_centers: bool = False
-
-
-@dataclass(frozen=True)
-class TransposeConvAttrs:
-    """TRANSPOSE_CONV. Inputs: x (1,H,W,Cin), weight (Cout,kh,kw,Cin) (OHWI, as TFLite), bias (Cout,) optional.
-
-    Input pixel (i, j) adds `w[:, fy, fx, :] @ x[i, j]` to output pixel (i*sh - top + fy, j*sw - left + fx): the
-    full result ((H-1)*sh + kh rows) is cropped by `padding` (top, bottom, left, right), so
-    Ho = (H-1)*sh + kh - top - bottom. top and left are >= 0; bottom and right may be negative, which appends rows
-    (columns) that only the bias reaches (PyTorch's output_padding beyond its padding)."""
-
-    stride: tuple[int, int] = (1, 1)
-    padding: Pad4 = (0, 0, 0, 0)
-    activation: Activation = Activation.NONE
-
-
-@dataclass(frozen=True)
-class BatchNormAttrs:
-    """BATCH_NORM. Inputs: x, gamma, beta, running_mean, running_var (all (C,))."""
-
-    eps: float = 1e-5
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ class LatencySample:
 
 @dataclass(frozen=True)
 class LatencyFit:
+    """DTMM's latency model fitted to measured samples, and how well it fits them."""
+
     model: LatencyModel
     mse: float  # mean squared error of the fitted T̂ over the samples, in squared instructions
     relative_rms: float  # sqrt(mean(((T̂ - measured) / measured)^2))

@@ -1,8 +1,9 @@
 """Targets stage: the device catalogue — SRAM, Flash and clock of the microcontrollers Kilobyte plans for.
 
-Built-in boards are the ones the papers benchmark on (MCUNet / MCUNetV2: STM32F412, F746, F765, H743; DTMM:
-Corstone-300 and NUCLEO-F446RE) plus a few common hobby boards. Users add their own in a TOML file, found from an
-explicit path or, when none is given, from the `KILOBYTE_DEVICES` environment variable:
+Built-in boards (`devices.toml`, in the user file's format) are the ones the papers benchmark on (MCUNet / MCUNetV2:
+STM32F412, F746, F765, H743; DTMM: Corstone-300 and NUCLEO-F446RE) plus a few common hobby boards. Users add their
+own in a TOML file, found from an explicit path or, when none is given, from the `KILOBYTE_DEVICES` environment
+variable:
 
     [device.MYBOARD]
     core = "cortex-m4"
@@ -17,6 +18,7 @@ and spaces, and common short aliases (`f746`, `h743`, `m55`, ...) resolve to the
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -30,9 +32,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser ships as the `tomli` package (a core dependency there)
     import tomli as tomllib
 
-MB = 1024 * KB
 MHZ = 1_000_000
 ENV_VAR = "KILOBYTE_DEVICES"
+BUILTIN_FILE = Path(__file__).with_name("devices.toml")
 
 
 class DeviceError(KilobyteError):
@@ -50,28 +52,6 @@ class Device:
     clock_hz: int
     notes: str = ""
 
-
-BUILTIN_DEVICES: tuple[Device, ...] = (
-    Device("STM32F412", "cortex-m4", 256 * KB, 1 * MB, 100 * MHZ,
-           "MCUNet/MCUNetV2 benchmark MCU (datasheet: 256 KB SRAM, 1 MB Flash, 100 MHz)"),
-    Device("STM32F746", "cortex-m7", 320 * KB, 1 * MB, 216 * MHZ,
-           "MCUNet's default board (STM32F746G-DISCO); the 320 KB includes the 64 KB DTCM"),
-    Device("STM32F765", "cortex-m7", 512 * KB, 1 * MB, 216 * MHZ,
-           "figures from MCUNet's table; the STM32F765xI part itself has 2 MB Flash (xG: 1 MB)"),
-    Device("STM32H743", "cortex-m7", 512 * KB, 2 * MB, 480 * MHZ,
-           "512 KB = the AXI SRAM, as MCUNet counts it; the chip has ~1 MB RAM in several banks incl. TCM"),
-    Device("STM32F410", "cortex-m4", 32 * KB, 128 * KB, 100 * MHZ,
-           "smallest STM32F4 (STM32F410xB datasheet: 32 KB SRAM, 128 KB Flash)"),
-    Device("NUCLEO-F446RE", "cortex-m4", 128 * KB, 512 * KB, 180 * MHZ,
-           "STM32F446RE datasheet figures (DTMM's introduction quotes 512 KB SRAM / 1 MB Flash for this board)"),
-    Device("nRF52840", "cortex-m4", 256 * KB, 1 * MB, 64 * MHZ, "Nordic nRF52840 (Cortex-M4F), datasheet figures"),
-    Device("RP2040", "cortex-m0plus", 264 * KB, 2 * MB, 133 * MHZ,
-           "dual Cortex-M0+; Flash is the external 2 MB QSPI chip of the Raspberry Pi Pico"),
-    Device("Corstone-300", "cortex-m55", 512 * KB, 512 * KB, 32 * MHZ,
-           "Arm MPS3 AN547 (SSE-300) image: SRAM = the 512 KiB DTCM, Flash = the 512 KiB ITCM code region "
-           "(ml-embedded-evaluation-kit memory map), 32 MHz = the AN547 system clock (QEMU mps3-an547). "
-           "DTMM runs it at 120 MHz under 256 KB SRAM / 512 KB Flash budgets"),
-)
 
 # Short names people type, normalised (see `_key`), mapped to built-in names.
 ALIASES: dict[str, str] = {
@@ -92,6 +72,12 @@ ALIASES: dict[str, str] = {
 }
 
 
+@functools.cache
+def builtin_devices() -> tuple[Device, ...]:
+    """The built-in catalogue: `devices.toml` beside this module, in the user file's format and read by its parser."""
+    return tuple(load_device_file(BUILTIN_FILE))
+
+
 def _key(name: str) -> str:
     """Case- and punctuation-insensitive lookup key: 'Corstone-300' -> 'corstone300'."""
     return re.sub(r"[\s_\-]", "", name).lower()
@@ -103,7 +89,7 @@ def list_devices(extra_file: str | os.PathLike[str] | None = None) -> list[Devic
     >>> [d.name for d in list_devices()][:3]
     ['STM32F412', 'STM32F746', 'STM32F765']
     """
-    devices = {_key(d.name): d for d in BUILTIN_DEVICES}
+    devices = {_key(d.name): d for d in builtin_devices()}
     path = _extra_path(extra_file)
     if path is not None:
         for device in load_device_file(path):

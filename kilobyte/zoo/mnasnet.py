@@ -27,14 +27,9 @@ from kilobyte.zoo.blocks import BlockSpec, MobileNet, expand_stages, make_divisi
 SEPARABLE = BlockSpec(expand=1, out_channels=16, kernel=3, stride=1, residual=False)
 
 # (expand t, channels c, repeats n, first stride s, depthwise kernel k)
-STAGES = [
-    (3, 24, 3, 2, 3),
-    (3, 40, 3, 2, 5),
-    (6, 80, 3, 2, 5),
-    (6, 96, 2, 1, 3),
-    (6, 192, 4, 2, 5),
-    (6, 320, 1, 1, 3),
-]
+# the stages' output maps at 224x224 input: 56, 28, 14, 14, 7 and 7 pixels square
+STAGES = [(3, 24, 3, 2, 3), (3, 40, 3, 2, 5), (6, 80, 3, 2, 5),
+          (6, 96, 2, 1, 3), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
 
 
 def build(width: float = 1.0, num_classes: int = 1000, in_channels: int = 3) -> nn.Module:

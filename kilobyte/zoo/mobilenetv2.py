@@ -20,14 +20,14 @@ from torch import nn
 from kilobyte.zoo.blocks import MobileNet, expand_stages, make_divisible, scale_blocks
 
 # (expand t, channels c, repeats n, first stride s, depthwise kernel k)
-STAGES = [
-    (1, 16, 1, 1, 3),
-    (6, 24, 2, 2, 3),
-    (6, 32, 3, 2, 3),
-    (6, 64, 4, 2, 3),
-    (6, 96, 3, 1, 3),
-    (6, 160, 3, 2, 3),
-    (6, 320, 1, 1, 3),
+STAGES = [  # the map each stage sees at 224x224 input (the paper's Table 2)
+    (1, 16, 1, 1, 3),   # 112x112
+    (6, 24, 2, 2, 3),   # 112x112 -> 56x56
+    (6, 32, 3, 2, 3),   # 56x56 -> 28x28
+    (6, 64, 4, 2, 3),   # 28x28 -> 14x14
+    (6, 96, 3, 1, 3),   # 14x14
+    (6, 160, 3, 2, 3),  # 14x14 -> 7x7
+    (6, 320, 1, 1, 3),  # 7x7
 ]
 
 # Children of `features` up to the first 28x28 map at 224 input (stem, MB1, 2 x MB6-24, first MB6-32): MCUNetV2's

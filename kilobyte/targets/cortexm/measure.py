@@ -26,6 +26,8 @@ _WEIGHTS = re.compile(r"kb_(w|b|mult|shift)_")
 
 @dataclass(frozen=True)
 class ElfSection:
+    """One section header of the ELF, as the size split needs it."""
+
     name: str
     address: int
     size: int
@@ -34,6 +36,8 @@ class ElfSection:
 
 @dataclass(frozen=True)
 class ElfSymbol:
+    """One symbol of the ELF's symbol table (functions and data objects only)."""
+
     name: str
     address: int  # Thumb bit cleared for functions
     size: int
