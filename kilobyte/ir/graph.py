@@ -100,6 +100,7 @@ class Graph:
     name: str = "model"
     _producer: dict = field(default=None, init=False, repr=False, compare=False)
     _by_name: dict = field(default=None, init=False, repr=False, compare=False)  # `node` is hot in the planner
+    _readers: dict = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -111,6 +112,11 @@ class Graph:
         for n in self.nodes:
             by_name.setdefault(n.name, n)  # the first of a name, as a scan would find (verify() refuses duplicates)
         object.__setattr__(self, "_by_name", by_name)
+        readers: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for t in dict.fromkeys(n.inputs):  # a node reading a tensor twice is one consumer
+                readers.setdefault(t, []).append(n)
+        object.__setattr__(self, "_readers", readers)
 
     # -- queries ---------------------------------------------------------------------------------------------------
     def replace(self, **changes) -> Graph:
@@ -121,7 +127,8 @@ class Graph:
         return self._producer.get(tensor)
 
     def consumers(self, tensor: str) -> list[Node]:
-        return [n for n in self.nodes if tensor in n.inputs]
+        """The nodes that read `tensor`, in graph order, each once."""
+        return list(self._readers.get(tensor, ()))
 
     def node(self, name: str) -> Node:
         try:

@@ -23,11 +23,13 @@ from .space import Arch, ArchError, MBSpace
 
 @dataclass(frozen=True)
 class ConvLayer:
+    """One convolution with BatchNorm after it, and ReLU6 unless it is a block's linear projection."""
+
     cin: int
     cout: int
-    kernel: int
+    kernel: int  # square; 1 for a pointwise convolution
     stride: int = 1
-    depthwise: bool = False
+    depthwise: bool = False  # one filter per channel (cin == cout)
     relu6: bool = True
 
 
@@ -42,8 +44,10 @@ class MBBlock:
 
 @dataclass(frozen=True)
 class Network:
+    """A whole MBConv network as the builders read it: stem, blocks, the 1x1 head, then pooling and the classifier."""
+
     in_channels: int
-    resolution: int
+    resolution: int  # the input is resolution x resolution pixels
     stem: ConvLayer
     blocks: tuple[MBBlock, ...]
     head: ConvLayer

@@ -97,10 +97,6 @@ def _slices(graph: Graph, options: PlanOptions, pinned: frozenset) -> dict[str, 
     """Concat inputs that are written into their slice of the concat output: input -> (output, channel offset)."""
     if not options.concat_in_place:
         return {}
-    consumers: dict[str, list[Node]] = {}
-    for n in graph.nodes:
-        for t in n.inputs:
-            consumers.setdefault(t, []).append(n)
     out: dict[str, tuple[str, int]] = {}
     for n in graph.nodes:
         if not is_last_axis_concat(graph, n) or n.outputs[0] in pinned:
@@ -109,7 +105,7 @@ def _slices(graph: Graph, options: PlanOptions, pinned: frozenset) -> dict[str, 
         for t in n.inputs:
             prod = graph.producer(t)
             ok = (prod is not None and prod.op is not Op.RESHAPE and t not in graph.outputs and t not in pinned
-                  and len(consumers[t]) == 1 and n.inputs.count(t) == 1)
+                  and len(graph.consumers(t)) == 1 and n.inputs.count(t) == 1)
             if ok:
                 out[t] = (n.outputs[0], channel)
             channel += graph.tensors[t].shape[-1]
@@ -159,14 +155,10 @@ def _fusable(graph: Graph, options: PlanOptions, slices: dict, root: dict, pinne
     (`pinned` outputs) are left unfused: the patch loop runs its nodes one by one."""
     if not options.fuse_add:
         return {}
-    readers: dict[str, list[Node]] = {}
-    for n in graph.nodes:
-        for t in n.inputs:
-            readers.setdefault(t, []).append(n)
     pairs: dict[str, FusedAdd] = {}
     for n in graph.nodes:
         y = n.outputs[0]
-        users = readers.get(y, [])
+        users = graph.consumers(y)
         if not is_pointwise_conv(graph, n) or len(users) != 1 or y in graph.outputs or y in pinned:
             continue
         add = users[0]

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from ..ir import Graph, Node, Tensor
+from ..ir import Activation, Graph, Node, Tensor
 
 
 def sole_reader(graph: Graph, tensor: str) -> Node | None:
@@ -23,6 +23,16 @@ def sole_reader(graph: Graph, tensor: str) -> Node | None:
         return None
     readers = graph.consumers(tensor)
     return readers[0] if len(readers) == 1 else None
+
+
+def plain_producer(graph: Graph, node: Node, accepts) -> Node | None:
+    """The producer of `node`'s first input if `node` may be folded into it: `accepts(producer)`, `node` is its
+    output's sole reader, and the producer has no fused activation yet. None otherwise (or for a graph input)."""
+    x = node.inputs[0]
+    p = graph.producer(x)
+    if p is None or not accepts(p) or sole_reader(graph, x) is not node:
+        return None
+    return p if p.attrs.activation is Activation.NONE else None
 
 
 def replace_node(graph: Graph, new: Node) -> Graph:

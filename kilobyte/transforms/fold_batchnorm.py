@@ -15,8 +15,16 @@ import dataclasses
 
 import numpy as np
 
-from ..ir import Activation, Graph, Node, Op
-from .edit import bypass, const_tensor, drop_unused_tensors, fresh_tensor_name, replace_node, sole_reader, with_tensors
+from ..ir import Graph, Node, Op
+from .edit import (
+    bypass,
+    const_tensor,
+    drop_unused_tensors,
+    fresh_tensor_name,
+    plain_producer,
+    replace_node,
+    with_tensors,
+)
 
 FOLDABLE = frozenset({Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.FULLY_CONNECTED})
 
@@ -49,12 +57,10 @@ def can_fold(graph: Graph, bn: Node) -> bool:
 
 
 def _foldable_producer(graph: Graph, bn: Node) -> Node | None:
+    p = plain_producer(graph, bn, lambda p: p.op in FOLDABLE)
+    if p is None:
+        return None
     x = bn.inputs[0]
-    p = graph.producer(x)
-    if p is None or p.op not in FOLDABLE or sole_reader(graph, x) is not bn:
-        return None
-    if p.attrs.activation is not Activation.NONE:
-        return None
     channels = graph.tensors[x].shape[-1]
     if any(graph.tensors[t].shape != (channels,) for t in bn.inputs[1:]):
         return None  # not a per-channel BN on this tensor's last (channel) axis

@@ -12,7 +12,7 @@ import dataclasses
 
 from ..ir import Activation, Graph, Node, Op
 from ..ops import opdef
-from .edit import bypass, drop_unused_tensors, replace_node, sole_reader
+from .edit import bypass, drop_unused_tensors, plain_producer, replace_node
 
 ACTIVATION = {Op.RELU: Activation.RELU, Op.RELU6: Activation.RELU6}
 
@@ -46,12 +46,10 @@ def can_fuse(graph: Graph, act: Node) -> bool:
 
 
 def _fusable_producer(graph: Graph, act: Node) -> Node | None:
+    p = plain_producer(graph, act, lambda p: opdef(p.op).fusable)
+    if p is None:
+        return None
     x = act.inputs[0]
-    p = graph.producer(x)
-    if p is None or not opdef(p.op).fusable or sole_reader(graph, x) is not act:
-        return None
-    if p.attrs.activation is not Activation.NONE:
-        return None
     src, dst = graph.tensors[x], graph.tensors[act.outputs[0]]
     if (src.dtype, src.qparams) != (dst.dtype, dst.qparams):
         return None  # int8: the activation also requantises; fusing would drop that

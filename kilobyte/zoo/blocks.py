@@ -107,6 +107,21 @@ def init_weights(model: nn.Module) -> None:
             nn.init.zeros_(m.bias)
 
 
+class PooledClassifier(nn.Module):
+    """`features` -> global average pool -> one linear layer: the head of the zoo's small CNNs and MLPerf Tiny models.
+    Subclasses build `features` (its last layer has `channels` outputs) and then call this `__init__`."""
+
+    def __init__(self, features: nn.Module, channels: int, num_classes: int):
+        super().__init__()
+        self.features = features
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(channels, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.features(x))  # (N, C, 1, 1)
+        return self.classifier(torch.flatten(x, 1))  # (N, classes)
+
+
 class MobileNet(nn.Module):
     """Stem conv3x3 (stride `stem_stride`, 2 by default) -> MB blocks -> 1x1 head conv -> global avg pool -> dropout
     -> linear.

@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .blocks import PooledClassifier
+
 KWS_INPUT = (49, 10)  # MFCC frames x coefficients
 MBV1_BLOCKS = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + [(1024, 2), (1024, 1)]
 
@@ -37,42 +39,29 @@ def _conv_bn_relu(cin: int, cout: int, kernel=3, stride=1, padding=None, groups=
             nn.ReLU(inplace=True)]
 
 
-class _Classifier(nn.Module):
-    """features -> global average pool -> FC: the head the three image / audio models share."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))  # (N, classes)
-
-
-class DsCnn(_Classifier):
+class DsCnn(PooledClassifier):
     """(N, 1, 49, 10) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 12, in_channels: int = 1):
-        super().__init__()
         c = _ch(64, width)
         # TF "same" for a 10x4 kernel, stride 2 on 49x10: 4 rows above, 5 below, 1 column each side
         layers = [nn.ZeroPad2d((1, 1, 4, 5)), *_conv_bn_relu(in_channels, c, (10, 4), 2, 0)]
         for _ in range(4):
             layers += [*_conv_bn_relu(c, c, 3, groups=c), *_conv_bn_relu(c, c, 1)]
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(c, num_classes)
+        super().__init__(nn.Sequential(*layers), c, num_classes)
 
 
-class MobileNetV1(_Classifier):
+class MobileNetV1(PooledClassifier):
     """(N, 3, H, W) -> (N, classes); `width` is MobileNetV1's alpha (0.25 for VWW)."""
 
     def __init__(self, width: float = 0.25, num_classes: int = 2, in_channels: int = 3):
-        super().__init__()
         cin = _ch(32, width)
         layers = _conv_bn_relu(in_channels, cin, 3, 2)
         for channels, stride in MBV1_BLOCKS:
             cout = _ch(channels, width)
             layers += [*_conv_bn_relu(cin, cin, 3, stride, groups=cin), *_conv_bn_relu(cin, cout, 1)]
             cin = cout
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(cin, num_classes)
+        super().__init__(nn.Sequential(*layers), cin, num_classes)
 
 
 class ResidualStack(nn.Module):
@@ -89,16 +78,13 @@ class ResidualStack(nn.Module):
         return self.relu(self.body(x) + self.shortcut(x))
 
 
-class ResNet8(_Classifier):
+class ResNet8(PooledClassifier):
     """(N, 3, 32, 32) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3):
-        super().__init__()
         c16, c32, c64 = (_ch(c, width) for c in (16, 32, 64))
-        self.features = nn.Sequential(*_conv_bn_relu(in_channels, c16), ResidualStack(c16, c16, 1),
-                                      ResidualStack(c16, c32, 2), ResidualStack(c32, c64, 2))
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(c64, num_classes)
+        super().__init__(nn.Sequential(*_conv_bn_relu(in_channels, c16), ResidualStack(c16, c16, 1),
+                         ResidualStack(c16, c32, 2), ResidualStack(c32, c64, 2)), c64, num_classes)
 
 
 class AutoEncoder(nn.Module):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .blocks import PooledClassifier
+
 # VGG-11 groups (channels, convs per group); a 2x2 max-pool follows every group but the last.
 VGG_GROUPS = [(16, 1), (32, 1), (64, 2), (64, 2), (64, 2)]
 
@@ -36,20 +38,11 @@ def _conv_bn(cin: int, cout: int, kernel: int = 3, stride: int = 1) -> list[nn.M
     return [nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False), nn.BatchNorm2d(cout)]
 
 
-class _PooledClassifier(nn.Module):
-    """features -> global average pool -> linear classifier (subclasses set `features`, `pool`, `classifier`)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool(self.features(x))  # (N, C, 1, 1)
-        return self.classifier(torch.flatten(x, 1))  # (N, classes)
-
-
-class VggSmall(_PooledClassifier):
+class VggSmall(PooledClassifier):
     """VGG-11-shaped CNN: (N, Cin, H, W) -> 4 pooled groups + 1 unpooled -> (N, C, H/16, W/16) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3,
                  resolution: int | None = None):
-        super().__init__()
         layers: list[nn.Module] = []
         cin, size = in_channels, resolution
         for index, (channels, convs) in enumerate(VGG_GROUPS):
@@ -60,9 +53,7 @@ class VggSmall(_PooledClassifier):
             if index < len(VGG_GROUPS) - 1 and (size is None or size >= 2):  # no pool of a 1 px map
                 layers.append(nn.MaxPool2d(2))
                 size = None if size is None else size // 2
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(cin, num_classes)
+        super().__init__(nn.Sequential(*layers), cin, num_classes)
 
 
 class BasicBlock(nn.Module):
@@ -81,11 +72,10 @@ class BasicBlock(nn.Module):
         return self.relu(self.body(x) + self.shortcut(x))  # (N, cout, H/stride, W/stride)
 
 
-class ResNetSmall(_PooledClassifier):
+class ResNetSmall(PooledClassifier):
     """ResNet-12-like CNN: stem -> 5 basic blocks in 3 stages -> (N, C, H/4, W/4) -> (N, classes)."""
 
     def __init__(self, width: float = 1.0, num_classes: int = 10, in_channels: int = 3):
-        super().__init__()
         cin = scale_channels(RESNET_STAGES[0][0], width)
         layers: list[nn.Module] = [*_conv_bn(in_channels, cin), nn.ReLU(inplace=True)]
         for channels, blocks, stride in RESNET_STAGES:
@@ -93,9 +83,7 @@ class ResNetSmall(_PooledClassifier):
             for i in range(blocks):
                 layers.append(BasicBlock(cin, cout, stride if i == 0 else 1))
                 cin = cout
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(cin, num_classes)
+        super().__init__(nn.Sequential(*layers), cin, num_classes)
 
 
 def build_vgg(width: float = 1.0, num_classes: int = 10, in_channels: int = 3,

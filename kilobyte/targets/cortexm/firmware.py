@@ -46,9 +46,9 @@ class FirmwareBuild:
     """A linked firmware: where it is, what it was built for, and its section sizes in bytes."""
 
     elf: Path
-    map: Path
-    out_dir: Path
-    model_dir: Path
+    map: Path  # the linker's map file
+    out_dir: Path  # where the build ran
+    model_dir: Path  # the compiled library it links (`kilobyte compile`'s output)
     board: Board
     device: Device | None
     kernels: str
