@@ -67,26 +67,8 @@ void kb_sub(const kb_add_params *p, const int8_t *in1, const int8_t *in2, int8_t
 }
 
 /* ADD / SUB of an activation and constant terms (kb_const_params): one rescale of the activation, the prepared term
- * added, the sum rescaled to the output. Each step is read before the same element is written, so out may be in. */
+ * added, the sum rescaled to the output (kb_const_op in kb_requant.h). out may be in. */
 void kb_add_const(const kb_const_params *p, const int8_t *in, const int32_t *terms, int8_t *out)
 {
-    const kb_const_params q = *p;  /* locals: the int8 stores may not alias them */
-    const kb_rq_channel si = kb_rq_channel_of(0, q.in_mult, q.in_shift);
-    const kb_rq_channel so = kb_rq_channel_of(0, q.out_mult, q.out_shift);
-    const kb_rq_bounds bd = kb_rq_bounds_of(q.out_offset, q.act_min, q.act_max);
-    for (int32_t r = 0; r < q.rows; ++r) {
-        for (int32_t col = 0; col < q.cols; ++col) {
-            const int8_t *x = in + r * q.in_row + col * q.in_col;
-            const int32_t *t = terms + r * q.k_row + col * q.k_col;
-            int8_t *y = out + r * q.out_row + col * q.out_col;
-            for (int32_t i = 0; i < q.c; ++i) {
-                /* (x + offset) << 20 and its rescale stay below 2^28 in magnitude, as do the terms: no overflow */
-                const int32_t sx = kb_rq_scale_v((x[i * q.in_c] + q.in_offset) * (1 << q.left_shift), &si);
-                int32_t v = kb_rq_scale_v(((sx ^ q.neg) - q.neg) + t[i * q.k_c], &so);
-                v = v < bd.lo ? bd.lo : v;
-                v = v > bd.hi ? bd.hi : v;
-                y[i] = (int8_t)(v + bd.out_offset);
-            }
-        }
-    }
+    kb_const_op(p, in, terms, out, 0);
 }

@@ -50,26 +50,11 @@ void kb_mul(const kb_mul_params *p, const int8_t *in1, const int8_t *in2, int8_t
     }
 }
 
-/* MUL of an activation and constant terms (each the constant's value plus its offset): one rescale per element. */
+/* MUL of an activation and constant terms (each the constant's value plus its offset): one rescale per element
+ * (kb_const_op in kb_requant.h). */
 void kb_mul_const(const kb_const_params *p, const int8_t *in, const int32_t *terms, int8_t *out)
 {
-    const kb_const_params q = *p;  /* locals: the int8 stores may not alias them */
-    const kb_rq_channel so = kb_rq_channel_of(0, q.out_mult, q.out_shift);
-    const kb_rq_bounds bd = kb_rq_bounds_of(q.out_offset, q.act_min, q.act_max);
-    for (int32_t r = 0; r < q.rows; ++r) {
-        for (int32_t col = 0; col < q.cols; ++col) {
-            const int8_t *x = in + r * q.in_row + col * q.in_col;
-            const int32_t *t = terms + r * q.k_row + col * q.k_col;
-            int8_t *y = out + r * q.out_row + col * q.out_col;
-            for (int32_t i = 0; i < q.c; ++i) {
-                /* both factors are in [-255, 255] */
-                int32_t v = kb_rq_scale_v((x[i * q.in_c] + q.in_offset) * t[i * q.k_c], &so);
-                v = v < bd.lo ? bd.lo : v;
-                v = v > bd.hi ? bd.hi : v;
-                y[i] = (int8_t)(v + bd.out_offset);
-            }
-        }
-    }
+    kb_const_op(p, in, terms, out, 1);
 }
 
 static void max_row(const int8_t *a, const int8_t *b, int32_t n, int8_t *y)

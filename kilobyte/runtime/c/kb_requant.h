@@ -15,6 +15,8 @@
 
 #include <stdint.h>
 
+#include "kilobyte.h"
+
 /* a * b / 2^31 rounded to nearest; saturates the single overflow case INT32_MIN * INT32_MIN.
  * TFLite adds a nudge of 2^30 (ab >= 0) or 1 - 2^30 (ab < 0) and divides truncating toward zero. For ab < 0 the
  * truncation is the floor of (ab + 1 - 2^30 + 2^31 - 1) / 2^31 = (ab + 2^30) / 2^31, the same expression as for
@@ -161,6 +163,38 @@ static inline void kb_rq_row(const int32_t *acc, int32_t n, const kb_rq_channel 
     }
     for (int32_t i = n16; i < n; ++i) {
         out[i] = kb_rq_apply(acc[i], &c, &d);
+    }
+}
+
+/* kb_add_const and kb_mul_const (kb_const_params): the loop over rows x cols pixels of c elements, each element read
+ * before it is written (out may be in), and the output's clamp and offset. `mul` (a constant where this is inlined)
+ * chooses the arithmetic: ADD / SUB rescale the activation (negated when it is subtracted) and add the prepared term;
+ * MUL rescales the product of the two. */
+static inline __attribute__((always_inline)) void kb_const_op(const kb_const_params *p, const int8_t *in,
+                                                              const int32_t *terms, int8_t *out, int mul)
+{
+    const kb_const_params q = *p;  /* locals: the int8 stores may not alias them */
+    const kb_rq_channel si = kb_rq_channel_of(0, q.in_mult, q.in_shift);
+    const kb_rq_channel so = kb_rq_channel_of(0, q.out_mult, q.out_shift);
+    const kb_rq_bounds bd = kb_rq_bounds_of(q.out_offset, q.act_min, q.act_max);
+    for (int32_t r = 0; r < q.rows; ++r) {
+        for (int32_t col = 0; col < q.cols; ++col) {
+            const int8_t *x = in + r * q.in_row + col * q.in_col;
+            const int32_t *t = terms + r * q.k_row + col * q.k_col;
+            int8_t *y = out + r * q.out_row + col * q.out_col;
+            for (int32_t i = 0; i < q.c; ++i) {
+                int32_t v;
+                if (mul) {  /* both factors are in [-255, 255] */
+                    v = kb_rq_scale_v((x[i * q.in_c] + q.in_offset) * t[i * q.k_c], &so);
+                } else {  /* (x + offset) << 20 and its rescale stay below 2^28 in magnitude, as do the terms */
+                    const int32_t sx = kb_rq_scale_v((x[i * q.in_c] + q.in_offset) * (1 << q.left_shift), &si);
+                    v = kb_rq_scale_v(((sx ^ q.neg) - q.neg) + t[i * q.k_c], &so);
+                }
+                v = v < bd.lo ? bd.lo : v;
+                v = v > bd.hi ? bd.hi : v;
+                y[i] = (int8_t)(v + bd.out_offset);
+            }
+        }
     }
 }
 

@@ -19,26 +19,26 @@ int8_t fw_file_input[FW_FILE_INPUT_BYTES] __attribute__((aligned(8)));
 int8_t fw_file_output[FW_FILE_OUTPUT_BYTES] __attribute__((aligned(8)));
 #endif
 
-static int fw_read_file(const char *name, void *buf, uint32_t n)
+/* Read (SH_MODE_RB) or write (SH_MODE_WB) all n bytes of a host file: 0, or -1 when that fails. */
+static int fw_transfer(const char *name, int mode, void *buf, uint32_t n)
 {
-    int handle = sh_open(name, SH_MODE_RB);
+    int handle = sh_open(name, mode);
     if (handle < 0) {
         return -1;
     }
-    int missing = sh_read(handle, buf, n);
+    int missing = mode == SH_MODE_RB ? sh_read(handle, buf, n) : sh_write(handle, buf, n);
     sh_close(handle);
     return missing == 0 ? 0 : -1;
 }
 
+static int fw_read_file(const char *name, void *buf, uint32_t n)
+{
+    return fw_transfer(name, SH_MODE_RB, buf, n);
+}
+
 static int fw_write_file(const char *name, const void *buf, uint32_t n)
 {
-    int handle = sh_open(name, SH_MODE_WB);
-    if (handle < 0) {
-        return -1;
-    }
-    int missing = sh_write(handle, buf, n);
-    sh_close(handle);
-    return missing == 0 ? 0 : -1;
+    return fw_transfer(name, SH_MODE_WB, (void *)buf, n);
 }
 
 static int fw_write_stats(void)
