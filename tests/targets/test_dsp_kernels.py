@@ -24,7 +24,6 @@ import dataclasses
 import importlib.util
 import math
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from random_nets import compile_bundle, pack_inputs
+from runtime_symbols import defined_functions
 
 import kilobyte.runtime as rt
 from kilobyte import ir
@@ -450,16 +450,11 @@ def _build_and_run(model_dir: Path, x: np.ndarray) -> dict[tuple[str, str], np.n
         return dict(zip(jobs, pool.map(one, jobs)))
 
 
-def exported(path: Path) -> set[str]:
-    """The non-static functions a C file defines."""
-    return set(re.findall(r"^void (kb_\w+)\(", path.read_text(), flags=re.M))
-
-
 def test_dsp_files_replace_every_function_and_calls_cover_them(kernel_calls):
     calls = kernel_calls[0]
     functions = set()
     for name in DSP_FILES:
-        portable, arm = exported(rt.C_DIR / name), exported(rt.C_DIR / "arm" / name)
+        portable, arm = defined_functions(rt.C_DIR / name), defined_functions(rt.C_DIR / "arm" / name)
         assert arm == portable, f"arm/{name} must define exactly the functions of {name}"
         functions |= portable
     assert functions == {c.kernel for c in calls}

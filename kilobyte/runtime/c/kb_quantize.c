@@ -70,26 +70,27 @@ void kb_dequantize_u8(int32_t n, const uint8_t *in, float scale, int32_t zero_po
     }
 }
 
-int32_t kb_argmax_i8(int32_t n, const int8_t *in)
+/* First index of the largest byte of in[0..n) XOR flip, compared unsigned: flip 0x80 maps int8 order onto uint8 order
+ * (v -> v + 128), so one loop serves both argmaxes. */
+static int32_t argmax_bytes(int32_t n, const uint8_t *in, uint8_t flip)
 {
     int32_t best = 0;
     for (int32_t i = 1; i < n; ++i) {
-        if (in[i] > in[best]) {
+        if ((uint8_t)(in[i] ^ flip) > (uint8_t)(in[best] ^ flip)) {
             best = i;
         }
     }
     return best;
 }
 
+int32_t kb_argmax_i8(int32_t n, const int8_t *in)
+{
+    return argmax_bytes(n, (const uint8_t *)in, 0x80);
+}
+
 int32_t kb_argmax_u8(int32_t n, const uint8_t *in)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; ++i) {
-        if (in[i] > in[best]) {
-            best = i;
-        }
-    }
-    return best;
+    return argmax_bytes(n, in, 0);
 }
 
 static int32_t requantize_one(int32_t v, const kb_requantize_params *p)

@@ -153,12 +153,10 @@ typedef struct {
  * in: with p->in_consumed (the planner's Plan.consumed: nothing reads the input after this conv) the kernel may
  * overwrite the input rows it has finished reading; the DSP kernels keep columns there when the input is dense. */
 #define KB_CONV_SCRATCH(p) (4 * (p)->k_h * (p)->k_w * (p)->in_c)
-void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-             const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
-void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
-void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+/* The signature of the conv kernels and of the in-place depthwise ones (kb_depthwise.c). */
+typedef void kb_conv_kernel(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                            const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+kb_conv_kernel kb_conv, kb_conv_1x1, kb_conv_3x3;
 
 /* kb_sparse_conv.c ----------------------------------------------------------------------------------------------- */
 /* CONV_2D on sparse weights: FWCS (DTMM's filterlets: arr, cptr, fidx) and CSR (arr, idx, fidx); formats and the
@@ -176,14 +174,16 @@ void kb_conv_csr(const kb_conv_params *p, const int8_t *in, const int8_t *arr, c
 /* kb_depthwise.c ------------------------------------------------------------------------------------------------- */
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                   const int32_t *mult, const int32_t *shift, int8_t *out);
-void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                          const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
-void kb_depthwise_inplace_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
-void kb_depthwise_inplace_5x5(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
-void kb_depthwise_inplace_7x7(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch);
+kb_conv_kernel kb_depthwise_inplace, kb_depthwise_inplace_3x3, kb_depthwise_inplace_5x5, kb_depthwise_inplace_7x7;
+/* Runtime-internal: each depthwise kernel file (portable and DSP) defines the fixed-window entry points with this, as
+ * calls of its own static inplace_kxk(..., K), which the compiler specialises for the constant K. */
+#define KB_DEPTHWISE_INPLACE_KXK(K)                                                                                \
+    void kb_depthwise_inplace_##K##x##K(const kb_conv_params *p, const int8_t *in, const int8_t *w,               \
+                                        const int32_t *bias, const int32_t *mult, const int32_t *shift,           \
+                                        int8_t *out, int8_t *scratch)                                             \
+    {                                                                                                              \
+        inplace_kxk(p, in, w, bias, mult, shift, out, scratch, K);                                                 \
+    }
 
 /* kb_transpose_conv.c -------------------------------------------------------------------------------------------- */
 /* TRANSPOSE_CONV: the kb_conv_params fields of a conv, pad_t / pad_l = the rows / columns cropped off the top / left of

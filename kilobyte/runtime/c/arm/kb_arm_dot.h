@@ -17,6 +17,16 @@
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
 
+/* The 2x2 blocks' callers walk the output pixels in pairs, row by row: xp / yp point at pixel (y, x) of in / out
+ * (kb_conv_params steps), then (y, x) moves on to the next pixel. A macro rather than a function: the hot 1x1 loops
+ * compile exactly as if written out (an inline function with pointer arguments changes their register allocation). */
+#define KB_PIXEL_NEXT(p, in, out, y, x, xp, yp)                                                                        \
+    const int8_t *xp = (in) + ((y) * (p)->in_row + (x)) * (p)->in_cstride;                                          \
+    int8_t *yp = (out) + ((y) * (p)->out_row + (x)) * (p)->out_cstride;                                             \
+    if (++(x) == (p)->out_w) {                                                                                         \
+        (x) = 0, ++(y);                                                                                                \
+    }
+
 /* -- on int8 inputs ------------------------------------------------------------------------------------------------ */
 
 /* One 4-value step of the 2x2 block: pixels a, b times channels 0, 1; acc = (a0, a1, b0, b1). */

@@ -603,16 +603,8 @@ void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
         const kb_pair c = pair_at(p, w, bias, mult, shift, co);
         int32_t y = 0, x = 0;  /* the next pixel */
         for (int32_t k = 0; k + 1 < pixels; k += 2) {
-            const int8_t *xa = in + (y * p->in_row + x) * p->in_cstride;
-            int8_t *ya = out + (y * p->out_row + x) * p->out_cstride;
-            if (++x == p->out_w) {
-                x = 0, ++y;
-            }
-            const int8_t *xb = in + (y * p->in_row + x) * p->in_cstride;
-            int8_t *yb = out + (y * p->out_row + x) * p->out_cstride;
-            if (++x == p->out_w) {
-                x = 0, ++y;
-            }
+            KB_PIXEL_NEXT(p, in, out, y, x, xa, ya)
+            KB_PIXEL_NEXT(p, in, out, y, x, xb, yb)
             int32_t acc[4] = {c.base0, c.base1, c.base0, c.base1};
             kb_dot_2x2(xa, xb, c.w0, c.w1, n, 0, 0, acc);
             store(&c, acc[0], acc[1], acc[2], acc[3], ya, yb);

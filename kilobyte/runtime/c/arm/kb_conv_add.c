@@ -109,16 +109,8 @@ static void conv_add_pairs(const kb_conv_params *p, const int8_t *in, const int8
         int32_t y = k0 / p->out_w, x = k0 % p->out_w;  /* the next pixel */
         int32_t k = k0;
         for (; k + 1 < k1; k += 2) {
-            const int8_t *xa = in + (y * p->in_row + x) * p->in_cstride;
-            int8_t *ra = residual_and_out + (y * p->out_row + x) * p->out_cstride;
-            if (++x == p->out_w) {
-                x = 0, ++y;
-            }
-            const int8_t *xb = in + (y * p->in_row + x) * p->in_cstride;
-            int8_t *rb = residual_and_out + (y * p->out_row + x) * p->out_cstride;
-            if (++x == p->out_w) {
-                x = 0, ++y;
-            }
+            KB_PIXEL_NEXT(p, in, residual_and_out, y, x, xa, ra)
+            KB_PIXEL_NEXT(p, in, residual_and_out, y, x, xb, rb)
             int32_t acc[4] = {c.base0, c.base1, c.base0, c.base1};
             kb_dot_2x2(xa, xb, c.w0, c.w1, n, 0, 0, acc);
             store(&c, &add, acc[0], acc[1], acc[2], acc[3], ra, rb);

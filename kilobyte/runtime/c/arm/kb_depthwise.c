@@ -316,23 +316,9 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     }
 }
 
-void kb_depthwise_inplace_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
-{
-    inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 3);
-}
-
-void kb_depthwise_inplace_5x5(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
-{
-    inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 5);
-}
-
-void kb_depthwise_inplace_7x7(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
-{
-    inplace_kxk(p, in, w, bias, mult, shift, out, scratch, 7);
-}
+KB_DEPTHWISE_INPLACE_KXK(3)
+KB_DEPTHWISE_INPLACE_KXK(5)
+KB_DEPTHWISE_INPLACE_KXK(7)
 
 /* Any window, stride and dilation. */
 void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
