@@ -39,7 +39,8 @@ def register(sub) -> None:
     """find the most accurate network that fits a device (TinyNAS; or μNAS: --strategy unas)
 
     The best network for your data that fits your device, as a verified C library. By default (--strategy auto) a quick
-    fit check picks the strategy: TinyNAS where its MBConv space fits the budget, else μNAS. TinyNAS: choose the (width,
+    fit check picks the strategy: TinyNAS where MCUNet's MBConv space fits the budget, else TinyNAS on the compact
+    MBConv space (stage depths 1-3, expand ratios 2-4) where that fits, else μNAS. TinyNAS: choose the (width,
     resolution, downsampling schedule) search space whose fitting networks have the most MACs and can train in
     --minutes, train a weight-sharing supernet, evolve subnets under the device's SRAM and Flash (measured by the same
     planner that compiles the winner), fine-tune the winner, quantise it to int8, generate and verify the C library
@@ -53,9 +54,10 @@ def register(sub) -> None:
     """
     p = add_command(sub, "search", register)
     p.add_argument("--strategy", choices=("auto", "tinynas", "unas"), default="auto",
-                   help="auto (default): TinyNAS when its MBConv space fits the budget, else μNAS with bounds from "
-                   "the device (a quick fit check; the report says which ran and why); tinynas: a supernet searched "
-                   "for the device; unas: μNAS's Pareto search")
+                   help="auto (default): TinyNAS when MCUNet's MBConv space fits the budget, else TinyNAS on the "
+                   "compact space (--compact) when that fits, else μNAS with bounds from the device (a quick fit "
+                   "check; the report says which ran and why); tinynas: a supernet searched for the device; unas: "
+                   "μNAS's Pareto search")
     add_device_arg(p, default="stm32f410", why="the search's SRAM and Flash bounds are the device's")
     p.add_argument("--data", default="mnist",
                    help="labelled images: mnist, digits, letters (26 classes, 32x32), a .npz (x, y) or a folder of "
