@@ -284,8 +284,10 @@ def _budget_checks(out, report) -> None:
     # would have ended past the deadline (the mean of an evaluation is at most the longest one)
     assert settings["evaluations"] == 2000 and len(seconds) == report["evaluations"] < 2000
     assert times["evolution"]["spent"] + max(seconds) >= times["evolution"]["planned"]
-    # the whole search on the budget's clock, on a loaded 2-core machine: within 0.5x-1.6x
-    assert 0.5 * budget <= report["seconds"] <= 1.6 * budget, report["phase_times"]
+    # the whole search on the budget's clock, on a loaded 2-core machine: within 0.5x-1.6x, the lower bound not
+    # counting what the deploy phase's fixed 30 s reserve did not need (a third of this 90 s budget; about 1 s spent)
+    unused_reserve = times["deploy"]["planned"] - times["deploy"]["spent"]
+    assert 0.5 * (budget - unused_reserve) <= report["seconds"] <= 1.6 * budget, report["phase_times"]
 
 
 def test_minutes_is_a_budget_the_search_keeps(tmp_path):
