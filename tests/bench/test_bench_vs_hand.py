@@ -121,6 +121,16 @@ def test_a_search_that_does_not_fit_beats_nothing():
     assert "(NOT all fit the budget!)" in bvh.markdown(bvh.summarize(results))
 
 
+def test_a_search_over_the_budgets_flash_beats_nothing():
+    """The device's verdict is not enough at 16k / 4k: the firmware's measured Flash must be within the budget's."""
+    results = _results()
+    results["runs"]["16k/mnist/2/search"]["flash_bytes"] = 64 * 1024 + 1  # fits the device, not 64 KB
+    search = next(r for r in bvh.summarize(results) if r["network"] == "search")
+    assert search["fits_all"] is False and search["beats_all"] is False
+    results["runs"]["16k/mnist/2/search"]["flash_bytes"] = 64 * 1024
+    assert next(r for r in bvh.summarize(results) if r["network"] == "search")["fits_all"] is True
+
+
 class Killed(Exception):
     pass
 
