@@ -9,6 +9,9 @@
  * Besides the one-value helpers, kernels that requantise many values per output channel use kb_rq_channel (the
  * channel's bias, multiplier and split shift, prepared once) with kb_rq_apply (one value) or kb_rq_row (a row of
  * values of one channel, in a form gcc vectorises). All forms compute the same function, bit for bit.
+ *
+ * Last, kb_const_op: the one requantising loop of kb_add_const (kb_add.c) and kb_mul_const (kb_elementwise.c), here
+ * because this header is the one both files include (which is also why it includes kilobyte.h).
  */
 #ifndef KB_REQUANT_H
 #define KB_REQUANT_H
