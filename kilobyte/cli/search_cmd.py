@@ -50,7 +50,9 @@ def register(sub) -> None:
     with random scalarisation over a granular space of small CNNs, every candidate trained (pruned during training by
     default), quantised and planned, and reports the Pareto front over int8 error, peak SRAM, model size and MACs; the
     most accurate member inside the --bounds is compiled and verified, and any member can be exported (--export N).
-    Every evaluation is committed to DIR/search.sqlite: a killed search continues with --resume.
+    Every evaluation is committed to DIR/search.sqlite: a killed search continues with --resume. Exit status: 0 when
+    the library is bit-exact and fits the budget (the device's Flash, or --max-flash when lower, measured on the
+    linked firmware when the Arm toolchain is present), 2 when it does not fit, 1 when it is not bit-exact.
     """
     p = add_command(sub, "search", register)
     p.add_argument("--strategy", choices=("auto", "tinynas", "unas"), default="auto",
@@ -368,6 +370,7 @@ def unas_config_from_args(args, device):
                       strategy="random" if args.random else "aging", prune=args.prune, sparsity=sparsity,
                       epochs=epochs, train_images=args.train_images, in_flight=0, core=device.core,
                       finalists=args.finalists, kernels=args.kernels, minutes=args.minutes,
+                      flash_bytes=budget_bytes(args, device)[1] if args.max_flash else None,
                       finalist_epochs=base.finalist_epochs if args.finalist_epochs is None else args.finalist_epochs,
                       final_epochs=base.final_epochs if args.final_epochs is None else args.final_epochs,
                       planned=tuple(p for p in PLANNED if p not in given))
@@ -424,7 +427,7 @@ def _run_unas(args, device, workers: int, choice=None) -> int:
     deployed = report.get("deployed")
     if deployed is not None and not deployed["bit_exact"]:
         return 1
-    return 0 if deployed is not None else 2
+    return 0 if deployed is not None and deployed["fits"] else 2
 
 
 def _print_unas(r: dict) -> None:

@@ -196,9 +196,23 @@ def measured_fit(report: FitReport, result, device) -> tuple[FitReport, DoesNotF
                    verdict=verdict.text + " (measured)"), None
 
 
-def device_fit(result, device) -> tuple[FitReport, DoesNotFitError | None]:
-    """The fit of a compiled library on `device` as the commands report it: the plan's, measured when it can be."""
-    return measured_fit(fit_report(result, device), result, device)
+def device_fit(result, device, max_flash: int | None = None) -> tuple[FitReport, DoesNotFitError | None]:
+    """The fit of a compiled library on `device` as the commands report it: the plan's, measured when it can be;
+    with `max_flash`, a Flash budget below the device's (`within_flash_budget`)."""
+    report, error = measured_fit(fit_report(result, device), result, device)
+    return within_flash_budget(report, max_flash), error
+
+
+def within_flash_budget(report: FitReport, flash_bytes: int | None) -> FitReport:
+    """`report` judged also against a Flash budget below its device's (`kilobyte search --max-flash`): the same
+    Flash figure (measured when it was), a verdict that names the budget when it overflows. Unchanged when there is
+    no such budget or the device's own verdict already fails."""
+    if flash_bytes is None or report.fits is not True or report.flash_bytes <= flash_bytes:
+        return report
+    over = report.flash_bytes - flash_bytes
+    return replace(report, fits=False,
+                   verdict=f"DOES NOT FIT the Flash budget: Flash {kb(report.flash_bytes)} > {kb(flash_bytes)} "
+                           f"(over by {over} B; {report.device} alone: {report.verdict})")
 
 
 def suggested(report: FitReport, result, device, devices_file=None) -> FitReport:

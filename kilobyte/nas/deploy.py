@@ -34,12 +34,13 @@ def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
 
 
 def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir, options, device, name: str = "tinynas",
-                  progress: bool = False, resize_inside: bool = True) -> dict:
+                  progress: bool = False, resize_inside: bool = True, max_flash: int | None = None) -> dict:
     """A trained float classifier (NCHW input at `resolution`, an int for a square one) to a verified C library in
     `out_dir`: int8 PTQ on 128 training images, plan, compile, verification against the numpy reference and
     TensorFlow Lite Micro, float and int8 top-1 on the held-out `test` split (int8 by the generated C itself; which
     images they were is written to `held_out.json` beside the library, for `kilobyte evaluate --split test`), the
-    device fit (measured on the linked firmware when the Arm toolchain is present). The search's last phase, and
+    device fit (measured on the linked firmware when the Arm toolchain is present; judged against `max_flash` too,
+    the search's --max-flash, when that is below the device's Flash). The search's last phase, and
     the baselines' of bench_search.py.
 
     When `resolution` is not the data's own size, the resize the network was trained behind becomes the library's
@@ -68,7 +69,7 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
                               for i in range(len(nhwc))]))
     held_out = write_held_out(result.out_dir, test, int8_acc, by=f"kilobyte search ({name})")
-    on_device, _ = device_fit(result, device)
+    on_device, _ = device_fit(result, device, max_flash)
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
             "verified": ver.to_json(), "input_shape": [1, *size, channels],
             "input_resize": None if size == resolution else list(resolution),

@@ -330,7 +330,8 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     resources = evaluator(ctx.config, space, device.core)
     options = compile_options(ctx.config, resources, arch)
     result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
-                           progress=ctx.progress, resize_inside=space.input_size is not None)
+                           progress=ctx.progress, resize_inside=space.input_size is not None,
+                           max_flash=ctx.config.flash_bytes)
     budget = search_budget(ctx.config)
     planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,

@@ -62,6 +62,7 @@ class UnasConfig:
     in_flight: int = 1  # evaluations running at once (0: one per worker)
     core: str | None = None  # the Flash estimate's core
     kernels: str = "portable"
+    flash_bytes: int | None = None  # a Flash budget below the device's (--max-flash) the deployed library is judged by
     minutes: float | None = None  # a time budget: the settings named in `planned` are sized to it (unas_budget.py)
     planned: tuple[str, ...] = ()
 

@@ -195,7 +195,7 @@ def deploy_chosen(space, config, report, out_dir, fit, test, device, progress, l
     module.load_state_dict(torch.load(out_dir / "final.pt", weights_only=True))
     return deploy_module(module, tuple(space.input_shape[:2]), fit, test, out_dir / "model",
                          PlanOptions(kernels=config.kernels), device or get_device("stm32f410"), name="unas",
-                         progress=progress)
+                         progress=progress, max_flash=config.flash_bytes)
 
 
 def export_member(search_dir, n: int, out_path) -> dict:

@@ -17,8 +17,10 @@ from kilobyte.driver.fit import (
     Verdict,
     fit_report,
     fit_verdict,
+    device_fit,
     measured_fit,
     suggested,
+    within_flash_budget,
 )
 from kilobyte.targets.devices import get_device
 
@@ -84,3 +86,23 @@ def test_a_compiled_library_without_device_and_on_a_core_without_firmware(tmp_pa
     assert report.fits is True and report.sram_bytes == report.arena_bytes
     assert report.verdict.startswith("fits RP2040: SRAM ")
     assert suggested(report, result, rp2040) is report  # it fits: nothing to suggest
+
+
+def test_a_flash_budget_below_the_devices_is_judged_on_the_same_figure():
+    measured = _report(memory="measured", firmware=FIRMWARE)  # 3,500 B of Flash measured, 3,700 B estimated
+    assert within_flash_budget(measured, None) is measured and within_flash_budget(measured, 3500) is measured
+    over = within_flash_budget(measured, 3499)
+    assert over.fits is False and over.flash_bytes == 3500
+    assert over.verdict.startswith("DOES NOT FIT the Flash budget: Flash 3.4 kB > 3.4 kB (over by 1 B; STM32F410")
+    failed = _report(fits=False, verdict="DOES NOT FIT STM32F410: SRAM")  # the device's own verdict stands
+    assert within_flash_budget(failed, 10) is failed
+
+
+def test_device_fit_judges_a_compiled_library_against_max_flash(tmp_path):
+    result = compile_graph(movement_model("transpose-hw", seed=1), tmp_path / "p")
+    rp2040 = get_device("rp2040")
+    alone, _ = device_fit(result, rp2040)
+    assert alone.fits is True
+    assert device_fit(result, rp2040, alone.flash_bytes)[0].fits is True
+    tight, overflow = device_fit(result, rp2040, alone.flash_bytes - 1)
+    assert overflow is None and tight.fits is False and "over by 1 B" in tight.verdict
