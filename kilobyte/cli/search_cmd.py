@@ -370,7 +370,7 @@ def unas_config_from_args(args, device):
                       strategy="random" if args.random else "aging", prune=args.prune, sparsity=sparsity,
                       epochs=epochs, train_images=args.train_images, in_flight=0, core=device.core,
                       finalists=args.finalists, kernels=args.kernels, minutes=args.minutes,
-                      flash_bytes=budget_bytes(args, device)[1] if args.max_flash else None,
+                      flash_bytes=budget_bytes(args, device)[1],
                       finalist_epochs=base.finalist_epochs if args.finalist_epochs is None else args.finalist_epochs,
                       final_epochs=base.final_epochs if args.final_epochs is None else args.final_epochs,
                       planned=tuple(p for p in PLANNED if p not in given))

@@ -66,7 +66,7 @@ def front_report(store, config: UnasConfig, space: UnasSpace, out_dir: Path, fit
         int8 = quantise_module(space, module, fit.x[:CALIBRATION])
         member["int8_accuracy"] = int8_accuracy(int8, test.x, test.y)
         member["float_accuracy"] = float_accuracy(module, test.x, test.y)
-        member["within_bounds"] = all(member[k] <= b for k, b in config.bounds.items() if k != "error")
+        member["within_bounds"] = all(member[k] <= b for k, b in config.limits.items() if k != "error")
         members.append(member)
     for stale in (out_dir / "weights").glob("*.pt"):  # weights of candidates dominated since they were saved
         if stale.stem not in {str(m["index"]) for m in members}:
@@ -78,7 +78,7 @@ def front_report(store, config: UnasConfig, space: UnasSpace, out_dir: Path, fit
     t_res = sum(e.resources["seconds_resources"] for e in evals)
     return {"strategy": "unas", "search": config.strategy, "prune": config.prune, "evaluations": len(evals),
             "space": space.to_json(),
-            "trained": sum(1 for e in evals if e.resources["trained"]), "bounds": config.bounds,
+            "trained": sum(1 for e in evals if e.resources["trained"]), "bounds": config.limits,
             "pareto": members, "chosen": None if chosen is None else members.index(chosen), "finalists": [],
             "hypervolume": front_hypervolume([c.objectives for c in front], config.bounds),
             "seconds_train": t_train, "seconds_resources": t_res,

@@ -229,6 +229,25 @@ def test_random_candidates_are_drawn_inside_the_bounds():
     assert closest == min(draws) > 1
 
 
+def test_a_flash_budget_bounds_the_whole_firmware_of_drawn_and_chosen_candidates():
+    """The model-size bound leaves room for the least kernel code; a candidate linking more kernels passed a 16 KB
+    budget (20.4 kB measured). With `flash_bytes`, the draws' Flash estimate (weights + kernels + the rest) is inside
+    it, where draws inside the other bounds alone pass it."""
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.unas_eval import GenomeSpace, UnasConfig
+    from kilobyte.nas.unas_space import UnasSpace
+
+    space = UnasSpace(input_shape=(28, 28, 1))
+    evaluator = ResourceEvaluator(space)
+    bounds = {"peak_bytes": 3300.0, "weight_bytes": 9000.0}
+    flash = lambda genomes, seed: [evaluator.evaluate(genomes.sample(rng).arch).flash_bytes  # noqa: E731
+                                   for rng in [np.random.default_rng(seed)] for _ in range(10)]
+    loose = flash(GenomeSpace(space, UnasConfig(data="mnist", prune="none", bounds=bounds), evaluator), 0)
+    config = UnasConfig(data="mnist", prune="none", bounds=bounds, flash_bytes=14_000)
+    assert config.limits == {**bounds, "flash_bytes": 14_000.0} and config.bounds == bounds
+    assert max(loose) > 14_000 and max(flash(GenomeSpace(space, config, evaluator), 0)) <= 14_000
+
+
 def test_evaluation_is_the_same_on_every_worker():
     """One candidate evaluated in this process and in a 2-process pool: identical objectives and weights (so local,
     pool and Ray searches agree)."""
