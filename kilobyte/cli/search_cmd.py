@@ -266,6 +266,8 @@ def _space_line(space: dict) -> str:
                  f"{space['final_map']}x{space['final_map']} (best of {space['configs']} configurations)")
     if space.get("edge"):
         line += f"; on the grid's edge ({', '.join(space['edge'])})"
+    if space.get("tie_break"):
+        line += f"; preferred to {space['tie_break']} (tied, below the data's resolution)"
     return line
 
 

@@ -195,12 +195,17 @@ def choose_space(ctx: SearchContext, space: MBSpace, native: int, fit) -> MBSpac
                 "final_map": best.final_map, "label": best.label(), "mean_macs": best.mean_macs,
                 "fitting": best.fitting, "sampled": best.sampled, "configs": len(choice.configs),
                 "edge": list(choice.edge), "largest_macs": best.largest_macs, "max_largest_macs": cap,
-                "too_slow": choice.too_slow, "compact": space.is_compact}
+                "too_slow": choice.too_slow, "compact": space.is_compact,
+                "tie_break": None if choice.tie_break is None else choice.tie_break.label()}
         ctx.finish("space", done, since)
         edge = f"; on the grid's edge ({', '.join(choice.edge)}): the budget did not bind" if choice.edge else ""
         if choice.too_slow:
             edge += (f"; {choice.too_slow} configurations with more MACs would not train in {ctx.config.minutes:g} "
                      f"min (largest network above {cap / 1e6:.1f} M MACs)")
+        if choice.tie_break is not None:
+            t = choice.tie_break
+            edge += (f"; {t.label()} ({t.mean_macs / 1e6:.2f} M MACs) is tied with it within sampling error and "
+                     f"runs below the data's {native} px")
         compact = " of the compact space" if space.is_compact else ""
         ctx.log(f"      chose {best.label()}{compact} (last stage {best.final_map}x{best.final_map}) of "
                 f"{len(choice.configs)} configurations{edge}")
@@ -400,9 +405,10 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
 
 
 def _space_summary(chosen: dict) -> dict:
-    """The report's `space`: the chosen configuration, its downsampling, whether it sat on the grid's edge and whether
-    the space was the compact one."""
-    keys = ("width", "resolution", "strides", "final_map", "label", "mean_macs", "configs", "edge", "compact")
+    """The report's `space`: the chosen configuration, its downsampling, whether it sat on the grid's edge, whether
+    the space was the compact one and the tied configuration below the data's resolution it was preferred to."""
+    keys = ("width", "resolution", "strides", "final_map", "label", "mean_macs", "configs", "edge", "compact",
+            "tie_break")
     return {k: chosen.get(k) for k in keys}
 
 

@@ -52,6 +52,11 @@ class ConfigStats:
     final_map: int = 0  # side of the last stage's map at this resolution and schedule
     largest_macs: int = 0  # MACs of the configuration's largest network (what the supernet trains)
 
+    @property
+    def macs_error(self) -> float:
+        """The standard error of `mean_macs` (it is estimated from the sampled networks that fit)."""
+        return float(np.std(self.macs) / np.sqrt(len(self.macs))) if len(self.macs) > 1 else 0.0
+
     def label(self) -> str:
         """`w0.3-r28` (+ `-s1d3`: stem stride, number of stride-2 layers, when the schedule is not ImageNet's)."""
         extra = "" if self.strides == DEFAULT_STRIDES else \
@@ -68,6 +73,8 @@ class SpaceChoice:
     # could not grow further (`optimize_space`'s grow_to)
     max_largest_macs: float | None = None  # the time budget's cap on a configuration's largest network
     too_slow: int = 0  # configurations with more fitting MACs than the choice, left out by that cap
+    tie_break: ConfigStats | None = None  # the configuration with the most fitting MACs, below the data's own
+    # resolution, when a tied one at or above it was chosen instead (`choose`)
 
     def to_json(self) -> dict:
         def row(c: ConfigStats) -> dict:
@@ -82,6 +89,7 @@ class SpaceChoice:
                                                         "final_map": self.best.final_map,
                                                         "mean_macs": self.best.mean_macs},
                 "edge": list(self.edge), "max_largest_macs": self.max_largest_macs, "too_slow": self.too_slow,
+                "tie_break": None if self.tie_break is None else self.tie_break.label(),
                 "configs": [row(c) for c in self.configs]}
 
 
@@ -155,14 +163,16 @@ def optimize_space(space: MBSpace, budget: Budget, *, samples: int = 1000, seed:
     width and resolution allowed), a choice on the grid's largest width or resolution grows the grid in that
     direction (`grown`) until the budget binds — the choice is inside the grid — or the limit is reached, which the
     choice's `edge` then records. `max_largest_macs` (the time budget, `budget.largest_macs_cap`) leaves out the
-    configurations whose largest network would train too slowly."""
+    configurations whose largest network would train too slowly. A space with the data's `input_size` prefers
+    its resolution or above on a tie (`choose`)."""
     scored: dict[tuple, ConfigStats] = {}
     while True:
         new = [c for c in grid(space) if c not in scored]
         for config, stats in zip(new, score_configs(space, (budget,), new, samples=samples, seed=seed,
                                                     options=options, workers=workers, progress=progress, core=core)):
             scored[config] = stats[0]
-        choice = choose(budget, tuple(scored.values()), max_largest_macs)
+        choice = choose(budget, tuple(scored.values()), max_largest_macs,
+                        native=min(space.input_size) if space.input_size is not None else None)
         if choice.best is None:
             return choice
         bigger = grown(space, choice.best, grow_to) if grow_to is not None else None
@@ -197,10 +207,16 @@ def grown(space: MBSpace, best: ConfigStats, limit: tuple[float, int]) -> MBSpac
 MIN_FIT_SHARE = 0.05  # a configuration where fewer sampled networks fit leaves evolution little to choose from
 
 
-def choose(budget: Budget, configs: tuple[ConfigStats, ...], max_largest_macs: float | None = None) -> SpaceChoice:
+def choose(budget: Budget, configs: tuple[ConfigStats, ...], max_largest_macs: float | None = None,
+           native: int | None = None) -> SpaceChoice:
     """The configuration with the largest mean MACs of fitting networks among those where at least MIN_FIT_SHARE of
     the samples fit (any that fits when none does) and whose largest network has at most `max_largest_macs` (the
-    smallest such when none has); ties go to the narrower, lower-resolution one."""
+    smallest such when none has); ties go to the narrower, lower-resolution one.
+
+    With `native` (the data's own side), a choice below it yields to the best configuration at or above it whose
+    mean is tied with it — within two standard errors of their difference (each mean is estimated from the ~100
+    sampled networks that fit): the mean MACs cannot tell them apart, and a resolution below the data's throws away
+    pixels before any network sees them (letters, 32 px: r24/r28 won by 1-4 % over r48, inside that error)."""
     fitting = [c for c in configs if c.fitting]
     roomy = [c for c in fitting if c.fitting >= MIN_FIT_SHARE * c.sampled] or fitting
     rank = lambda c: (c.mean_macs, -c.width, -c.resolution, -c.final_map)  # noqa: E731
@@ -209,7 +225,14 @@ def choose(budget: Budget, configs: tuple[ConfigStats, ...], max_largest_macs: f
         [min(roomy, key=lambda c: c.largest_macs)] if roomy else []
     best = max(fast, key=rank) if fast else None
     too_slow = 0 if best is None else sum(1 for c in roomy if c not in fast and rank(c) > rank(best))
-    return SpaceChoice(budget, configs, best, max_largest_macs=max_largest_macs, too_slow=too_slow)
+    tie_break = None
+    if best is not None and native is not None and best.resolution < native:
+        tied = [c for c in fast if c.resolution >= native
+                and best.mean_macs - c.mean_macs <= 2 * np.hypot(best.macs_error, c.macs_error)]
+        if tied:
+            best, tie_break = max(tied, key=rank), best
+    return SpaceChoice(budget, configs, best, max_largest_macs=max_largest_macs, too_slow=too_slow,
+                       tie_break=tie_break)
 
 
 def optimize_spaces(space: MBSpace, budgets, *, samples: int = 1000, seed: int = 0,

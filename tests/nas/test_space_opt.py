@@ -11,6 +11,8 @@ from kilobyte.nas.resources import Budget
 from kilobyte.nas.space import MBSpace
 from kilobyte.nas.space_opt import (
     MIN_FIT_SHARE,
+    ConfigStats,
+    choose,
     NoSpaceFitsError,
     optimize_space,
     optimize_spaces,
@@ -100,3 +102,22 @@ def test_a_binding_budget_stops_the_growth_inside_the_grid():
     assert "width" not in choice.edge
     # every configuration of one (w, r) draws the same networks: the schedules are compared pairwise
     assert len({c.strides for c in choice.configs}) > 1
+
+
+def test_a_tie_below_the_datas_resolution_goes_to_the_one_at_or_above_it():
+    """Mean MACs are estimated from the sampled networks that fit: within two standard errors of the difference, a
+    configuration at or above the data's side is preferred to one below it; a clear lead, or no native side, keeps
+    the largest mean."""
+    def stats(resolution, macs):
+        return ConfigStats(0.1, resolution, 100, len(macs), sum(macs) / len(macs), tuple(sorted(macs)), 0, 0)
+    spread = [-4e5, -2e5, 0, 2e5, 4e5] * 10  # 50 networks: sd 2.83e5, standard error of the mean 4.0e4
+    low = stats(24, [3.00e6 + d for d in spread])
+    tied = stats(48, [2.95e6 + d for d in spread])  # 5e4 below: inside 2 x hypot(4e4, 4e4) = 1.13e5
+    behind = stats(40, [2.80e6 + d for d in spread])
+    budget = Budget(32 * KB, 128 * KB)
+    assert 3.9e4 < low.macs_error < 4.1e4
+    assert choose(budget, (low, tied, behind)).best is low  # no native side: the thesis's rule alone
+    choice = choose(budget, (low, tied, behind), native=32)
+    assert choice.best is tied and choice.tie_break is low and choice.to_json()["tie_break"] == "w0.1-r24"
+    assert choose(budget, (low, behind), native=32).best is low  # 2e5 below: the mean MACs tell them apart
+    assert choose(budget, (low, tied, behind), native=24).best is low  # already at the data's side
