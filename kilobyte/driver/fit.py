@@ -205,10 +205,12 @@ def device_fit(result, device, max_flash: int | None = None) -> tuple[FitReport,
 
 def within_flash_budget(report: FitReport, flash_bytes: int | None) -> FitReport:
     """`report` judged also against a Flash budget below its device's (`kilobyte search --max-flash`): the same
-    Flash figure (measured when it was), a verdict that names the budget when it overflows. Unchanged when there is
-    no such budget or the device's own verdict already fails."""
-    if flash_bytes is None or report.fits is not True or report.flash_bytes <= flash_bytes:
+    Flash figure (measured when it was), a verdict that names the budget. Unchanged when there is no such budget
+    or the device's own verdict already fails."""
+    if flash_bytes is None or report.fits is not True:
         return report
+    if report.flash_bytes <= flash_bytes:
+        return replace(report, verdict=f"{report.verdict}; Flash within the budget's {kb(flash_bytes)}")
     over = report.flash_bytes - flash_bytes
     return replace(report, fits=False,
                    verdict=f"DOES NOT FIT the Flash budget: Flash {kb(report.flash_bytes)} > {kb(flash_bytes)} "

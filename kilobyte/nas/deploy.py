@@ -69,7 +69,8 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     int8_acc = float(np.mean([int(np.argmax(host(quantize_input(int8, nhwc[i:i + 1]))) == test.y[i])
                               for i in range(len(nhwc))]))
     held_out = write_held_out(result.out_dir, test, int8_acc, by=f"kilobyte search ({name})")
-    on_device, _ = device_fit(result, device, max_flash)
+    below = max_flash if max_flash is not None and max_flash < device.flash_bytes else None
+    on_device, _ = device_fit(result, device, below)
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
             "verified": ver.to_json(), "input_shape": [1, *size, channels],
             "input_resize": None if size == resolution else list(resolution),

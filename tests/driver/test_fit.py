@@ -90,7 +90,9 @@ def test_a_compiled_library_without_device_and_on_a_core_without_firmware(tmp_pa
 
 def test_a_flash_budget_below_the_devices_is_judged_on_the_same_figure():
     measured = _report(memory="measured", firmware=FIRMWARE)  # 3,500 B of Flash measured, 3,700 B estimated
-    assert within_flash_budget(measured, None) is measured and within_flash_budget(measured, 3500) is measured
+    assert within_flash_budget(measured, None) is measured
+    inside = within_flash_budget(measured, 3500)
+    assert inside.fits is True and inside.verdict == "fits; Flash within the budget's 3.4 kB"
     over = within_flash_budget(measured, 3499)
     assert over.fits is False and over.flash_bytes == 3500
     assert over.verdict.startswith("DOES NOT FIT the Flash budget: Flash 3.4 kB > 3.4 kB (over by 1 B; STM32F410")
@@ -103,6 +105,7 @@ def test_device_fit_judges_a_compiled_library_against_max_flash(tmp_path):
     rp2040 = get_device("rp2040")
     alone, _ = device_fit(result, rp2040)
     assert alone.fits is True
+    assert device_fit(result, rp2040, None)[0] == alone
     assert device_fit(result, rp2040, alone.flash_bytes)[0].fits is True
     tight, overflow = device_fit(result, rp2040, alone.flash_bytes - 1)
     assert overflow is None and tight.fits is False and "over by 1 B" in tight.verdict
