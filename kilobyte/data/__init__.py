@@ -173,20 +173,24 @@ def _to_01(x: np.ndarray) -> np.ndarray:
 
 
 def _image_folder(path: Path) -> Dataset:
-    from PIL import Image
-
     classes = sorted(p.name for p in path.iterdir() if p.is_dir())
     files = [(f, i) for i, c in enumerate(classes) for f in sorted((path / c).iterdir())
              if f.suffix.lower() in IMAGE_SUFFIXES]
     if not files:
         raise KilobyteError(f"dataset '{path}': no images found in class sub-folders")
-    arrays = [np.asarray(Image.open(f)) for f, _ in files]
+    return Dataset(os.path.basename(path), read_images([f for f, _ in files], path),
+                   np.array([i for _, i in files], np.int64), classes=tuple(classes))
+
+
+def read_images(files, folder: Path) -> np.ndarray:
+    """Image files of one size (from `folder`, which errors name) as NHWC float32 in [0, 1]."""
+    from PIL import Image
+
+    arrays = [np.asarray(Image.open(f)) for f in files]
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
-        raise KilobyteError(f"dataset '{path}': images differ in size {sorted(shapes)[:3]}; resize them first")
-    x = _four_dims(np.stack(arrays), path)  # PIL arrays are (H, W) or (H, W, C): NHWC, never a guess
-    return Dataset(os.path.basename(path), _to_01(x), np.array([i for _, i in files], np.int64),
-                   classes=tuple(classes))
+        raise KilobyteError(f"dataset '{folder}': images differ in size {sorted(shapes)[:3]}; resize them first")
+    return _to_01(_four_dims(np.stack(arrays), folder))  # PIL arrays are (H, W) or (H, W, C): NHWC, never a guess
 
 
 def choose_reading(ds: Dataset, input_shape_nhwc: tuple[int, ...], spec: str) -> np.ndarray:
