@@ -75,7 +75,7 @@ def load_detection(spec: str, seed: int = 0) -> DetectionSet:
     return _folder(path)
 
 
-# -- built in: digits on cluttered canvases ------------------------------------------------------------------------------
+# -- built in: digits on cluttered canvases ----------------------------------------------------------------------------
 def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = CANVAS, objects: tuple[int, int] = (1, 4),
                       digit_px: tuple[int, int] = (18, 56)) -> DetectionSet:
     """`n` scenes of `size`×`size`, every draw from `numpy.random.default_rng(seed)`. A scene is
@@ -182,7 +182,7 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
 
 
-# -- user data: a folder of images and boxes.csv --------------------------------------------------------------------------
+# -- user data: a folder of images and boxes.csv -----------------------------------------------------------------------
 def _folder(path: Path) -> DetectionSet:
     table = path / "boxes.csv"
     if not table.exists():

@@ -46,6 +46,7 @@ KERNEL_FILES = {
     "transpose_conv": "kb_transpose_conv.c",
     "sparse_conv": "kb_sparse_conv.c",
     "float_tail": "kb_float_tail.c",
+    "detect": "kb_detect.c",
 }
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
@@ -169,10 +170,29 @@ class StridesParams(ctypes.Structure):
     _fields_ = [("dims", ctypes.c_int32 * 4), ("in_step", ctypes.c_int32 * 4), ("out_step", ctypes.c_int32 * 4),
                 ("in_start", ctypes.c_int32)]
 
+class DetectHead(ctypes.Structure):
+    """kb_detect_head: one detector head's int8 map, geometry, anchors (1/16 pixel) and tables."""
+
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_int8)), ("h", ctypes.c_int32), ("w", ctypes.c_int32),
+                ("stride", ctypes.c_int32), ("anchors", ctypes.c_int32),
+                ("anchor_wh", ctypes.POINTER(ctypes.c_int16)), ("sigmoid", ctypes.POINTER(ctypes.c_uint16)),
+                ("exp", ctypes.POINTER(ctypes.c_uint32))]
+
+
+DetectParams = _struct("DetectParams", "classes image_w image_h score_min iou_max")
+
+
+class Detection(ctypes.Structure):
+    """kb_detection: a box in 1/16 pixel, its Q15 score and class (`ops.detect_post.DETECTION_DTYPE`)."""
+
+    _fields_ = [(f, ctypes.c_int16) for f in ("x_min", "y_min", "x_max", "y_max", "score", "cls")]
+
+
 STRUCTS = {"kb_conv_params": ConvParams, "kb_fc_params": FcParams, "kb_add_params": AddParams,
            "kb_pad_params": PadParams, "kb_mean_params": MeanParams, "kb_softmax_params": SoftmaxParams,
            "kb_requantize_params": RequantizeParams, "kb_mul_params": MulParams, "kb_minmax_params": MinMaxParams,
-           "kb_const_params": ConstParams, "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams}
+           "kb_const_params": ConstParams, "kb_strides_params": StridesParams, "kb_resize_params": ResizeParams,
+           "kb_detect_head": DetectHead, "kb_detect_params": DetectParams, "kb_detection": Detection}
 
 _I8, _I32, _F32 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float)
 _I16, _U16 = ctypes.POINTER(ctypes.c_int16), ctypes.POINTER(ctypes.c_uint16)
@@ -224,9 +244,12 @@ SIGNATURES = {
     "kb_logistic_f32": [ctypes.c_int32, _F32],
     "kb_add_const_f32": [ctypes.c_int32, _F32, _F32, ctypes.c_int32, ctypes.c_int32, ctypes.c_float, ctypes.c_float],
     "kb_mul_const_f32": [ctypes.c_int32, _F32, _F32, ctypes.c_int32, ctypes.c_int32, ctypes.c_float, ctypes.c_float],
+    "kb_detect": [ctypes.POINTER(DetectParams), ctypes.POINTER(DetectHead), ctypes.c_int32, ctypes.POINTER(Detection),
+                  ctypes.c_int32, ctypes.POINTER(Detection), ctypes.c_int32],
 }
 
-RESTYPES = {"kb_argmax_i8": ctypes.c_int32, "kb_argmax_u8": ctypes.c_int32}  # every other kernel returns void
+RESTYPES = {"kb_argmax_i8": ctypes.c_int32, "kb_argmax_u8": ctypes.c_int32,  # every other kernel returns void
+            "kb_detect": ctypes.c_int32}
 
 
 def load(path: str | Path) -> ctypes.CDLL:
@@ -239,7 +262,8 @@ def load(path: str | Path) -> ctypes.CDLL:
     return lib
 
 
-__all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConstParams", "ConvParams", "FcParams", "HEADERS",
+__all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConstParams", "ConvParams", "DetectHead", "DetectParams",
+           "Detection", "FcParams", "HEADERS",
            "KERNEL_FILES", "MeanParams", "MinMaxParams", "MulParams", "PadParams", "RESTYPES", "RequantizeParams",
            "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files",
            "assembly_for", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]

@@ -2,6 +2,7 @@
 (host gcc and arm-none-eabi-gcc), and test_kernels.py / test_softmax_kernel.py / test_lut_kernel.py /
 test_movement_kernel.py / test_upsample_kernel.py rerun against an ASan/UBSan build of the kernels."""
 
+import ctypes
 import os
 import re
 import shutil
@@ -18,16 +19,25 @@ SANITIZE = os.environ.get("KB_RUNTIME_SANITIZE") == "1"
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
 
+C_FIELD_TYPES = {"int32_t": ctypes.c_int32, "int16_t": ctypes.c_int16, "const int8_t *": ctypes.POINTER(ctypes.c_int8),
+                 "const int16_t *": ctypes.POINTER(ctypes.c_int16), "const uint16_t *": ctypes.POINTER(ctypes.c_uint16),
+                 "const uint32_t *": ctypes.POINTER(ctypes.c_uint32)}
+
+
 def test_structs_match_header():
-    """The ctypes mirrors list the same int32 fields (or int32 arrays), in the same order, as kilobyte.h."""
+    """The ctypes mirrors list the same fields with the same types (an array: of its element type), in the same
+    order, as kilobyte.h."""
     text = re.sub(r"/\*.*?\*/", "", (rt.C_DIR / "kilobyte.h").read_text(), flags=re.S)
     structs = {name: body for body, name in re.findall(r"typedef struct \{(.*?)\} (\w+);", text, re.S)}
     assert set(structs) == set(rt.STRUCTS)
     for name, body in structs.items():
-        decls = [d.strip() for d in body.split(";") if d.strip()]
-        assert all(d.startswith("int32_t ") for d in decls), name
-        fields = [re.sub(r"\[\d+\]$", "", f.strip()) for d in decls for f in d.removeprefix("int32_t ").split(",")]
-        assert fields == [f for f, _ in rt.STRUCTS[name]._fields_], name
+        fields = []
+        for decl in (d.strip() for d in body.split(";") if d.strip()):
+            ctype, names = re.fullmatch(r"((?:const )?\w+ \*?)\s*(.*)", decl).groups()
+            fields += [(re.sub(r"\[\d+\]$", "", f.strip()), C_FIELD_TYPES[ctype.strip()]) for f in names.split(",")]
+        mirror = [(f, getattr(t, "_type_", t) if issubclass(t, ctypes.Array) else t)
+                  for f, t in rt.STRUCTS[name]._fields_]
+        assert fields == mirror, name
 
 
 def test_every_prototype_has_a_signature():

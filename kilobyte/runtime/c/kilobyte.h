@@ -274,4 +274,31 @@ void kb_resize_bilinear(const kb_resize_params *p, const int16_t *taps, const in
 void kb_conv_1x1_add(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                      const int32_t *mult, const int32_t *shift, const kb_add_params *a, int8_t *residual_and_out);
 
+/* kb_detect.c ---------------------------------------------------------------------------------------------------- */
+/* A YOLO-style detector's post-processing (kilobyte.ops.detect_post gives the arithmetic). One head: an int8 map
+ * (h, w, anchors * (5 + classes)) at `stride` input pixels per cell, its anchors (w, h) in 1/16 pixel and its
+ * 256-entry tables (entry v + 128 for the int8 value v): sigmoid in Q15, exp in Q8. */
+typedef struct {
+    const int8_t *data;
+    int32_t h, w, stride, anchors;
+    const int16_t *anchor_wh;
+    const uint16_t *sigmoid;
+    const uint32_t *exp;
+} kb_detect_head;
+typedef struct {
+    int32_t classes;
+    int32_t image_w, image_h;                 /* boxes are clamped to the image */
+    int32_t score_min;                        /* Q15: a box scoring less is no candidate */
+    int32_t iou_max;                          /* Q15: NMS drops a box overlapping a kept one of its class by more */
+} kb_detect_params;
+/* One detection: box in 1/16 pixel, score in Q15, class index. */
+typedef struct {
+    int16_t x_min, y_min, x_max, y_max;
+    int16_t score, cls;
+} kb_detection;
+/* Candidates go into cand (max_cand entries, caller-owned), the kept boxes into out (max_out); returns how many
+ * were written to out, best first. No heap. */
+int32_t kb_detect(const kb_detect_params *p, const kb_detect_head *heads, int32_t n_heads, kb_detection *cand,
+                  int32_t max_cand, kb_detection *out, int32_t max_out);
+
 #endif /* KILOBYTE_H */
