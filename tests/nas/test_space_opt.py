@@ -12,8 +12,8 @@ from kilobyte.nas.space import MBSpace
 from kilobyte.nas.space_opt import (
     MIN_FIT_SHARE,
     ConfigStats,
-    choose,
     NoSpaceFitsError,
+    choose,
     optimize_space,
     optimize_spaces,
     require_fit,
