@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import KilobyteError
+from ..formats.project import symbol
 from ..ir import Graph
+from ..ops.detect_post import DetectConfig, manifest_spec
 from ..quant.check import check_int8
 from ..schedule.plan import make_plan, plan_to_dict
 from ..schedule.plan_types import PlanOptions
@@ -91,10 +93,11 @@ def _tflite_copy(graph: Graph) -> bytes | None:
 
 
 def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "model",
-                  library: LibraryOptions | None = None) -> CompileResult:
+                  library: LibraryOptions | None = None, detect: DetectConfig | None = None) -> CompileResult:
     """Plan and generate the C project for an int8 graph into `out_dir` (atomically); `library` names its exports
     and files (default prefix "kb"). The project's `model.tflite` is written only when the `[tflite]` extra is
-    installed (the manifest's "tflite" is null otherwise)."""
+    installed (the manifest's "tflite" is null otherwise). With `detect`, the outputs are a detector's heads and the
+    library gains `<prefix>_detections` (`detect_c.py`)."""
 
     headless, head = split_float_head(graph)
     core, tails = split_float_tail(headless)
@@ -117,5 +120,12 @@ def compile_graph(graph: Graph, out_dir, options=None, *, model_name: str = "mod
         "file_input_bytes": core.tensors[core.inputs[0]].numel * (4 if head else 1),
         "file_output_bytes": sum(_padded_bytes(core.tensors[o["name"]].numel, o["file_dtype"]) for o in outputs),
     }
+    if detect is not None:
+        if edges.has_float_entry or any(o["dtype"] != "int8" for o in outputs):
+            raise KilobyteError(f"graph '{graph.name}': detection post-processing reads int8 head outputs; this "
+                                f"model's outputs are {[o['file_dtype'] for o in outputs]}")
+        manifest["detect"] = detect.to_json()
+        manifest_spec(manifest)  # checks the heads against the outputs: a one-line error before anything is written
+        manifest["exports"].append(symbol(manifest["prefix"], "detections"))
     path = write_project(out_dir, core, plan, manifest, _tflite_copy(graph), edges)
     return CompileResult(path, core, plan, tail, json.loads((path / "kilobyte.json").read_text()))

@@ -18,6 +18,7 @@ import numpy as np
 from ..atomic import replacing
 from ..errors import KilobyteError
 from ..formats.project import manifest
+from ..ops.detect_post import DETECTION_DTYPE, manifest_spec
 from ..runtime import C_DIR, include_closure
 
 # -O3, not -O2: gcc 12 vectorises the kernels' int8 dot products (pmaddwd) only at -O3 (-O2's "very cheap" cost
@@ -138,6 +139,20 @@ class HostModel:
         if len(ys) != 1:
             raise KilobyteError(f"{self.project}: the model has {len(ys)} outputs; use float_outputs")
         return next(iter(ys.values()))
+
+    def detections(self, x: np.ndarray) -> np.ndarray:
+        """A detector library's boxes for one input: `<prefix>_invoke`, then `<prefix>_detections` over the head
+        outputs it wrote; an `ops.detect_post.DETECTION_DTYPE` array, best first."""
+        spec = manifest_spec(self.manifest)
+        if spec is None:
+            raise KilobyteError(f"{self.project}: not a detector library (compiled without --detect)")
+        outs = self.manifest["outputs"]
+        heads = [np.ascontiguousarray(self.outputs(x)[o["name"]]) for o in outs]
+        found = np.zeros(spec.max_detections, DETECTION_DTYPE)
+        fn = getattr(self.lib, f"{self.prefix}_detections")
+        fn.argtypes, fn.restype = [ctypes.c_void_p] * (len(outs) + 1), ctypes.c_int32
+        n = fn(*(h.ctypes.data for h in heads), found.ctypes.data)
+        return found[:n].copy()
 
     def outputs(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Every output of one run, by name and in its shape."""

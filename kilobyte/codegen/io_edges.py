@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from ..ir import Graph, Op
 from ..transforms.edit import drop_unused_tensors
 from .float_tail import FloatTail, tail_source
-from .header import CTYPE, float_params, output_macro, output_name
-from .library import LibraryOptions
+from .header import CTYPE, float_params, output_macro
+from .library import LibraryOptions, output_name
 
 
 @dataclass(frozen=True)

@@ -100,3 +100,8 @@ def is_classifier(outputs: list[dict]) -> bool:
         return False
     shape = outputs[0]["shape"]
     return len(shape) >= 2 and shape[-1] > 1 and all(d == 1 for d in shape[:-1])
+
+
+def output_name(o: dict, count: int) -> str:
+    """An output's parameter name in the invokes: `output` when it is the only one, else its own."""
+    return "output" if count == 1 else o["param"]

@@ -30,6 +30,7 @@ from ..errors import KilobyteError
 from ..formats.project import MANIFEST, float_call, invoke_call
 from ..ir import Graph
 from .build_files import cmakelists, makefile, toolchain
+from .detect_c import detect_source
 from .header import invoke_params, model_h
 from .io_edges import Edges, edge_source
 from .library import LibraryOptions
@@ -139,6 +140,9 @@ def _fill(d: Path, graph: Graph, plan, manifest: dict, tflite_bytes: bytes | Non
     text, families = model_c(graph, plan, lib, signature, params)  # the int8 core's kernels (kb_invoke)
     if edges.has_float_entry:  # the model as the file defines it: float edges, float tails (io_edges.py)
         text += "\n" + edge_source(edges, lib, manifest)
+    if manifest.get("detect"):  # a detector's post-processing (detect_c.py)
+        text += detect_source(lib, manifest)
+        families = families | {"detect"}
     (d / "src" / lib.source).write_text(text)
     for name in runtime.HEADERS:
         shutil.copyfile(runtime.C_DIR / name, d / "src" / name)

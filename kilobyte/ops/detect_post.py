@@ -93,6 +93,67 @@ class DetectSpec:
         return len(head.anchors) * (FIELDS + self.classes)
 
 
+@dataclass(frozen=True)
+class DetectConfig:
+    """What a user states about a detector's outputs (`detect.json`, `kilobyte compile --detect`): the anchors of
+    each output in output order ((w, h) in input pixels), the number of classes, the thresholds and limits. The
+    rest — each head's cells, stride and quantisation — is the compiled graph's (`spec`)."""
+
+    anchors: tuple[tuple[tuple[float, float], ...], ...]
+    classes: int
+    score_threshold: float = 0.3
+    iou_threshold: float = 0.45
+    max_candidates: int = 64
+    max_detections: int = 16
+
+    @classmethod
+    def from_json(cls, d: dict, where: str = "detect.json") -> DetectConfig:
+        try:
+            anchors = tuple(tuple((float(w), float(h)) for w, h in group) for group in d["anchors"])
+            extra = {k: type(getattr(cls, k))(d[k]) for k in ("score_threshold", "iou_threshold", "max_candidates",
+                                                               "max_detections") if k in d}
+            config = cls(anchors, int(d["classes"]), **extra)
+        except (KeyError, TypeError, ValueError) as e:
+            raise KilobyteError(f"{where}: expected {{\"anchors\": [[[w, h], ...] per output], \"classes\": N, "
+                                f"...}} ({type(e).__name__}: {e})") from None
+        if not anchors or any(not g for g in anchors) or any(w <= 0 or h <= 0 for g in anchors for w, h in g):
+            raise KilobyteError(f"{where}: every output needs at least one anchor of positive size")
+        return config
+
+    def to_json(self) -> dict:
+        return {"anchors": [[list(a) for a in g] for g in self.anchors], "classes": self.classes,
+                "score_threshold": self.score_threshold, "iou_threshold": self.iou_threshold,
+                "max_candidates": self.max_candidates, "max_detections": self.max_detections}
+
+    def spec(self, input_hw: tuple[int, int], outputs: list[dict]) -> DetectSpec:
+        """The post-processing of a graph with input (H, W) and these int8 outputs (dicts with "name", "shape"
+        (1, h, w, c), "scale", "zero_point"): one head per output, its stride the input's side over its own."""
+        if len(outputs) != len(self.anchors):
+            raise KilobyteError(f"detection: {len(self.anchors)} anchor groups for {len(outputs)} outputs (one "
+                                f"group per output, in order)")
+        heads = []
+        for o, group in zip(outputs, self.anchors):
+            _, h, w, c = o["shape"]
+            want = len(group) * (FIELDS + self.classes)
+            if c != want:
+                raise KilobyteError(f"detection: output '{o['name']}' has {c} channels; {len(group)} anchors x "
+                                    f"(5 + {self.classes} classes) = {want}")
+            if input_hw[0] % h or input_hw[1] % w or input_hw[0] // h != input_hw[1] // w:
+                raise KilobyteError(f"detection: output '{o['name']}' ({h}x{w}) is not the input "
+                                    f"({input_hw[0]}x{input_hw[1]}) at one whole stride")
+            heads.append(DetectHead(h, w, input_hw[0] // h, group, float(o["scale"]), int(o["zero_point"])))
+        return DetectSpec(tuple(heads), self.classes, input_hw[1], input_hw[0], self.score_threshold,
+                          self.iou_threshold, self.max_candidates, self.max_detections)
+
+
+def manifest_spec(manifest: dict) -> DetectSpec | None:
+    """The post-processing a compiled library runs (`kilobyte.json`'s "detect"), or None for a plain model."""
+    if not manifest.get("detect"):
+        return None
+    _, h, w, _ = manifest["input"]["shape"]
+    return DetectConfig.from_json(manifest["detect"], "kilobyte.json").spec((h, w), manifest["outputs"])
+
+
 DETECTION_DTYPE = np.dtype([("x_min", np.int16), ("y_min", np.int16), ("x_max", np.int16), ("y_max", np.int16),
                             ("score", np.int16), ("cls", np.int16)])  # kilobyte.h's kb_detection
 

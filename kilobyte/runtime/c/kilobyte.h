@@ -291,11 +291,14 @@ typedef struct {
     int32_t score_min;                        /* Q15: a box scoring less is no candidate */
     int32_t iou_max;                          /* Q15: NMS drops a box overlapping a kept one of its class by more */
 } kb_detect_params;
-/* One detection: box in 1/16 pixel, score in Q15, class index. */
+/* One detection: box in 1/16 pixel, score in Q15, class index (a generated model.h declares it too). */
+#ifndef KB_DETECTION_DEFINED
+#define KB_DETECTION_DEFINED
 typedef struct {
     int16_t x_min, y_min, x_max, y_max;
     int16_t score, cls;
 } kb_detection;
+#endif
 /* Candidates go into cand (max_cand entries, caller-owned), the kept boxes into out (max_out); returns how many
  * were written to out, best first. No heap. */
 int32_t kb_detect(const kb_detect_params *p, const kb_detect_head *heads, int32_t n_heads, kb_detection *cand,

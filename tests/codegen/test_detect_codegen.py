@@ -1,0 +1,63 @@
+"""A detector library (`compile_graph(..., detect=)`, issue 28): model.h declares `kb_detection`, the limits and
+`<prefix>_detections`; the host build's boxes for real scenes equal the reference post-processing of the outputs
+the same build wrote; the runtime's kb_detect.c is in the project; a configuration that does not match the
+outputs is a one-line error before anything is written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kilobyte.codegen import HostModel, LibraryOptions, compile_graph
+from kilobyte.data.detect import make_digit_scenes
+from kilobyte.driver import from_module
+from kilobyte.errors import KilobyteError
+from kilobyte.ops.detect_post import DetectConfig, manifest_spec, postprocess
+from kilobyte.quant.quantize import quantize
+from kilobyte.zoo.detector import YoloDetector
+
+ANCHORS = (((10.0, 12.0), (20.0, 24.0)), ((40.0, 40.0),))
+
+
+@pytest.fixture(scope="module")
+def detector_graph():
+    torch.manual_seed(0)
+    model = YoloDetector(10, ANCHORS, width=0.35).eval()
+    with torch.no_grad():  # objectness up, so that many boxes pass the threshold and NMS has work
+        for head in (model.head8, model.head16):
+            head.bias.view(-1, 15)[:, 4] = 2.0
+    graph = from_module("det", model, (1, 1, 64, 64)).graph
+    scenes = make_digit_scenes(12, seed=0, size=64, digit_px=(14, 30))
+    return quantize(graph, [scenes.images[i:i + 1] for i in range(8)]), scenes
+
+
+def test_host_boxes_equal_the_reference_of_its_outputs(tmp_path, detector_graph):
+    graph, scenes = detector_graph
+    config = DetectConfig(ANCHORS, 10, score_threshold=0.2, iou_threshold=0.4, max_candidates=30, max_detections=8)
+    result = compile_graph(graph, tmp_path / "p", detect=config, library=LibraryOptions("det"))
+    header = (result.out_dir / "src" / "det_model.h").read_text()
+    assert "} kb_detection;" in header and "#define DET_MAX_DETECTIONS 8" in header
+    assert "int32_t det_detections(const int8_t *" in header and "det_detections" in result.manifest["exports"]
+    assert (result.out_dir / "src" / "kb_detect.c").exists() and result.manifest["detect"] == config.to_json()
+    host, spec = HostModel(result.out_dir), manifest_spec(result.manifest)
+    q = result.manifest["input"]
+    counts = []
+    for image in scenes.images:
+        x = np.clip(np.round(image[None] / q["scale"]) + q["zero_point"], -128, 127).astype(np.int8)
+        outs = host.outputs(x)
+        want = postprocess(spec, [outs[o["name"]][0] for o in result.manifest["outputs"]])
+        got = host.detections(x)
+        np.testing.assert_array_equal(got, want)
+        counts.append(len(got))
+    assert max(counts) == 8 and min(counts) >= 1  # full result arrays and NMS both reached
+
+
+@pytest.mark.parametrize("anchors, message", [
+    (ANCHORS[:1], "1 anchor groups for 2 outputs"),
+    ((ANCHORS[0], ANCHORS[0]), "output 'conv_2d_"),
+])
+def test_a_config_that_does_not_match_the_outputs_is_refused(tmp_path, detector_graph, anchors, message):
+    with pytest.raises(KilobyteError, match=message) as e:
+        compile_graph(detector_graph[0], tmp_path / "p", detect=DetectConfig(anchors, 10))
+    assert "\n" not in str(e.value) and not (tmp_path / "p").exists()
