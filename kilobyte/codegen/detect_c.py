@@ -51,7 +51,7 @@ def detect_header(lib: LibraryOptions, manifest: dict) -> list[str]:
 def detect_source(lib: LibraryOptions, manifest: dict) -> str:
     """model.c's tables and `<prefix>_detections` (module doc)."""
     spec = manifest_spec(manifest)
-    parts = ["", "/* Detection post-processing (kilobyte.ops.detect_post): each head's tables from its quantisation. */"]
+    parts = ["", "/* Detection post-processing (kilobyte.ops.detect_post): the heads' tables from their quantisation. */"]
     inits = []
     params = head_params(manifest)
     for k, head in enumerate(spec.heads):
@@ -59,7 +59,8 @@ def detect_source(lib: LibraryOptions, manifest: dict) -> str:
         parts += [c_array(sig, "uint16_t", head.sigmoid_table()), c_array(exp, "uint32_t", head.exp_table()),
                   c_array(anc, "int16_t", head.anchors_q4())]
         data = params[k].rsplit("*", 1)[1]
-        inits.append(f"        {{{data}, {head.h}, {head.w}, {head.stride}, {len(head.anchors)}, {anc}, {sig}, {exp}}},")
+        geometry = f"{head.h}, {head.w}, {head.stride}, {len(head.anchors)}"
+        inits.append(f"        {{{data}, {geometry}, {anc}, {sig}, {exp}}},")
     cand = lib.symbol("det_candidates")
     parts += [f"static kb_detection {cand}[{spec.max_candidates}];",
               f"int32_t {lib.symbol('detections')}({', '.join(params)})",
