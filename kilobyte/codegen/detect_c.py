@@ -51,7 +51,7 @@ def detect_header(lib: LibraryOptions, manifest: dict) -> list[str]:
 def detect_source(lib: LibraryOptions, manifest: dict) -> str:
     """model.c's tables and `<prefix>_detections` (module doc)."""
     spec = manifest_spec(manifest)
-    parts = ["", "/* Detection post-processing (kilobyte.ops.detect_post): the heads' tables from their quantisation. */"]
+    parts = ["", "/* Detection post-processing (kilobyte.ops.detect_post): tables from each head's quantisation. */"]
     inits = []
     params = head_params(manifest)
     for k, head in enumerate(spec.heads):
