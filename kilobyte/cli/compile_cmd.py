@@ -11,11 +11,14 @@ are the driver's (`kilobyte.driver.compile_model`, `driver.fit`); this module pa
 
 from __future__ import annotations
 
+import json
 import sys
 
 from ..codegen import LibraryOptions
 from ..codegen.library import TARGETS
 from ..driver import compile_model, device_fit, suggested
+from ..errors import KilobyteError
+from ..ops.detect_post import DetectConfig
 from ..units import kb
 from .common import (
     add_command,
@@ -61,8 +64,24 @@ def register(sub) -> None:
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="the Cortex-M core of the generated CMake toolchain file cmake/arm-none-eabi.cmake (default: "
                    "the device's core, else cortex-m4); `make TARGET=...` builds for any of them")
+    p.add_argument("--detect", metavar="JSON",
+                   help="the model is a YOLO-style detector: this file's anchors (one list of [w, h] in input pixels "
+                   "per output, in output order), classes and optional score_threshold, iou_threshold, "
+                   "max_candidates, max_detections; the library gains NAME_detections, which decodes the outputs "
+                   "into boxes (docs/integration.md)")
     add_json_arg(p, "the fit report")
     p.set_defaults(func=run)
+
+
+def read_detect_config(path: str) -> DetectConfig:
+    """`--detect FILE`: a `DetectConfig` from its JSON, or a one-line error naming the file."""
+    try:
+        with open(path) as f:
+            return DetectConfig.from_json(json.load(f), path)
+    except OSError as e:
+        raise KilobyteError(f"{path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise KilobyteError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from None
 
 
 def run(args) -> int:
@@ -70,11 +89,12 @@ def run(args) -> int:
     device = get_device(args)
     target = args.target or (device.core if device is not None and device.core in TARGETS else "cortex-m4")
     library = LibraryOptions(prefix=args.prefix, arena_extern=args.arena_extern, target=target)  # checked first
+    detect = read_detect_config(args.detect) if args.detect else None
     model = load_model(args)
     result = compile_model(model, args.out, data=args.data, samples=args.samples,
                            patch=parse_patch(args.patch, model.graph), inplace=not args.no_inplace,
                            conv_columns=args.conv_columns, kernels=args.kernels,
-                           max_mac_overhead=args.max_mac_overhead, library=library)
+                           max_mac_overhead=args.max_mac_overhead, library=library, detect=detect)
     report, overflow = device_fit(result, device)
     report = suggested(report, result, device, args.devices_file)
     if args.json:

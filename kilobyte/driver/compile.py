@@ -31,13 +31,14 @@ def quantize(model: LoadedModel, dataset_spec: str, *, samples: int = 64, method
 
 def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, samples: int = 64, patch=None,
                   inplace: bool = True, conv_columns: str = "free", kernels: str = "portable",
-                  max_mac_overhead: float | None = 0.2, library=None):
+                  max_mac_overhead: float | None = 0.2, library=None, detect=None):
     """Quantise (float models need `data`), plan and generate the C project; returns a `CompileResult`.
     `kernels`: the kernel set the plan is for ("portable", or "dsp" for the Cortex-M DSP kernels): its scratch is
     what that set reads, and firmware builds of the project default to it. conv_columns="wide" gives every DSP conv
     six im2col columns even where that raises the SRAM peak (faster); "free" (default) only from bytes free anyway.
     `max_mac_overhead`: with patch="auto", the most extra MACs the patch stage may cost (None: no limit).
-    `library`: a `codegen.LibraryOptions` (prefix of exported names, arena ownership, Arm target of the build files)."""
+    `library`: a `codegen.LibraryOptions` (prefix of exported names, arena ownership, Arm target of the build files).
+    `detect`: an `ops.detect_post.DetectConfig` for a detector, whose library then decodes its boxes too."""
     if not model.is_int8 and data is None:
         raise KilobyteError(f"model '{model.source}' is float: give calibration data with --data "
                             "(mnist, digits, letters, a .npz or an image folder)")
@@ -46,7 +47,7 @@ def compile_model(model: LoadedModel, out_dir, *, data: str | None = None, sampl
                        concat_in_place=inplace, fuse_add=inplace, patch=patch, conv_columns=conv_columns,
                        kernels=kernels, max_mac_overhead=max_mac_overhead)
     name = Path(model.source).stem if model.source.endswith((".onnx", ".tflite")) else model.source
-    return compile_graph(graph, out_dir, opts, model_name=name, library=library)
+    return compile_graph(graph, out_dir, opts, model_name=name, library=library, detect=detect)
 
 
 @dataclass

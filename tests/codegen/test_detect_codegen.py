@@ -5,6 +5,10 @@ outputs is a one-line error before anything is written."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +17,7 @@ from kilobyte.codegen import HostModel, LibraryOptions, compile_graph
 from kilobyte.data.detect import make_digit_scenes
 from kilobyte.driver import from_module
 from kilobyte.errors import KilobyteError
+from kilobyte.export.tflite import to_tflite
 from kilobyte.ops.detect_post import DetectConfig, manifest_spec, postprocess
 from kilobyte.quant.quantize import quantize
 from kilobyte.zoo.detector import YoloDetector
@@ -61,3 +66,20 @@ def test_a_config_that_does_not_match_the_outputs_is_refused(tmp_path, detector_
     with pytest.raises(KilobyteError, match=message) as e:
         compile_graph(detector_graph[0], tmp_path / "p", detect=DetectConfig(anchors, 10))
     assert "\n" not in str(e.value) and not (tmp_path / "p").exists()
+
+
+def test_compile_command_takes_a_detect_file(tmp_path, detector_graph):
+    """`kilobyte compile MODEL.tflite --detect detect.json`: the library has the detector's entry point; a file
+    that is not the configuration is a one-line error naming it, exit 1."""
+    model = tmp_path / "det.tflite"
+    model.write_bytes(to_tflite(detector_graph[0]))
+    good = tmp_path / "detect.json"
+    good.write_text(json.dumps(DetectConfig(ANCHORS, 10).to_json()))
+    cmd = [sys.executable, "-m", "kilobyte", "compile", str(model), "--out", str(tmp_path / "lib")]
+    run = subprocess.run([*cmd, "--detect", str(good), "--json"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "int32_t kb_detections(" in (tmp_path / "lib" / "src" / "model.h").read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"classes": 10}')
+    run = subprocess.run([*cmd, "--detect", str(bad)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and str(bad) in run.stderr, run.stderr
