@@ -64,4 +64,6 @@ def run(args) -> int:
         print(rep.summary())
         if rep.float_entry:
             print(f"  {rep.float_entry}")
+        if rep.detections:
+            print(f"  {rep.detections}")
     return 0 if rep.ok else 1

@@ -31,6 +31,7 @@ from ..errors import KilobyteError
 from ..formats.project import manifest
 from ..interp import run_int8
 from ..ops.arith import dequantize_values
+from ..ops.detect_post import manifest_spec, postprocess
 from ..targets.litert import litert_available, run_litert
 from ..targets.tflm import run_tflm, tflm_missing_ops
 from .load import calibration_inputs
@@ -54,6 +55,7 @@ class VerifyReport:
     stack_bytes: int | None = None  # highest stack high-water mark over the QEMU runs
     not_run: dict[str, str] = field(default_factory=dict)  # oracle -> the reason it did not run
     float_entry: str | None = None  # what checked <prefix>_invoke_float, if the model has one (`float_entry_note`)
+    detections: str | None = None  # what checked a detector's <prefix>_detections (`detection_mismatches`)
 
     @property
     def ok(self) -> bool:
@@ -83,13 +85,13 @@ class VerifyReport:
         """The report as JSON: the oracles that ran (`engines`) and those that did not with the reason (`not_run`)."""
         return {"ok": self.ok, "inputs": self.inputs, "engines": list(self.engines), "not_run": dict(self.not_run),
                 "sanitizer_runs": self.sanitizer_runs, "mismatches": list(self.mismatches), "target": self.target,
-                "stack_bytes": self.stack_bytes, "float_entry": self.float_entry}
+                "stack_bytes": self.stack_bytes, "float_entry": self.float_entry, "detections": self.detections}
 
     @classmethod
     def from_json(cls, d: dict) -> VerifyReport:
         """The report back from `to_json`'s dict (a search's or a pruning's report.json), to print its summary."""
         return cls(d["inputs"], tuple(d["engines"]), list(d["mismatches"]), d["sanitizer_runs"], d.get("target"),
-                   d.get("stack_bytes"), dict(d["not_run"]), d.get("float_entry"))
+                   d.get("stack_bytes"), dict(d["not_run"]), d.get("float_entry"), d.get("detections"))
 
 
 def verification_line(report: dict) -> str:
@@ -219,6 +221,26 @@ def float_entry_note(m: dict, oracle: str | None, inputs: int) -> str | None:
             "(integers bit for bit, floats within 1 ulp)")
 
 
+def detection_mismatches(m: dict, reference_flat: np.ndarray, found: np.ndarray, engine: str, i: int) -> list[str]:
+    """A detector library's boxes (`found`, from `engine`) against `ops.detect_post.postprocess` of the reference
+    outputs (`reference_flat`: every output back to back at its manifest offset); [] when equal."""
+    spec = manifest_spec(m)
+    heads = [reference_flat[o["offset"]:o["offset"] + int(np.prod(o["shape"]))].reshape(o["shape"][1:])
+             for o in m["outputs"]]
+    want = postprocess(spec, heads)
+    if len(found) == len(want) and np.array_equal(found, want):
+        return []
+    return [f"input {i}: {engine} detections differ from the reference post-processing ({len(found)} boxes, "
+            f"expected {len(want)})"]
+
+
+def detections_note(m: dict, engines: str, inputs: int) -> str | None:
+    """What checked `<prefix>_detections`, for the report (None for a model without it)."""
+    if not m.get("detect"):
+        return None
+    return f"boxes: {engines} == reference post-processing on {inputs} inputs"
+
+
 def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm: bool = True,
                    sanitize: bool = True, progress: bool = False) -> VerifyReport:
     """Host C == numpy reference == TFLite Micro (or TFLite's interpreter) on `n_random` random inputs and images
@@ -249,6 +271,9 @@ def verify_project(project, *, n_random: int = 8, data: str | None = None, tflm:
                 report.mismatches.append(f"input {i}: {name} differs from the reference in {n} values")
         if files and ran is not None:
             report.mismatches += file_output_mismatches(m, host.float_outputs(feed), ran, "c-host float entry", i)
+        if m.get("detect"):
+            report.mismatches += detection_mismatches(m, got["reference"], host.detections(x), "c-host", i)
+    report.detections = detections_note(m, "c-host", len(xs))
     if sanitize:
         _sanitizer_runs(project, m, core, xs, oracle, tfl, report)
     return report

@@ -25,6 +25,8 @@ from ..targets.cortexm.verify import resolve_target
 from ..targets.devices import Device
 from .verify import (
     VerifyReport,
+    detection_mismatches,
+    detections_note,
     file_input,
     file_output_mismatches,
     flat_outputs,
@@ -71,6 +73,10 @@ def verify_on_target(project, target: str | None, *, device: str | Device | None
                                          f"{int(np.sum(y != want))} values")
         if check_float is not None:
             check_float(i, feed, run.file_output)
+        if m.get("detect"):
+            report.mismatches += detection_mismatches(m, want, run.detections, engine, i)
+            report.mismatches += detection_mismatches(m, want, host.detections(x), "c-host", i)
+    report.detections = detections_note(m, f"{engine} == c-host", len(xs))
     return report
 
 

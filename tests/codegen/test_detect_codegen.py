@@ -15,11 +15,13 @@ import torch
 
 from kilobyte.codegen import HostModel, LibraryOptions, compile_graph
 from kilobyte.data.detect import make_digit_scenes
-from kilobyte.driver import from_module
+from kilobyte.driver import from_module, verify_on_target, verify_project
 from kilobyte.errors import KilobyteError
 from kilobyte.export.tflite import to_tflite
 from kilobyte.ops.detect_post import DetectConfig, manifest_spec, postprocess
 from kilobyte.quant.quantize import quantize
+from kilobyte.targets.cortexm import build_firmware
+from kilobyte.targets.cortexm.qemu import run_qemu
 from kilobyte.zoo.detector import YoloDetector
 
 ANCHORS = (((10.0, 12.0), (20.0, 24.0)), ((40.0, 40.0),))
@@ -83,3 +85,18 @@ def test_compile_command_takes_a_detect_file(tmp_path, detector_graph):
     bad.write_text('{"classes": 10}')
     run = subprocess.run([*cmd, "--detect", str(bad)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1 and run.stderr.count("\n") == 1 and str(bad) in run.stderr, run.stderr
+
+
+def test_boxes_verified_on_the_host_and_under_qemu(tmp_path, detector_graph):
+    """`verify_project` and `verify_on_target` (Cortex-M7 under QEMU: the firmware writes detections.bin) check
+    the boxes against the reference post-processing, and say so."""
+    config = DetectConfig(ANCHORS, 10, score_threshold=0.2, max_detections=6)
+    result = compile_graph(detector_graph[0], tmp_path / "p", detect=config)
+    host = verify_project(result.out_dir, n_random=3, sanitize=False)
+    assert host.ok and host.detections == "boxes: c-host == reference post-processing on 3 inputs"
+    target = verify_on_target(result.out_dir, "cortex-m7", n_random=2)
+    assert target.ok, target.mismatches
+    assert target.detections == "boxes: qemu-cortex-m7 == c-host == reference post-processing on 2 inputs"
+    build = build_firmware(result.out_dir, "cortex-m7")
+    run = run_qemu(build, np.zeros(result.manifest["input"]["shape"], np.int8))
+    assert build.max_detections == 6 and run.detections is not None and 1 <= len(run.detections) <= 6

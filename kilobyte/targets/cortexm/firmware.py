@@ -28,6 +28,7 @@ from pathlib import Path
 from kilobyte.errors import DoesNotFitError, KilobyteError
 from kilobyte.formats.project import float_call, invoke_call
 from kilobyte.kernels import check_kernel_set
+from kilobyte.ops.detect_post import DETECTION_DTYPE
 from kilobyte.runtime import ARM_DIR, assembly_for
 from kilobyte.targets.devices import Device, get_device
 
@@ -60,6 +61,7 @@ class FirmwareBuild:
     output_bytes: int
     sizes: dict[str, int] = field(default_factory=dict)  # allocated section -> bytes (.text, .rodata, .bss, ...)
     file_output_bytes: int | None = None  # built with the float entry point: its outputs' bytes (fw_file_output)
+    max_detections: int | None = None  # a detector's library: the boxes fw_detections holds after its count
 
     @property
     def target(self) -> str:
@@ -123,7 +125,8 @@ def model_interface(model_dir: Path) -> dict:
         m = {}
     return {"prefix": m.get("prefix", "kb"), "header": m.get("header", "src/model.h"),
             "source": m.get("source", "src/model.c"), "outputs": m.get("outputs", [{"offset": 0}]),
-            "host_sources": m.get("host_sources", []), "float_entry": bool(m.get("float_entry"))}
+            "host_sources": m.get("host_sources", []), "float_entry": bool(m.get("float_entry")),
+            "detect": bool(m.get("detect"))}
 
 
 def _check_model_dir(model_dir: Path) -> Path:
@@ -145,6 +148,10 @@ def fw_model_h(model_dir: Path, float_entry: bool = False) -> str:
             f'#include "{Path(names["header"]).name}"\n'
             f"#define FW_INPUT_BYTES {u}_INPUT_BYTES\n#define FW_OUTPUT_BYTES {u}_OUTPUT_BYTES\n"
             f"#define FW_INVOKE(in, out) {invoke_call(m, 'in', 'out')}\n")
+    if names["detect"]:  # a detector: main.c decodes the boxes too (codegen/detect_c.py)
+        heads = ", ".join(f"(const int8_t *)(out) + {o.get('offset', 0)}" for o in names["outputs"])
+        text += (f"#define FW_MAX_DETECTIONS {u}_MAX_DETECTIONS\n"
+                 f"#define FW_DETECT(out, det) {names['prefix']}_detections({heads}, det)\n")
     if not float_entry:
         return text
     if not names["float_entry"]:
@@ -246,4 +253,6 @@ def _finish(out: Path, model_dir: Path, board: Board, dev: Device | None, kernel
                          stack_reserve_bytes=stack_bytes, input_bytes=symbols["fw_input"].size,
                          output_bytes=symbols["fw_output"].size,
                          sizes={s.name: s.size for s in elf_sections(elf)},
-                         file_output_bytes=symbols["fw_file_output"].size if float_entry else None)
+                         file_output_bytes=symbols["fw_file_output"].size if float_entry else None,
+                         max_detections=(symbols["fw_detections"].size - 4) // DETECTION_DTYPE.itemsize
+                         if "fw_detections" in symbols else None)

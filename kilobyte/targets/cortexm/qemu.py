@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kilobyte.errors import KilobyteError
+from kilobyte.ops.detect_post import DETECTION_DTYPE
 
 from .toolchain import qemu_arm
 
@@ -38,6 +39,7 @@ class QemuResult:
     exit_code: int
     seconds: float  # wall time of the QEMU process
     file_output: bytes | None = None  # a float-entry build's file_output.bin (host.unpack_file_outputs reads it)
+    detections: np.ndarray | None = None  # a detector's boxes (ops.detect_post.DETECTION_DTYPE), best first
 
 
 def qemu_command(build, kernel: Path) -> list[str]:
@@ -112,10 +114,23 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
         output = (work / "output.bin").read_bytes()
         file_output = (work / "file_output.bin").read_bytes() if file_input is not None else None
         stats = dict(line.split() for line in (work / "stats.txt").read_text().splitlines() if line.strip())
+        detections = _detections(build, work / "detections.bin") if build.max_detections is not None else None
     if len(output) != build.output_bytes:
         raise KilobyteError(f"{build.elf}: output.bin has {len(output)} bytes, expected {build.output_bytes}")
     if file_output is not None and len(file_output) != build.file_output_bytes:
         raise KilobyteError(f"{build.elf}: file_output.bin has {len(file_output)} bytes, expected "
                             f"{build.file_output_bytes}")
     return QemuResult(np.frombuffer(output, dtype=np.int8).copy(), int(stats["stack_bytes"]), proc.returncode,
-                      seconds, file_output)
+                      seconds, file_output, detections)
+
+
+def _detections(build, path: Path) -> np.ndarray:
+    """detections.bin (fw/main.c): the count, then max_detections entries; the first `count` of them."""
+    raw = path.read_bytes()
+    if len(raw) != 4 + build.max_detections * DETECTION_DTYPE.itemsize:
+        raise KilobyteError(f"{build.elf}: detections.bin has {len(raw)} bytes, expected "
+                            f"{4 + build.max_detections * DETECTION_DTYPE.itemsize}")
+    count = int(np.frombuffer(raw[:4], "<i4")[0])
+    if not 0 <= count <= build.max_detections:
+        raise KilobyteError(f"{build.elf}: detections.bin counts {count} boxes of at most {build.max_detections}")
+    return np.frombuffer(raw[4:], DETECTION_DTYPE)[:count].copy()

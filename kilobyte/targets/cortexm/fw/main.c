@@ -5,7 +5,8 @@
  * written by firmware.py, names the model's header, sizes and invoke call, whatever the library's prefix.
  * A build with FW_INVOKE_FLOAT (a model's float entry point, asked for by firmware.py) then also runs that on
  * file_input.bin (FW_FILE_INPUT_BYTES, the file's input) and writes file_output.bin (its outputs as the file has
- * them); the stack high-water mark covers both calls. */
+ * them); the stack high-water mark covers both calls. A detector's library (FW_DETECT) also decodes its boxes and
+ * writes detections.bin: the count (4 bytes, little-endian), then FW_MAX_DETECTIONS kb_detection entries. */
 #include <stdint.h>
 
 #include "fw.h"
@@ -14,6 +15,12 @@
 /* Global so the ELF names them: the instruction counter writes the input here and reads the output back. */
 int8_t fw_input[FW_INPUT_BYTES] __attribute__((aligned(8)));
 int8_t fw_output[FW_OUTPUT_BYTES] __attribute__((aligned(8)));
+#ifdef FW_DETECT
+struct {
+    int32_t count;
+    kb_detection boxes[FW_MAX_DETECTIONS];
+} fw_detections;
+#endif
 #ifdef FW_INVOKE_FLOAT
 int8_t fw_file_input[FW_FILE_INPUT_BYTES] __attribute__((aligned(8)));
 int8_t fw_file_output[FW_FILE_OUTPUT_BYTES] __attribute__((aligned(8)));
@@ -61,6 +68,13 @@ int main(void)
         return FW_EXIT_IO;
     }
     FW_INVOKE(fw_input, fw_output);  /* int8 or uint8 (the model's header): bytes either way */
+#ifdef FW_DETECT
+    fw_detections.count = FW_DETECT(fw_output, fw_detections.boxes);
+    if (fw_write_file("detections.bin", &fw_detections, sizeof fw_detections) != 0) {
+        sh_write0("kilobyte-fw: cannot write detections.bin\n");
+        return FW_EXIT_IO;
+    }
+#endif
 #ifdef FW_INVOKE_FLOAT
     if (fw_read_file("file_input.bin", fw_file_input, FW_FILE_INPUT_BYTES) != 0) {
         sh_write0("kilobyte-fw: cannot read FW_FILE_INPUT_BYTES bytes from file_input.bin\n");
