@@ -20,10 +20,13 @@ from .driver import (
     quantize,
 )
 from .errors import KilobyteError
+from .formats.project import manifest
 from .prune import prune_model
 from .prune.pipeline import DEFAULT_LOSS_BUDGET
 from .train import TrainConfig, fit
+from .train.detect_library import evaluate_detector
 from .train.library_accuracy import evaluate_library
+from .train.library_accuracy import library_dir as library_dir_of
 
 __all__ = ["LoadedModel", "PrunedBuild", "calibration_inputs", "compile_model", "compile_pruned", "evaluate", "load",
            "match_input", "prune", "quantize"]
@@ -56,12 +59,16 @@ def prune(model: LoadedModel, dataset_spec: str, *, method: str = "filterlet", s
 
 def evaluate(library_dir, data: str | None = None, *, split: str | None = None, limit: int | None = None,
              target: str | None = None, device=None, kernels: str | None = None, resize: str = "bilinear",
-             progress: bool = False):
+             progress: bool = False, task: str | None = None):
     """`kilobyte evaluate`: the accuracy of the compiled library in `library_dir` (or a search's output folder) on
     labelled images, per class and as a confusion matrix, from its own host C build — and, with `target` / `device`,
     from its firmware under QEMU, each output compared with the host's. `split="test"`: the held-out images a search
     or the demo reported its int8 accuracy on. Returns a `train.library_accuracy.LibraryEvaluation` (`.to_json()`;
-    `report.confusion` formats and draws it)."""
+    `report.confusion` formats and draws it). A detector library (compiled with `detect`), or `task="detect"`: its
+    mAP@0.5 on images with boxes instead (`train.detect_library.DetectionEvaluation`)."""
+    if task == "detect" or (task is None and manifest(library_dir_of(library_dir)).get("detect")):
+        return evaluate_detector(library_dir, data, split=split, limit=limit, target=target, device=device,
+                                 kernels=kernels, progress=progress)
     return evaluate_library(library_dir, data, split=split, limit=limit, target=target, device=device,
                             kernels=kernels, resize=resize, progress=progress)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from ..api import evaluate
 from ..errors import DoesNotFitError
 from ..report.confusion import check_plot_path, format_evaluation, plot_evaluation
+from ..report.detections import format_detection, plot_detections
+from ..train.detect_library import DetectionEvaluation
 from .bench_cmd import add_target_args, does_not_fit, target_device
 from .common import add_command, add_json_arg, print_json
 
@@ -40,8 +42,13 @@ def register(sub) -> None:
     p.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
                    help="how images of another size are resized to the library's input (default bilinear: "
                    "`kilobyte search`'s training resize)")
+    p.add_argument("--task", choices=("classify", "detect"), default=None,
+                   help="detect: mAP@0.5 of a detector library (compiled with --detect) on images with boxes "
+                   "(digit-scenes, or a folder with boxes.csv; --split test: digit-scenes' held-out scenes); default: "
+                   "what the library is")
     add_target_args(p)
-    p.add_argument("--plot", metavar="FILE.png", help="draw the confusion matrix and per-class accuracy to a PNG")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the confusion matrix and per-class accuracy to a PNG (a "
+                   "detector: the first images with their predicted and true boxes)")
     add_json_arg(p, "the figures")
     p.set_defaults(func=run)
 
@@ -53,9 +60,17 @@ def run(args) -> int:
         check_plot_path(args.plot)
     try:
         ev = evaluate(args.dir, args.data, split=args.split, limit=args.limit, target=target,
-                              device=device, kernels=args.kernels, resize=args.resize, progress=not args.json)
+                      device=device, kernels=args.kernels, resize=args.resize, progress=not args.json, task=args.task)
     except DoesNotFitError as e:
         return does_not_fit(e)
+    if isinstance(ev, DetectionEvaluation):
+        if args.plot:
+            plot_detections(ev, args.plot)
+        if args.json:
+            print_json(ev.to_json())
+        else:
+            print(format_detection(ev) + (f"\nplot      {args.plot}" if args.plot else ""))
+        return 1 if ev.differing else 0
     if args.plot:
         plot_evaluation(ev, args.plot)
     if args.json:
