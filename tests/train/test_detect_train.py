@@ -18,7 +18,9 @@ from kilobyte.train.detect import (
     decode_boxes,
     detection_loss,
     fit_anchors,
+    fit_detector,
     split_anchors,
+    validation_map,
 )
 from kilobyte.train.detect_eval import Detections, mean_average_precision
 from kilobyte.zoo.detector import YoloDetector
@@ -122,3 +124,17 @@ def test_a_small_detector_learns_the_scenes_it_sees(heads):
     after = score()
     print(f"mAP {before:.3f} -> {after:.3f}, loss {losses[0]:.1f} -> {losses[-1]:.2f}")
     assert after > max(0.5, before + 0.4)
+
+
+def test_fit_detector_keeps_its_best_epoch():
+    scenes = make_digit_scenes(40, seed=2, size=64, digit_px=(16, 28))
+    train, val = scenes.split(32)
+    anchors = split_anchors(fit_anchors(train.boxes, 2), 1)
+    torch.manual_seed(0)
+    model = YoloDetector(10, anchors, width=0.35)
+    result = fit_detector(model, train, val, epochs=4, batch_size=16, augment=True)
+    maps = [h["map50"] for h in result["history"]]
+    assert len(maps) == 4 and result["best_map50"] == max(maps) and maps[result["best_epoch"]] == max(maps)
+    assert result["history"][-1]["loss"] < result["history"][0]["loss"]
+    again = validation_map(model, val.images, val.boxes, val.labels, model.anchors, model.strides, 10)
+    assert again == pytest.approx(result["best_map50"])  # the best epoch's weights are the model's
