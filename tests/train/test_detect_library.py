@@ -92,7 +92,8 @@ def test_cli_text_json_plot_and_qemu(detector, tmp_path):
 def test_a_classifier_is_not_a_detector(tmp_path):
     from kilobyte.zoo import create
 
-    graph = from_module("cnn", create("mnist-cnn", width=0.25, resolution=28).eval(), (1, 1, 28, 28)).graph
+    model, shape = create("mnist-cnn", width=0.25, resolution=28)
+    graph = from_module("cnn", model, shape).graph
     lib = compile_graph(quantize(graph, [np.zeros((1, 28, 28, 1), np.float32)]), tmp_path / "cnn")
     run = subprocess.run([sys.executable, "-m", "kilobyte", "evaluate", str(lib.out_dir), "--task", "detect",
                           "--data", "digit-scenes"], capture_output=True, text=True, timeout=300)
