@@ -58,7 +58,7 @@ def detect_source(lib: LibraryOptions, manifest: dict) -> str:
         sig, exp, anc = (lib.symbol(f"det_{n}_{k}") for n in ("sigmoid", "exp", "anchors"))
         parts += [c_array(sig, "uint16_t", head.sigmoid_table()), c_array(exp, "uint32_t", head.exp_table()),
                   c_array(anc, "int16_t", head.anchors_q4())]
-        data = params[k].rsplit("*", 1)[1]
+        data = output_name(manifest["outputs"][k], len(manifest["outputs"]))
         geometry = f"{head.h}, {head.w}, {head.stride}, {len(head.anchors)}"
         inits.append(f"        {{{data}, {geometry}, {anc}, {sig}, {exp}}},")
     cand = lib.symbol("det_candidates")

@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.detect import box_iou
+from ..ops.detect_post import FIELDS
 from .detect_eval import Detections, mean_average_precision
 from .schedule import lr_factor
 
 IGNORE_IOU = 0.5
-FIELDS = 5
 
 
 def fit_anchors(boxes, k: int, seed: int = 0, iterations: int = 50) -> np.ndarray:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..ops.detect_post import FIELDS
 from .blocks import BlockSpec, InvertedResidual, conv_bn_act, init_weights, make_divisible
 
 # (expand, channels, repeats, stride) of the blocks up to stride 8, then up to stride 16 (the stem is stride 2)
 TO_STRIDE_8 = ((1, 16, 1, 1), (4, 24, 2, 2), (4, 32, 2, 2))
 TO_STRIDE_16 = ((4, 48, 2, 2), (4, 64, 1, 1))
-FIELDS = 5  # tx, ty, tw, th, objectness (`ops.detect_post.FIELDS`)
 
 
 def _stage(rows, cin: int, width: float) -> tuple[nn.Sequential, int]:
