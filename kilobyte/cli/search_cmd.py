@@ -18,7 +18,9 @@ from dataclasses import replace
 from ..atomic import write_json
 from ..driver import verification_line
 from ..errors import KilobyteError
+from ..report.detections import plot_detections
 from ..targets.cortexm.firmware import DEFAULT_STACK_BYTES
+from ..train.detect_library import SAMPLES, evaluate_detector
 from ..units import kb
 from .common import KERNEL_SETS, add_command, add_device_arg, add_json_arg, get_device, print_json
 
@@ -61,9 +63,15 @@ def register(sub) -> None:
                    "check; the report says which ran and why); tinynas: a supernet searched for the device; unas: "
                    "μNAS's Pareto search")
     add_device_arg(p, default="stm32f410", why="the search's SRAM and Flash bounds are the device's")
-    p.add_argument("--data", default="mnist",
+    p.add_argument("--task", choices=("classify", "detect"), default="classify",
+                   help="classify (default): a classifier, top-1 accuracy its fitness; detect: an object detector — "
+                   "the MBConv backbone with YOLO heads at strides 8 and 16, validation mAP@0.5 its fitness, its box "
+                   "decoding, score threshold and NMS in the C library (kb_detect); TinyNAS only, with or without "
+                   "--patch; writes DIR/detections.png (held-out scenes with their boxes)")
+    p.add_argument("--data", default=None,
                    help="labelled images: mnist, digits, letters (26 classes, 32x32), a .npz (x, y) or a folder of "
-                   "class sub-folders (default mnist)")
+                   "class sub-folders (default mnist); with --task detect: digit-scenes (default) or a folder of "
+                   "images with boxes.csv (docs/integration.md)")
     p.add_argument("--out", "-o", default="kilobyte-search", metavar="DIR", help="output directory")
     p.add_argument("--max-sram", type=parse_size, default=None, metavar="SIZE",
                    help="an SRAM budget for the model itself: its planned arena plus its input buffer, e.g. 16KB "
@@ -150,7 +158,7 @@ def budget_bytes(args, device) -> tuple[int, int]:
 def config_from_args(args, device):
     """The `SearchConfig` of the arguments: what is given is fixed; the rest of the budget settings (epochs,
     population, generations, space samples) is sized to --minutes when the search runs (`nas/budget.py`)."""
-    from ..nas.search import PLANNED, SearchConfig  # defers torch
+    from ..nas.search import DETECT_BATCH_SIZE, PLANNED, SearchConfig  # defers torch
 
     sram, flash = budget_bytes(args, device)
     if args.minutes <= 0:
@@ -175,11 +183,14 @@ def config_from_args(args, device):
             raise KilobyteError("--population must be at least 4")
         evo = replace(evo, population=args.population, parents=max(2, args.population // 4))
         given.add("population")
+    if args.task == "detect":
+        training = replace(training, batch_size=DETECT_BATCH_SIZE)
     if args.space_samples is not None:
         given.add("space_samples")
     if args.max_latency is not None and args.max_latency <= 0:
         raise KilobyteError("--max-latency must be positive (million instructions)")
     return replace(base, max_macs=None if args.max_macs is None else int(args.max_macs * 1e6), data=args.data,
+                   task=args.task,
                    max_instructions=None if args.max_latency is None else int(args.max_latency * 1e6),
                    seed=args.seed, train_images=args.train_images,
                    space_samples=args.space_samples or (PATCH_SPACE_SAMPLES if args.patch else base.space_samples),
@@ -200,6 +211,9 @@ def run(args) -> int:
     if device is None:
         raise KilobyteError("search needs a --device (see `kilobyte devices`)")
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    args.data = args.data or ("digit-scenes" if args.task == "detect" else "mnist")
+    if args.task == "detect" and args.strategy == "unas":
+        raise KilobyteError("--task detect is TinyNAS's (μNAS searches classifiers): leave out --strategy unas")
     if args.strategy == "unas":
         if args.patch or args.compact:
             raise KilobyteError(f"--{'patch' if args.patch else 'compact'} is for the TinyNAS strategy (μNAS searches "
@@ -215,6 +229,8 @@ def run(args) -> int:
         config = replace(config, compact=True)
     report = run_search(config, args.out, resume=args.resume, workers=workers, ray_address=args.ray,
                         progress=not quiet, log=log, device=device)
+    if args.task == "detect":
+        report["detections_png"] = _detections_png(report, args.out)
     _record_strategy(report, choice.to_json() if choice is not None else
                      {"name": "tinynas", "reason": "--strategy tinynas" + (" --patch" if args.patch else "")
                                                   + (" --compact" if args.compact else "")},
@@ -284,14 +300,28 @@ def _time_line(r: dict) -> str:
     return f"{line} of {r['minutes']:g} planned  ({', '.join(parts)}: spent/planned min)"
 
 
+def _score_row(r: dict) -> tuple[str, str]:
+    """The held-out scores: a classifier's top-1 accuracy, a detector's mAP@0.5 (float, and int8 by the library)."""
+    if r.get("task") == "detect":
+        return ("mAP@0.5 (held-out test)",
+                f"float {r['float_map50'] * 100:.1f} %  |  int8 {r['int8_map50'] * 100:.1f} % (by the C library)")
+    return ("accuracy (held-out test)",
+            f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %")
+
+
+def _detections_png(report: dict, out: str) -> str:
+    """DIR/detections.png: the first held-out scenes with the library's boxes (host C build) and the true ones."""
+    ev = evaluate_detector(report["model_dir"], split="test", limit=SAMPLES)
+    return plot_detections(ev, os.path.join(out, "detections.png"))
+
+
 def _print_report(r: dict) -> None:
     choice = r.get("strategy_choice")
     rows = [
         *([("strategy", f"{choice['name']}: {choice['reason']}")] if choice else []),
         ("space", _space_line(r["space"])),
         ("architecture", r["description"]),
-        ("accuracy (held-out test)",
-         f"float {r['float_accuracy'] * 100:.1f} %  |  int8 {r['int8_accuracy'] * 100:.1f} %"),
+        _score_row(r),
         ("verification", verification_line(r)),
         (f"SRAM ({r['memory']})", f"{kb(r['sram_bytes'])}  (planned peak {kb(r['planned']['peak_bytes'])})"),
         *_patch_rows(r),
@@ -300,11 +330,14 @@ def _print_report(r: dict) -> None:
         *([("Cortex-M7 instructions (model)", f"{r['planned']['instructions'] / 1e6:.2f} M")]
           if "instructions" in r.get("planned", {}) else []),
         *_supernet_rows(r),
-        ("evaluations", f"{r['evaluations']} subnets (search accuracy {r['search_accuracy'] * 100:.1f} %)"
+        ("evaluations", f"{r['evaluations']} subnets (search {r.get('metric', 'accuracy')} "
+                        f"{r.get('search_map50', r.get('search_accuracy', 0.0)) * 100:.1f} %)"
                         f"{'' if r.get('searched', True) else ': the winner is NOT a searched result'}"),
     ]
     if r.get("random_search"):
         rows.append(("random search, same evaluations", f"{r['random_search']['accuracy'] * 100:.1f} %"))
+    if r.get("detections_png"):
+        rows.append(("held-out scenes with boxes", r["detections_png"]))
     rows += [("fit", r["verdict"]), ("time", _time_line(r)), ("C library", r["model_dir"]),
              ("report", os.path.join(r["out_dir"], "report.json"))]
     width = max(len(k) for k, _ in rows)
@@ -393,7 +426,7 @@ def _auto_strategy(args, device, workers: int, log):
     from ..nas.search import SearchConfig  # defers torch
     from ..nas.strategy import choose_strategy  # defers torch
 
-    if args.strategy != "auto" or args.patch or args.compact:
+    if args.strategy != "auto" or args.patch or args.compact or args.task == "detect":
         return None
     sram, flash = budget_bytes(args, device)
     macs = None if args.max_macs is None else int(args.max_macs * 1e6)

@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ..train import to_nchw_tensor
 from .build import build_module, network
 from .resources import layer_counts
 from .space import downsampling_schedules
 from .supernet_train import SubnetScorer, batch_archs
+from .task import CLASSIFY, Detect
 
 SHARES = {"largest": 0.15, "supernet": 0.40, "evolution": 0.15, "finetune": 0.30}  # of the time after the space
 DEPLOY_SECONDS = 30.0  # int8 PTQ, plan, C build, TFLM verification, int8 test accuracy, firmware measurement (6 s for
@@ -71,10 +71,10 @@ class StepModel:
         return self.fixed + self.per_mac * macs
 
 
-def fit_step_model(modules_macs, x, y, batch_size: int) -> StepModel:
+def fit_step_model(modules_macs, x, y, batch_size: int, task=CLASSIFY) -> StepModel:
     """`StepModel` through the measured steps of two (module, MACs) pairs (a small and a large network)."""
     (m0, a), (m1, b) = modules_macs
-    t0, t1 = (time_module_step(m, x, y, batch_size) for m in (m0, m1))
+    t0, t1 = (time_module_step(m, x, y, batch_size, task) for m in (m0, m1))
     per_mac = max(1e-12, (t1 - t0) / max(1.0, b - a))
     return StepModel(max(0.0, t0 - per_mac * a), per_mac)
 
@@ -123,15 +123,14 @@ def _timed(step, n: int = TIMED_STEPS) -> float:
     return (time.perf_counter() - start) / n
 
 
-def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
+def measure_costs(net, x, y, cfg, scorer_factory, seed: int, task=CLASSIFY) -> StepCosts:
     """Time the largest network's and the sandwich's training steps and one subnet evaluation, on a deep copy of
-    the supernet `net` (`scorer_factory(copy)` gives the copy's `SubnetScorer`)."""
+    the supernet `net` (`scorer_factory(copy)` gives the copy's `SubnetScorer`); `y`: the `task`'s targets."""
     import torch
 
     trial = copy.deepcopy(net)
     opt = torch.optim.SGD(trial.parameters(), lr=cfg.lr, momentum=cfg.momentum)
-    xb, yb = x[:cfg.batch_size], y[:cfg.batch_size]
-    loss_fn = torch.nn.CrossEntropyLoss()
+    xb, yb = x[:cfg.batch_size], task.take(y, np.arange(min(len(x), cfg.batch_size)))
     rng = np.random.default_rng([seed, 99])
 
     def step(archs):
@@ -141,7 +140,7 @@ def measure_costs(net, x, y, cfg, scorer_factory, seed: int) -> StepCosts:
             chosen = archs()
             for arch in chosen:
                 trial.set_active(arch)
-                (loss_fn(trial(xb), yb) / len(chosen)).backward()  # the mean, as train_phase steps
+                (task.loss(trial(xb), yb) / len(chosen)).backward()  # the mean, as train_phase steps
             opt.step()
         return run
 
@@ -182,18 +181,18 @@ def plan_finetune(seconds_left: float, step_seconds: float, steps_per_epoch: int
     return min(MAX_EPOCHS["finetune"], max(1, int(left / (step_seconds * steps_per_epoch))))
 
 
-def time_module_step(module, x, y, batch_size: int) -> float:
-    """Seconds of one training step (forward, backward, SGD) of a standalone `module`, on a deep copy."""
+def time_module_step(module, x, y, batch_size: int, task=CLASSIFY) -> float:
+    """Seconds of one training step (forward, backward, SGD) of a standalone `module`, on a deep copy; `y`: the
+    `task`'s targets of `x`."""
     import torch
 
     trial = copy.deepcopy(module).train()
     opt = torch.optim.SGD(trial.parameters(), lr=0.01, momentum=0.9)
-    xb, yb = x[:batch_size], y[:batch_size]
-    loss_fn = torch.nn.CrossEntropyLoss()
+    xb, yb = x[:batch_size], task.take(y, np.arange(min(len(x), batch_size)))
 
     def run():
         opt.zero_grad(set_to_none=True)
-        loss_fn(trial(xb), yb).backward()
+        task.loss(trial(xb), yb).backward()
         opt.step()
     return _timed(run)
 
@@ -221,16 +220,17 @@ class Clock:
 def time_cap(config, space, fit) -> float | None:
     """The time budget's cap on a configuration's largest network (`budget.largest_macs_cap`), from two networks of
     the space's middle configuration timed on this machine; None without a budget (or for the joint search)."""
-    import torch
 
-    if config.minutes is None or not config.planned or config.patch:
+    if config.minutes is None or not config.planned or (config.patch and space.detect_heads == ()):
         return None
     w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
     sub = space.with_config(w, r, downsampling_schedules(space, r)[0])
     pairs = [(build_module(sub, a), layer_counts(network(sub, a))[1]) for a in (sub.smallest(), sub.largest())]
     batch = config.training.batch_size
-    model = fit_step_model(pairs, to_nchw_tensor(fit.x[:batch], r), torch.from_numpy(fit.y[:batch]), batch)
-    return largest_macs_cap(config.minutes, model, math.ceil(len(fit.x) / batch))
+    task = Detect.of(sub, fit, r, config.seed) if sub.detect_heads else CLASSIFY
+    x, y = task.tensors(fit.take(slice(0, batch)), r)
+    model = fit_step_model(pairs, x, y, batch, task)
+    return largest_macs_cap(config.minutes, model, math.ceil(len(x if sub.detect_heads else fit.x) / batch))
 
 
 def plan_budget(ctx, net, x, y, calib_x, val_x, val_y):
@@ -239,8 +239,8 @@ def plan_budget(ctx, net, x, y, calib_x, val_x, val_y):
     config = ctx.config
     done = ctx.store.phase_result("plan")
     if done is None:
-        costs = measure_costs(net, x, y, config.training, lambda n: SubnetScorer(n, calib_x, val_x, val_y),
-                              config.seed)
+        costs = measure_costs(net, x, y, config.training,
+                              lambda n: SubnetScorer(n, calib_x, val_x, val_y, task=ctx.task), config.seed, ctx.task)
         largest_macs = layer_counts(network(net.space, net.largest_arch))[1]
         share = min(1.0, ctx.store.phase_result("space")["mean_macs"] / largest_macs)  # a typical fitting subnet
         plan = plan_phases(config.minutes * 60, ctx.elapsed(), costs, ctx.workers,
@@ -290,14 +290,13 @@ def phase_times(store, deploy_seconds: float) -> dict:
 def finetune_epochs(ctx, module, fit, resolution: int, batch_size: int) -> int:
     """The fine-tuning epochs for the time left (`budget.plan_finetune`, at the winner's measured step), stored
     before training so that a resumed search replays them."""
-    import torch
-
     done = ctx.store.phase_result("finetune_plan")
     if done is None:
-        x = to_nchw_tensor(fit.x[:batch_size], resolution)
-        step = FINETUNE_OVERHEAD * time_module_step(module, x, torch.from_numpy(fit.y[:batch_size]), batch_size)
+        n = len(fit.images) if ctx.task.kind == "detect" else len(fit.x)
+        x, y = ctx.task.tensors(fit.take(slice(0, batch_size)), resolution)
+        step = FINETUNE_OVERHEAD * time_module_step(module, x, y, batch_size, ctx.task)
         left = ctx.config.minutes * 60 - ctx.elapsed()
-        done = {"epochs": plan_finetune(left, step, math.ceil(len(fit.x) / batch_size)), "step_seconds": step,
+        done = {"epochs": plan_finetune(left, step, math.ceil(n / batch_size)), "step_seconds": step,
                 "seconds_left": left}
         ctx.store.finish_phase("finetune_plan", done)
     return done["epochs"]

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Activation, ConvAttrs, DepthwiseAttrs, Graph, GraphBuilder, MeanAttrs, Op, ReshapeAttrs
+from ..ops.detect_post import FIELDS
 from ..ops.resize import add_resize_bilinear
 from ..zoo.blocks import BlockSpec, MobileNet
+from ..zoo.detector import MBDetector
 from .space import Arch, ArchError, MBSpace
 
 
@@ -31,6 +33,7 @@ class ConvLayer:
     stride: int = 1
     depthwise: bool = False  # one filter per channel (cin == cout)
     relu6: bool = True
+    bn: bool = True  # False: a detection head's plain convolution with a bias
 
 
 @dataclass(frozen=True)
@@ -44,14 +47,33 @@ class MBBlock:
 
 @dataclass(frozen=True)
 class Network:
-    """A whole MBConv network as the builders read it: stem, blocks, the 1x1 head, then pooling and the classifier."""
+    """A whole MBConv network as the builders read it: stem, blocks, then the 1x1 head, pooling and the classifier —
+    or, for a detector, `detect`: (index of the block whose output it reads, its 1x1 convolution) per YOLO head,
+    finest first, and no `head`."""
 
     in_channels: int
     resolution: int  # the input is resolution x resolution pixels
     stem: ConvLayer
     blocks: tuple[MBBlock, ...]
-    head: ConvLayer
+    head: ConvLayer | None
     num_classes: int
+    detect: tuple[tuple[int, ConvLayer], ...] = ()
+
+    def convs(self):
+        """(layer, side of its input map) of every convolution in execution order, the detection heads last."""
+        h = self.resolution
+        yield self.stem, h
+        h = -(-h // self.stem.stride)
+        after = []  # the map side after each block
+        for block in self.blocks:
+            for layer in block.convs:
+                yield layer, h
+                h = -(-h // layer.stride)
+            after.append(h)
+        if self.head is not None:
+            yield self.head, h
+        for tap, layer in self.detect:
+            yield layer, after[tap]
 
 
 def mb_block(cin: int, cout: int, kernel: int, expand: int, stride: int, stage: int) -> MBBlock:
@@ -77,8 +99,14 @@ def network(space: MBSpace, arch: Arch) -> Network:
         for i, (k, e) in enumerate(genes[:d]):
             blocks.append(mb_block(cin, stage_c[s], k, e, space.stage_strides[s] if i == 0 else 1, s))
             cin = stage_c[s]
-    return Network(space.in_channels, arch.resolution, ConvLayer(space.in_channels, stem_c, 3, space.stem_stride),
-                   tuple(blocks), ConvLayer(cin, head_c, 1), space.num_classes)
+    stem = ConvLayer(space.in_channels, stem_c, 3, space.stem_stride)
+    if not space.detect_heads:
+        return Network(space.in_channels, arch.resolution, stem, tuple(blocks), ConvLayer(cin, head_c, 1),
+                       space.num_classes)
+    last = {b.stage: i for i, b in enumerate(blocks)}  # each stage's last block
+    detect = tuple((last[s], ConvLayer(stage_c[s], a * (FIELDS + space.num_classes), 1, relu6=False, bn=False))
+                   for s, a in space.detect_heads)
+    return Network(space.in_channels, arch.resolution, stem, tuple(blocks), None, space.num_classes, detect)
 
 
 def _zeros(shape_w, n_out) -> tuple[np.ndarray, np.ndarray]:
@@ -112,11 +140,15 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
                       params={"weight": w, "bias": bias})
 
     x = conv(x, net.stem)
-    for block in net.blocks:
+    taps = {}
+    for i, block in enumerate(net.blocks):
         y = x
         for layer in block.convs:
             y = conv(y, layer)
         x = b.node(Op.ADD, [x, y]) if block.residual else y
+        taps[i] = x
+    if net.detect:  # one output per head, finest first, as the detector module returns them
+        return b.build([conv(taps[tap], layer) for tap, layer in net.detect], verify=verify)
     x = conv(x, net.head)
     x = b.node(Op.MEAN, [x], MeanAttrs((1, 2), keepdims=True))
     x = b.node(Op.RESHAPE, [x], ReshapeAttrs((1, net.head.cout)))
@@ -126,7 +158,8 @@ def build_graph(space: MBSpace, arch: Arch, weights: Iterator[tuple[np.ndarray, 
 
 
 def build_module(space: MBSpace, arch: Arch):
-    """The standalone PyTorch module of `arch` (zoo `MobileNet` skeleton, NCHW, ReLU6, BatchNorm)."""
+    """The standalone PyTorch module of `arch` (zoo `MobileNet` skeleton, NCHW, ReLU6, BatchNorm; a detector space's:
+    zoo `MBDetector`, whose `anchors` the caller sets)."""
     net = network(space, arch)
     specs = []
     for block in net.blocks:
@@ -135,6 +168,10 @@ def build_module(space: MBSpace, arch: Arch):
         cout = block.convs[-1].cout
         specs.append((cout, BlockSpec(expand, cout, dw.kernel if dw else 1, dw.stride if dw else 1,
                                       residual=block.residual, depthwise=dw is not None)))
+    if net.detect:
+        return MBDetector(net.stem.cout, specs, tuple(tap for tap, _ in net.detect),
+                          tuple(a for _, a in space.detect_heads), space.head_strides, net.num_classes,
+                          in_channels=net.in_channels, stem_stride=net.stem.stride)
     return MobileNet(net.stem.cout, specs, net.head.cout, net.num_classes, in_channels=net.in_channels,
                      dropout=space.dropout, stem_stride=net.stem.stride)
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..data import load_dataset
+from ..data.detect import load_detection
 from ..errors import KilobyteError
 from . import build, unas_build
 from .space import Arch, MBSpace
@@ -152,9 +153,30 @@ def split_data(data: str, seed: int, train_fraction: float, val_images: int | No
     return fit, val, test
 
 
+def split_detection(data: str, train_fraction: float, val_images: int | None, train_images: int | None):
+    """(fit, val, test) `data.detect.DetectionSet`s of images with boxes `data`, in their order (the built-in
+    scenes' held-out digits appear in the last fifth only: `data.detect.TRAIN_SHARE`): test = the last
+    1 - `train_fraction`, val = the last `val_images` of the rest (at most `VAL_SHARE` of it), fit = the others (at
+    most `train_images`)."""
+    ds = load_detection(data)
+    n_train = int(round(len(ds.images) * train_fraction))
+    val_images = int(n_train * VAL_SHARE) if val_images is None else min(val_images, int(n_train * VAL_SHARE))
+    if n_train - val_images < 50 or len(ds.images) - n_train < 20:
+        raise SplitError(f"--data {data}: {len(ds.images)} images are too few to split into train, "
+                         f"{val_images} validation and a test split")
+    train, test = ds.split(n_train)
+    fit, val = train.split(n_train - val_images)
+    if train_images is not None:
+        fit = fit.split(min(train_images, len(fit.images)))[0]
+    return fit, val, test
+
+
 def load_split(config):
     """(fit, val, test) of a search configuration of either strategy: its data, `train_fraction`, `val_images` and
     `train_images`, shuffled by its `split_seed` when it has one (μNAS: 0, so that searches of different seeds are
-    scored on the same test images), else by its `seed` (TinyNAS)."""
+    scored on the same test images), else by its `seed` (TinyNAS); a detector's (`task="detect"`) unshuffled
+    (`split_detection`)."""
+    if getattr(config, "task", "classify") == "detect":
+        return split_detection(config.data, config.train_fraction, config.val_images, config.train_images)
     seed = getattr(config, "split_seed", config.seed)
     return split_data(config.data, seed, config.train_fraction, config.val_images, config.train_images)

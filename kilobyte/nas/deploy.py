@@ -1,4 +1,5 @@
-"""Search stage: a trained float classifier to a verified C library, as every search deploys its winner.
+"""Search stage: a trained float classifier (or detector: `deploy_detector`) to a verified C library, as every search
+deploys its winner.
 
 `deploy_module` is the last phase of TinyNAS (`search.deploy`) and of the baselines the benchmarks compare it with
 (bench/bench_search.py, bench/bench_vs_hand.py): int8 PTQ, plan, C library, verification against the numpy
@@ -16,10 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen import HostModel, compile_graph
-from ..data.held_out import write_held_out
+from ..data.detect import load_detection
+from ..data.held_out import write_detection_held_out, write_held_out
 from ..driver import device_fit, from_module, verify_project
+from ..ops.detect_post import DetectConfig
 from ..quant.quantize import quantize, quantize_input
 from ..train import to_nchw_tensor
+from ..train.detect_library import evaluate_detector
 
 
 def patch_report(model_dir: Path, per_layer_macs: int) -> dict | None:
@@ -74,6 +78,44 @@ def deploy_module(module, resolution: int | tuple[int, int], fit, test, out_dir,
     return {"float_accuracy": float_acc, "int8_accuracy": int8_acc, "held_out": held_out, "bit_exact": ver.ok,
             "verified": ver.to_json(), "input_shape": [1, *size, channels],
             "input_resize": None if size == resolution else list(resolution),
+            "sram_bytes": on_device.sram_bytes, "flash_bytes": on_device.flash_bytes, "memory": on_device.memory,
+            "macs": on_device.macs, "fits": on_device.fits, "verdict": on_device.verdict,
+            "model_dir": str(result.out_dir)}
+
+
+DETECT_SCORE_THRESHOLD = 0.05  # a searched detector's library keeps boxes scoring this and more: the float decoding's
+# (train.detect.decode), so that mAP, which rewards a low threshold, is measured alike in float and int8
+
+
+def deploy_detector(module, task, resolution: int, fit, test, out_dir, options, device, data: str,
+                    name: str = "tinynas", progress: bool = False, max_flash: int | None = None) -> dict:
+    """A trained float detector (`zoo.detector.MBDetector`, NCHW input at `resolution`) to a verified C library in
+    `out_dir` with its post-processing (`kb_detect`, the task's anchors): int8 PTQ on 128 training scenes, plan,
+    compile, verification (network outputs and boxes) against the numpy reference and TensorFlow Lite Micro, the
+    float mAP@0.5 on the held-out `test` scenes and the int8 one by the library itself — `kilobyte evaluate --task
+    detect --split test`'s own function on the `held_out.json` written here, so the two are one number — and the
+    device fit. The input is the resized image (the library's boxes are in its pixels); `evaluate` resizes alike."""
+    import torch
+
+    module = module.eval()
+    channels = fit.images.shape[-1]
+    graph = from_module(name, module, (1, channels, resolution, resolution)).graph
+    calib = task.resized(fit.take(slice(0, 128)), resolution).images
+    int8 = quantize(graph, [calib[i:i + 1] for i in range(len(calib))])
+    config = DetectConfig(task.anchors, task.num_classes, score_threshold=DETECT_SCORE_THRESHOLD)
+    result = compile_graph(int8, out_dir, options, model_name=name, detect=config)
+    ver = verify_project(result.out_dir, n_random=8, progress=progress)
+    test_x, test_t = task.tensors(test, resolution)
+    with torch.no_grad():
+        float_map = task.score(module, test_x, test_t)
+    start = len(load_detection(data).images) - len(test.images)  # the test scenes are the set's last (nas.core)
+    write_detection_held_out(result.out_dir, data, test, start, None, by=f"kilobyte search ({name})")
+    int8_map = evaluate_detector(result.out_dir, data, split="test", progress=progress).map50
+    held_out = write_detection_held_out(result.out_dir, data, test, start, int8_map, by=f"kilobyte search ({name})")
+    below = max_flash if max_flash is not None and max_flash < device.flash_bytes else None
+    on_device, _ = device_fit(result, device, below)
+    return {"float_map50": float_map, "int8_map50": int8_map, "held_out": held_out, "bit_exact": ver.ok,
+            "verified": ver.to_json(), "input_shape": [1, resolution, resolution, channels], "input_resize": None,
             "sram_bytes": on_device.sram_bytes, "flash_bytes": on_device.flash_bytes, "memory": on_device.memory,
             "macs": on_device.macs, "fits": on_device.fits, "verdict": on_device.verdict,
             "model_dir": str(result.out_dir)}

@@ -77,25 +77,17 @@ def device_budget(sram_bytes: int, flash_bytes: int, max_macs: int | None = None
 
 def layer_counts(net: Network) -> tuple[int, int]:
     """(constant bytes of model.c, MACs) from the layer list alone: int8 weights + 12 bytes per output channel of
-    every weighted layer; MACs of the convolutions and the classifier (adds and pooling count none)."""
-    h = net.resolution
+    every weighted layer (a detector's heads included); MACs of the convolutions and the classifier (adds and pooling
+    count none)."""
     weights = macs = 0
-
-    def conv(layer, h):
-        nonlocal weights, macs
+    for layer, h in net.convs():
         out_h = -(-h // layer.stride)
         per_out = layer.kernel * layer.kernel * (1 if layer.depthwise else layer.cin)
         weights += per_out * layer.cout + REQUANT_BYTES_PER_CHANNEL * layer.cout
         macs += per_out * layer.cout * out_h * out_h
-        return out_h
-
-    h = conv(net.stem, h)
-    for block in net.blocks:
-        for layer in block.convs:
-            h = conv(layer, h)
-    conv(net.head, h)
-    weights += (net.head.cout + REQUANT_BYTES_PER_CHANNEL) * net.num_classes
-    macs += net.head.cout * net.num_classes
+    if net.head is not None:
+        weights += (net.head.cout + REQUANT_BYTES_PER_CHANNEL) * net.num_classes
+        macs += net.head.cout * net.num_classes
     return weights, macs
 
 
@@ -253,10 +245,9 @@ def sram_lower_bound(net: Network) -> int:
     """Bytes any per-layer plan of `net` has live at once, at least: a (non-depthwise) convolution has no in-place
     rule, so its whole int8 input and output coexist while it runs (a conv fused with the ADD after it writes the
     ADD's output, of the same size). The stem is left out: its input is the caller's buffer, outside the peak."""
-    bound, h = 0, -(-net.resolution // net.stem.stride)
-    for layer in [c for b in net.blocks for c in b.convs] + [net.head]:
+    bound = 0
+    for layer, h in list(net.convs())[1:]:
         out_h = -(-h // layer.stride)
         if not layer.depthwise:
             bound = max(bound, layer.cin * h * h + layer.cout * out_h * out_h)
-        h = out_h
     return bound

@@ -37,11 +37,12 @@ from ..errors import KilobyteError
 from ..schedule.estimate import estimate_resources
 from ..schedule.plan_types import PlanOptions
 from ..targets.devices import get_device
-from ..train import TrainConfig, to_nchw_tensor
+from ..train import TrainConfig
+from ..train.detect import fit_detector
 from . import supernet_train as st
 from .budget import finetune_epochs, phase_times, plan_budget, space_samples, time_cap
 from .core import arch_json, load_split, split_data  # noqa: F401  (split_data: reached through this module)
-from .deploy import deploy_module, patch_report
+from .deploy import deploy_detector, deploy_module, patch_report
 from .evolution import EvolutionConfig, NothingFitsError, evolve, random_search
 from .report import Panel, pareto_png
 from .report import write_report as write_report_json
@@ -51,8 +52,11 @@ from .space_opt import GROW_WIDTHS, optimize_space, require_fit, write_report
 from .store import SearchStore
 from .supernet import SuperNet
 from .supernet_train import ScorerSpec, SupernetTraining, load_weights, open_fitness
+from .task import CLASSIFY, Detect
 
 PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
+DETECT_FINETUNE_LR = 1e-3  # AdamW's peak rate fine-tuning a detector from inherited weights (fit_detector: 3e-3 from
+# scratch)
 LATENCY_CORE = "cortex-m7"  # the core the shipped latency model is fitted on
 PATCH_RD_STAGES = 2  # the stages a patch stage can cover (at 1/4 and 1/8 of the input) may redistribute
 
@@ -90,6 +94,7 @@ class SearchConfig:
     model_sram: bool = False  # sram_bytes bounds the model's arena + input only (--max-sram), not the firmware's stack
     minutes: float | None = None  # a time budget: the settings named in `planned` are sized to it (nas/budget.py)
     planned: tuple[str, ...] = ()  # of PLANNED: left to the budget; the others are as given
+    task: str = "classify"  # or "detect": a YOLO detector of images with boxes, mAP@0.5 its fitness (issue 28)
 
 
     def settings(self) -> dict:
@@ -124,6 +129,7 @@ class SearchContext:
     device: object = None  # targets.devices.Device: the firmware fit is measured for it
     started: float = field(default_factory=time.perf_counter)
     spent_before: float = 0.0  # seconds the stored phases took in earlier runs of a resumed search
+    task: object = CLASSIFY  # task.Classify, or task.Detect once the resolution (and so the anchors) is chosen
 
     def elapsed(self) -> float:
         """Seconds of the search so far, earlier runs of a resumed search included (their finished phases)."""
@@ -139,7 +145,14 @@ def search_space(config: SearchConfig, in_channels: int, num_classes: int, nativ
     """The search's MBConv space for data of side `native`. Per layer, a candidate's graph starts with the resize
     from the data's `input_size` (H, W) that its library will run (`deploy_module`), so the evaluator counts its
     input and resized tensor; a patch stage cannot contain a resize, so the joint search's inputs stay resized
-    outside the library."""
+    outside the library. A detector (`task="detect"`): the same spaces ending in YOLO heads (`DETECT_HEADS`), its
+    input resized outside the library in both (its boxes are in the input's pixels), on `detect_resolutions`."""
+    if config.task == "detect":
+        resolutions = tuple(config.resolutions or detect_resolutions(native))
+        joint = dict(stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES) if config.patch else {}
+        space = MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
+                        resolutions=resolutions, **joint).detector(DETECT_HEADS)
+        return space.compact() if config.compact else space
     resolutions = tuple(config.resolutions or data_resolutions(native, wide=config.patch))
     if config.patch:  # MCUNetV2's genome: per-stage widths and receptive-field redistribution (space.py)
         space = MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
@@ -149,6 +162,18 @@ def search_space(config: SearchConfig, in_channels: int, num_classes: int, nativ
                         resolutions=resolutions, input_size=input_size,
                         schedules="adaptive" if native <= ADAPTIVE_MAX_SIDE else "fixed")
     return space.compact() if config.compact else space
+
+
+DETECT_HEADS = ((1, 3), (3, 3))  # YOLO heads at strides 8 and 16 (the ends of stages 1 and 3), 3 anchors each
+DETECT_BATCH_SIZE = 32  # a detector's supernet batch (`kilobyte search --task detect`): twice the steps of 64 per
+# epoch; 64 left the largest network at 4.8 % validation mAP after 6 epochs on the 1,200 training scenes (AdamW)
+
+
+def detect_resolutions(native: int) -> tuple[int, ...]:
+    """A detector's input resolutions for images of side `native`: half to twice it, in steps of 16 pixels — the
+    same grid with and without `--patch`, so that the joint search and the per-layer one search one space."""
+    lo = max(32, int(math.ceil(native * 0.5 / 16) * 16))
+    return tuple(range(lo, max(lo, 2 * native) + 1, 16))
 
 
 ADAPTIVE_MAX_SIDE = 96  # images up to this side search the downsampling schedule too; larger keep ImageNet's
@@ -244,22 +269,22 @@ def train_supernet(ctx: SearchContext, net, x, y, calib_x, val_x, val_y) -> dict
         st.load_weights(net, ckpt)
         return done.get("check")
     cfg = ctx.config.training
-    scorer = st.SubnetScorer(net, calib_x, val_x, val_y)
+    scorer = st.SubnetScorer(net, calib_x, val_x, val_y, task=ctx.task)
     if ctx.store.phase_result("largest") is None:
         ctx.log(f"[2/5] training the largest network ({cfg.largest_epochs} epochs) ...")
         since = time.perf_counter()
-        history = st.train_phase(net, "largest", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
+        history = st.train_phase(net, "largest", x, y, cfg, ctx.config.seed, ckpt, ctx.progress, task=ctx.task)
         warmup = st.score_without_side_effects(net, scorer, [net.largest_arch])[0]
         ctx.finish("largest", {"history": history, "accuracy": warmup}, since)
-        ctx.log(f"      the largest network: validation accuracy {warmup * 100:.1f} %")
+        ctx.log(f"      the largest network: validation {metric(ctx.config)} {warmup * 100:.1f} %")
     warmup = ctx.store.phase_result("largest").get("accuracy")  # None: a store of a search before issue 26
     if cfg.supernet_epochs and ckpt.exists():
         st.load_weights(net, ckpt)  # resumed runs start from the stored weights, not from initialisation
     ctx.log(f"      training the supernet ({cfg.supernet_epochs} epochs, {cfg.subnets_per_batch} subnets per batch"
             f"{' + largest + smallest' if cfg.sandwich else ''}) ...")
     since = time.perf_counter()
-    history = st.train_phase(net, "supernet", x, y, cfg, ctx.config.seed, ckpt, ctx.progress)
-    check = st.supernet_check(net, scorer, ctx.config.seed, warmup, st.chance(val_y.numpy()))
+    history = st.train_phase(net, "supernet", x, y, cfg, ctx.config.seed, ckpt, ctx.progress, task=ctx.task)
+    check = st.supernet_check(net, scorer, ctx.config.seed, warmup, ctx.task.chance(val_y))
     ctx.finish("supernet", {"history": history, "check": check}, since)
     return check
 
@@ -269,7 +294,7 @@ def run_evolution(ctx: SearchContext, net, space: MBSpace, calib_x, val_x, val_y
     cfg = ctx.config
     resources = evaluator(cfg, space, _core(ctx))
     budget = search_budget(cfg)
-    spec = ScorerSpec.of(net, calib_x, val_x, val_y)
+    spec = ScorerSpec.of(net, calib_x, val_x, val_y, ctx.task)
     total = cfg.evolution.population * (cfg.evolution.generations + 1)
     ctx.log(f"[3/5] evolution: population {cfg.evolution.population}, {cfg.evolution.generations} generations "
             f"({'Ray ' + ctx.ray_address if ctx.ray_address else f'{ctx.workers} worker(s)'}) ...")
@@ -308,23 +333,33 @@ def finetune_config(config: SearchConfig, resolution: int):
 
 def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
     """The winner extracted with its inherited weights, trained by the recipe (augmentation, one-cycle rate, label
-    smoothing, BN recalibration, the best epoch on the validation split kept). The inherited weights are validated first
-    and kept unless an epoch matches them (`keep_initial`): fine-tuning never ends below what evolution scored.
-    Deterministic, so a search killed during fine-tuning re-runs it to the same weights; the result is saved
-    atomically to DIR/finetune.pt."""
+    smoothing, BN recalibration, the best epoch on the validation split kept; a detector: `train.fit_detector`,
+    AdamW, boxes moved with the augmentation, the epoch of best validation mAP kept). The inherited weights are
+    validated first and kept unless an epoch matches them (`keep_initial`): fine-tuning never ends below what
+    evolution scored. Deterministic, so a search killed during fine-tuning re-runs it to the same weights; the result
+    is saved atomically to DIR/finetune.pt."""
     module = net.extract(arch)
     ckpt = ctx.out_dir / "finetune.pt"
     if ctx.store.phase_result("finetune") is not None:
         load_weights(module, ckpt)
         return module.eval()
     cfg = finetune_config(ctx.config, arch.resolution)
+    if ctx.task.kind == "detect":  # fit_detector's steps are the supernet's (DETECT_BATCH_SIZE from the CLI)
+        cfg = replace(cfg, batch_size=ctx.config.training.batch_size)
     if "finetune_epochs" in ctx.config.planned:
         cfg = replace(cfg, epochs=finetune_epochs(ctx, module, fit, arch.resolution, cfg.batch_size))
     ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
     since = time.perf_counter()
-    result = training.fit(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress)
+    if ctx.task.kind == "detect":
+        module.anchors = ctx.task.anchors
+        result = fit_detector(module, ctx.task.resized(fit, arch.resolution), ctx.task.resized(val, arch.resolution),
+                              epochs=cfg.epochs, lr=DETECT_FINETUNE_LR, batch_size=cfg.batch_size, seed=cfg.seed,
+                              keep_initial=True,
+                              progress=ctx.progress)
+    else:
+        result = training.fit(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress).to_dict()
     save_torch({"phase": "finetune", "model": module.state_dict()}, ckpt)
-    ctx.finish("finetune", result.to_dict(), since)
+    ctx.finish("finetune", result, since)
     return module.eval()
 
 
@@ -334,9 +369,13 @@ def deploy(ctx: SearchContext, module, space: MBSpace, arch: Arch, fit, test) ->
     device = ctx.device or get_device(ctx.config.device)
     resources = evaluator(ctx.config, space, device.core)
     options = compile_options(ctx.config, resources, arch)
-    result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
-                           progress=ctx.progress, resize_inside=space.input_size is not None,
-                           max_flash=ctx.config.flash_bytes)
+    if ctx.task.kind == "detect":
+        result = deploy_detector(module, ctx.task, arch.resolution, fit, test, ctx.out_dir / "model", options,
+                                 device, data=ctx.config.data, progress=ctx.progress, max_flash=ctx.config.flash_bytes)
+    else:
+        result = deploy_module(module, arch.resolution, fit, test, ctx.out_dir / "model", options, device,
+                               progress=ctx.progress, resize_inside=space.input_size is not None,
+                               max_flash=ctx.config.flash_bytes)
     budget = search_budget(ctx.config)
     planned = resources.fitting(arch, budget) or resources.evaluate(arch)
     result["planned"] = {"peak_bytes": planned.peak_bytes, "arena_bytes": planned.arena_bytes,
@@ -368,15 +407,18 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         ctx = SearchContext(config, out_dir, store, workers, ray_address, progress, log, device,
                             spent_before=spent_before)
         fit, val, test = load_split(config)
-        n_classes = int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
-        space = choose_space(ctx, search_space(config, fit.x.shape[-1], n_classes, fit.x.shape[1], fit.x.shape[1:3]),
-                             fit.x.shape[1], fit)
+        images = fit.images if config.task == "detect" else fit.x
+        n_classes = len(fit.classes) if config.task == "detect" else \
+            int(max(fit.y.max(), val.y.max(), test.y.max())) + 1
+        space = choose_space(ctx, search_space(config, images.shape[-1], n_classes, images.shape[1],
+                                               images.shape[1:3]), images.shape[1], fit)
         width, resolution = space.widths[0], space.resolutions[0]
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)
-        x, y = to_nchw_tensor(fit.x, resolution), torch.from_numpy(fit.y)
+        ctx.task = task_for(config, net.space, fit, resolution)
+        x, y = ctx.task.tensors(fit, resolution)
         calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
-        val_x, val_y = to_nchw_tensor(val.x, resolution), torch.from_numpy(val.y)
+        val_x, val_y = ctx.task.tensors(val, resolution)
         if config.minutes is not None and config.planned:
             ctx.config = plan_budget(ctx, net, x, y, calib_x, val_x, val_y)
         check = train_supernet(ctx, net, x, y, calib_x, val_x, val_y)
@@ -385,14 +427,16 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         since = time.perf_counter()
         deployed = deploy(ctx, module, net.space, evo.best.arch, fit, test)
         deploy_seconds = time.perf_counter() - since
-        report = {**deployed, "evaluations": evo.evaluations,
+        score = "search_map50" if config.task == "detect" else "search_accuracy"
+        report = {"task": config.task, "metric": metric(config), **deployed, "evaluations": evo.evaluations,
                   "space": _space_summary(store.phase_result("space")),
                   "architecture": arch_json(evo.best.arch), "description": evo.best.arch.describe(),
-                  "search_accuracy": evo.best.accuracy, "supernet": check,
+                  score: evo.best.accuracy, "supernet": check,
                   "searched": None if check is None else check["searched"],
                   "not_searched_reason": None if check is None else check["reason"],
                   "random_search": None if rnd is None else {"accuracy": rnd.best.accuracy,
                                                              "evaluations": rnd.evaluations},
+                  "detect": ctx.task.to_json() if config.task == "detect" else None,
                   "device": config.device, "budget": {"sram_bytes": config.sram_bytes,
                                                       "flash_bytes": config.flash_bytes},
                   "minutes": config.minutes, "phase_times": phase_times(store, deploy_seconds),
@@ -402,6 +446,17 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         return report
     finally:
         store.close()
+
+
+def task_for(config: SearchConfig, space: MBSpace, fit, resolution: int):
+    """The search's task at `resolution`: `task.Classify`, or a detector's `task.Detect` (anchors from the training
+    boxes at that resolution)."""
+    return Detect.of(space, fit, resolution, config.seed) if config.task == "detect" else CLASSIFY
+
+
+def metric(config: SearchConfig) -> str:
+    """The name of the fitness and of the reported scores."""
+    return "mAP@0.5" if config.task == "detect" else "accuracy"
 
 
 def _space_summary(chosen: dict) -> dict:
@@ -419,4 +474,4 @@ def _write_pareto(store: SearchStore, config: SearchConfig, out_dir: Path) -> No
                             for phase in ("evolution", "random")}, limit / 1024)
               for key, limit, label in (("peak_bytes", config.sram_bytes, "peak SRAM (KB)"),
                                         ("flash_bytes", config.flash_bytes, "Flash (KB)"))]
-    pareto_png(out_dir / "pareto.png", panels, "validation accuracy (%)")
+    pareto_png(out_dir / "pareto.png", panels, f"validation {metric(config)} (%)")

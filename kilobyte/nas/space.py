@@ -96,8 +96,18 @@ class MBSpace:
     # "fixed": every configuration downsamples by `stem_stride` and `stage_strides`; "adaptive" (small images, issue
     # 26): the downsampling schedule is a configuration dimension, chosen per resolution (`downsampling_schedules`)
     schedules: str = "fixed"
+    # a detector (issue 28): (stage, anchors) of each YOLO head, finest first. The stage's last block feeds a 1x1
+    # convolution (bias, no BatchNorm) to anchors · (5 + num_classes) channels (`ops.detect_post`'s layout); there is
+    # no feature-mix head, pooling or classifier, and no stage after the last head's (`detector`). Empty: a classifier.
+    detect_heads: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self):
+        stages = [s for s, _ in self.detect_heads]
+        if self.detect_heads and (stages != sorted(set(stages)) or stages[-1] >= len(self.stage_depths)
+                                  or min(a for _, a in self.detect_heads) < 1):
+            raise ArchError(f"search space: detect_heads = {[list(h) for h in self.detect_heads]} must be "
+                            f"(stage, anchors) pairs in increasing stage order, stages below {len(self.stage_depths)}, "
+                            "at least one anchor each")
         if not 0 <= self.rd_stages < len(self.stage_depths):
             raise ArchError(f"search space: rd_stages = {self.rd_stages} must be in 0..{len(self.stage_depths) - 1} "
                             "(receptive-field redistribution moves blocks to a later stage)")
@@ -115,11 +125,23 @@ class MBSpace:
 
     def compact(self) -> MBSpace:
         """The same skeleton with the compact choices: stage depths {1, 2, 3}, expand ratios {2, 3, 4}."""
-        return replace(self, stage_depths=COMPACT_DEPTHS, expands=COMPACT_EXPANDS)
+        return replace(self, stage_depths=COMPACT_DEPTHS[:len(self.stage_depths)], expands=COMPACT_EXPANDS)
+
+    def detector(self, heads: Sequence[tuple[int, int]]) -> MBSpace:
+        """The same skeleton as a detector with YOLO `heads` ((stage, anchors), finest first): the stages after the
+        last head's are dropped."""
+        last = max(s for s, _ in heads) + 1
+        return replace(self, stage_widths=self.stage_widths[:last], stage_strides=self.stage_strides[:last],
+                       stage_depths=self.stage_depths[:last], detect_heads=tuple((int(s), int(a)) for s, a in heads))
+
+    @property
+    def head_strides(self) -> tuple[int, ...]:
+        """Each detection head's stride: the product of the strides up to its stage's first block."""
+        return tuple(math.prod(self.strides[:s + 2]) for s, _ in self.detect_heads)
 
     @property
     def is_compact(self) -> bool:
-        return self.stage_depths == COMPACT_DEPTHS and self.expands == COMPACT_EXPANDS
+        return self.stage_depths == COMPACT_DEPTHS[:len(self.stage_depths)] and self.expands == COMPACT_EXPANDS
 
     @property
     def depth_choices(self) -> tuple[tuple[int, ...], ...]:
@@ -309,7 +331,8 @@ class MBSpace:
             raise ArchError(f"search space: {e}") from None
 
 
-_DEFAULT_JOINT = {"stage_width_choices": (1.0,), "rd_stages": 0, "stem_stride": 2, "schedules": "fixed"}
+_DEFAULT_JOINT = {"stage_width_choices": (1.0,), "rd_stages": 0, "stem_stride": 2, "schedules": "fixed",
+                  "detect_heads": ()}
 
 MIN_FINAL_MAP, MAX_FINAL_MAP = 3, 7  # the last stage's map side an adaptive schedule aims for (issue 26: >= 3x3)
 

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..zoo.blocks import init_weights
+from ..zoo.detector import init_heads
 from .build import ConvLayer, MBBlock, build_module, network
 from .space import Arch, ArchError, MBSpace
 
@@ -68,6 +69,19 @@ def _role(block: MBBlock, i: int) -> str:
     """What convolution i of `block` is: "expand", "depthwise" or "project" (the last)."""
     conv = block.convs[i]
     return "depthwise" if conv.depthwise else "project" if i == len(block.convs) - 1 else "expand"
+
+
+class DynamicHead(nn.Module):
+    """A detection head: a 1x1 convolution with a bias (no BatchNorm) whose active input channels are set per subnet
+    (its stage's width)."""
+
+    def __init__(self, layer: ConvLayer):
+        super().__init__()
+        self.conv = nn.Conv2d(layer.cin, layer.cout, 1)
+        self.cin = layer.cin
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.conv.weight[:, :self.cin].contiguous(), self.conv.bias)
 
 
 class DynamicBlock(nn.Module):
@@ -115,10 +129,15 @@ class SuperNet(nn.Module):
         self.first = DynamicBlock(net.blocks[0])
         self.stage_index = [b.stage for b in net.blocks[1:]]
         self.blocks = nn.ModuleList(DynamicBlock(b) for b in net.blocks[1:])
-        self.head = DynamicConvBN(net.head)
-        self.dropout = nn.Dropout(self.space.dropout if dropout is None else dropout)
-        self.classifier = nn.Linear(net.head.cout, net.num_classes)
+        if net.detect:  # a detector: YOLO heads, no feature mix, pooling or classifier
+            self.heads = nn.ModuleList(DynamicHead(layer) for _, layer in net.detect)
+        else:
+            self.head = DynamicConvBN(net.head)
+            self.dropout = nn.Dropout(self.space.dropout if dropout is None else dropout)
+            self.classifier = nn.Linear(net.head.cout, net.num_classes)
         init_weights(self)  # the zoo's MobileNet initialisation: untrained subnets stay numerically sane
+        if net.detect:
+            init_heads([h.conv for h in self.heads], net.num_classes)
         self.set_active(self.largest_arch)
 
     def _slots(self, arch: Arch):
@@ -137,10 +156,22 @@ class SuperNet(nn.Module):
         self.run = [self.first, *active]
         for module, block in zip(self.run, net.blocks, strict=True):
             module.set_active(block)
-        self.head.active = (net.head.cin, net.head.cout, 1)
+        if net.detect:
+            self.taps = tuple(tap for tap, _ in net.detect)
+            for head, (_, layer) in zip(self.heads, net.detect):
+                head.cin = layer.cin
+        else:
+            self.head.active = (net.head.cin, net.head.cout, 1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor):
         x = self.stem(x)
+        if self.space.detect_heads:  # the heads' maps, finest first
+            taps = []
+            for i, block in enumerate(self.run):
+                x = block(x)
+                if i in self.taps:
+                    taps.append(x)
+            return tuple(head(t) for head, t in zip(self.heads, taps))
         for block in self.run:
             x = block(x)
         x = self.head(x)
@@ -152,9 +183,15 @@ class SuperNet(nn.Module):
         """The standalone network of `arch` (`build.build_module`) carrying the supernet's weights and BN state."""
         self.set_active(arch)
         module = build_module(self.space, arch)
-        dynamic = [self.stem, *(layer for block in self.run for layer in block.run), self.head]
+        detect = bool(self.space.detect_heads)
+        dynamic = [self.stem, *(layer for block in self.run for layer in block.run), *([] if detect else [self.head])]
         convs = [m for m in module.modules() if isinstance(m, nn.Conv2d)]
         bns = [m for m in module.modules() if isinstance(m, nn.BatchNorm2d)]
+        if detect:  # the heads' plain convolutions come last (MBDetector.heads)
+            heads, convs = convs[len(dynamic):], convs[:len(dynamic)]
+            for src, conv in zip(self.heads, heads, strict=True):
+                conv.weight.copy_(src.conv.weight[:, :src.cin])
+                conv.bias.copy_(src.conv.bias)
         assert len(convs) == len(dynamic) == len(bns)
         for src, conv, bn in zip(dynamic, convs, bns):
             cin, cout, k = src.active
@@ -162,6 +199,8 @@ class SuperNet(nn.Module):
             for name in ("weight", "bias", "running_mean", "running_var"):
                 getattr(bn, name).copy_(getattr(src.bn, name)[:cout])
             bn.num_batches_tracked.copy_(src.bn.num_batches_tracked)
+        if detect:
+            return module.eval()
         linear = [m for m in module.modules() if isinstance(m, nn.Linear)][0]
         linear.weight.copy_(self.classifier.weight)
         linear.bias.copy_(self.classifier.bias)

@@ -50,6 +50,7 @@ from ..train.bn import recalibrate_batches
 from . import parallel  # parallel.open_pool looked up on the module: tests/nas/test_core.py spies on it there
 from .space import Arch, MBSpace
 from .supernet import SuperNet
+from .task import CLASSIFY, shift_batch  # noqa: F401  (shift_batch: reached through this module)
 
 PHASE_SEED = {  # separates the phases' random streams
     "largest": 1, "supernet": 2, "finetune": 3}
@@ -78,31 +79,17 @@ class SupernetTraining:
     smallest: bool = True  # with `sandwich`, the smallest subnet too (False: the largest only)
 
 
-def shift_batch(x: torch.Tensor, pixels: int, g: torch.Generator) -> torch.Tensor:
-    """Each image moved by a random integer offset in [-pixels, pixels] per axis, zero-filled."""
-    if pixels <= 0:
-        return x
-    n, _, h, w = x.shape
-    padded = F.pad(x, (pixels, pixels, pixels, pixels))
-    dy = torch.randint(0, 2 * pixels + 1, (n,), generator=g)
-    dx = torch.randint(0, 2 * pixels + 1, (n,), generator=g)
-    rows = (dy[:, None] + torch.arange(h)[None, :])[:, None, :, None].expand(n, x.shape[1], h, w + 2 * pixels)
-    out = padded.gather(2, rows)
-    cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :].expand(n, x.shape[1], h, w)
-    return out.gather(3, cols)
-
-
-def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: SupernetTraining, seed: int,
-                checkpoint: Path | None = None, progress: bool = False, epochs: int | None = None) -> list[dict]:
+def train_phase(net, phase: str, x: torch.Tensor, y, cfg: SupernetTraining, seed: int,
+                checkpoint: Path | None = None, progress: bool = False, epochs: int | None = None,
+                task=CLASSIFY) -> list[dict]:
     """Train for one phase, resuming from `checkpoint` when it holds this phase: "largest" (the supernet's largest
     subnet only), "supernet" (sampled subnets per batch) or "finetune" (`net` is a standalone module). A checkpoint
     of an earlier phase only initialises the weights (the supernet starts from the trained largest network).
-    Returns the per-epoch history."""
+    `y`: the `task`'s targets of `x` (`task.Classify`: labels; `task.Detect`: boxes and labels). Returns the
+    per-epoch history."""
     epochs = epochs if epochs is not None else cfg.largest_epochs if phase == "largest" else cfg.supernet_epochs
     steps_per_epoch = math.ceil(len(x) / cfg.batch_size)
-    peak = cfg.supernet_lr if phase == "supernet" and cfg.supernet_lr is not None else cfg.lr
-    opt = torch.optim.SGD(net.parameters(), lr=peak, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
-                          nesterov=True)
+    opt, peak = task.optimizer(net.parameters(), cfg, phase)
     start, history = 0, []
     if checkpoint is not None and checkpoint.exists():
         state = torch.load(checkpoint, weights_only=False)
@@ -127,10 +114,12 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
             for group in opt.param_groups:
                 group["lr"] = 0.5 * peak * (1 + math.cos(math.pi * t))
             idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-            xb, yb = shift_batch(x[idx], cfg.shift, g), y[idx]
+            xb, yb = task.augment(x[idx], task.take(y, idx), g, cfg.shift)
             opt.zero_grad(set_to_none=True)
             archs = batch_archs(net, phase, cfg, rng, epoch * 3 // max(1, epochs))
-            losses += _backward(net, archs, xb, yb, cfg.distill if phase == "supernet" else 0.0)
+            losses += _backward(net, archs, xb, yb, cfg.distill if phase == "supernet" else 0.0, task)
+            if task.clip is not None:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), task.clip)
             opt.step()
             bar.update(1)
         if isinstance(net, SuperNet):
@@ -143,16 +132,18 @@ def train_phase(net, phase: str, x: torch.Tensor, y: torch.Tensor, cfg: Supernet
     return history
 
 
-def _backward(net, archs: list, xb: torch.Tensor, yb: torch.Tensor, distill: float) -> list[float]:
+def _backward(net, archs: list, xb: torch.Tensor, yb, distill: float, task=CLASSIFY) -> list[float]:
     """Accumulates the mean over `archs` of their losses' gradients (one step is one network's, not 6: module doc);
-    with `distill`, every arch after the first (the largest) learns from a mix of the labels and the first's soft
-    predictions (detached). Returns each arch's loss."""
+    with `distill` (a classifier's), every arch after the first (the largest) learns from a mix of the labels and
+    the first's soft predictions (detached). Returns each arch's loss."""
+    if distill and task.kind != "classify":
+        raise ValueError("in-place distillation is a classifier's (soft class predictions)")
     teacher, losses = None, []
     for arch in archs:
         if arch is not None:
             net.set_active(arch)
-        logits = net(xb)  # (N, classes)
-        loss = F.cross_entropy(logits, yb)
+        logits = net(xb)  # (N, classes), or a detector's head maps
+        loss = task.loss(logits, yb)
         if teacher is not None:
             soft = -(teacher * F.log_softmax(logits, 1)).sum(1).mean()
             loss = (1 - distill) * loss + distill * soft
@@ -210,14 +201,15 @@ def load_weights(net, checkpoint: Path) -> None:
 
 
 class SubnetScorer:
-    """Fitness of subnets of one trained supernet: recalibrated BN, validation accuracy (single-threaded)."""
+    """Fitness of subnets of one trained supernet: recalibrated BN, then the task's score on the validation split
+    (accuracy, or a detector's mAP@0.5), single-threaded."""
 
-    def __init__(self, net: SuperNet, calib_x: torch.Tensor, val_x: torch.Tensor, val_y: torch.Tensor,
-                 calib_batches: int = 20, batch_size: int = 64):
+    def __init__(self, net: SuperNet, calib_x: torch.Tensor, val_x: torch.Tensor, val_y,
+                 calib_batches: int = 20, batch_size: int = 64, task=CLASSIFY):
         self.net = net
         self.calib = [calib_x[i * batch_size:(i + 1) * batch_size] for i in range(calib_batches)
                       if i * batch_size < len(calib_x)]
-        self.val_x, self.val_y = val_x, val_y
+        self.val_x, self.val_y, self.task = val_x, val_y, task
 
     @torch.no_grad()
     def __call__(self, arch: Arch) -> float:
@@ -226,21 +218,13 @@ class SubnetScorer:
             net.set_active(arch)
             recalibrate_batches(net, self.calib)
             net.eval()
-            correct = 0
-            for i in range(0, len(self.val_x), 250):
-                correct += int((net(self.val_x[i:i + 250]).argmax(1) == self.val_y[i:i + 250]).sum())
-            return correct / len(self.val_x)
+            return self.task.score(net, self.val_x, self.val_y)
 
 
 NEAR_CHANCE_SHARE = 0.25  # random subnets recovering less than this share of the largest's gain over chance ...
 NEAR_CHANCE_MARGIN = 0.05  # ... or less than 5 points over chance: the supernet did not learn (`supernet_check`)
 CHECK_SUBNETS = 4  # random subnets scored after the supernet phase
 CHECK_SEED = 4  # their generator: (seed, CHECK_SEED), apart from the phases' streams (PHASE_SEED)
-
-
-def chance(labels: np.ndarray) -> float:
-    """The accuracy of always answering the most frequent validation label."""
-    return float(np.bincount(np.asarray(labels)).max() / len(labels))
 
 
 def _pct(accuracy: float | None) -> str:
@@ -294,22 +278,24 @@ class ScorerSpec:
     weights: bytes  # torch.save(state_dict) of the trained supernet
     calib_x: np.ndarray  # NCHW float32 at the resolution
     val_x: np.ndarray
-    val_y: np.ndarray
+    val_y: object  # the task's targets: labels (numpy), or a detector's (boxes, labels)
+    task: object = CLASSIFY
 
     @staticmethod
-    def of(net, calib_x, val_x, val_y) -> ScorerSpec:
+    def of(net, calib_x, val_x, val_y, task=CLASSIFY) -> ScorerSpec:
         buf = io.BytesIO()
         torch.save(net.state_dict(), buf)
+        targets = np.ascontiguousarray(val_y) if task.kind == "classify" else val_y
         return ScorerSpec(net.space.to_json(), net.space.widths[0], net.space.resolutions[0], buf.getvalue(),
-                          np.ascontiguousarray(calib_x), np.ascontiguousarray(val_x), np.ascontiguousarray(val_y))
+                          np.ascontiguousarray(calib_x), np.ascontiguousarray(val_x), targets, task)
 
 
 def build_scorer(spec: ScorerSpec):
     """The trained supernet and its `SubnetScorer`, rebuilt from a spec on a worker."""
     net = SuperNet(MBSpace.from_json(spec.space), spec.width, spec.resolution)
     net.load_state_dict(torch.load(io.BytesIO(spec.weights), weights_only=False))
-    return SubnetScorer(net, torch.from_numpy(spec.calib_x), torch.from_numpy(spec.val_x),
-                        torch.from_numpy(spec.val_y))
+    targets = torch.from_numpy(spec.val_y) if spec.task.kind == "classify" else spec.val_y
+    return SubnetScorer(net, torch.from_numpy(spec.calib_x), torch.from_numpy(spec.val_x), targets, task=spec.task)
 
 
 def scorer_worker(spec: ScorerSpec):

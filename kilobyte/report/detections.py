@@ -14,6 +14,9 @@ def format_detection(ev) -> str:
     where = f" ({ev.split} split)" if ev.split else ""
     lines = [f"{ev.project}: mAP@0.5 {ev.map50 * 100:.1f} % on {ev.images} images of {ev.data}{where}, "
              f"{ev.objects} objects (host C build)"]
+    if ev.record is not None and ev.record["map50"] is not None:
+        same = "the same images" if ev.images == ev.record["images"] else f"{ev.images} of its {ev.record['images']}"
+        lines.append(f"  reported by {ev.record['by']}: mAP@0.5 {ev.record['map50'] * 100:.1f} % ({same})")
     if ev.target:
         same = "the same boxes" if not ev.differing else f"different boxes on {len(ev.differing)} images"
         lines.append(f"  {ev.target} under QEMU: {same}")

@@ -24,6 +24,9 @@ from .detect_eval import Detections, mean_average_precision
 from .schedule import lr_factor
 
 IGNORE_IOU = 0.5
+LR = 3e-3  # AdamW's peak rate (from scratch); the search's supernet phases use it too (nas/task.py)
+WEIGHT_DECAY = 5e-4
+CLIP_NORM = 10.0  # every step's gradient norm is clipped to this: YOLOv3's loss is a sum over the anchors
 
 
 def fit_anchors(boxes, k: int, seed: int = 0, iterations: int = 50) -> np.ndarray:
@@ -231,12 +234,15 @@ def validation_map(model, images: np.ndarray, boxes, labels, anchors, strides, n
     return mean_average_precision(found, boxes, labels, num_classes)[0]
 
 
-def fit_detector(model, train, val, *, epochs: int = 30, lr: float = 3e-3, batch_size: int = 32, seed: int = 0,
-                 augment: bool = True, weight_decay: float = 5e-4, progress: bool = False) -> dict:
-    """Train a `zoo.detector.YoloDetector` in place on the `data.detect.DetectionSet` `train`: AdamW, a cosine
-    schedule after one epoch of linear warm-up (`schedule.lr_factor`), `augment_detection` on every batch; after
-    each epoch the validation mAP@0.5 on `val`, and the weights of the best epoch are kept. Returns the history
-    ({"epoch", "loss", "map50"} per epoch), the best mAP and its epoch."""
+def fit_detector(model, train, val, *, epochs: int = 30, lr: float = LR, batch_size: int = 32, seed: int = 0,
+                 augment: bool = True, weight_decay: float = WEIGHT_DECAY, keep_initial: bool = False,
+                 progress: bool = False) -> dict:
+    """Train a detector (`zoo.detector.YoloDetector` or `MBDetector`: its `anchors`, `strides`, `num_classes`) in
+    place on the `data.detect.DetectionSet` `train`: AdamW, a cosine schedule after one epoch of linear warm-up
+    (`schedule.lr_factor`), `augment_detection` on every batch; after each epoch the validation mAP@0.5 on `val`,
+    and the weights of the best epoch are kept — with `keep_initial`, the weights it started from count as epoch
+    -1 (a search's inherited weights). Returns the history ({"epoch", "loss", "map50"} per epoch), the best mAP and
+    its epoch."""
     import torch
 
     anchors, strides = model.anchors, model.strides
@@ -246,6 +252,10 @@ def fit_detector(model, train, val, *, epochs: int = 30, lr: float = 3e-3, batch
     steps_per_epoch = max(1, -(-len(train.images) // batch_size))
     total = steps_per_epoch * epochs
     best = {"map50": -1.0, "epoch": -1, "state": None}
+    if keep_initial:
+        best = {"map50": validation_map(model, val.images, val.boxes, val.labels, anchors, strides,
+                                        model.num_classes),
+                "epoch": -1, "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
     history, step = [], 0
     for epoch in range(epochs):
         model.train()
@@ -262,7 +272,7 @@ def fit_detector(model, train, val, *, epochs: int = 30, lr: float = 3e-3, batch
             loss, _ = detection_loss(model(x), boxes, labels, anchors, strides, model.num_classes)
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
             opt.step()
             losses.append(loss.item())
             step += 1

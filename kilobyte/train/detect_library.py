@@ -7,8 +7,9 @@ differs, one channel repeated, TFLite's QUANTIZE); a resize scales the ground-tr
 library's boxes (1/16 pixel of its input) are scored in the input's pixels by `detect_eval.mean_average_precision`
 (all-point AP at IoU 0.5, per class, mean over the classes with boxes).
 
-`split="test"`: the held-out scenes of a built-in set (the last fifth of `digit-scenes`, whose digits the training
-scenes never show).
+`split="test"`: the held-out scenes a search reported its mAP on (the library's `held_out.json`, `data.held_out`), or
+without that record those of a built-in set (the last fifth of `digit-scenes`, whose digits the training scenes
+never show).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tqdm import tqdm
 
 from ..codegen import HostModel
 from ..data.detect import TRAIN_SHARE, DetectionSet, load_detection
+from ..data.held_out import load_detection_held_out, read_held_out
 from ..data.resize import fit_to_input
 from ..errors import KilobyteError
 from ..formats.project import manifest
@@ -48,12 +50,16 @@ class DetectionEvaluation:
     target: str | None = None
     differing: list[int] = field(default_factory=list)  # images whose boxes on the target differ from the host's
     samples: list = field(default_factory=list)  # the first SAMPLES images: (image HWC float, true boxes, Detections)
+    record: dict | None = None  # with split="test": the search's held-out record (what it reported, on which scenes)
 
     def to_json(self) -> dict:
-        return {"task": "detect", "dir": str(self.project), "data": self.data, "split": self.split,
-                "images": self.images, "objects": self.objects, "map50": self.map50,
-                "per_class": {c: a for c, a in zip(self.classes, self.ap)}, "target": self.target,
-                "differing_on_target": self.differing}
+        out = {"task": "detect", "dir": str(self.project), "data": self.data, "split": self.split,
+               "images": self.images, "objects": self.objects, "map50": self.map50,
+               "per_class": {c: a for c, a in zip(self.classes, self.ap)}, "target": self.target,
+               "differing_on_target": self.differing}
+        if self.record is not None:
+            out["reported_map50"] = self.record["map50"]
+        return out
 
 
 def evaluate_detector(path, data: str | None = None, *, split: str | None = None, limit: int | None = None,
@@ -68,8 +74,12 @@ def evaluate_detector(path, data: str | None = None, *, split: str | None = None
     if not m.get("detect"):
         raise KilobyteError(f"{project}: not a detector library (compiled without --detect): evaluate its "
                             f"classification accuracy without --task detect")
-    data = data or "digit-scenes"
-    ds = _split(load_detection(data), data, split)
+    record = read_held_out(project) if split == "test" else None
+    if record is not None:  # written by `kilobyte search --task detect`: the very scenes it reported on
+        ds, data = load_detection_held_out(record, data)
+    else:
+        data = data or "digit-scenes"
+        ds = _split(load_detection(data), data, split)
     ds = ds if limit is None else ds.take(slice(0, limit))
     in_shape = tuple(m["input"]["shape"])
     x = fit_to_input(ds.images, in_shape, data)
@@ -94,7 +104,7 @@ def evaluate_detector(path, data: str | None = None, *, split: str | None = None
     map50, ap = mean_average_precision(found, truth, ds.labels, n_classes)
     names = list(ds.classes) if len(ds.classes) == n_classes else [str(c) for c in range(n_classes)]
     return DetectionEvaluation(project, data, names, len(x), ds.objects, map50, ap, split,
-                               build.target if build is not None else None, differing, samples)
+                               build.target if build is not None else None, differing, samples, record)
 
 
 def _split(ds: DetectionSet, data: str, split: str | None) -> DetectionSet:

@@ -49,12 +49,7 @@ class YoloDetector(nn.Module):
         self.head8 = nn.Conv2d(c8, outs[0], 1) if len(anchors) == 2 else None
         self.head16 = nn.Conv2d(c16, outs[-1], 1)
         init_weights(self)
-        for head in (self.head8, self.head16):
-            if head is not None:  # objectness starts low (YOLO's prior): most cells hold nothing
-                nn.init.normal_(head.weight, 0, 0.01)
-                bias = head.bias.detach().view(-1, FIELDS + num_classes)
-                bias.zero_()
-                bias[:, 4] = -4.0
+        init_heads([h for h in (self.head8, self.head16) if h is not None], num_classes)
 
     def forward(self, x: torch.Tensor):
         f8 = self.to8(self.stem(x))
@@ -62,6 +57,49 @@ class YoloDetector(nn.Module):
         if self.head8 is None:
             return (self.head16(f16),)
         return self.head8(f8), self.head16(f16)
+
+
+def init_heads(heads, num_classes: int) -> None:
+    """Small weights and a low objectness bias (YOLO's prior: most cells hold nothing) for each head convolution."""
+    with torch.no_grad():
+        for head in heads:
+            nn.init.normal_(head.weight, 0, 0.01)
+            bias = head.bias.view(-1, FIELDS + num_classes)
+            bias.zero_()
+            bias[:, 4] = -4.0
+
+
+class MBDetector(nn.Module):
+    """An MBConv backbone — a 3x3 stem (stride `stem_stride`) and `blocks` ((channels, BlockSpec) each, as zoo
+    `MobileNet` takes them) in `features` — with a YOLO head on the output of each block of `taps`: a 1x1
+    convolution (bias, no BatchNorm) to anchors · (5 + classes) channels. The search's detector (`nas.build`).
+    `forward` returns the heads finest first; `anchors` ((w, h) per head, input pixels) are the caller's to set."""
+
+    def __init__(self, stem_channels: int, blocks, taps: tuple[int, ...], anchors_per_head: tuple[int, ...],
+                 strides: tuple[int, ...], num_classes: int, in_channels: int = 1, stem_stride: int = 2):
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn_act(in_channels, stem_channels, 3, stride=stem_stride)]
+        cin, channels = stem_channels, []
+        for cout, spec in blocks:
+            layers.append(InvertedResidual(cin, cout, spec))
+            cin = cout
+            channels.append(cout)
+        self.features = nn.Sequential(*layers)
+        self.taps, self.strides, self.num_classes = tuple(taps), tuple(strides), num_classes
+        self.anchors = None
+        self.heads = nn.ModuleList(nn.Conv2d(channels[t], a * (FIELDS + num_classes), 1)
+                                   for t, a in zip(taps, anchors_per_head))
+        init_weights(self)
+        init_heads(self.heads, num_classes)
+
+    def forward(self, x: torch.Tensor):
+        taps = []
+        x = self.features[0](x)
+        for i, block in enumerate(self.features[1:]):
+            x = block(x)
+            if i in self.taps:
+                taps.append(x)
+        return tuple(head(t) for head, t in zip(self.heads, taps))
 
 
 def build(num_classes: int, anchors, width: float = 0.5, in_channels: int = 1) -> YoloDetector:

@@ -100,3 +100,8 @@ def test_boxes_verified_on_the_host_and_under_qemu(tmp_path, detector_graph):
     build = build_firmware(result.out_dir, "cortex-m7")
     run = run_qemu(build, np.zeros(result.manifest["input"]["shape"], np.int8))
     assert build.max_detections == 6 and run.detections is not None and 1 <= len(run.detections) <= 6
+    # no heap in the linked firmware: kb_detect is in it, nothing of malloc's family or the heap's sbrk
+    symbols = subprocess.run(["arm-none-eabi-nm", str(build.elf)], capture_output=True, text=True, check=True).stdout
+    names = {line.split()[-1] for line in symbols.splitlines() if line.strip()}
+    assert "kb_detect" in names
+    assert not names & {"malloc", "_malloc_r", "free", "_free_r", "calloc", "realloc", "_sbrk", "_sbrk_r"}, names

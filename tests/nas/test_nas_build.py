@@ -29,7 +29,10 @@ def folded_weights(module):
     frontend: w·γ/√(σ²+ε), β − μ·γ/√(σ²+ε)."""
     mods = list(module.modules())
     for i, m in enumerate(mods):
-        if isinstance(m, torch.nn.Conv2d):
+        if isinstance(m, torch.nn.Conv2d) and not isinstance(mods[i + 1] if i + 1 < len(mods) else None,
+                                                             torch.nn.BatchNorm2d):  # a detection head: no BN
+            yield m.weight.detach().numpy().transpose(0, 2, 3, 1), m.bias.detach().numpy()
+        elif isinstance(m, torch.nn.Conv2d):
             bn = mods[i + 1]
             scale = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach().numpy()
             w = m.weight.detach().numpy() * scale[:, None, None, None]
@@ -101,3 +104,28 @@ def test_joint_space_graph_equals_traced_module(seed):
     projections = [n for n in direct.nodes if n.op is Op.CONV_2D and n.attrs.activation is Activation.NONE]
     assert [direct.tensors[n.outputs[0]].shape[3] for n in projections[1:]] == \
         [stage_c[s] for s, _, _ in arch.active_blocks()]
+
+
+DETECTOR = MBSpace(num_classes=4, in_channels=1, widths=(0.3,), resolutions=(64, 96), stage_width_choices=(0.5, 1.0),
+                   rd_stages=2).detector(((1, 2), (3, 3)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_detector_graph_equals_its_traced_module(seed):
+    """A detector space's architectures (YOLO heads at the ends of stages 1 and 3, the later stages dropped): both
+    builders give the same graph, one output per head, finest first, with the module's float outputs."""
+    arch = DETECTOR.sample(np.random.default_rng(seed))
+    module = build_module(DETECTOR, arch).eval()
+    randomise_bn(module, seed)
+    traced = from_module("arch", module, input_shape(DETECTOR, arch)).graph
+    direct = build_graph(DETECTOR, arch, weights=folded_weights(module), name=traced.name)
+    assert_graphs_equivalent(direct, traced, rtol=1e-4, atol=1e-5)
+    r = arch.resolution
+    assert [direct.tensors[t].shape for t in direct.outputs] == [(1, r // 8, r // 8, 2 * 9),
+                                                                 (1, r // 16, r // 16, 3 * 9)]
+    x = np.random.default_rng(seed).standard_normal((1, r, r, 1)).astype(np.float32)
+    outs = run_float(direct, {direct.inputs[0]: x})
+    with torch.no_grad():
+        refs = module(torch.from_numpy(x.transpose(0, 3, 1, 2)))
+    for name, ref in zip(direct.outputs, refs, strict=True):
+        np.testing.assert_allclose(outs[name], ref.numpy().transpose(0, 2, 3, 1), rtol=1e-3, atol=1e-4)
