@@ -5,7 +5,9 @@ builders walk (stage widths set the channels; a kernel-1 block of receptive-fiel
 layer). `build_graph` emits it through the IR's `GraphBuilder` directly — no PyTorch, no tracing — as the inference
 graph `from_torch` + `prepare_for_inference` give for `build_module`'s module (BatchNorm folded, ReLU6 fused, the same
 node names); tests/nas/test_nas_build.py holds the two equal. Weights are zeros unless a `weights` iterator gives
-(OHWI weight, bias) per convolution / linear layer in order; resources need only the shapes.
+(OHWI weight, bias) per convolution / linear layer in order; resources need only the shapes. A detector space's
+network ends in its YOLO heads instead of the classifier: one graph output per head, finest first (zoo
+`MBDetector`).
 """
 
 from __future__ import annotations

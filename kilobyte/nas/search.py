@@ -19,6 +19,11 @@ directory) so that `--resume` skips what is done:
 Data: the dataset's labelled images are split into train (the first `train_fraction`) and a held-out test split;
 the last `val_images` training images are the search's validation split (evolution fitness); the supernet and the
 fine-tuning train on the rest.
+
+`task="detect"` (`kilobyte search --task detect`, issue 28): the same phases for a detector — a space ending in YOLO
+heads (`MBSpace.detector`), images with boxes split in file order (`core.split_detection`), the supernet phases'
+loss and the fitness from `task.Detect` (YOLOv3's loss, validation mAP@0.5), fine-tuning by `train.fit_detector`,
+deployment with the C post-processing (`deploy.deploy_detector`); docs/search.md.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ widest stages) and runs any of its subnets by slicing (papers/search-specs.md A.
   channels match (the residual follows `build.network`, per subnet);
 - receptive-field redistribution (`MBSpace.rd_stages`): a kernel-1 slot (and the MB1 block's kernel-1 gene) runs
   without the depthwise convolution the supernet holds for it; the deeper later stage is more held blocks.
+- a detector space (`MBSpace.detect_heads`): each YOLO head's 1x1 convolution reads the first input channels of
+  its stage's width (`DynamicHead`); `forward` returns the heads' maps, finest first.
 The subnet's layer list comes from `build.network`, so the supernet and the standalone module agree by construction.
 `set_active(arch)` selects a subnet; `extract(arch)` returns the standalone `build.build_module` network with the
 inherited weights (its outputs equal the supernet's with `arch` active — tests/nas/test_supernet.py).
