@@ -219,7 +219,9 @@ class Clock:
 # -- the search's side: the cap before space optimisation, the plan after it, the fine-tuning's, the report -------
 def time_cap(config, space, fit) -> float | None:
     """The time budget's cap on a configuration's largest network (`budget.largest_macs_cap`), from two networks of
-    the space's middle configuration timed on this machine; None without a budget (or for the joint search)."""
+    the space's middle configuration timed on this machine; None without a budget (or for the joint search of a
+    classifier, whose wide resolution grid is the point; a detector's joint search is capped as the per-layer one
+    is, both searching one grid)."""
 
     if config.minutes is None or not config.planned or (config.patch and space.detect_heads == ()):
         return None
@@ -230,7 +232,7 @@ def time_cap(config, space, fit) -> float | None:
     task = Detect.of(sub, fit, r, config.seed) if sub.detect_heads else CLASSIFY
     x, y = task.tensors(fit.take(slice(0, batch)), r)
     model = fit_step_model(pairs, x, y, batch, task)
-    return largest_macs_cap(config.minutes, model, math.ceil(len(x if sub.detect_heads else fit.x) / batch))
+    return largest_macs_cap(config.minutes, model, math.ceil(len(fit.images if sub.detect_heads else fit.x) / batch))
 
 
 def plan_budget(ctx, net, x, y, calib_x, val_x, val_y):

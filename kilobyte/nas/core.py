@@ -140,17 +140,7 @@ def split_data(data: str, seed: int, train_fraction: float, val_images: int | No
     if ds.y is None:
         raise SplitError(f"--data {data}: search needs labelled images (a folder of class sub-folders, an "
                          f".npz with 'y', or a bundled set)")
-    n_train = int(len(ds.x) * train_fraction)
-    if val_images is None:
-        val_images = int(n_train * VAL_SHARE)
-    if n_train - val_images < 100 or len(ds.x) - n_train < 50:
-        raise SplitError(f"--data {data}: {len(ds.x)} images are too few to split into train, "
-                         f"{val_images} validation and a test split")
-    train, test = ds.split(n_train)
-    fit, val = train.split(n_train - val_images)
-    if train_images is not None:
-        fit = fit.split(min(train_images, len(fit.x)))[0]
-    return fit, val, test
+    return _three_ways(ds, len(ds.x), data, train_fraction, val_images, train_images, least=(100, 50))
 
 
 def split_detection(data: str, train_fraction: float, val_images: int | None, train_images: int | None):
@@ -159,15 +149,25 @@ def split_detection(data: str, train_fraction: float, val_images: int | None, tr
     1 - `train_fraction`, val = the last `val_images` of the rest (at most `VAL_SHARE` of it), fit = the others (at
     most `train_images`)."""
     ds = load_detection(data)
-    n_train = int(round(len(ds.images) * train_fraction))
-    val_images = int(n_train * VAL_SHARE) if val_images is None else min(val_images, int(n_train * VAL_SHARE))
-    if n_train - val_images < 50 or len(ds.images) - n_train < 20:
-        raise SplitError(f"--data {data}: {len(ds.images)} images are too few to split into train, "
+    n_train = int(len(ds.images) * train_fraction)
+    val_images = None if val_images is None else min(val_images, int(n_train * VAL_SHARE))
+    return _three_ways(ds, len(ds.images), data, train_fraction, val_images, train_images, least=(50, 20))
+
+
+def _three_ways(ds, n: int, data: str, train_fraction: float, val_images: int | None, train_images: int | None,
+                least: tuple[int, int]):
+    """(fit, val, test) of the `n` images of `ds` (a `.split(k)`: the first k and the rest) as `split_data` says;
+    fewer than `least` (fit, test) images is a one-line error."""
+    n_train = int(n * train_fraction)
+    if val_images is None:
+        val_images = int(n_train * VAL_SHARE)
+    if n_train - val_images < least[0] or n - n_train < least[1]:
+        raise SplitError(f"--data {data}: {n} images are too few to split into train, "
                          f"{val_images} validation and a test split")
     train, test = ds.split(n_train)
     fit, val = train.split(n_train - val_images)
     if train_images is not None:
-        fit = fit.split(min(train_images, len(fit.images)))[0]
+        fit = fit.split(train_images)[0]
     return fit, val, test
 
 

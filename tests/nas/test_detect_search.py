@@ -24,8 +24,8 @@ from kilobyte.nas.supernet import SuperNet
 from kilobyte.nas.supernet_train import SubnetScorer, SupernetTraining, train_phase
 from kilobyte.nas.task import Detect
 from kilobyte.train.detect import decode
-from kilobyte.train.detect_library import evaluate_detector
 from kilobyte.train.detect_eval import Detections, mean_average_precision
+from kilobyte.train.detect_library import evaluate_detector
 
 SPACE = MBSpace(num_classes=10, in_channels=1, widths=(0.3,), resolutions=(64,), stage_width_choices=(0.5, 0.75, 1.0),
                 rd_stages=2).detector(((1, 3), (3, 3)))
@@ -133,3 +133,23 @@ def test_search_task_detect_end_to_end(tmp_path):
     assert e["images"] == held["images"] and e["map50"] == r["int8_map50"] == e["reported_map50"]
     again = evaluate_detector(out / "model", split="test")
     assert again.map50 == e["map50"] and again.ap == [e["per_class"][c] for c in again.classes]
+
+
+def test_the_time_cap_of_a_detector_search_counts_the_steps_of_all_its_training_scenes(monkeypatch):
+    """`budget.time_cap` for `--task detect` (joint or per layer alike): the step model from two timed networks (their
+    seconds fixed here) and an epoch of every training scene at the configuration's batch."""
+    from kilobyte.nas import budget
+    from kilobyte.nas.search import SearchConfig, search_space
+
+    steps = iter([0.1, 0.4])
+    monkeypatch.setattr(budget, "time_module_step", lambda *a, **k: next(steps))
+    scenes = make_digit_scenes(100, seed=2)
+    config = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect", patch=True, minutes=12,
+                          planned=("largest_epochs",), training=SupernetTraining(batch_size=32))
+    space = search_space(config, 1, 10, 128)
+    cap = budget.time_cap(config, space, scenes)
+    w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
+    sub = space.with_config(w, r)
+    a, b = (layer_counts(network(sub, arch))[1] for arch in (sub.smallest(), sub.largest()))
+    model = budget.StepModel(0.1 - (0.3 / (b - a)) * a, 0.3 / (b - a))
+    assert cap == pytest.approx(budget.largest_macs_cap(12, model, 4))  # 100 scenes / 32 a batch -> 4 steps
