@@ -153,3 +153,10 @@ def test_the_time_cap_of_a_detector_search_counts_the_steps_of_all_its_training_
     a, b = (layer_counts(network(sub, arch))[1] for arch in (sub.smallest(), sub.largest()))
     model = budget.StepModel(0.1 - (0.3 / (b - a)) * a, 0.3 / (b - a))
     assert cap == pytest.approx(budget.largest_macs_cap(12, model, 4))  # 100 scenes / 32 a batch -> 4 steps
+
+
+def test_a_detector_search_is_tinynas_only(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "kilobyte", "search", "--task", "detect", "--strategy", "unas",
+                          "--out", str(tmp_path / "u")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and "--task detect" in run.stderr, run.stderr
+    assert not (tmp_path / "u").exists()
