@@ -21,7 +21,7 @@ mean +- standard error over seeds per mode — is stored (`summary`) and printed
 
     python bench/bench_detect.py --out /tmp/bench-detect                  # 2 modes x 3 seeds
     python bench/bench_detect.py --out /tmp/bench-detect --seeds 0 --modes patch
-    python bench/bench_detect.py --markdown                               # the stored table
+    python bench/bench_detect.py --markdown                               # the table of the stored runs
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def summarize(results: dict) -> list[dict]:
         runs = [r for r in results["runs"].values() if r["mode"] == mode]
         if not runs:
             continue
-        row = {"mode": mode, "seeds": sorted(r["seed"] for r in runs)}
+        row = {"mode": mode, "seeds": sorted(r["seed"] for r in runs), "n_seeds": len(runs)}
         for key in ("resolution", "int8_map50", "float_map50", "sram_bytes", "planned_peak_bytes",
                     "per_layer_peak_bytes", "flash_bytes", "macs"):
             row[key], row[key + "_se"] = mean_se(r[key] for r in runs)
@@ -134,13 +134,18 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, default=12.0, help="each search's --minutes (default 12)")
     p.add_argument("--qemu-scenes", type=int, default=20, help="held-out scenes also run under QEMU (default 20)")
     p.add_argument("--results", type=Path, default=RESULTS)
-    p.add_argument("--markdown", action="store_true", help="print the stored table and stop")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the table of the stored runs and stop (with --summarize: store it too)")
+    p.add_argument("--summarize", action="store_true", help="recompute the stored summary from the stored runs")
     p.add_argument("search_args", nargs="*", help="after --: more `kilobyte search` arguments (smoke runs)")
     a = p.parse_args(argv)
     settings = {"device": DEVICE, "minutes": a.minutes, "extra": a.search_args}
     results = json.loads(a.results.read_text()) if a.results.exists() else {"settings": settings, "runs": {}}
-    if a.markdown:
-        print(markdown(results.get("summary", [])))
+    if a.markdown or a.summarize:
+        results["summary"] = summarize(results)
+        if a.summarize:
+            write_json(a.results, results)
+        print(markdown(results["summary"]))
         return 0
     if results["settings"] != settings:
         sys.exit(f"{a.results}: made with {results['settings']}, not {settings}; give another --results file")

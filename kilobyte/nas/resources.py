@@ -43,9 +43,11 @@ ALWAYS_CALLED = ("conv", "depthwise", "fc", "mean")
 
 @dataclass(frozen=True)
 class Budget:
-    """A device's limits for a candidate. SRAM counts the planned arena, plus the caller-owned input with
-    `count_input` and `sram_reserve` bytes the firmware needs besides (its stack): the sum the linked firmware's
-    SRAM comes to (see `device_budget`). Flash counts model.c's constants and the kernel code."""
+    """A device's limits for a candidate. SRAM counts the planned arena, plus with `count_input` the caller-owned
+    buffers — the input and the outputs (a detector's head maps are tens of KB: issue 28's first joint winner
+    overflowed STM32F412's RAM by 44 KB when only the input counted) — and `sram_reserve` bytes the firmware needs
+    besides (its stack; a detector's candidate and result arrays): the sum the linked firmware's SRAM comes to (see
+    `device_budget`). Flash counts model.c's constants and the kernel code."""
 
     sram_bytes: int
     flash_bytes: int
@@ -55,7 +57,7 @@ class Budget:
     max_instructions: int | None = None  # emulated Cortex-M instructions per inference (`schedule.latency`)
 
     def sram_of(self, r: Resources) -> int:
-        return r.arena_bytes + (r.input_bytes if self.count_input else 0) + self.sram_reserve
+        return r.arena_bytes + (r.input_bytes + r.output_bytes if self.count_input else 0) + self.sram_reserve
 
     def admits(self, r: Resources) -> bool:
         return (self.sram_of(r) <= self.sram_bytes and r.flash_bytes <= self.flash_bytes
@@ -161,7 +163,7 @@ class ResourceEvaluator:
             return False
         if budget.max_macs is not None and macs > budget.max_macs:  # a patch stage only adds MACs
             return False
-        extra = (self.input_bytes(arch) if budget.count_input else 0) + budget.sram_reserve
+        extra = (self.io_bytes(arch) if budget.count_input else 0) + budget.sram_reserve
         if not self.patch and sram_lower_bound(net) + extra > budget.sram_bytes:  # a patch stage beats the bound
             return False
         if extra > budget.sram_bytes:
@@ -204,8 +206,17 @@ class ResourceEvaluator:
         return None if fit is None else fit.patch
 
     def _limit(self, arch: Arch, budget: Budget) -> int:
-        """The arena bytes `budget` leaves `arch` (its SRAM minus the input buffer and the stack reserve)."""
-        return budget.sram_bytes - budget.sram_reserve - (self.input_bytes(arch) if budget.count_input else 0)
+        """The arena bytes `budget` leaves `arch` (its SRAM minus the input and output buffers and the reserve)."""
+        return budget.sram_bytes - budget.sram_reserve - (self.io_bytes(arch) if budget.count_input else 0)
+
+    def io_bytes(self, arch: Arch) -> int:
+        """The caller-owned buffers of `arch`: its int8 input and outputs (`Resources.input_bytes + output_bytes`
+        without planning)."""
+        net = network(self.space, arch)
+        convs = list(net.convs())
+        heads = convs[len(convs) - len(net.detect):]  # a detector's heads are its last convolutions
+        outputs = sum(layer.cout * side ** 2 for layer, side in heads) if net.detect else net.num_classes
+        return self.input_bytes(arch) + outputs
 
     def input_bytes(self, arch: Arch) -> int:
         """The caller-owned int8 input of `arch`: the data's image when the space resizes it (`MBSpace.input_size`)."""

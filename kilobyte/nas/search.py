@@ -39,6 +39,7 @@ from tqdm import tqdm
 from .. import train as training  # training.fit looked up when called: tests/nas/test_core.py spies on it
 from ..atomic import save_torch
 from ..errors import KilobyteError
+from ..ops.detect_post import DetectConfig
 from ..schedule.estimate import estimate_resources
 from ..schedule.plan_types import PlanOptions
 from ..targets.devices import get_device
@@ -101,11 +102,19 @@ class SearchConfig:
     planned: tuple[str, ...] = ()  # of PLANNED: left to the budget; the others are as given
     task: str = "classify"  # or "detect": a YOLO detector of images with boxes, mAP@0.5 its fitness (issue 28)
 
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise SearchError(f"search: task {self.task!r} must be one of {', '.join(TASKS)}")
 
     def settings(self) -> dict:
-        return json.loads(json.dumps(asdict(self)))
+        """The stored settings; `task` only for a detector, so that stores of earlier searches still resume."""
+        data = json.loads(json.dumps(asdict(self)))
+        if data["task"] == "classify":
+            del data["task"]
+        return data
 
 
+TASKS = ("classify", "detect")
 PHASES = ("space", "largest", "supernet", "evolution", "finetune")  # the stored phases, in order
 PLANNED = ("space_samples", "largest_epochs", "supernet_epochs", "population", "generations", "finetune_epochs")
 
@@ -192,11 +201,15 @@ def grow_limit(config: SearchConfig, native: int) -> tuple[float, int] | None:
 
 
 def search_budget(config: SearchConfig) -> Budget:
-    """The device's budget (arena + input + the firmware's stack within its SRAM), or with `model_sram` the
-    model's own (arena + input within `sram_bytes`: a `--max-sram` budget)."""
+    """The device's budget (arena + input and outputs + the firmware's stack within its SRAM), or with `model_sram`
+    the model's own (arena + input and outputs within `sram_bytes`: a `--max-sram` budget); a detector's
+    post-processing arrays count in both (`DetectConfig.buffer_bytes`, at the limits `deploy_detector` compiles
+    with)."""
     budget = replace(device_budget(config.sram_bytes, config.flash_bytes, config.max_macs),
                      max_instructions=config.max_instructions)
-    return replace(budget, sram_reserve=0) if config.model_sram else budget
+    reserve = (0 if config.model_sram else budget.sram_reserve) + \
+        (DetectConfig((), 1).buffer_bytes if config.task == "detect" else 0)
+    return replace(budget, sram_reserve=reserve)
 
 
 def evaluator(config: SearchConfig, space: MBSpace, core: str | None) -> ResourceEvaluator:
@@ -353,14 +366,14 @@ def finetune(ctx: SearchContext, net, arch: Arch, fit, val):
         cfg = replace(cfg, batch_size=ctx.config.training.batch_size)
     if "finetune_epochs" in ctx.config.planned:
         cfg = replace(cfg, epochs=finetune_epochs(ctx, module, fit, arch.resolution, cfg.batch_size))
-    ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, the training recipe) ...")
+    recipe = "fit_detector" if ctx.task.kind == "detect" else "the training recipe"
+    ctx.log(f"[4/5] fine-tuning the winner ({cfg.epochs} epochs, {recipe}) ...")
     since = time.perf_counter()
     if ctx.task.kind == "detect":
         module.anchors = ctx.task.anchors
         result = fit_detector(module, ctx.task.resized(fit, arch.resolution), ctx.task.resized(val, arch.resolution),
                               epochs=cfg.epochs, lr=DETECT_FINETUNE_LR, batch_size=cfg.batch_size, seed=cfg.seed,
-                              keep_initial=True,
-                              progress=ctx.progress)
+                              keep_initial=True, progress=ctx.progress)
     else:
         result = training.fit(module, fit.x, fit.y, cfg, val=(val.x, val.y), progress=ctx.progress).to_dict()
     save_torch({"phase": "finetune", "model": module.state_dict()}, ckpt)

@@ -125,6 +125,12 @@ class DetectConfig:
                 "score_threshold": self.score_threshold, "iou_threshold": self.iou_threshold,
                 "max_candidates": self.max_candidates, "max_detections": self.max_detections}
 
+    @property
+    def buffer_bytes(self) -> int:
+        """SRAM the post-processing needs beside the arena: the library's static candidate array and the caller's
+        result array (`kb_detection` entries)."""
+        return (self.max_candidates + self.max_detections) * DETECTION_DTYPE.itemsize
+
     def spec(self, input_hw: tuple[int, int], outputs: list[dict]) -> DetectSpec:
         """The post-processing of a graph with input (H, W) and these int8 outputs (dicts with "name", "shape"
         (1, h, w, c), "scale", "zero_point"): one head per output, its stride the input's side over its own."""

@@ -22,7 +22,7 @@ from ..ops import opdef
 from ..ops.sparse import INDEX_BYTES, encode
 from ..transforms.fuse_activation import can_fuse
 from .flash import code_bytes, generated_code
-from .plan import PlanSteps, input_bytes, plan_macs, plan_steps
+from .plan import PlanSteps, input_bytes, output_bytes, plan_macs, plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
 PER_CHANNEL_BYTES = 12  # a weighted layer's int32 bias, multiplier and shift per output channel
@@ -39,6 +39,7 @@ class Resources:
     macs: int  # incl. a patch stage's repeated MACs
     families: tuple[str, ...]  # runtime kernel families the generated C calls (sorted)
     functions: tuple[str, ...] = ()  # runtime functions the generated C calls (sorted; kernels.calls)
+    output_bytes: int = 0  # the caller-owned output buffer(s): the firmware holds them beside the arena
 
     @property
     def flash_bytes(self) -> int:
@@ -128,4 +129,4 @@ def steps_resources(graph: Graph, steps: PlanSteps, core: str | None = None) -> 
         input_bytes=input_bytes(graph),
         weight_bytes=constant_bytes(graph), code_bytes=code_bytes(code, steps.options.kernels, core),
         macs=plan_macs(graph, steps.draft.stage)[0], families=kernel_families(graph, steps),
-        functions=tuple(sorted(code.functions)))
+        functions=tuple(sorted(code.functions)), output_bytes=output_bytes(graph))

@@ -295,6 +295,11 @@ def input_bytes(graph: Graph) -> int:
     return sum(planned_bytes(graph, t) for t in graph.inputs)
 
 
+def output_bytes(graph: Graph) -> int:
+    """The caller-owned output buffer(s) (the firmware's `fw_output`, an application's result array)."""
+    return sum(planned_bytes(graph, t) for t in graph.outputs)
+
+
 def plan_macs(graph: Graph, stage: PatchStage | None) -> tuple[int, float]:
     """(MACs with the patch stage's repeated ones, overhead as a fraction of the per-layer MACs)."""
     base = sum(node_macs(graph, n) for n in graph.nodes)

@@ -5,6 +5,7 @@ the float decoding's mAP."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -160,3 +161,27 @@ def test_a_detector_search_is_tinynas_only(tmp_path):
                           "--out", str(tmp_path / "u")], capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and run.stderr.count("\n") == 1 and "--task detect" in run.stderr, run.stderr
     assert not (tmp_path / "u").exists()
+
+
+def test_a_detectors_budget_counts_its_head_maps_and_post_processing_arrays():
+    """The firmware holds the caller-owned outputs and kb_detect's arrays beside the arena (the first joint winner of
+    issue 28's benchmark overflowed STM32F412's RAM by the 44 KB of its head maps when only the input counted): the
+    evaluator's buffers equal the planned graph's input + outputs, the search's reserve holds the arrays, and a
+    candidate fits only with all of them inside the SRAM."""
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.search import SearchConfig, search_budget
+    from kilobyte.ops.detect_post import DETECTION_DTYPE
+
+    config = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect")
+    budget = search_budget(config)
+    assert budget.sram_reserve == search_budget(SearchConfig("stm32f412", 256 * 1024, 1024 * 1024)).sram_reserve \
+        + (64 + 16) * DETECTION_DTYPE.itemsize
+    ev = ResourceEvaluator(SPACE)
+    for seed in range(3):
+        arch = SPACE.sample(np.random.default_rng(seed))
+        r = ev.evaluate(arch)
+        assert r.output_bytes == 3 * 15 * (8 * 8 + 4 * 4)  # 64 px: 8x8 and 4x4 cells, 3 anchors x (5 + 10)
+        assert ev.io_bytes(arch) == r.input_bytes + r.output_bytes == 64 * 64 + r.output_bytes
+        need = r.arena_bytes + r.input_bytes + r.output_bytes + budget.sram_reserve
+        assert ev.fits(arch, dataclasses.replace(budget, sram_bytes=need, flash_bytes=10 ** 7))
+        assert not ev.fits(arch, dataclasses.replace(budget, sram_bytes=need - 1, flash_bytes=10 ** 7))

@@ -110,7 +110,8 @@ def test_cache_is_per_network_and_fits_uses_early_exits():
     assert ev.fits(arch, Budget(r.arena_bytes, r.flash_bytes)) is True
     assert ev.fits(arch, Budget(r.arena_bytes - 1, r.flash_bytes)) is False
     assert ev.fits(arch, Budget(r.arena_bytes, r.flash_bytes - 1)) is False
-    need = r.arena_bytes + r.input_bytes + 4096
+    need = r.arena_bytes + r.input_bytes + r.output_bytes + 4096  # the caller-owned buffers: input and outputs
+    assert r.output_bytes == SPACE.num_classes
     assert ev.fits(arch, Budget(need, r.flash_bytes, count_input=True, sram_reserve=4096)) is True
     assert ev.fits(arch, Budget(need - 1, r.flash_bytes, count_input=True, sram_reserve=4096)) is False
     planned = ev.planned
@@ -170,6 +171,7 @@ def test_evaluator_counts_the_input_resize_as_the_deployed_library_has_it(tmp_pa
         assert m["order"][0].startswith("resize_bilinear") and "resize" in r.families
         assert (r.arena_bytes, r.peak_bytes, r.input_bytes, r.macs) == (
             m["arena_bytes"], m["peak_bytes"], m["input_bytes"], m["macs"]) and r.input_bytes == 64
+        assert r.output_bytes == int(np.prod(m["outputs"][0]["shape"])) == 10
         assert list(r.families) == m["kernels"]
         code = project_code((result.out_dir / "src" / "model.c").read_text(), len(m["outputs"]))
         assert r.functions == tuple(sorted(code.functions))
