@@ -185,3 +185,14 @@ def test_a_detectors_budget_counts_its_head_maps_and_post_processing_arrays():
         need = r.arena_bytes + r.input_bytes + r.output_bytes + budget.sram_reserve
         assert ev.fits(arch, dataclasses.replace(budget, sram_bytes=need, flash_bytes=10 ** 7))
         assert not ev.fits(arch, dataclasses.replace(budget, sram_bytes=need - 1, flash_bytes=10 ** 7))
+
+
+def test_the_per_layer_and_joint_detector_searches_search_one_grid():
+    from kilobyte.nas.search import SearchConfig, grow_limit, search_space
+
+    joint = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect", patch=True)
+    per_layer = dataclasses.replace(joint, patch=False)
+    a, b = search_space(joint, 1, 10, 128), search_space(per_layer, 1, 10, 128)
+    assert (a.widths, a.resolutions) == (b.widths, b.resolutions) and b.resolutions == tuple(range(64, 257, 16))
+    assert grow_limit(joint, 128) is None and grow_limit(per_layer, 128) is None
+    assert grow_limit(dataclasses.replace(per_layer, task="classify"), 28) is not None  # a classifier's grid grows
