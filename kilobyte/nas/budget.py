@@ -31,7 +31,7 @@ from .build import build_module, network
 from .resources import layer_counts
 from .space import downsampling_schedules
 from .supernet_train import SubnetScorer, batch_archs
-from .task import CLASSIFY, Detect
+from .task import CLASSIFY, task_for
 
 SHARES = {"largest": 0.15, "supernet": 0.40, "evolution": 0.15, "finetune": 0.30}  # of the time after the space
 DEPLOY_SECONDS = 30.0  # int8 PTQ, plan, C build, TFLM verification, int8 test accuracy, firmware measurement (6 s for
@@ -223,16 +223,16 @@ def time_cap(config, space, fit) -> float | None:
     classifier, whose wide resolution grid is the point; a detector's joint search is capped as the per-layer one
     is, both searching one grid)."""
 
-    if config.minutes is None or not config.planned or (config.patch and space.detect_heads == ()):
+    if config.minutes is None or not config.planned or (config.patch and not space.detect_heads):
         return None
     w, r = space.widths[len(space.widths) // 2], space.resolutions[len(space.resolutions) // 2]
     sub = space.with_config(w, r, downsampling_schedules(space, r)[0])
     pairs = [(build_module(sub, a), layer_counts(network(sub, a))[1]) for a in (sub.smallest(), sub.largest())]
     batch = config.training.batch_size
-    task = Detect.of(sub, fit, r, config.seed) if sub.detect_heads else CLASSIFY
+    task = task_for(sub, fit, r, config.seed)
     x, y = task.tensors(fit.take(slice(0, batch)), r)
     model = fit_step_model(pairs, x, y, batch, task)
-    return largest_macs_cap(config.minutes, model, math.ceil(len(fit.images if sub.detect_heads else fit.x) / batch))
+    return largest_macs_cap(config.minutes, model, math.ceil(len(task.images(fit)) / batch))
 
 
 def plan_budget(ctx, net, x, y, calib_x, val_x, val_y):
@@ -294,7 +294,7 @@ def finetune_epochs(ctx, module, fit, resolution: int, batch_size: int) -> int:
     before training so that a resumed search replays them."""
     done = ctx.store.phase_result("finetune_plan")
     if done is None:
-        n = len(fit.images) if ctx.task.kind == "detect" else len(fit.x)
+        n = len(ctx.task.images(fit))
         x, y = ctx.task.tensors(fit.take(slice(0, batch_size)), resolution)
         step = FINETUNE_OVERHEAD * time_module_step(module, x, y, batch_size, ctx.task)
         left = ctx.config.minutes * 60 - ctx.elapsed()

@@ -58,7 +58,7 @@ from .space_opt import GROW_WIDTHS, optimize_space, require_fit, write_report
 from .store import SearchStore
 from .supernet import SuperNet
 from .supernet_train import ScorerSpec, SupernetTraining, load_weights, open_fitness
-from .task import CLASSIFY, Detect
+from .task import CLASSIFY, task_for
 
 PATCH_STAGE_WIDTHS = (0.5, 0.75, 1.0)  # MCUNetV2's width choices (per stage here: space.py says why)
 DETECT_FINETUNE_LR = 1e-3  # AdamW's peak rate fine-tuning a detector from inherited weights (fit_detector: 3e-3 from
@@ -435,7 +435,7 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         width, resolution = space.widths[0], space.resolutions[0]
         torch.manual_seed(config.seed)
         net = SuperNet(space, width, resolution)
-        ctx.task = task_for(config, net.space, fit, resolution)
+        ctx.task = task_for(net.space, fit, resolution, config.seed)
         x, y = ctx.task.tensors(fit, resolution)
         calib_x = x[:20 * 64] if len(x) >= 20 * 64 else x
         val_x, val_y = ctx.task.tensors(val, resolution)
@@ -466,12 +466,6 @@ def run_search(config: SearchConfig, out_dir, *, resume: bool = False, workers: 
         return report
     finally:
         store.close()
-
-
-def task_for(config: SearchConfig, space: MBSpace, fit, resolution: int):
-    """The search's task at `resolution`: `task.Classify`, or a detector's `task.Detect` (anchors from the training
-    boxes at that resolution)."""
-    return Detect.of(space, fit, resolution, config.seed) if config.task == "detect" else CLASSIFY
 
 
 def metric(config: SearchConfig) -> str:

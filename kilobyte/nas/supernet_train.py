@@ -50,7 +50,7 @@ from ..train.bn import recalibrate_batches
 from . import parallel  # parallel.open_pool looked up on the module: tests/nas/test_core.py spies on it there
 from .space import Arch, MBSpace
 from .supernet import SuperNet
-from .task import CLASSIFY, shift_batch  # noqa: F401  (shift_batch: reached through this module)
+from .task import CLASSIFY
 
 PHASE_SEED = {  # separates the phases' random streams
     "largest": 1, "supernet": 2, "finetune": 3}

@@ -14,6 +14,7 @@ The supernet phases, a subnet's fitness and the step timings (`supernet_train`, 
   `SupernetTraining`'s rates (the measured ones, docs/search.md); a detector: AdamW at `train.detect.LR` with the
   gradient norm clipped to `CLIP_NORM`, as `train.fit_detector` trains one (SGD at the classifier's rates diverged
   on YOLOv3's loss, a sum over the anchors: NaN within one epoch);
+- `images(split)`: the split's NHWC images, as the data holds them;
 - `score(net, x, targets)`: the fitness — top-1 accuracy, or mAP@0.5 (all-point, `train.detect_eval`) of the
   float detections (`train.detect.decode`); `chance(targets)`: the fitness of a network that learned nothing.
 
@@ -67,6 +68,10 @@ class Classify:
         peak = cfg.supernet_lr if phase == "supernet" and cfg.supernet_lr is not None else cfg.lr
         return torch.optim.SGD(params, lr=peak, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                                nesterov=True), peak
+
+    def images(self, split):
+        """The split's NHWC images."""
+        return split.x
 
     def tensors(self, split, resolution: int):
         import torch
@@ -127,6 +132,10 @@ class Detect:
             start += n
         return Detect(tuple(groups), tuple(space.head_strides), space.num_classes)
 
+    def images(self, split):
+        """The split's NHWC images."""
+        return split.images
+
     def resized(self, split, resolution: int):
         """`split` at the network's input: images resized (`data.resize_images`), boxes scaled with them."""
         scale = _scale(split, resolution)
@@ -172,3 +181,9 @@ def _scale(split, resolution: int) -> np.ndarray:
 
 
 CLASSIFY = Classify()
+
+
+def task_for(space, fit, resolution: int, seed: int):
+    """The task of `space` at `resolution`: a detector space's (`MBSpace.detect_heads`) `Detect`, with anchors from
+    the training boxes `fit` at that resolution; otherwise `CLASSIFY`."""
+    return Detect.of(space, fit, resolution, seed) if space.detect_heads else CLASSIFY
