@@ -90,13 +90,16 @@ def layer_table(graph) -> dict[str, dict]:
     return table
 
 
-def per_layer(counts: dict[str, int], table: dict) -> list[dict]:
-    """kb_layer_<k>_<node> counts -> rows {node, op, macs, reduction, instructions, ipm} for the weighted layers."""
+def per_layer(counts: dict[str, int], cycles: dict[str, int], table: dict) -> list[dict]:
+    """kb_layer_<k>_<node> counts and modelled cycles -> rows {node, op, macs, reduction, instructions, ipm, cycles,
+    cpm} for the weighted layers."""
     rows = []
     for fn, n in counts.items():
         suffix = fn.split("_", 3)[3] if fn.count("_") >= 3 else fn  # kb_layer_<k>_<node>
         if suffix in table and table[suffix]["macs"]:
-            rows.append(dict(table[suffix], instructions=n, ipm=round(n / table[suffix]["macs"], 3)))
+            macs = table[suffix]["macs"]
+            rows.append(dict(table[suffix], instructions=n, ipm=round(n / macs, 3), cycles=cycles[fn],
+                             cpm=round(cycles[fn] / macs, 3)))
     return rows
 
 
@@ -123,13 +126,14 @@ def bench_model(name: str, work: Path) -> dict:
         count = count_instructions(build, x, timeout=600)
         if not np.array_equal(count.output, want):
             raise SystemExit(f"{name} {target} {kernels} {columns}: output differs from run_int8")
-        rows = per_layer(count.per_layer, table)
+        rows = per_layer(count.per_layer, count.per_layer_cycles, table)
         conv = [r for r in rows if r["op"] == "CONV_2D"]
         heaviest = max(conv, key=lambda r: (r["macs"], r["ipm"])) if conv else None  # the conv-heavy layer (the
         # slowest of those tied for the most MACs: resnet-small has eight)
         sizes = measure(build)
         runs.append(dict(target=target, kernels=kernels, columns=columns, instructions=count.total,
-                         ipm=round(count.total / macs, 3), conv_ipm=ratio(rows, "CONV_2D"),
+                         ipm=round(count.total / macs, 3), cycles=count.cycles, cpm=round(count.cycles / macs, 3),
+                         conv_ipm=ratio(rows, "CONV_2D"),
                          heaviest_conv=heaviest and {k: heaviest[k] for k in ("node", "reduction", "ipm")},
                          conv_best_ipm=min(r["ipm"] for r in conv) if conv else None,
                          depthwise_ipm=ratio(rows, "DEPTHWISE_CONV_2D"), fc_ipm=ratio(rows, "FULLY_CONNECTED"),
@@ -149,9 +153,10 @@ def speedup(model: dict, run: dict) -> float:
 
 
 def markdown(models: list[dict]) -> str:
-    head = ("| model | MACs | core | kernels | columns | instructions | instr/MAC | all conv | conv MACs at <= 1.0 "
-            "| heaviest conv layer | best conv layer | depthwise | FC | speed-up | Flash B | SRAM B | arena B |\n"
-            "|---|---:|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    head = ("| model | MACs | core | kernels | columns | instructions | instr/MAC | cycles (model) | cycles/MAC "
+            "| all conv | conv MACs at <= 1.0 | heaviest conv layer | best conv layer | depthwise | FC | speed-up "
+            "| Flash B | SRAM B | arena B |\n"
+            "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for m in models:
         label = f"{m['model']} w{m['width']} r{m['resolution']}"
@@ -161,7 +166,8 @@ def markdown(models: list[dict]) -> str:
             up = f"{speedup(m, r):.2f}x" if r["kernels"] == "dsp" else ""
             share = f"{100 * r['conv_macs_at_target']:.0f} %" if r["conv_macs_at_target"] is not None else "-"
             lines.append(f"| {label} | {m['macs']:,} | {r['target']} | {r['kernels']} | {r['columns']} | "
-                         f"{r['instructions']:,} | {r['ipm']} | {r['conv_ipm'] or '-'} | {share} | {heavy} | "
+                         f"{r['instructions']:,} | {r['ipm']} | {r['cycles']:,} | {r['cpm']} | "
+                         f"{r['conv_ipm'] or '-'} | {share} | {heavy} | "
                          f"{r['conv_best_ipm'] or '-'} | {r['depthwise_ipm'] or '-'} | {r['fc_ipm'] or '-'} | {up} | "
                          f"{r['flash_bytes']:,} | {r['sram_bytes']:,} | {r['arena_bytes']:,} |")
     return "\n".join(lines)
@@ -180,6 +186,7 @@ def main(argv=None) -> None:
                 if r["kernels"] == "dsp" and r["columns"] == "free" and r["heaviest_conv"]]
     gcc = subprocess.run([arm_gcc(), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     out = dict(python=platform.python_version(), compiler=gcc, counter="unicorn basic-block count (icount.py)",
+               cycles="modelled per block (cycles.py: Arm's timings, zero wait states; M7 dual issue approximated)",
                target_conv_ipm=TARGET_IPM, target_met=bool(dsp_conv) and max(dsp_conv) <= TARGET_IPM, models=models)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")

@@ -43,12 +43,13 @@ def does_not_fit(err: DoesNotFitError) -> int:
 
 
 def register(sub) -> None:
-    """measure a compiled model on a Cortex-M build: Flash, SRAM, stack, instructions
+    """measure a compiled model on a Cortex-M build: Flash, SRAM, stack, instructions, modelled cycles
 
     Build the firmware of the project in DIR for --target, run it once under QEMU on a random int8 input (measured stack
     high-water mark), read Flash and SRAM from the ELF (weights / kernels / arena / stack split) and count executed
-    instructions with unicorn, per layer (not available on cortex-m55: reported as null). Exit code 2 if the build does
-    not fit --device.
+    instructions with unicorn, per layer, with the cycles they model (Arm's per-instruction timings at zero wait
+    states plus a refill per taken branch; Cortex-M7 dual issue approximated: see kilobyte/targets/cortexm/cycles.py).
+    Not available on cortex-m55: reported as null. Exit code 2 if the build does not fit --device.
     """
     p = add_command(sub, "bench", register)
     add_project_dir_arg(p)
@@ -88,9 +89,10 @@ def format_bench(r: dict) -> str:
         lines.append(f"  instructions  n/a ({r['note']})")
         return "\n".join(lines)
     lines.append(f"  instructions  {r['instructions']:,} ({r['instructions_per_mac']:.2f} per MAC)")
-    layers = r["per_layer_instructions"]
+    lines.append(f"  cycles        {r['cycles']:,} ({r['cycles_per_mac']:.2f} per MAC, modelled)")
+    layers, cycles = r["per_layer_instructions"], r["per_layer_cycles"]
     width = max((len(name) for name in layers), default=0)
-    lines.append("  per layer:")
+    lines.append("  per layer (instructions, modelled cycles, share of the cycles):")
     for name, n in layers.items():
-        lines.append(f"    {name:<{width}}  {n:>12,}  {100 * n / r['instructions']:5.1f} %")
+        lines.append(f"    {name:<{width}}  {n:>12,}  {cycles[name]:>12,}  {100 * cycles[name] / r['cycles']:5.1f} %")
     return "\n".join(lines)

@@ -110,14 +110,15 @@ def build_report(result, build, fit) -> dict:
     if build.bench is not None:
         b = build.bench
         report["verified"][b["target"]] = _verified(build.target)
-        report["instructions"] = b["instructions"]
+        report["instructions"], report["cycles"] = b["instructions"], b["cycles"]
         report["target"] = {"core": b["target"], "kernels": b["kernels"], "flash_bytes": b["flash_bytes"],
                             "sram_bytes": b["sram_bytes"], "stack_bytes": b["stack_bytes"],
-                            "instructions_per_mac": b["instructions_per_mac"]}
+                            "instructions_per_mac": b["instructions_per_mac"], "cycles_per_mac": b["cycles_per_mac"]}
         per_function = b["per_layer_instructions"] or {}  # by generated function: kb_layer_<step>_<node>
         per_node = {f.split("_", 3)[3]: n for f, n in per_function.items()}
+        cycles = {f.split("_", 3)[3]: n for f, n in (b["per_layer_cycles"] or {}).items()}
         for layer in report["layers"]:
-            layer["instructions"] = per_node.get(layer["node"])
+            layer["instructions"], layer["cycles"] = per_node.get(layer["node"]), cycles.get(layer["node"])
         report["per_layer_instructions"] = per_function
     if fit.device is not None:
         report["fit"] = {"device": fit.device, "fits": fit.fits, "memory": fit.memory, "flash_bytes": fit.flash_bytes,
@@ -166,7 +167,8 @@ def format_report(r: dict) -> str:
         lines.append(f"{where}: {VerifyReport.from_json(v).summary()}")
     if "instructions" in r:
         t = r["target"]
-        lines.append(f"{t['core']} ({t['kernels']} kernels): {r['instructions']:,} instructions, Flash "
+        lines.append(f"{t['core']} ({t['kernels']} kernels): {r['instructions']:,} instructions, "
+                     f"{r['cycles']:,} cycles (modelled), Flash "
                      f"{t['flash_bytes']} B, SRAM {t['sram_bytes']} B (measured)")
     if "fit" in r:
         lines.append(r["fit"]["verdict"])

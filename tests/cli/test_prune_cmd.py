@@ -67,6 +67,7 @@ def check_report(report: dict, out) -> None:
     assert "cortex-m7: OK: bit-exact on" in text and "TFLM: not run (a host check" in text
     assert report["instructions"] > 0 and report["target"]["core"] == "cortex-m7"
     assert report["instructions"] >= sum(layer["instructions"] for layer in layers) > 0
+    assert report["cycles"] >= sum(layer["cycles"] for layer in layers) > 0
     assert json.loads((out / "report.json").read_text()) == report
     assert (out / "pruned.pt").is_file() and (out / "kilobyte.json").is_file()
 

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # n
                                 reason="Cortex-M tools (arm-none-eabi-gcc, qemu-system-arm) or kilobyte[arm] missing")
 
 BENCH_KEYS = {"flash_bytes", "sram_bytes", "stack_bytes", "instructions", "macs", "instructions_per_mac",
-              "per_layer_instructions", "flash", "sram", "planned", "note", "target", "kernels", "device"}
+              "per_layer_instructions", "flash", "sram", "planned", "note", "target", "kernels", "device", "cycles",
+              "cycles_per_mac", "per_layer_cycles", "cycle_model"}
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +125,10 @@ def test_bench_json(capsys, compiled):
     assert b["macs"] == compiled[1]["macs"] and b["instructions"] > b["macs"]
     assert b["instructions_per_mac"] == pytest.approx(b["instructions"] / b["macs"], rel=1e-3)
     assert 0 < sum(b["per_layer_instructions"].values()) <= b["instructions"]
+    # modelled M7 cycles: dual issue can halve the instructions, no instruction costs more than 12
+    assert b["instructions"] / 2 <= b["cycles"] < 12 * b["instructions"] and "cortex-m7" in b["cycle_model"]
+    assert b["per_layer_cycles"].keys() == b["per_layer_instructions"].keys()
+    assert 0 < sum(b["per_layer_cycles"].values()) <= b["cycles"]
     assert sum(v for k, v in b["flash"].items() if k != "limit") == b["flash_bytes"]
     assert sum(v for k, v in b["sram"].items() if k != "limit") == b["sram_bytes"]
     assert 0 < b["stack_bytes"] < b["sram"]["stack_reserve"]

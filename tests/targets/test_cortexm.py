@@ -261,6 +261,18 @@ def test_icount_is_deterministic_and_matches_qemu(builds, layers, x, target):
     np.testing.assert_array_equal(first.output, reference(x, layers))
 
 
+def test_modelled_cycles_follow_the_instructions(builds, x):
+    """The stand-in's kernel loads bytes in its inner loop: on the M4 (loads 2 cycles, taken branches 1 + 2) its
+    cycles exceed its instructions; the M7's dual issue brings them below the M4's. Layers split the cycles as they
+    split the instructions."""
+    m4, m7 = count_instructions(builds["cortex-m4"], x), count_instructions(builds["cortex-m7"], x)
+    assert m4.cycles > m4.total and m7.cycles < m4.cycles
+    for c in (m4, m7):
+        assert c.per_layer_cycles.keys() == c.per_layer.keys()
+        assert sum(c.per_layer_cycles.values()) <= c.cycles == sum(c.per_function_cycles.values())
+        assert c.per_layer_cycles["kb_layer_0_conv"] > c.per_layer_cycles["kb_layer_1_conv"]
+
+
 def test_icount_depends_on_work(builds, x):
     """A layer with 4x the multiply-accumulates of another costs more instructions."""
     counts = count_instructions(builds["cortex-m4"], x).per_layer

@@ -6,7 +6,9 @@ zero, as after reset), SP is the top of the firmware's stack, LR a magic address
 basic-block hook records how often each block ran under which layer; at the end each block's instructions are
 counted by decoding Thumb lengths (a halfword whose top five bits are 0b11101, 0b11110 or 0b11111 starts a 32-bit
 instruction). Counting whole blocks includes instructions skipped inside IT blocks, which a per-instruction hook
-would miss. The count is a proxy for time, not a cycle count.
+would miss. The count is a proxy for time; beside it, each block's modelled cycles (`cycles.py`: its instructions priced
+by the core's model, plus a pipeline refill each time the block was left by a taken branch, i.e. the next block did
+not start where it ended) give `cycles`.
 
 Per layer: a block at the entry of a `kb_layer_*` function pushes (layer, LR); reaching that return address pops
 it; every block counts for the innermost layer on that stack (kb_invoke's own code counts for no layer). Cortex-M55
@@ -24,6 +26,7 @@ import numpy as np
 
 from kilobyte.errors import KilobyteError
 
+from .cycles import CycleModel, cycle_model, decode
 from .firmware import model_interface
 from .measure import elf_symbol_values, elf_symbols
 from .qemu import as_input_bytes
@@ -39,6 +42,9 @@ class IcountResult:
     per_function: dict[str, int]  # by innermost function symbol (GCC clone suffixes such as .constprop.0 removed)
     per_layer: dict[str, int]  # by kb_layer_* function, in call order; sums to at most `total`
     output: np.ndarray  # (KB_OUTPUT_BYTES,) int8, what kb_invoke wrote (equals QEMU's output)
+    cycles: int  # modelled cycles of the same run (cycles.py: the core's model, zero wait states)
+    per_layer_cycles: dict[str, int]  # as per_layer
+    per_function_cycles: dict[str, int]  # as per_function
 
 
 def _unicorn():
@@ -48,20 +54,6 @@ def _unicorn():
     except ImportError:
         raise KilobyteError("unicorn is not installed: pip install kilobyte[arm]") from None
     return unicorn, arm_const
-
-
-def thumb_instruction_count(code: bytes) -> int:
-    """Number of Thumb instructions in `code`, a straight run of them.
-
-    >>> thumb_instruction_count(bytes.fromhex("0120" "fff7feff" "7047"))  # movs r0,#1; bl .; bx lr
-    3
-    """
-    count, i = 0, 0
-    while i + 1 < len(code):
-        first = code[i] | code[i + 1] << 8
-        i += 4 if first >> 11 in (0b11101, 0b11110, 0b11111) else 2
-        count += 1
-    return count
 
 
 class _Functions:
@@ -82,13 +74,17 @@ class _Functions:
 
 
 class _Tracker:
-    """Block hook state: hits per (block address, block size, current layer) and the stack of active layers."""
+    """Block hook state: hits per (block address, block size, current layer), how often each was left by a taken
+    branch (the next block did not start at its end), and the stack of active layers."""
 
     def __init__(self, layer_entries: dict[int, str], lr_register: int):
         self.layer_entries = layer_entries
         self.lr_register = lr_register
         self.stack: list[tuple[str, int]] = []  # (layer, return address)
         self.hits: Counter = Counter()
+        self.taken: Counter = Counter()
+        self.last: tuple | None = None  # the previous block's key
+        self.last_end = -1
 
     def on_block(self, uc, address: int, size: int, _user) -> None:
         layer = self.layer_entries.get(address)
@@ -98,7 +94,11 @@ class _Tracker:
                 self.stack.append(frame)
         elif self.stack and address == self.stack[-1][1]:
             self.stack.pop()
-        self.hits[address, size, self.stack[-1][0] if self.stack else None] += 1
+        key = (address, size, self.stack[-1][0] if self.stack else None)
+        self.hits[key] += 1
+        if address != self.last_end and self.last is not None:
+            self.taken[self.last] += 1
+        self.last, self.last_end = key, address + size
 
 
 def _map_image(uc, build) -> None:
@@ -117,19 +117,41 @@ def _map_image(uc, build) -> None:
                     uc.mem_write(address, data)
 
 
-def _summarise(uc, hits: Counter, functions: _Functions) -> tuple[int, dict, dict]:
-    """Instructions per block (decoded once per block) times its hits, summed per function and per layer."""
-    sizes: dict[tuple[int, int], int] = {}
-    total, per_function, per_layer = 0, Counter(), Counter()
-    for (address, size, layer), n in hits.items():
-        if (address, size) not in sizes:
-            sizes[address, size] = thumb_instruction_count(bytes(uc.mem_read(address, size)))
-        count = sizes[address, size] * n
-        per_function[functions.name_at(address)] += count
+@dataclass(frozen=True)
+class _Totals:
+    total: int
+    per_function: dict[str, int]
+    per_layer: dict[str, int]
+    cycles: int
+    per_function_cycles: dict[str, int]
+    per_layer_cycles: dict[str, int]
+
+
+def _summarise(uc, tracker: _Tracker, functions: _Functions, model: CycleModel | None) -> _Totals:
+    """Instructions (and modelled cycles) per block, decoded once per block, times its hits, summed per function and
+    per layer; a block's taken exits add the model's refill each."""
+    blocks: dict[tuple[int, int], tuple[int, int]] = {}  # (address, size) -> (instructions, cycles of one pass)
+    counts = {"i": Counter(), "c": Counter()}
+    layers = {"i": Counter(), "c": Counter()}
+    total = cycles = 0
+    for key, n in tracker.hits.items():
+        address, size, layer = key
+        if (address, size) not in blocks:
+            insns = decode(bytes(uc.mem_read(address, size)))
+            blocks[address, size] = (len(insns), model.block(insns) if model else 0)
+        per_pass, per_pass_cycles = blocks[address, size]
+        count = per_pass * n
+        cost = per_pass_cycles * n + (model.refill * tracker.taken[key] if model else 0)
+        name = functions.name_at(address)
+        counts["i"][name] += count
+        counts["c"][name] += cost
         if layer is not None:
-            per_layer[layer] += count
+            layers["i"][layer] += count
+            layers["c"][layer] += cost
         total += count
-    return total, dict(per_function.most_common()), dict(per_layer)
+        cycles += cost
+    return _Totals(total, dict(counts["i"].most_common()), dict(layers["i"]), cycles,
+                   dict(counts["c"].most_common()), dict(layers["c"]))
 
 
 def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: _Functions) -> None:
@@ -159,6 +181,45 @@ def _output_args(build, arm, fw_output: int) -> list[tuple[int, int]]:
     return [(reg, fw_output + offset) for reg, offset in zip(regs, offsets)]
 
 
+def count_code(code: bytes, target: str, *, registers: dict[str, int] | None = None,
+               timeout: float = 10) -> IcountResult:
+    """Run a bare Thumb routine on `target`'s core and count it as `count_instructions` counts a firmware.
+
+    `code` (machine code, as the assembler emits it) is placed at address 0 and called with LR = the magic return,
+    so it must end by returning (`bx lr`); 64 KB of RAM at 0x20000000 hold the stack (SP at its top) and whatever the
+    routine addresses. `registers` ("r0".."r12") are set first. This is how the cycle model is checked on instruction
+    sequences whose timing the core's TRM gives. The routine's last return is not a counted block exit, as
+    kb_invoke's is not.
+    """
+    unicorn, arm = _unicorn()
+    model = cycle_model(target)
+    cpu = {"cortex-m4": "UC_CPU_ARM_CORTEX_M4", "cortex-m7": "UC_CPU_ARM_CORTEX_M7"}.get(target)
+    if cpu is None:
+        raise KilobyteError(f"count_code: no emulated core for {target!r} (cortex-m4, cortex-m7)")
+    uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB | unicorn.UC_MODE_MCLASS)
+    uc.ctl_set_cpu_model(getattr(arm, cpu))
+    ram, ram_bytes = 0x20000000, 0x10000
+    uc.mem_map(0, max(_PAGE, -(-len(code) // _PAGE) * _PAGE))
+    uc.mem_map(ram, ram_bytes)
+    uc.mem_map(MAGIC_RETURN, _PAGE)
+    uc.mem_write(0, bytes(code))
+    uc.reg_write(arm.UC_ARM_REG_SP, ram + ram_bytes)
+    uc.reg_write(arm.UC_ARM_REG_LR, MAGIC_RETURN | 1)
+    for name, value in (registers or {}).items():
+        uc.reg_write(getattr(arm, f"UC_ARM_REG_{name.upper()}"), value)
+    funcs = _Functions([])
+    tracker = _Tracker({}, arm.UC_ARM_REG_LR)
+    uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)
+    try:
+        uc.emu_start(1, MAGIC_RETURN, timeout=int(timeout * 1e6))
+    except unicorn.UcError as e:
+        pc = uc.reg_read(arm.UC_ARM_REG_PC)
+        raise KilobyteError(f"count_code: the routine stopped at pc 0x{pc:08x}: {e}") from None
+    t = _summarise(uc, tracker, funcs, model)
+    return IcountResult(t.total, t.per_function, t.per_layer, np.zeros(0, np.int8), t.cycles, t.per_layer_cycles,
+                        t.per_function_cycles)
+
+
 def count_instructions(build, input: np.ndarray, timeout: float = 120) -> IcountResult:
     """Count the instructions `kb_invoke` executes on `input` (int8, KB_INPUT_BYTES) in the ELF of `build`."""
     if build.board.unicorn_cpu is None:
@@ -184,6 +245,7 @@ def count_instructions(build, input: np.ndarray, timeout: float = 120) -> Icount
     tracker = _Tracker(funcs.entries("kb_layer_"), arm.UC_ARM_REG_LR)
     uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)
     _run(uc, build, entry, timeout, arm.UC_ARM_REG_PC, funcs)
-    total, per_function, per_layer = _summarise(uc, tracker.hits, funcs)
+    t = _summarise(uc, tracker, funcs, cycle_model(build.target))
     output = np.frombuffer(bytes(uc.mem_read(objects["fw_output"], build.output_bytes)), dtype=np.int8).copy()
-    return IcountResult(total, per_function, per_layer, output)
+    return IcountResult(t.total, t.per_function, t.per_layer, output, t.cycles, t.per_layer_cycles,
+                        t.per_function_cycles)

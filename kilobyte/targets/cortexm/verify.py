@@ -27,6 +27,8 @@ from .measure import measure
 from .qemu import run_qemu
 from .toolchain import get_board
 
+CYCLE_MODEL_NOTE = ("modelled {target} cycles at zero wait states: each executed instruction priced by Arm's "
+                    "timings plus a pipeline refill per taken branch (kilobyte/targets/cortexm/cycles.py)")
 NO_ICOUNT_NOTE = ("instruction counts are unavailable for cortex-m55: unicorn cannot run v8.1-M code (DLS/LE "
                   "loops); Flash, SRAM and the stack are still measured")
 
@@ -89,6 +91,7 @@ def bench_on_target(project, target: str | None, *, device: str | Device | None 
 def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
     macs = int(m["macs"])
     instructions = counts.total if counts else None
+    cycles = counts.cycles if counts else None
     return {
         "model": m.get("model"), "target": build.target, "machine": build.board.machine, "kernels": build.kernels,
         "device": build.device.name if build.device else None,
@@ -96,6 +99,9 @@ def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
         "instructions": instructions, "macs": macs,
         "instructions_per_mac": round(instructions / macs, 3) if instructions and macs else None,
         "per_layer_instructions": dict(counts.per_layer) if counts else None,
+        "cycles": cycles, "cycles_per_mac": round(cycles / macs, 3) if cycles and macs else None,
+        "per_layer_cycles": dict(counts.per_layer_cycles) if counts else None,
+        "cycle_model": CYCLE_MODEL_NOTE.format(target=build.target) if counts else None,
         "flash": {"weights": sizes["flash_weights_bytes"], "kernels": sizes["flash_kernel_bytes"],
                   "other": sizes["flash_other_bytes"], "limit": sizes["flash_limit_bytes"]},
         "sram": {"arena": sizes["sram_arena_bytes"], "stack_reserve": sizes["sram_stack_bytes"],
