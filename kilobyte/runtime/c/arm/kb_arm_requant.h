@@ -144,6 +144,50 @@ static inline int8_t kb_arm_rq1_apply(const kb_arm_rq1 *q, int32_t acc)
     return (int8_t)v;
 }
 
+/* The one-SMMLAR form of kb_arm_wide.S (derivation there), in C and for any clamp, where its domain holds:
+ *     out = clamp(SMMLAR(2 * acc, mult, ((1 + 2 * out_offset) << (r - 1)) - [acc < 0]) >> r, act_min, act_max)
+ * with r = -shift in 1..KB_ARM_RQS_MAX_RIGHT, an int8 out_offset and |acc| < 2^30 (the caller's bound: see
+ * kb_arm_rqs_ok). The value before the clamp is TFLite's requantised value + out_offset exactly (no saturation can
+ * occur in that domain), so any [act_min, act_max] within int8 clamps it as TFLite does. 5 instructions + the clamp
+ * (SSAT where it is the full int8 range). tests/targets/test_dsp_kernels.py checks the form in numpy over the
+ * domain and the kernels that use it on target. */
+#define KB_ARM_RQS_MAX_RIGHT 23
+#define KB_ARM_RQS_MAX_ACC (1 << 30)
+
+typedef struct {
+    int32_t mult, k, right, act_min, act_max, full;
+} kb_arm_rqs;
+
+/* Whether (shift, out_offset) lie in the one-SMMLAR form's domain; the caller bounds |acc| < KB_ARM_RQS_MAX_ACC. */
+static inline int kb_arm_rqs_ok(int32_t shift, int32_t out_offset)
+{
+    return shift <= -1 && shift >= -KB_ARM_RQS_MAX_RIGHT && out_offset >= -128 && out_offset <= 127;
+}
+
+static inline kb_arm_rqs kb_arm_rqs_of(int32_t mult, int32_t shift, int32_t out_offset, int32_t act_min,
+                                       int32_t act_max)
+{
+    kb_arm_rqs q;
+    q.mult = mult, q.right = -shift;
+    q.k = (1 + 2 * out_offset) * (1 << (q.right - 1));  /* |k| < 2^30: no overflow, no negative shift */
+    q.act_min = act_min, q.act_max = act_max, q.full = kb_arm_full_clamp(act_min, act_max);
+    return q;
+}
+
+static inline __attribute__((always_inline)) int8_t kb_arm_rqs_apply(const kb_arm_rqs *q, int32_t acc)
+{
+    int32_t v;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"((int32_t)((uint32_t)acc << 1)), "r"(q->mult),
+            "r"(q->k + (acc >> 31)));
+    v >>= q->right;
+    if (q->full) {
+        return (int8_t)__ssat(v, 8);
+    }
+    v = v < q->act_min ? q->act_min : v;
+    v = v > q->act_max ? q->act_max : v;
+    return (int8_t)v;
+}
+
 static inline int8_t kb_arm_requantize1(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
                                         int32_t act_min, int32_t act_max)
 {

@@ -12,8 +12,11 @@
  *                            stride 1: out(x + 1) = SMLAD([w0, w2], [r1, r3]) + w1 * r2    (SMLABT on [r0, r2])
  *                            stride 2: out(x + 1) = w0 * r2 + w1 * r3 (SMLABT twice) + w2 * r4 (one more byte)
  *                          6 MACs for 1 load, 2 unpacks and 4 (5) multiply-accumulates; no byte outside the two
- *                          windows is read. Other windows use the portable loops; every output uses the shorter
- *                          requantisation of kb_arm_requant.h.
+ *                          windows is read. A 3x3 channel whose requantisation the one-SMMLAR form covers
+ *                          (kb_arm_rqs_ok and a bounded accumulator) runs these steps in the assembly of
+ *                          kb_arm_dw3.S, the whole channel in one call with the sums and weights in registers;
+ *                          the others, and other windows, use the C loops. Every output uses a short
+ *                          requantisation of kb_arm_requant.h (kb_arm_rqs where it applies, else kb_arm_rq1).
  */
 /* See arm/kb_conv.c: keeps the unrolled SIMD loops within the registers. Speed only. */
 #pragma GCC optimize("no-schedule-insns")
@@ -24,6 +27,7 @@
 #include "kb_requant.h"
 #include "kb_arm_simd.h"
 #include "kb_arm_requant.h"
+#include "kb_arm_dw3.h"
 
 /* Kernel indices i < k with 0 <= start + i * dil < size: [*lo, *hi). */
 static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t *lo, int32_t *hi)
@@ -119,12 +123,18 @@ static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int
         const int8_t *src = in + y * p->in_row * cs + c;
         int8_t *dst = plane + (y + p->pad_t) * pw + p->pad_l;
         int32_t x = 0;
-        for (; x + 2 <= p->in_w; x += 2) {  /* two per iteration: half the loop overhead */
-            dst[x] = src[x * cs];
-            dst[x + 1] = src[(x + 1) * cs];
+        for (; x + 4 <= p->in_w; x += 4, src += 4 * cs) {  /* four bytes per (unaligned) word store */
+            const uint32_t v = (uint32_t)(uint8_t)src[0] | (uint32_t)(uint8_t)src[cs] << 8 |
+                               (uint32_t)(uint8_t)src[2 * cs] << 16 | (uint32_t)(uint8_t)src[3 * cs] << 24;
+            memcpy(dst + x, &v, 4);
+        }
+        if (x + 2 <= p->in_w) {
+            dst[x] = src[0];
+            dst[x + 1] = src[cs];
+            x += 2, src += 2 * cs;
         }
         if (x < p->in_w) {
-            dst[x] = src[x * cs];
+            dst[x] = src[0];
         }
     }
 }
@@ -140,14 +150,19 @@ static int32_t channel_base(const kb_conv_params *p, const int8_t *w, const int3
 }
 
 /* One channel's accumulator start and requantisation, copied out of the arguments (the int8 stores may alias
- * them). */
+ * them): the one-SMMLAR form where its domain holds for every window sum (`smmlar`), else kb_arm_rq1. */
 typedef struct {
     int32_t base;
+    int32_t smmlar;
+    kb_arm_rqs rqs;
     kb_arm_rq1 rq;
 } kb_chan;
 
-static inline int8_t chan_out(const kb_chan *q, int32_t acc)
+static inline __attribute__((always_inline)) int8_t chan_out(const kb_chan *q, int32_t acc)
 {
+    if (q->smmlar) {
+        return kb_arm_rqs_apply(&q->rqs, acc + q->base);  /* |acc + base| < 2^30: no wrap */
+    }
     return kb_arm_rq1_apply(&q->rq, kb_wrapping_add(acc, q->base));
 }
 
@@ -178,8 +193,16 @@ static inline void row3_s2(const int8_t *r, const kb_row3 *w, int32_t *a0, int32
     *a1 = __smlabt(w->w1, o, __smlabt(w->w0, e, *a1)) + w->w2 * r[4];     /* w0 r2 + w1 r3 + w2 r4 */
 }
 
+/* The single last output of an odd output row of a 3x3 window. */
+static inline int32_t window3(const int8_t *r, int32_t pw, const int32_t *taps)
+{
+    return taps[0] * r[0] + taps[1] * r[1] + taps[2] * r[2] + taps[3] * r[pw] + taps[4] * r[pw + 1] +
+           taps[5] * r[pw + 2] + taps[6] * r[2 * pw] + taps[7] * r[2 * pw + 1] + taps[8] * r[2 * pw + 2];
+}
+
 /* One output channel of a 3x3 window with horizontal stride 1 or 2 (`s2`, a constant), two outputs per step; an
- * odd last output alone. taps: the channel's (3, 3) weights as int32; y_c: channel c of output pixel 0. */
+ * odd last output alone (the C path, for channels kb_arm_dw3.S does not take). taps: the channel's (3, 3) weights
+ * as int32; y_c: channel c of output pixel 0. */
 static inline __attribute__((always_inline)) void plane_conv_3x3_x2(const kb_conv_params *p, const int8_t *plane,
                                                                     const int32_t *taps, const kb_chan *q,
                                                                     int s2, int8_t *y_c)
@@ -206,11 +229,7 @@ static inline __attribute__((always_inline)) void plane_conv_3x3_x2(const kb_con
             y[ocs] = chan_out(q, a1);
         }
         if (ox < p->out_w) {
-            const int8_t *r = row + ox * sw;
-            const int32_t acc = taps[0] * r[0] + taps[1] * r[1] + taps[2] * r[2] + taps[3] * r[pw] +
-                                taps[4] * r[pw + 1] + taps[5] * r[pw + 2] + taps[6] * r[2 * pw] +
-                                taps[7] * r[2 * pw + 1] + taps[8] * r[2 * pw + 2];
-            y[0] = chan_out(q, acc);
+            y[0] = chan_out(q, window3(row + ox * sw, pw, taps));
         }
     }
 }
@@ -287,20 +306,75 @@ static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *
                        const int32_t *shift, int32_t c)
 {
     kb_chan q;
-    q.base = channel_base(p, w, bias, c, p->k_h * p->k_w);
-    q.rq = kb_arm_rq1_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
+    const int32_t taps = p->k_h * p->k_w;
+    q.base = channel_base(p, w, bias, c, taps);
+    /* A window sum of plane bytes times weights: |sum| <= taps * 128 * 128 (taps <= 2^16 keeps the bound exact). */
+    q.smmlar = kb_arm_rqs_ok(shift[c], p->out_offset) && taps <= (1 << 16) &&
+               q.base > -(KB_ARM_RQS_MAX_ACC - taps * 16384) && q.base < KB_ARM_RQS_MAX_ACC - taps * 16384;
+    if (q.smmlar) {
+        q.rqs = kb_arm_rqs_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
+    } else {
+        q.rq = kb_arm_rq1_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
+    }
     return q;
 }
 
-/* The channel loop shared by the square variants (k constant after inlining). */
+/* kb_arm_dw3.S's job, the fields every channel shares, and the function for the layer's stride and clamp. */
+static void (*dw3_call(const kb_conv_params *p, kb_dw3_job *j))(const int8_t *, int8_t *, const kb_dw3_job *)
+{
+    j->pw = plane_width(p), j->ocs = p->out_cstride;
+    j->act_min = p->act_min, j->act_max = p->act_max;
+    j->rows = p->out_h, j->pairs = p->out_w / 2, j->odd = p->out_w & 1;
+    j->row_step = p->stride_h * j->pw, j->y_row = p->out_row * p->out_cstride;
+    const int full = kb_arm_full_clamp(p->act_min, p->act_max);
+    return p->stride_w == 1 ? (full ? kb_dw3_s1 : kb_dw3_s1_clamp) : (full ? kb_dw3_s2 : kb_dw3_s2_clamp);
+}
+
+/* Channel c's fields of the job (its 3x3 weights packed as kb_arm_dw3.h says, accumulator start, one-SMMLAR
+ * requantisation), read once from the (1, 3, 3, in_c) weights; 0 when the one-SMMLAR form's domain does not hold
+ * (kb_arm_rqs_ok, and |base| + 9 * 128 * 128 < 2^30): the channel then takes the C path. */
+static int dw3_channel(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
+                       const int32_t *shift, int32_t c, kb_dw3_job *j)
+{
+    const int32_t n = p->in_c, lim = KB_ARM_RQS_MAX_ACC - 9 * 16384;
+    const int8_t *t = w + c;
+    const int32_t t0 = t[0], t1 = t[n], t2 = t[2 * n], t3 = t[3 * n], t4 = t[4 * n], t5 = t[5 * n], t6 = t[6 * n],
+                  t7 = t[7 * n], t8 = t[8 * n];
+    const int32_t base = kb_wrapping_add(bias[c], p->in_offset * (t0 + t1 + t2 + t3 + t4 + t5 + t6 + t7 + t8));
+    if (!kb_arm_rqs_ok(shift[c], p->out_offset) || base <= -lim || base >= lim) {
+        return 0;
+    }
+    j->w02[0] = (int32_t)(((uint32_t)t0 & 0xFFFFu) | ((uint32_t)t2 << 16));
+    j->w02[1] = (int32_t)(((uint32_t)t3 & 0xFFFFu) | ((uint32_t)t5 << 16));
+    j->w02[2] = (int32_t)(((uint32_t)t6 & 0xFFFFu) | ((uint32_t)t8 << 16));
+    j->w1_01 = (int32_t)(((uint32_t)t1 & 0xFFFFu) | ((uint32_t)t4 << 16));
+    j->w1_2 = t7;
+    j->base = base;
+    const kb_arm_rqs q = kb_arm_rqs_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
+    j->k = q.k, j->mult = q.mult, j->right = q.right;
+    return 1;
+}
+
+/* The channel loop shared by the square variants (k constant after inlining): 3x3 channels with horizontal stride 1
+ * or 2 through kb_arm_dw3.S where its requantisation applies, the rest through the C paths. */
 static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in,
                                                               const int8_t *w, const int32_t *bias,
                                                               const int32_t *mult, const int32_t *shift, int8_t *out,
                                                               int8_t *scratch, int32_t k)
 {
     int32_t taps[49];  /* channel c's (k, k) weights, widened once */
+    kb_dw3_job job;
+    void (*dw3)(const int8_t *, int8_t *, const kb_dw3_job *) = NULL;
+    if (k == 3 && (p->stride_w == 1 || p->stride_w == 2)) {
+        dw3 = dw3_call(p, &job);
+    }
     plane_clear(p, scratch);
     for (int32_t c = 0; c < p->in_c; ++c) {
+        if (dw3 != NULL && dw3_channel(p, w, bias, mult, shift, c, &job)) {
+            plane_load(p, in, c, scratch);
+            dw3(scratch, out + c, &job);
+            continue;
+        }
         for (int32_t i = 0; i < k * k; ++i) {
             taps[i] = w[i * p->in_c + c];
         }
