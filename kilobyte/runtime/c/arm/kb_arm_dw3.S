@@ -8,7 +8,7 @@
  * 7 instructions for 6 MACs. Stride 2: out(x + 1) sees r2, r3, r4: SMLABT([w0, w2], e) + w1 * r3 (o's top) +
  * w2 * r4 (one LDRSB; SMLATB) — 9 instructions (10 for rows 1 and 2, which need their address) for 6 MACs.
  * Then both sums are requantised in registers (kb_arm_rqs's form: 4 instructions each + SSAT as the clamp, or two
- * compares for a narrower activation) and stored. An odd last output of a row takes nine LDRSB + SMLAxB. The sums
+ * compares each for a narrower activation, chosen by a flag: one function per stride keeps the Flash down) and stored. An odd last output of a row takes nine LDRSB + SMLAxB. The sums
  * are exact (|sum| < 2^30, the caller's bound). One call does the whole channel, so the frame is set up once.
  *
  * Registers in the loop:
@@ -36,6 +36,7 @@
 #define F_ROW 40
 #define F_Y 44
 #define F_ROWS 48
+#define F_FULL 52
 #define F_BYTES 56
 
 .macro FUNCTION name
@@ -71,6 +72,8 @@
     strd    r12, lr, [sp, #F_MIN]
     ldr     r12, [r3, #KB_DW3_ROWS]
     str     r12, [sp, #F_ROWS]
+    ldr     r12, [r3, #KB_DW3_FULL]
+    str     r12, [sp, #F_FULL]
     str     r0, [sp, #F_ROW]
     str     r1, [sp, #F_Y]
     ldmia   r3, {r4-r8}                 /* w02[0..2], w1_01, w1_2 */
@@ -90,31 +93,43 @@
     asr     \reg, \reg, r11
 .endm
 
-/* The clamp of reg: SSAT, or [r12, lr] = [act_min, act_max] (loaded by the caller) when `clamp`. */
-.macro CLAMP reg, clamp
-    .if \clamp
+/* Clamp reg and reg2 (or reg alone: reg2 = none) to [act_min, act_max]: SSAT when the frame's `full` flag says the
+ * clamp is [-128, 127], else two compares each. Clobbers r12, lr. */
+.macro CLAMP reg, reg2
+    ldr     r12, [sp, #F_FULL]
+    cmp     r12, #0
+    beq     6f
+    ssat    \reg, #8, \reg
+    .ifnc \reg2, none
+    ssat    \reg2, #8, \reg2
+    .endif
+    b       7f
+6:
+    ldrd    r12, lr, [sp, #F_MIN]
     cmp     \reg, r12
     it      lt
     movlt   \reg, r12
     cmp     \reg, lr
     it      gt
     movgt   \reg, lr
-    .else
-    ssat    \reg, #8, \reg
+    .ifnc \reg2, none
+    cmp     \reg2, r12
+    it      lt
+    movlt   \reg2, r12
+    cmp     \reg2, lr
+    it      gt
+    movgt   \reg2, lr
     .endif
+7:
 .endm
 
 /* Requantise r9, r10, clamp, store at r1 and r1 + ocs, advance r1 by two outputs. */
-.macro STORE_PAIR clamp
+.macro STORE_PAIR
     ldrd    r12, lr, [sp, #F_K]
     ldr     r11, [sp, #F_RIGHT]
     RQ      r9
     RQ      r10
-    .if \clamp
-    ldrd    r12, lr, [sp, #F_MIN]
-    .endif
-    CLAMP   r9, \clamp
-    CLAMP   r10, \clamp
+    CLAMP   r9, r10
     ldr     r11, [sp, #F_OCS]
     strb    r9, [r1]
     strb    r10, [r1, r11]
@@ -175,7 +190,7 @@
 
 /* The whole channel: per output row, its pairs (PAIR: one pair at r0 into r1, advancing both), then its single last
  * output when job->odd; `step` = log2 of the plane bytes one pair advances (1: stride 1, 2: stride 2). */
-.macro CHANNEL name, step, clamp
+.macro CHANNEL name, step
 FUNCTION \name
     ENTER
 5:                                      /* output row: r0, r1 = its first window and output */
@@ -202,7 +217,7 @@ FUNCTION \name
     ROW_S2  r6, r8, 0
     add     r0, r0, #4
     .endif
-    STORE_PAIR \clamp
+    STORE_PAIR
     ldr     r11, [sp, #F_END]
     cmp     r0, r11
     bne     1b
@@ -221,10 +236,7 @@ FUNCTION \name
     ldrd    r12, lr, [sp, #F_K]
     ldr     r11, [sp, #F_RIGHT]
     RQ      r9
-    .if \clamp
-    ldrd    r12, lr, [sp, #F_MIN]
-    .endif
-    CLAMP   r9, \clamp
+    CLAMP   r9, none
     strb    r9, [r1]
 4:                                      /* the next output row */
     ldr     r3, [sp, #F_JOB]
@@ -244,7 +256,5 @@ FUNCTION \name
 END_FUNCTION \name
 .endm
 
-    CHANNEL kb_dw3_s1, 1, 0
-    CHANNEL kb_dw3_s1_clamp, 1, 1
-    CHANNEL kb_dw3_s2, 2, 0
-    CHANNEL kb_dw3_s2_clamp, 2, 1
+    CHANNEL kb_dw3_s1, 1
+    CHANNEL kb_dw3_s2, 2

@@ -319,15 +319,15 @@ static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *
     return q;
 }
 
-/* kb_arm_dw3.S's job, the fields every channel shares, and the function for the layer's stride and clamp. */
+/* kb_arm_dw3.S's job, the fields every channel shares, and the function for the layer's stride. */
 static void (*dw3_call(const kb_conv_params *p, kb_dw3_job *j))(const int8_t *, int8_t *, const kb_dw3_job *)
 {
     j->pw = plane_width(p), j->ocs = p->out_cstride;
     j->act_min = p->act_min, j->act_max = p->act_max;
     j->rows = p->out_h, j->pairs = p->out_w / 2, j->odd = p->out_w & 1;
     j->row_step = p->stride_h * j->pw, j->y_row = p->out_row * p->out_cstride;
-    const int full = kb_arm_full_clamp(p->act_min, p->act_max);
-    return p->stride_w == 1 ? (full ? kb_dw3_s1 : kb_dw3_s1_clamp) : (full ? kb_dw3_s2 : kb_dw3_s2_clamp);
+    j->full = kb_arm_full_clamp(p->act_min, p->act_max);
+    return p->stride_w == 1 ? kb_dw3_s1 : kb_dw3_s2;
 }
 
 /* Channel c's fields of the job (its 3x3 weights packed as kb_arm_dw3.h says, accumulator start, one-SMMLAR
