@@ -19,9 +19,7 @@
  * The rest lives in a frame copied from the job (FRAME below). AAPCS: r4-r11 and lr saved and restored.
  */
 #include "kb_arm_dw3.h"
-
-    .syntax unified
-    .thumb
+#include "kb_arm_asm.h"
 
 /* Frame offsets (from sp, below the saved registers): base twice (one LDRD starts both sums), k and mult (one LDRD),
  * right, ocs, act_min and act_max (one LDRD), the pair loop's end (r0 after the row's last pair), the job, the
@@ -38,19 +36,6 @@
 #define F_ROWS 48
 #define F_FULL 52
 #define F_BYTES 56
-
-.macro FUNCTION name
-    .section .text.\name, "ax", %progbits
-    .p2align 2
-    .global \name
-    .thumb_func
-    .type \name, %function
-\name:
-.endm
-
-.macro END_FUNCTION name
-    .size \name, . - \name
-.endm
 
 /* Entry (r0 plane, r1 y, r2 job): save, copy the job's per-channel values into the frame and its weights into r4-r8;
  * r2 = pw. */

@@ -24,29 +24,13 @@
  * AAPCS: arguments in r0-r3; r4-r11 and lr saved and restored; r0-r3, r12 and the flags clobbered.
  */
 #include "kb_arm_wide.h"
+#include "kb_arm_asm.h"
 
 #if KB_WIDE_COLS != 6
 #error "kb_arm_wide.S has the blocks for 3..6 columns: KB_WIDE_COLS must be 6"
 #endif
 
-    .syntax unified
-    .thumb
-
 /* -- building blocks ----------------------------------------------------------------------------------------------- */
-
-/* A global Thumb function in its own section (so that --gc-sections drops it when unused), word-aligned. */
-.macro FUNCTION name
-    .section .text.\name, "ax", %progbits
-    .p2align 2
-    .global \name
-    .thumb_func
-    .type \name, %function
-\name:
-.endm
-
-.macro END_FUNCTION name
-    .size \name, . - \name
-.endm
 
 /* r3 .. r(N+1) = r2: every pixel's accumulator starts at the bias. */
 .macro BROADCAST n
