@@ -95,8 +95,9 @@ def arm_files(names: Iterable[str]) -> list[Path]:
     """The Arm (DSP) build of the runtime files `names` ("kb_conv.c", ...): the arm/ replacement of each that has
     one, every arm/ header, and the arm/ assembly those files need; the files without a replacement are not listed.
 
-    >>> [p.name for p in arm_files(["kb_fc.c", "kb_pool.c"])]
-    ['kb_fc.c', 'kb_arm_asm.h', 'kb_arm_dot.h', 'kb_arm_dw3.h', 'kb_arm_requant.h', 'kb_arm_simd.h', 'kb_arm_wide.h', 'kb_arm_widen.h']
+    >>> [p.name for p in arm_files(["kb_fc.c", "kb_pool.c"])]  # doctest: +NORMALIZE_WHITESPACE
+    ['kb_fc.c', 'kb_arm_asm.h', 'kb_arm_dot.h', 'kb_arm_dw3.h', 'kb_arm_requant.h', 'kb_arm_simd.h',
+     'kb_arm_wide.h', 'kb_arm_widen.h']
     """
     swapped = [ARM_DIR / n for n in names if (ARM_DIR / n).is_file()]
     chosen = swapped + sorted(ARM_DIR.glob("*.h"))
