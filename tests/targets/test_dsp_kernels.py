@@ -475,12 +475,18 @@ REQUANT_C = """#include <string.h>
 int8_t kb_arena[KB_ARENA_BYTES];
 void kb_invoke(const int8_t *input, int8_t *output)
 {
-    for (int32_t i = 0; i < KB_OUTPUT_BYTES / 3; ++i) {
+    for (int32_t i = 0; i < KB_OUTPUT_BYTES / 4; ++i) {
         int32_t v[6];  /* acc, mult, shift, out_offset, act_min, act_max */
         memcpy(v, input + 24 * i, sizeof v);
-        output[3 * i] = kb_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
-        output[3 * i + 1] = kb_arm_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
-        output[3 * i + 2] = kb_arm_requantize1(v[0], v[1], v[2], v[3], v[4], v[5]);
+        output[4 * i] = kb_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
+        output[4 * i + 1] = kb_arm_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
+        output[4 * i + 2] = kb_arm_requantize1(v[0], v[1], v[2], v[3], v[4], v[5]);
+        if (kb_arm_rqs_ok(v[2], v[3]) && v[0] < KB_ARM_RQS_MAX_ACC && v[0] > -KB_ARM_RQS_MAX_ACC) {
+            const kb_arm_rqs q = kb_arm_rqs_of(v[1], v[2], v[3], v[4], v[5]);
+            output[4 * i + 3] = kb_arm_rqs_apply(&q, v[0]);
+        } else {
+            output[4 * i + 3] = kb_requantize(v[0], v[1], v[2], v[3], v[4], v[5]);
+        }
     }
 }
 """
@@ -500,24 +506,27 @@ def requant_vectors(n: int, rng) -> np.ndarray:
 
 
 def test_arm_requantize_equals_kb_requantize_on_target(tmp_path):
-    """kb_arm_requantize and kb_arm_requantize1 (the shorter forms the DSP kernels use) against kb_requantize and
-    numpy, on target."""
+    """kb_arm_requantize, kb_arm_requantize1 and, inside its domain, the one-SMMLAR kb_arm_rqs (the shorter forms the
+    DSP kernels use) against kb_requantize and numpy, on target."""
     n = 6000
     v = requant_vectors(n, np.random.default_rng(11))
     src = tmp_path / "src"
     src.mkdir()
     for name in rt.HEADERS:
         (src / name).write_text((rt.C_DIR / name).read_text())
-    write_model_h(src, 8, 24 * n, 3 * n)
+    write_model_h(src, 8, 24 * n, 4 * n)
     (src / "model.c").write_text(REQUANT_C)
     scaled = arith.multiply_by_quantized_multiplier(v[:, 0], v[:, 1], v[:, 2]).astype(np.int64)  # numpy TFLite
     want = np.clip(scaled + v[:, 3], v[:, 4], v[:, 5]).astype(np.int8)
     for target in TARGETS:
         build = build_firmware(tmp_path, target, kernels="dsp", out_dir=tmp_path / f"fw-{target}")
-        got = run_qemu(build, v.view(np.int8).reshape(-1), timeout=60).output.reshape(n, 3)
+        got = run_qemu(build, v.view(np.int8).reshape(-1), timeout=60).output.reshape(n, 4)
         np.testing.assert_array_equal(got[:, 0], want, err_msg=f"kb_requantize on {target}")
         np.testing.assert_array_equal(got[:, 1], want, err_msg=f"kb_arm_requantize on {target}")
         np.testing.assert_array_equal(got[:, 2], want, err_msg=f"kb_arm_requantize1 on {target}")
+        np.testing.assert_array_equal(got[:, 3], want, err_msg=f"kb_arm_rqs (in its domain) on {target}")
+    in_domain = (v[:, 2] <= -1) & (v[:, 2] >= -23) & (np.abs(v[:, 0].astype(np.int64)) < 2**30)
+    assert in_domain.sum() > n // 4  # the one-SMMLAR form really ran on a good share of the cases
 
 
 def test_smmlar_requantisation_equals_tflite_in_numpy():
