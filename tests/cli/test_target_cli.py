@@ -148,7 +148,11 @@ def test_bench_human_table(capsys, compiled):
     code, out, err = cli(capsys, "bench", compiled[0], "--target", "cortex-m4", "--device", "stm32f412")
     assert code == 0, err
     assert out.startswith("bench mnist-cnn on cortex-m4 (mps2-an386), portable kernels, STM32F412")
-    assert "per MAC" in out and "per layer:" in out and "kb_layer_0_" in out and "of 256.0 kB" in out
+    assert "per MAC" in out and "per layer (instructions, modelled cycles" in out and "of 256.0 kB" in out
+    cycles = next(line for line in out.splitlines() if line.strip().startswith("cycles"))
+    assert "per MAC, modelled" in cycles and int(cycles.split()[1].replace(",", "")) > 0
+    layer0 = next(line for line in out.splitlines() if "kb_layer_0_" in line).split()
+    assert len(layer0) == 5 and layer0[-1] == "%"  # name, instructions, cycles, share of the cycles, %
 
 
 def test_run_target_matches_reference_and_host(capsys, compiled, tmp_path):
