@@ -17,6 +17,7 @@ import subprocess
 
 import pytest
 
+from kilobyte.errors import KilobyteError
 from kilobyte.targets.cortexm import count_code, cycle_model
 from kilobyte.targets.cortexm.cycles import decode
 
@@ -115,6 +116,11 @@ def test_decoder_classes_and_lengths_match_the_assembler(tmp_path):
                      ("mul", 4), ("table", 4), ("load", 4), ("store", 4), ("ldm", 4), ("branch", 2), ("branch", 4),
                      ("branch", 2)]
     assert decode(assemble(tmp_path, "ldmia.w r1, {r2-r9}"))[0].registers == 8
+
+
+def test_a_routine_that_never_returns_is_an_error_not_a_count(tmp_path):
+    with pytest.raises(KilobyteError, match="did not return within"):
+        count_code(assemble(tmp_path, "1:\nb 1b"), "cortex-m4", timeout=0.2)
 
 
 def test_there_is_no_model_for_a_core_unicorn_cannot_run():

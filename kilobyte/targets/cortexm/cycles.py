@@ -31,6 +31,7 @@ its mispredictions — a loop's exit, returns — are not simulated). Load-use s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ALU, MUL, DIV, LOAD, STORE, LDM, STM, DUAL, BRANCH, TABLE, IT = (
@@ -141,10 +142,8 @@ class CycleModel:
     """A core's price list: `block(insns)` cycles for one pass through a block, `refill` per taken exit."""
 
     core: str
+    block: Callable[[list[Insn]], int]
     refill: int
-
-    def block(self, insns: list[Insn]) -> int:
-        return _m4_block(insns) if self.core == "cortex-m4" else _m7_block(insns)
 
 
 def _m4_block(insns: list[Insn]) -> int:
@@ -193,7 +192,8 @@ def _m7_block(insns: list[Insn]) -> int:
     return cycles
 
 
-MODELS = {"cortex-m4": CycleModel("cortex-m4", refill=2), "cortex-m7": CycleModel("cortex-m7", refill=1)}
+MODELS = {"cortex-m4": CycleModel("cortex-m4", _m4_block, refill=2),
+          "cortex-m7": CycleModel("cortex-m7", _m7_block, refill=1)}
 
 
 def cycle_model(target: str) -> CycleModel | None:

@@ -30,6 +30,7 @@ from .cycles import CycleModel, cycle_model, decode
 from .firmware import model_interface
 from .measure import elf_symbol_values, elf_symbols
 from .qemu import as_input_bytes
+from .toolchain import get_board
 
 MAGIC_RETURN = 0x10000000  # outside every board's FLASH and RAM: kb_invoke returns here and the emulation stops
 _PAGE = 0x1000
@@ -131,9 +132,7 @@ def _summarise(uc, tracker: _Tracker, functions: _Functions, model: CycleModel |
     """Instructions (and modelled cycles) per block, decoded once per block, times its hits, summed per function and
     per layer; a block's taken exits add the model's refill each."""
     blocks: dict[tuple[int, int], tuple[int, int]] = {}  # (address, size) -> (instructions, cycles of one pass)
-    counts = {"i": Counter(), "c": Counter()}
-    layers = {"i": Counter(), "c": Counter()}
-    total = cycles = 0
+    per_function, per_layer, function_cycles, layer_cycles = Counter(), Counter(), Counter(), Counter()
     for key, n in tracker.hits.items():
         address, size, layer = key
         if (address, size) not in blocks:
@@ -143,31 +142,28 @@ def _summarise(uc, tracker: _Tracker, functions: _Functions, model: CycleModel |
         count = per_pass * n
         cost = per_pass_cycles * n + (model.refill * tracker.taken[key] if model else 0)
         name = functions.name_at(address)
-        counts["i"][name] += count
-        counts["c"][name] += cost
+        per_function[name] += count
+        function_cycles[name] += cost
         if layer is not None:
-            layers["i"][layer] += count
-            layers["c"][layer] += cost
-        total += count
-        cycles += cost
-    return _Totals(total, dict(counts["i"].most_common()), dict(layers["i"]), cycles,
-                   dict(counts["c"].most_common()), dict(layers["c"]))
+            per_layer[layer] += count
+            layer_cycles[layer] += cost
+    return _Totals(sum(per_function.values()), dict(per_function.most_common()), dict(per_layer),
+                   sum(function_cycles.values()), dict(function_cycles.most_common()), dict(layer_cycles))
 
 
-def _run(uc, build, entry: int, timeout: float, pc_register: int, funcs: _Functions) -> None:
-    """Emulate from `entry` until kb_invoke returns to MAGIC_RETURN; a fault or a timeout is a KilobyteError."""
+def _run(uc, where: str, entry: int, timeout: float, pc_register: int, funcs: _Functions) -> None:
+    """Emulate from `entry` until the routine returns to MAGIC_RETURN; a fault or a timeout is a KilobyteError
+    (`where`: "<elf>: kb_invoke", or what else ran)."""
     unicorn, _ = _unicorn()
     try:
         uc.emu_start(entry | 1, MAGIC_RETURN, timeout=int(timeout * 1e6))
     except unicorn.UcError as e:
         pc = uc.reg_read(pc_register)
-        raise KilobyteError(f"{build.elf}: emulated kb_invoke stopped at pc 0x{pc:08x} "
-                            f"({funcs.name_at(pc)}): {e}") from None
+        raise KilobyteError(f"{where}: emulation stopped at pc 0x{pc:08x} ({funcs.name_at(pc)}): {e}") from None
     pc = uc.reg_read(pc_register)
     if pc != MAGIC_RETURN:
-        raise KilobyteError(f"{build.elf}: kb_invoke did not return within {timeout:g} s (stopped at pc 0x{pc:08x}, "
-                            f"{funcs.name_at(pc)}); the model may loop forever")
-
+        raise KilobyteError(f"{where} did not return within {timeout:g} s (stopped at pc 0x{pc:08x}, "
+                            f"{funcs.name_at(pc)}); it may loop forever")
 
 
 
@@ -191,11 +187,10 @@ def count_code(code: bytes, target: str, *, registers: dict[str, int] | None = N
     sequences whose timing the core's TRM gives. The routine's last return is not a counted block exit, as
     kb_invoke's is not.
     """
-    unicorn, arm = _unicorn()
-    model = cycle_model(target)
-    cpu = {"cortex-m4": "UC_CPU_ARM_CORTEX_M4", "cortex-m7": "UC_CPU_ARM_CORTEX_M7"}.get(target)
+    cpu = get_board(target).unicorn_cpu
     if cpu is None:
-        raise KilobyteError(f"count_code: no emulated core for {target!r} (cortex-m4, cortex-m7)")
+        raise KilobyteError(f"count_code: unicorn cannot run {target} code; count on cortex-m4 or cortex-m7")
+    unicorn, arm = _unicorn()
     uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB | unicorn.UC_MODE_MCLASS)
     uc.ctl_set_cpu_model(getattr(arm, cpu))
     ram, ram_bytes = 0x20000000, 0x10000
@@ -210,12 +205,8 @@ def count_code(code: bytes, target: str, *, registers: dict[str, int] | None = N
     funcs = _Functions([])
     tracker = _Tracker({}, arm.UC_ARM_REG_LR)
     uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)
-    try:
-        uc.emu_start(1, MAGIC_RETURN, timeout=int(timeout * 1e6))
-    except unicorn.UcError as e:
-        pc = uc.reg_read(arm.UC_ARM_REG_PC)
-        raise KilobyteError(f"count_code: the routine stopped at pc 0x{pc:08x}: {e}") from None
-    t = _summarise(uc, tracker, funcs, model)
+    _run(uc, "count_code: the routine", 0, timeout, arm.UC_ARM_REG_PC, funcs)
+    t = _summarise(uc, tracker, funcs, cycle_model(target))
     return IcountResult(t.total, t.per_function, t.per_layer, np.zeros(0, np.int8), t.cycles, t.per_layer_cycles,
                         t.per_function_cycles)
 
@@ -244,7 +235,7 @@ def count_instructions(build, input: np.ndarray, timeout: float = 120) -> Icount
         uc.reg_write(reg, value)
     tracker = _Tracker(funcs.entries("kb_layer_"), arm.UC_ARM_REG_LR)
     uc.hook_add(unicorn.UC_HOOK_BLOCK, tracker.on_block)
-    _run(uc, build, entry, timeout, arm.UC_ARM_REG_PC, funcs)
+    _run(uc, f"{build.elf}: kb_invoke", entry, timeout, arm.UC_ARM_REG_PC, funcs)
     t = _summarise(uc, tracker, funcs, cycle_model(build.target))
     output = np.frombuffer(bytes(uc.mem_read(objects["fw_output"], build.output_bytes)), dtype=np.int8).copy()
     return IcountResult(t.total, t.per_function, t.per_layer, output, t.cycles, t.per_layer_cycles,
