@@ -61,10 +61,16 @@ static inline int32_t kb_sxtab16_odd(int32_t a, int32_t x)
     return r;
 }
 
+/* [lo, hi] as int16 halves of a word (lo in the bottom), the operand form of SMLAD and SMLAxy. */
+static inline int32_t kb_pack16(int32_t lo, int32_t hi)
+{
+    return (int32_t)(((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16));
+}
+
 /* The input offset in both halfwords, the addend of SXTAB16. */
 static inline int32_t kb_offset2(int32_t offset)
 {
-    return (int32_t)(((uint32_t)offset & 0xFFFFu) | ((uint32_t)offset << 16));
+    return kb_pack16(offset, offset);
 }
 
 /* bias + offset * sum(w[0..n)), wrapping: the accumulator's start when all n taps are present. Four weights per

@@ -173,7 +173,7 @@ typedef struct {
 
 static kb_row3 row3_of(const int32_t *w)
 {
-    const kb_row3 r = {(int32_t)(((uint32_t)w[0] & 0xFFFFu) | ((uint32_t)w[2] << 16)), w[0], w[1], w[2]};
+    const kb_row3 r = {kb_pack16(w[0], w[2]), w[0], w[1], w[2]};
     return r;
 }
 
@@ -302,15 +302,24 @@ static void plane_conv_any(const kb_conv_params *p, const int8_t *plane, const i
     }
 }
 
+/* Whether the one-SMMLAR requantisation (kb_arm_rqs) is exact for every output of a channel whose accumulator starts
+ * at `base` and adds `taps` products of plane bytes and weights (each at most 128 * 128 in magnitude). */
+static int rqs_covers(const kb_conv_params *p, int32_t shift, int32_t base, int32_t taps)
+{
+    if (taps > (1 << 16) || !kb_arm_rqs_ok(shift, p->out_offset)) {
+        return 0;
+    }
+    const int32_t lim = KB_ARM_RQS_MAX_ACC - taps * 16384;
+    return base > -lim && base < lim;
+}
+
 static kb_chan chan_at(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
                        const int32_t *shift, int32_t c)
 {
     kb_chan q;
     const int32_t taps = p->k_h * p->k_w;
     q.base = channel_base(p, w, bias, c, taps);
-    /* A window sum of plane bytes times weights: |sum| <= taps * 128 * 128 (taps <= 2^16 keeps the bound exact). */
-    q.smmlar = kb_arm_rqs_ok(shift[c], p->out_offset) && taps <= (1 << 16) &&
-               q.base > -(KB_ARM_RQS_MAX_ACC - taps * 16384) && q.base < KB_ARM_RQS_MAX_ACC - taps * 16384;
+    q.smmlar = rqs_covers(p, shift[c], q.base, taps);
     if (q.smmlar) {
         q.rqs = kb_arm_rqs_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
     } else {
@@ -331,23 +340,21 @@ static void (*dw3_call(const kb_conv_params *p, kb_dw3_job *j))(const int8_t *, 
 }
 
 /* Channel c's fields of the job (its 3x3 weights packed as kb_arm_dw3.h says, accumulator start, one-SMMLAR
- * requantisation), read once from the (1, 3, 3, in_c) weights; 0 when the one-SMMLAR form's domain does not hold
- * (kb_arm_rqs_ok, and |base| + 9 * 128 * 128 < 2^30): the channel then takes the C path. */
+ * requantisation), read once from the (1, 3, 3, in_c) weights; 0 when the one-SMMLAR form does not cover the channel
+ * (rqs_covers): it then takes the C path. */
 static int dw3_channel(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
                        const int32_t *shift, int32_t c, kb_dw3_job *j)
 {
-    const int32_t n = p->in_c, lim = KB_ARM_RQS_MAX_ACC - 9 * 16384;
+    const int32_t n = p->in_c;
     const int8_t *t = w + c;
     const int32_t t0 = t[0], t1 = t[n], t2 = t[2 * n], t3 = t[3 * n], t4 = t[4 * n], t5 = t[5 * n], t6 = t[6 * n],
                   t7 = t[7 * n], t8 = t[8 * n];
     const int32_t base = kb_wrapping_add(bias[c], p->in_offset * (t0 + t1 + t2 + t3 + t4 + t5 + t6 + t7 + t8));
-    if (!kb_arm_rqs_ok(shift[c], p->out_offset) || base <= -lim || base >= lim) {
+    if (!rqs_covers(p, shift[c], base, 9)) {
         return 0;
     }
-    j->w02[0] = (int32_t)(((uint32_t)t0 & 0xFFFFu) | ((uint32_t)t2 << 16));
-    j->w02[1] = (int32_t)(((uint32_t)t3 & 0xFFFFu) | ((uint32_t)t5 << 16));
-    j->w02[2] = (int32_t)(((uint32_t)t6 & 0xFFFFu) | ((uint32_t)t8 << 16));
-    j->w1_01 = (int32_t)(((uint32_t)t1 & 0xFFFFu) | ((uint32_t)t4 << 16));
+    j->w02[0] = kb_pack16(t0, t2), j->w02[1] = kb_pack16(t3, t5), j->w02[2] = kb_pack16(t6, t8);
+    j->w1_01 = kb_pack16(t1, t4);
     j->w1_2 = t7;
     j->base = base;
     const kb_arm_rqs q = kb_arm_rqs_of(mult[c], shift[c], p->out_offset, p->act_min, p->act_max);
