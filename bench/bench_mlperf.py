@@ -7,7 +7,8 @@ For kws-dscnn, vww-mbv1, ic-resnet8 (each ending in an int8 SOFTMAX, as the refe
 - Cortex-M4 and M7 (unicorn / QEMU images from arm-none-eabi-gcc -O2): Flash and SRAM measured from the ELF, and
   instructions and modelled cycles per inference (`targets/cortexm/cycles.py`), portable kernels and DSP kernels
   (each from a plan made for that kernel set), beside the best published MLPerf Tiny result's cycles on that core
-  (issue 29's yardstick; target: <= 0.8x the Cortex-M4's).
+  (issue 29's yardstick; target: <= 0.8x the Cortex-M4's); per weighted layer too (bench_cortexm.py's rows:
+  instructions and cycles, per MAC).
 Writes bench/results/mlperf.json and prints markdown tables.
 
     python bench/bench_mlperf.py      # about two minutes
@@ -26,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_cortexm import layer_table, per_layer  # noqa: E402
 from bench_vs_tflm import host_latency  # noqa: E402
 
 from kilobyte import zoo  # noqa: E402
@@ -114,7 +116,8 @@ def target_rows(name: str, q, work: Path) -> list[dict]:
                          "vs_published": count.cycles / best, "flash_bytes": sizes["flash_bytes"],
                          "flash_weights_bytes": sizes["flash_weights_bytes"],
                          "flash_kernel_bytes": sizes["flash_kernel_bytes"], "sram_bytes": sizes["sram_bytes"],
-                         "arena_bytes": result.plan.arena_bytes})
+                         "arena_bytes": result.plan.arena_bytes,
+                         "layers": per_layer(count.per_layer, count.per_layer_cycles, layer_table(result.graph))})
     return rows
 
 
