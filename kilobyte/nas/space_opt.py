@@ -3,7 +3,10 @@
 MCUNet thesis §3.1.1 (papers/search-specs.md A.2): for each (w, r) of a grid, sample m random networks of that
 configuration, keep those that fit the device (peak SRAM with the best schedule, Flash), and score the
 configuration by the mean MACs of the fitting ones — more computation that still fits means a more capable space.
-The configuration with the largest mean wins; its MACs CDF (and the others') is the evidence.
+The configuration with the largest mean wins; its MACs CDF (and the others') is the evidence. The MACs are the
+networks' own: under a patch schedule (`--patch`) the halo recomputation it adds is a cost, not capacity — counting
+it pushed the joint detection search to its narrowest width at the resolution where patches start (issue 28's
+first benchmark, docs/benchmarks.md).
 
 Candidates are measured by the `ResourceEvaluator` (the compiler's own planner); configurations are spread over a
 process pool, one evaluator per worker. Results are deterministic for a seed whatever the number of workers: each
@@ -42,7 +45,7 @@ class ConfigStats:
     resolution: int
     sampled: int
     fitting: int
-    mean_macs: float  # over fitting networks; 0 when none fits
+    mean_macs: float  # over fitting networks (their own MACs, without a patch stage's recomputation); 0 if none fits
     macs: tuple[int, ...]  # MACs of every fitting network, sorted (the CDF)
     min_sram: int  # smallest SRAM (as the budget counts it) any sampled network needs (patch mode: an upper bound,
     # the least of the PATCH_MIN_SRAM_SAMPLES samples with the smallest per-layer bound, each with its smallest-peak
@@ -123,7 +126,7 @@ def _config_stats(ev: ResourceEvaluator, budgets: tuple[Budget, ...], width: flo
     min_flash = _smallest(ev, archs, ev.flash_lower_bound, lambda r: r.flash_bytes, ev.per_layer)
     out = []
     for budget in budgets:
-        macs = sorted(ev.fitting(a, budget).macs for a in archs if ev.fits(a, budget))
+        macs = sorted(layer_counts(network(ev.space, a))[1] for a in archs if ev.fits(a, budget))
         out.append(ConfigStats(width, resolution, samples, len(macs), float(np.mean(macs)) if macs else 0.0,
                                tuple(macs), budget.sram_of(min_sram), min_flash.flash_bytes, tuple(strides),
                                final_map(strides, resolution), largest))

@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from kilobyte.nas.resources import device_budget
+from kilobyte.nas.build import network
+from kilobyte.nas.resources import device_budget, layer_counts
 from kilobyte.nas.search import SearchConfig, evaluator, plan_options, search_budget, search_space
 from kilobyte.schedule import estimate_resources, patch_candidates
 from kilobyte.schedule.latency import estimate_instructions
@@ -126,3 +127,23 @@ def test_joint_search_on_digits_compiles_a_patch_stage(tmp_path):
     assert planned["per_layer_peak_bytes"] > planned["peak_bytes"] == manifest["peak_bytes"]
     assert patch["mac_overhead"] == pytest.approx((manifest["macs"] - planned["per_layer_macs"])
                                                   / planned["per_layer_macs"])
+
+
+def test_space_choice_scores_a_configuration_by_its_networks_own_macs():
+    """TinyNAS scores a (w, r) configuration by the mean MACs of its fitting networks — their capacity. Under a patch
+    schedule the halo recomputation adds MACs that are a cost: they must not count (counting them pushed issue 28's
+    joint detection search to w0.1 at the resolution where patches start). At 16 KB and 64 px most fitting networks
+    need a patch stage, so the two measures differ."""
+    from kilobyte.nas.space_opt import config_seed, score_configs
+
+    config, space = _joint(16, 64)
+    budget = search_budget(config)
+    (stats,), = score_configs(space, (budget,), [(0.1, 64, space.strides)], samples=12, seed=3,
+                              options=plan_options(config), workers=1, progress=False, core="cortex-m4")
+    ev = evaluator(config, space, "cortex-m4")
+    rng = np.random.default_rng(config_seed(3, 0.1, 64))
+    archs = [a for a in (space.sample(rng) for _ in range(12)) if ev.fits(a, budget)]
+    own = sorted(layer_counts(network(space, a))[1] for a in archs)
+    scheduled = sorted(ev.fitting(a, budget).macs for a in archs)
+    assert len(own) >= 3 and sum(scheduled) > sum(own)  # patches recompute: the measures differ here
+    assert stats.macs == tuple(own) and stats.fitting == len(own)
