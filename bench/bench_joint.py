@@ -80,13 +80,13 @@ def unredistributed(space, arch):
 
 
 def overhead_pair(report: dict, args) -> dict | None:
-    """The joint winner's MAC overhead vs the same network unredistributed, at the same peak: the winner with its
-    fewest-MAC schedule under the budget, the unredistributed network with its fewest-MAC schedule whose arena is at
-    most the winner's (`fit_patch`; None when it has none); and each network's smallest-peak schedule (patch "auto",
-    no MAC limit) with its overhead. None for a winner without a patch stage."""
+    """The joint winner's MAC overhead vs the same network unredistributed, at the same peak: each network with its
+    fewest-MAC schedule whose arena is at most the compiled winner's (`fit_patch`; None when it has none); and each
+    network's smallest-peak schedule (patch "auto", no MAC limit) with its overhead. None for a winner without a
+    patch stage."""
     from dataclasses import replace
 
-    from kilobyte.nas.search import SearchConfig, evaluator, load_split, plan_options, search_budget, search_space
+    from kilobyte.nas.search import SearchConfig, evaluator, load_split, plan_options, search_space
     from kilobyte.nas.space import Arch
     from kilobyte.schedule import estimate_resources, fit_patch
     from kilobyte.targets.devices import get_device
@@ -101,13 +101,13 @@ def overhead_pair(report: dict, args) -> dict | None:
     space = search_space(config, fit.x.shape[-1], int(fit.y.max()) + 1, fit.x.shape[1]).with_config(arch.width,
                                                                                               arch.resolution)
     ev = evaluator(config, space, device.core)
-    searched = ev.fitting(arch, search_budget(config))
+    arena = report["planned"]["arena_bytes"]  # the compiled winner's (its budget's meaning changed in issue 26)
     options = replace(plan_options(config), patch=None)
     rows = {}
     for name, a in (("searched", arch), ("unredistributed", unredistributed(space, arch))):
         graph = ev.graph(a)
         base = estimate_resources(graph, options, core=device.core)
-        chosen = fit_patch(graph, searched.arena_bytes, options, core=device.core)
+        chosen = fit_patch(graph, arena, options, core=device.core)
         smallest = estimate_resources(graph, replace(options, patch="auto", max_mac_overhead=None), core=device.core)
         rows[name] = {"description": a.describe(), "per_layer_macs": base.macs, "per_layer_peak": base.peak_bytes,
                       "schedule": None if chosen is None else chosen.patch,
@@ -138,7 +138,8 @@ def main() -> None:
         for row in stored["runs"]:
             if row["search"] == "joint":
                 row["overhead"] = overhead_pair({"patch": row["patch"], "budget": row["budget"],
-                                                 "architecture": row["architecture"]}, args)
+                                                 "architecture": row["architecture"], "planned": row["planned"]},
+                                                args)
         (RESULTS / args.results).write_text(json.dumps(stored, indent=1))
         _print(stored["runs"], stored["summary"])
         return
