@@ -234,6 +234,14 @@ def conv_calls(rng) -> list[Call]:
         calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=False)
         calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=True, consumed=True)
         calls += window_calls(rng, names, g, x, scratch_odds=1.0, columns=2, dense=False, consumed=True)
+    for k, s, pad, cin, cout, hw in (*TAIL_CASES, *NO_SCRATCH_CASES):  # no scratch: a dense output's unwritten
+        # part and consumed input rows hold the columns, the last pixels run directly; not dense: the direct path
+        attrs = ir.ConvAttrs((s, s), pad, (1, 1), ACTS[(cin + cout) % len(ACTS)])
+        g, x = weighted_graph(rng, Op.CONV_2D, (1, *hw, cin), (cout, k, k, cin), attrs, big_bias=cin == 30)
+        names = ["kb_conv", *(["kb_conv_1x1"] if k == 1 and s == 1 and not any(pad) else [])]
+        calls += window_calls(rng, names, g, x, scratch_odds=0.0, dense=True)
+        calls += window_calls(rng, names, g, x, scratch_odds=0.0, dense=True, consumed=True)
+        calls += window_calls(rng, names, g, x, scratch_odds=0.0, dense=False, consumed=True)
     return calls
 
 
@@ -260,6 +268,13 @@ WIDE_CASES = ((16, 16, (1, 1)), (12, 17, (1, 2)), (4, 16, (1, 3)), (8, 18, (2, 2
 # column is 9 output pixels), 1x1 (a column is 1-2 pixels), a reduction with a tail (value by value).
 TAIL_CASES = ((3, 2, (0, 1, 0, 1), 16, 32, (28, 28)), (3, 1, (1,) * 4, 8, 17, (6, 11)), (1, 1, (0,) * 4, 8, 16, (5, 7)),
               (1, 1, (0,) * 4, 30, 16, (4, 9)))
+
+# More shapes without scratch (with TAIL_CASES): KWS's and VWW's 1x1 convs at their memory peak (in_c = out_c: the
+# output's unwritten part runs out before the last blocks; in_c 8, out_c 16), 1-3 pixels (too few for a block), a
+# reduction larger than the whole output (no block ever fits: every pixel direct), an odd out_c, a tail of 1-3 values.
+NO_SCRATCH_CASES = ((1, 1, (0,) * 4, 64, 64, (5, 5)), (1, 1, (0,) * 4, 8, 16, (6, 8)), (1, 1, (0,) * 4, 16, 16, (1, 3)),
+                    (1, 1, (0,) * 4, 96, 16, (2, 3)), (1, 1, (0,) * 4, 20, 17, (3, 5)), (3, 1, (1,) * 4, 5, 16, (7, 6)),
+                    (1, 1, (0,) * 4, 24, 16, (1, 2)))
 
 
 def depthwise_calls(rng) -> list[Call]:

@@ -2,12 +2,15 @@
  *
  * Same functions, arguments and layouts as the portable file (in (in_h, in_w, in_c) with pixel stride in_cstride
  * and row pitch in_row; w OHWI; out with out_cstride and out_row). Two paths:
- *   - with scratch and out_c >= KB_COLS_MIN_OUT_C: conv_wide below, blocks of 3-6 output pixels widened once into
+ *   - with out_c >= KB_COLS_MIN_OUT_C and scratch, or without scratch where a dense output's unwritten part holds
+ *     the first block's columns (a 1x1 conv at the memory peak, which the planner grants no scratch):
+ *     conv_wide below, blocks of 3-6 output pixels widened once into
  *     int16 im2col columns for all output channels, then 1 channel x N pixels per weight load, the channel loop and
  *     the requantisation in assembly (kb_arm_wide.S), ~0.77 instructions per MAC in the dot loop. The columns live
  *     in the scratch when the planner granted six (from free bytes), else in input rows already read (when the
  *     input dies here) or in the not yet written part of a dense output (block_cols); pixels where none holds
- *     three columns run on the scratch's two columns (conv_cols, 2 channels x 2 pixels, ~1.0 in the loop);
+ *     three columns run on the scratch's two columns (conv_cols, 2 channels x 2 pixels, ~1.0 in the loop), or
+ *     without scratch directly (direct_pixels);
  *   - otherwise direct convolution, described here.
  * Direct: each window row of a dense input (in_cstride == in_c, dilation 1) is one contiguous run of kw * in_c bytes, as
  * is the matching weight row, so a window is kh dot products of that length (else kh * kw of length in_c).
@@ -493,7 +496,7 @@ static int8_t *block_cols(const kb_conv_params *p, const int8_t *in, int8_t *out
                           int32_t n)
 {
     const int32_t bytes = 2 * n * p->k_h * p->k_w * p->in_c, cs = p->out_cstride;
-    if (p->scratch_bytes >= bytes) {
+    if (scratch && p->scratch_bytes >= bytes) {
         return scratch;
     }
     if (p->in_consumed && p->in_cstride == p->in_c && p->in_row == p->in_w) {
@@ -510,11 +513,37 @@ static int8_t *block_cols(const kb_conv_params *p, const int8_t *in, int8_t *out
     return start + bytes <= (uintptr_t)(out + p->out_h * p->out_w * cs) ? (int8_t *)start : 0;
 }
 
+/* Output pixels [k0, k1) (row-major) without columns: each output channel pair of each pixel directly (conv_one).
+ * conv_wide's fallback without scratch, for the few pixels where neither the output's unwritten part nor consumed
+ * input rows hold three columns. */
+static void direct_pixels(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *out, int32_t k0, int32_t k1)
+{
+    for (int32_t co = 0; co < p->out_c; co += 2) {
+        const kb_pair c = pair_at(p, w, bias, mult, shift, co);
+        for (int32_t k = k0; k < k1; ++k) {
+            conv_one(p, in, &c, k / p->out_w, k % p->out_w, out);
+        }
+    }
+}
+
+/* Whether conv_wide runs the layer: enough output channels to share the widening, and columns for its first block
+ * (the scratch's, or without scratch, room in the output's unwritten part). Without scratch the direct paths run
+ * where the output is not dense or the layer has fewer than 3 pixels. */
+static int wide_ok(const kb_conv_params *p, const int8_t *in, int8_t *out, int8_t *scratch)
+{
+    if (p->out_c < KB_COLS_MIN_OUT_C) {
+        return 0;
+    }
+    const int32_t pixels = p->out_h * p->out_w;
+    return scratch || (pixels >= 3 && block_cols(p, in, out, 0, 0, 3));
+}
+
 /* Every output pixel in blocks of kb_wide_block pixels (fewer where block_cols has less room, down to 3) on N
  * columns: the block's windows widened, then every output channel in one kb_wide_1x<N> call (dot products,
  * requantisation, stores and the channel loop in assembly) when kb_wide_job_ok, as in most layers; otherwise per
  * channel kb_dot_1x<N>_cols, the n & 3 tail and store_block in C. Where no 3 columns fit, two pixels run on the
- * scratch's two columns (conv_cols). */
+ * scratch's two columns (conv_cols), or without scratch directly (direct_pixels). */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
@@ -534,9 +563,13 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
         for (; !cols && n > 3; --n) {
             cols = block_cols(p, in, out, scratch, k, n - 1);
         }
-        if (!cols) {  /* two pixels on the scratch's two columns; more room may come with later rows */
+        if (!cols) {  /* two pixels on the scratch's two columns (or directly); more room may come later */
             n = pixels - k < 2 ? pixels - k : 2;
-            conv_cols(p, &rows, in, w, bias, mult, shift, out, scratch, k, k + n);
+            if (scratch) {
+                conv_cols(p, &rows, in, w, bias, mult, shift, out, scratch, k, k + n);
+            } else {
+                direct_pixels(p, in, w, bias, mult, shift, out, k, k + n);
+            }
             k += n, oy = k / out_w, ox = k % out_w;
             continue;
         }
@@ -576,7 +609,7 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
+    if (wide_ok(p, in, out, scratch)) {
         conv_wide(p, in, w, bias, mult, shift, out, scratch);
     } else {
         conv_any(p, in, w, bias, mult, shift, out);
@@ -589,12 +622,12 @@ void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, con
     kb_conv(p, in, w, bias, mult, shift, out, scratch);  /* dense window rows already make 3x3 three runs */
 }
 
-/* Pointwise, stride 1, no padding: with scratch the column path; without, pixels in row-major order, paired across
+/* Pointwise, stride 1, no padding: the column path where wide_ok; else pixels in row-major order, paired across
  * rows; out (h, w) == in (h, w). */
 void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                  const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    if (scratch && p->out_c >= KB_COLS_MIN_OUT_C) {
+    if (wide_ok(p, in, out, scratch)) {
         conv_wide(p, in, w, bias, mult, shift, out, scratch);
         return;
     }
