@@ -32,11 +32,13 @@ def _c_define(name: str) -> int:
 
 
 def test_contracts_mirror_the_dsp_conv():
-    """The DSP conv reads columns only with >= KB_COLS_MIN_OUT_C output channels, at most KB_WIDE_COLS of them."""
+    """The DSP conv reads columns only with >= KB_COLS_MIN_OUT_C output channels, at most KB_WIDE_COLS of them (with
+    scratch or, without, in its own output: wide_ok)."""
     assert _c_define("KB_COLS_MIN_OUT_C") == KB_COLS_MIN_OUT_C
     assert _c_define("KB_WIDE_COLS") == WIDE_COLUMNS
     conv = (ARM / "kb_conv.c").read_text()
-    assert conv.count("if (scratch && p->out_c >= KB_COLS_MIN_OUT_C)") == 2  # kb_conv and kb_conv_1x1
+    assert conv.count("if (wide_ok(p, in, out, scratch))") == 2  # kb_conv and kb_conv_1x1 ...
+    assert conv.count("if (p->out_c < KB_COLS_MIN_OUT_C) {\n        return 0;") == 1  # ... which need the channels
     portable = (C_DIR / "kb_conv.c").read_text()
     assert "(void)scratch" in portable and "scratch[" not in portable  # the portable conv never touches it
 

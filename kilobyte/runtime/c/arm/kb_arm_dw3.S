@@ -8,7 +8,8 @@
  * 7 instructions for 6 MACs. Stride 2: out(x + 1) sees r2, r3, r4: SMLABT([w0, w2], e) + w1 * r3 (o's top) +
  * w2 * r4 (one LDRSB; SMLATB) — 9 instructions (10 for rows 1 and 2, which need their address) for 6 MACs.
  * Then both sums are requantised in registers (kb_arm_rqs's form: 4 instructions each + SSAT as the clamp, or two
- * compares each for a narrower activation, chosen by a flag: one function per stride keeps the Flash down) and stored. An odd last output of a row takes nine LDRSB + SMLAxB. The sums
+ * compares each for a narrower activation: a flag picks one of two pair loops per row; one function per stride keeps
+ * the Flash down) and stored. An odd last output of a row takes nine LDRSB + SMLAxB. The sums
  * are exact (|sum| < 2^30, the caller's bound). One call does the whole channel, so the frame is set up once.
  *
  * Registers in the loop:
@@ -78,18 +79,16 @@
     asr     \reg, \reg, r11
 .endm
 
-/* Clamp reg and reg2 (or reg alone: reg2 = none) to [act_min, act_max]: SSAT when the frame's `full` flag says the
- * clamp is [-128, 127], else two compares each. Clobbers r12, lr. */
-.macro CLAMP reg, reg2
-    ldr     r12, [sp, #F_FULL]
-    cmp     r12, #0
-    beq     6f
+/* Clamp reg and reg2 (or reg alone: reg2 = none) to [-128, 127]: SSAT. */
+.macro CLAMP_FULL reg, reg2
     ssat    \reg, #8, \reg
     .ifnc \reg2, none
     ssat    \reg2, #8, \reg2
     .endif
-    b       7f
-6:
+.endm
+
+/* Clamp reg and reg2 (or reg alone) to [act_min, act_max]: two compares each. Clobbers r12, lr. */
+.macro CLAMP_ANY reg, reg2
     ldrd    r12, lr, [sp, #F_MIN]
     cmp     \reg, r12
     it      lt
@@ -105,16 +104,27 @@
     it      gt
     movgt   \reg2, lr
     .endif
+.endm
+
+/* Clamp reg (the odd output) by the frame's `full` flag: CLAMP_FULL or CLAMP_ANY. Clobbers r12, lr. */
+.macro CLAMP reg
+    ldr     r12, [sp, #F_FULL]
+    cmp     r12, #0
+    beq     6f
+    CLAMP_FULL \reg, none
+    b       7f
+6:
+    CLAMP_ANY \reg, none
 7:
 .endm
 
-/* Requantise r9, r10, clamp, store at r1 and r1 + ocs, advance r1 by two outputs. */
-.macro STORE_PAIR
+/* Requantise r9, r10, clamp (`clamp`: FULL or ANY), store at r1 and r1 + ocs, advance r1 by two outputs. */
+.macro STORE_PAIR clamp
     ldrd    r12, lr, [sp, #F_K]
     ldr     r11, [sp, #F_RIGHT]
     RQ      r9
     RQ      r10
-    CLAMP   r9, r10
+    CLAMP_\clamp r9, r10
     ldr     r11, [sp, #F_OCS]
     strb    r9, [r1]
     strb    r10, [r1, r11]
@@ -173,19 +183,9 @@
     smlatb  r9, \wpair, r11, r9         /* w2 x2 */
 .endm
 
-/* The whole channel: per output row, its pairs (PAIR: one pair at r0 into r1, advancing both), then its single last
- * output when job->odd; `step` = log2 of the plane bytes one pair advances (1: stride 1, 2: stride 2). */
-.macro CHANNEL name, step
-FUNCTION \name
-    ENTER
-5:                                      /* output row: r0, r1 = its first window and output */
-    ldr     r3, [sp, #F_JOB]
-    ldr     r12, [r3, #KB_DW3_PAIRS]
-    add     r12, r0, r12, lsl #\step
-    str     r12, [sp, #F_END]
-    cmp     r0, r12
-    beq     3f
-1:
+/* One pair of outputs at r0 into r1, advancing both (`step`: as CHANNEL's), clamped by `clamp`; then back to `again`
+ * until r0 reaches the row's end. */
+.macro PAIRS step, clamp, again
     ldrd    r9, r10, [sp, #F_BASE]
     .if \step == 1
     lsl     r3, r2, #1
@@ -202,10 +202,33 @@ FUNCTION \name
     ROW_S2  r6, r8, 0
     add     r0, r0, #4
     .endif
-    STORE_PAIR
+    STORE_PAIR \clamp
     ldr     r11, [sp, #F_END]
     cmp     r0, r11
-    bne     1b
+    bne     \again
+.endm
+
+/* The whole channel: per output row, its pairs (PAIRS, one loop per clamp kind so that the flag is tested once per
+ * row, not per pair), then its single last output when job->odd; `step` = log2 of the plane bytes one pair advances
+ * (1: stride 1, 2: stride 2). */
+.macro CHANNEL name, step
+FUNCTION \name
+    ENTER
+5:                                      /* output row: r0, r1 = its first window and output */
+    ldr     r3, [sp, #F_JOB]
+    ldr     r12, [r3, #KB_DW3_PAIRS]
+    add     r12, r0, r12, lsl #\step
+    str     r12, [sp, #F_END]
+    cmp     r0, r12
+    beq     3f
+    ldr     r12, [sp, #F_FULL]
+    cmp     r12, #0
+    beq     2f
+1:
+    PAIRS   \step, FULL, 1b
+    b       3f
+2:
+    PAIRS   \step, ANY, 2b
 3:                                      /* the odd last output of the row */
     ldr     r3, [sp, #F_JOB]
     ldr     r12, [r3, #KB_DW3_ODD]
@@ -221,7 +244,7 @@ FUNCTION \name
     ldrd    r12, lr, [sp, #F_K]
     ldr     r11, [sp, #F_RIGHT]
     RQ      r9
-    CLAMP   r9, none
+    CLAMP   r9
     strb    r9, [r1]
 4:                                      /* the next output row */
     ldr     r3, [sp, #F_JOB]

@@ -115,26 +115,23 @@ static void plane_clear(const kb_conv_params *p, int8_t *plane)
     memset(plane, (int8_t)(-p->in_offset), bytes);
 }
 
-/* Copy input channel c, (in_h, in_w) strided by in_cstride, into the plane's interior. */
+/* Copy input channel c, (in_h, in_w) strided by in_cstride, into the plane's interior. p's fields are read once,
+ * before the stores: an int8 store may alias *p, so GCC would reload them after every one (2x the instructions). */
 static void plane_load(const kb_conv_params *p, const int8_t *in, int32_t c, int8_t *plane)
 {
-    const int32_t pw = plane_width(p), cs = p->in_cstride;
-    for (int32_t y = 0; y < p->in_h; ++y) {
-        const int8_t *src = in + y * p->in_row * cs + c;
-        int8_t *dst = plane + (y + p->pad_t) * pw + p->pad_l;
+    const int32_t pw = plane_width(p), cs = p->in_cstride, w = p->in_w, h = p->in_h, row = p->in_row * cs;
+    const int8_t *src = in + c;
+    int8_t *dst = plane + p->pad_t * pw + p->pad_l;
+    for (int32_t y = 0; y < h; ++y, src += row, dst += pw) {
+        const int8_t *s = src;
         int32_t x = 0;
-        for (; x + 4 <= p->in_w; x += 4, src += 4 * cs) {  /* four bytes per (unaligned) word store */
-            const uint32_t v = (uint32_t)(uint8_t)src[0] | (uint32_t)(uint8_t)src[cs] << 8 |
-                               (uint32_t)(uint8_t)src[2 * cs] << 16 | (uint32_t)(uint8_t)src[3 * cs] << 24;
+        for (; x + 4 <= w; x += 4, s += 4 * cs) {  /* four bytes per (unaligned) word store */
+            const uint32_t v = (uint32_t)(uint8_t)s[0] | (uint32_t)(uint8_t)s[cs] << 8 |
+                               (uint32_t)(uint8_t)s[2 * cs] << 16 | (uint32_t)(uint8_t)s[3 * cs] << 24;
             memcpy(dst + x, &v, 4);
         }
-        if (x + 2 <= p->in_w) {
-            dst[x] = src[0];
-            dst[x + 1] = src[cs];
-            x += 2, src += 2 * cs;
-        }
-        if (x < p->in_w) {
-            dst[x] = src[0];
+        for (; x < w; ++x, s += cs) {
+            dst[x] = *s;
         }
     }
 }
