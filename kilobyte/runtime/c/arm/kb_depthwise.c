@@ -3,7 +3,9 @@
  *
  *   kb_depthwise           SIMD over channels: 4 channels per 32-bit load; SXTAB16 adds the input offset while
  *                          unpacking, SMLABB/SMLATT multiply-accumulate each channel's lane (a depthwise tap is no
- *                          dot product, so SMLAD would mix channels). Padded taps are skipped, as TFLite does.
+ *                          dot product, so SMLAD would mix channels). Padded taps are skipped, as TFLite does. A 3x3
+ *                          window with dilation 1 goes channel group by channel group (dw3_groups: weights unpacked
+ *                          and requantisation prepared once per group, interior pixels' taps unrolled).
  *   kb_depthwise_inplace*  channel by channel through one zero-point-padded plane, as the portable kernels (every
  *                          tap present, the offset folded into bias + in_offset * sum(w)). 3x3 with horizontal
  *                          stride 1 or 2 computes two neighbouring outputs per window row from one 4-byte load:
@@ -35,6 +37,16 @@ static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t 
     *lo = start < 0 ? (-start + dil - 1) / dil : 0;
     *hi = start >= size ? 0 : (size - 1 - start) / dil + 1;
     *hi = *hi < k ? *hi : k;
+}
+
+/* Output pixels [*lo, *hi) along one axis whose 3-tap window (dilation 1) lies inside the image. */
+static void inside_outputs(int32_t out, int32_t stride, int32_t pad, int32_t size, int32_t *lo, int32_t *hi)
+{
+    *lo = (pad + stride - 1) / stride;
+    const int32_t last = size - 3 + pad;  /* the largest window start that fits, plus pad */
+    *hi = last < 0 ? 0 : last / stride + 1;
+    *hi = *hi < out ? *hi : out;
+    *lo = *lo < *hi ? *lo : *hi;
 }
 
 /* Channels [c, c + 4) of one output pixel: acc[j] += sum over the taps inside the image of w * (x + in_offset).
@@ -71,10 +83,98 @@ static inline int32_t taps_x1(const kb_conv_params *p, const int8_t *in, const i
     return acc;
 }
 
+/* -- 3x3, dilation 1: channel groups outside, pixels inside ---------------------------------------------------------
+ * One group of 4 channels at a time: its nine weight words unpacked once (we: channels c, c + 2; wo: c + 1, c + 3)
+ * and its four requantisations prepared once, then every output pixel: an interior one (every tap inside the image)
+ * with the nine taps unrolled, one word load, two SXTAB16 (the input offset added) and four SMLAxy each; a border
+ * one over the taps inside the image only, as TFLite skips the padded ones. */
+typedef struct {
+    int32_t we[9], wo[9];
+    int32_t bias[4];
+    kb_arm_rq1 rq[4];
+} kb_dw3_group;
+
+/* acc[0..3] += tap t (weights g) times the input word at x (channels c..c + 3 of one input pixel). */
+static inline __attribute__((always_inline)) void tap_x4(const kb_dw3_group *g, int32_t t, const int8_t *x,
+                                                         int32_t off2, int32_t acc[4])
+{
+    const int32_t xr = kb_ld4(x), xe = __sxtab16(off2, xr), xo = kb_sxtab16_odd(off2, xr);
+    acc[0] = __smlabb(xe, g->we[t], acc[0]);
+    acc[1] = __smlabb(xo, g->wo[t], acc[1]);
+    acc[2] = __smlatt(xe, g->we[t], acc[2]);
+    acc[3] = __smlatt(xo, g->wo[t], acc[3]);
+}
+
+static inline __attribute__((always_inline)) void store_x4(const kb_dw3_group *g, const int32_t acc[4], int8_t *y)
+{
+    const int8_t q0 = kb_arm_rq1_apply(&g->rq[0], acc[0]), q1 = kb_arm_rq1_apply(&g->rq[1], acc[1]);
+    const int8_t q2 = kb_arm_rq1_apply(&g->rq[2], acc[2]), q3 = kb_arm_rq1_apply(&g->rq[3], acc[3]);
+    y[0] = q0, y[1] = q1, y[2] = q2, y[3] = q3;
+}
+
+/* Channels [0, in_c & ~3) of every output pixel of a 3x3, dilation-1 depthwise conv (p's fields copied first: the
+ * int8 stores may alias them). */
+static void dw3_groups(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                       const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    const int32_t c_n = p->in_c, cs = p->in_cstride, row = p->in_row * cs, ocs = p->out_cstride;
+    const int32_t out_h = p->out_h, out_w = p->out_w, out_row = p->out_row * ocs, in_h = p->in_h, in_w = p->in_w;
+    const int32_t sh = p->stride_h, sw = p->stride_w, pad_t = p->pad_t, pad_l = p->pad_l;
+    const int32_t off2 = kb_offset2(p->in_offset);
+    int32_t oy_lo, oy_hi, ox_lo, ox_hi;  /* output pixels whose window lies inside the image, per axis */
+    inside_outputs(out_h, sh, pad_t, in_h, &oy_lo, &oy_hi);
+    inside_outputs(out_w, sw, pad_l, in_w, &ox_lo, &ox_hi);
+    kb_dw3_group g;
+    for (int32_t c = 0; c + 4 <= c_n; c += 4) {
+        for (int32_t t = 0; t < 9; ++t) {
+            const int32_t wr = kb_ld4(w + t * c_n + c);
+            g.we[t] = __sxtb16(wr), g.wo[t] = kb_sxtb16_odd(wr);
+        }
+        for (int32_t j = 0; j < 4; ++j) {
+            g.bias[j] = bias[c + j];
+            g.rq[j] = kb_arm_rq1_of(mult[c + j], shift[c + j], p->out_offset, p->act_min, p->act_max);
+        }
+        for (int32_t oy = 0; oy < out_h; ++oy) {
+            const int32_t iy0 = oy * sh - pad_t;
+            const int interior_row = oy >= oy_lo && oy < oy_hi;
+            int8_t *y = out + oy * out_row + c;
+            for (int32_t ox = 0; ox < out_w; ++ox, y += ocs) {
+                const int32_t ix0 = ox * sw - pad_l, x0 = iy0 * row + ix0 * cs;  /* the top-left tap (maybe padding) */
+                int32_t acc[4] = {g.bias[0], g.bias[1], g.bias[2], g.bias[3]};
+                if (interior_row && ox >= ox_lo && ox < ox_hi) {
+                    const int8_t *x = in + c + x0;
+                    tap_x4(&g, 0, x, off2, acc), tap_x4(&g, 1, x + cs, off2, acc), tap_x4(&g, 2, x + 2 * cs, off2, acc);
+                    x += row;
+                    tap_x4(&g, 3, x, off2, acc), tap_x4(&g, 4, x + cs, off2, acc), tap_x4(&g, 5, x + 2 * cs, off2, acc);
+                    x += row;
+                    tap_x4(&g, 6, x, off2, acc), tap_x4(&g, 7, x + cs, off2, acc), tap_x4(&g, 8, x + 2 * cs, off2, acc);
+                } else {
+                    int32_t ky0, ky1, kx0, kx1;
+                    inside(iy0, 3, 1, in_h, &ky0, &ky1);
+                    inside(ix0, 3, 1, in_w, &kx0, &kx1);
+                    for (int32_t ky = ky0; ky < ky1; ++ky) {
+                        for (int32_t kx = kx0; kx < kx1; ++kx) {
+                            tap_x4(&g, 3 * ky + kx, in + c + (x0 + ky * row + kx * cs), off2, acc);
+                        }
+                    }
+                }
+                store_x4(&g, acc, y);
+            }
+        }
+    }
+}
+
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                   const int32_t *mult, const int32_t *shift, int8_t *out)
 {
     const int32_t c_n = p->in_c, o = p->out_offset, lo = p->act_min, hi = p->act_max;
+    const int dw3 = p->k_h == 3 && p->k_w == 3 && p->dil_h == 1 && p->dil_w == 1;
+    if (dw3) {
+        dw3_groups(p, in, w, bias, mult, shift, out);
+        if ((c_n & 3) == 0) {
+            return;
+        }
+    }
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_t;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
@@ -83,7 +183,7 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
             inside(iy0, p->k_h, p->dil_h, p->in_h, &k[0], &k[1]);
             inside(ix0, p->k_w, p->dil_w, p->in_w, &k[2], &k[3]);
             int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (c,) */
-            int32_t c = 0;
+            int32_t c = dw3 ? c_n & ~3 : 0;  /* dw3_groups did the groups of 4 */
             for (; c + 4 <= c_n; c += 4) {
                 int32_t acc[4] = {bias[c], bias[c + 1], bias[c + 2], bias[c + 3]};
                 taps_x4(p, in + c, w + c, iy0, ix0, k, acc);
