@@ -276,17 +276,56 @@ static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, i
     }
 }
 
-/* Output pixel (oy, ox)'s window into column c of ncols, any layout (widen_rows below takes the common cases
- * first). A dense input (in_cstride == in_c, dilation 1 along x) widens each window row's taps inside the image as
- * one run, the padded ones as zeros. */
-static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int32_t ncols,
-                         int8_t *cols)
+/* Output pixel (oy, ox)'s window (top-left tap (iy0, ix0), columns [kx0, kx1) inside the image) into column c of
+ * ncols, nn (whole groups) values: its bytes gathered into a buffer — the zero point for a padded tap and for the
+ * values from kh*kw*in_c on, so that with the input offset added they are 0 — then widened a word at a time. The
+ * per-value path below costs ~30 instructions a value where a window row is not whole groups (a 3-channel stem). */
+#define KB_GATHER_MAX 256
+static void gather_window(const kb_conv_params *p, const int8_t *in, int32_t iy0, int32_t ix0, int32_t kx0,
+                          int32_t kx1, int32_t nn, int32_t c, int32_t ncols, int8_t *cols)
 {
-    const int32_t n = p->k_h * p->k_w * p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    int32_t buf[KB_GATHER_MAX / 4];  /* word-aligned */
+    int8_t *b = (int8_t *)buf;
+    const int32_t cin = p->in_c, cs = p->in_cstride, row_bytes = p->k_w * cin, n = p->k_h * row_bytes;
+    const int8_t zp = (int8_t)(-p->in_offset);  /* x + in_offset == 0 */
+    const int run = cs == cin && p->dil_w == 1;
+    for (int32_t ky = 0; ky < p->k_h; ++ky, b += row_bytes) {
+        const int32_t iy = iy0 + ky * p->dil_h;
+        if (iy < 0 || iy >= p->in_h || kx1 <= kx0) {
+            memset(b, zp, (size_t)row_bytes);
+            continue;
+        }
+        const int8_t *row = in + (iy * p->in_row + ix0) * cs;
+        memset(b, zp, (size_t)(kx0 * cin));
+        if (run) {
+            memcpy(b + kx0 * cin, row + kx0 * cs, (size_t)((kx1 - kx0) * cin));
+        } else {
+            for (int32_t kx = kx0; kx < kx1; ++kx) {
+                memcpy(b + kx * cin, row + kx * p->dil_w * cs, (size_t)cin);
+            }
+        }
+        memset(b + kx1 * cin, zp, (size_t)((p->k_w - kx1) * cin));
+    }
+    memset((int8_t *)buf + n, zp, (size_t)(nn - n));
+    widen_run((const int8_t *)buf, nn, kb_offset2(p->in_offset), cols + 8 * c, ncols);
+}
+
+/* Output pixel (oy, ox)'s window into column c of ncols, any layout (widen_rows below takes the common cases
+ * first), in a layout of nn values per column (n, or the wide path's n rounded up to whole groups: the values from n
+ * on are zeros). A dense input (in_cstride == in_c, dilation 1 along x) widens each window row's taps inside the
+ * image as one run, the padded ones as zeros. */
+static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int32_t ncols,
+                         int32_t nn, int8_t *cols)
+{
+    const int32_t n = nn, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
     const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
     int32_t kx0, kx1;
     inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
     kx1 = kx1 > kx0 ? kx1 : kx0;
+    if ((nn & 3) == 0 && nn <= KB_GATHER_MAX) {  /* whole groups: gather the window's bytes, then widen them */
+        gather_window(p, in, iy0, ix0, kx0, kx1, nn, c, ncols, cols);
+        return;
+    }
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
         const int32_t iy = iy0 + ky * p->dil_h, k_row = ky * p->k_w * cin;
         const int8_t *row = iy >= 0 && iy < p->in_h ? in + iy * p->in_row * p->in_cstride : 0;
@@ -300,19 +339,25 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
             widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, ncols, cols);
         }
     }
+    for (int32_t k = p->k_h * p->k_w * cin; k < nn; ++k) {  /* the last group's padding */
+        const int16_t zero = 0;
+        memcpy(cols + 2 * col_index(k, nn, c, ncols), &zero, 2);
+    }
 }
 
 /* What widen_rows needs besides *p: the output pixels whose windows widen as k_h whole runs (a dense input,
  * dilation 1 along x, window rows of whole groups, every tap inside: [y_lo, y_hi) x [x_lo, x_hi), empty if not);
- * edge: the other windows of such an input widen as runs and zero groups too (in_c a multiple of 4). */
+ * edge: the other windows of such an input widen as runs and zero groups too (in_c a multiple of 4); nn: the
+ * column layout's values (rows_of: kh*kw*in_c; the wide path rounds it up to whole groups, see conv_wide). */
 typedef struct {
-    int32_t y_lo, y_hi, x_lo, x_hi, len, pitch, off2, edge;
+    int32_t y_lo, y_hi, x_lo, x_hi, len, pitch, off2, edge, nn;
 } kb_rows;
 
 static kb_rows rows_of(const kb_conv_params *p)
 {
     kb_rows r;
     r.len = p->k_w * p->in_c, r.pitch = p->dil_h * p->in_row * p->in_c, r.off2 = kb_offset2(p->in_offset);
+    r.nn = p->k_h * p->k_w * p->in_c;
     interior(p->out_h, p->stride_h, p->pad_t, p->k_h, p->dil_h, p->in_h, &r.y_lo, &r.y_hi);
     interior(p->out_w, p->stride_w, p->pad_l, p->k_w, p->dil_w, p->in_w, &r.x_lo, &r.x_hi);
     const int dense = p->in_cstride == p->in_c && p->dil_w == 1;
@@ -365,7 +410,7 @@ static inline __attribute__((always_inline)) void widen_rows(const kb_rows *r, c
         if (r->edge) {
             widen_edge(r, p, in, oy, ox, c, ncols, cols);
         } else {
-            widen_window(p, in, oy, ox, c, ncols, cols);
+            widen_window(p, in, oy, ox, c, ncols, r->nn, cols);
         }
         return;
     }
@@ -495,7 +540,7 @@ static __attribute__((noinline)) void store_block(const kb_arm_rq1 *q, const int
 static int8_t *block_cols(const kb_conv_params *p, const int8_t *in, int8_t *out, int8_t *scratch, int32_t k,
                           int32_t n)
 {
-    const int32_t bytes = 2 * n * p->k_h * p->k_w * p->in_c, cs = p->out_cstride;
+    const int32_t bytes = 2 * n * ((p->k_h * p->k_w * p->in_c + 3) & ~3), cs = p->out_cstride;  /* whole groups */
     if (scratch && p->scratch_bytes >= bytes) {
         return scratch;
     }
@@ -553,10 +598,13 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
     static kb_wide_fn *const fused[KB_WIDE_COLS + 1] = {0, 0, 0, kb_wide_1x3, kb_wide_1x4, kb_wide_1x5, kb_wide_1x6};
     const kb_cols_job j = {p->k_h * p->k_w * p->in_c, p->out_c, p->out_offset, p->act_min, p->act_max};
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w, out_row = p->out_row, cs = p->out_cstride;
-    const int32_t groups = j.n >> 2, body = j.n & ~3, t = j.n & 3;
-    const int asm_ok = kb_wide_job_ok(bias, shift, j.out_c, j.n, j.out_offset, j.act_min, j.act_max);
+    const int32_t nn = (j.n + 3) & ~3, groups = nn >> 2;  /* the columns hold whole groups: zeros from j.n on */
+    const int8_t *const w_end = w + j.out_c * j.n;
+    const int asm_ok = kb_wide_job_ok(bias, shift, j.out_c, nn, j.out_offset, j.act_min, j.act_max);
     kb_wide_job job = {bias, mult, shift, 0, j.out_c, 1 + 2 * j.out_offset, {0}};
-    const kb_rows rows = rows_of(p);
+    const kb_rows rows = rows_of(p);  /* conv_cols's layout: j.n values a column */
+    kb_rows wide = rows;
+    wide.nn = nn;
     for (int32_t k = 0, oy = 0, ox = 0; k < pixels;) {
         int32_t n = kb_wide_block(pixels - k);
         int8_t *cols = n >= 3 ? block_cols(p, in, out, scratch, k, n) : 0;
@@ -574,35 +622,46 @@ static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w
             continue;
         }
         for (int32_t c = 0; c < n; ++c) {
-            widen_rows(&rows, p, in, oy, ox, c, n, cols);
+            widen_rows(&wide, p, in, oy, ox, c, n, cols);
             job.y[c] = out + (oy * out_row + ox) * cs;
             if (++ox == out_w) {
                 ox = 0, ++oy;
             }
         }
         k += n;
-        if (asm_ok) {
+        if (asm_ok && nn == j.n) {  /* every channel in one call: their weights follow each other group by group */
             job.co = 0;
             fused[n](cols, w, groups, &job);
             continue;
         }
-        kb_dot_1xn *const dot_n = dot[n];
-        const int8_t *tail = cols + 2 * n * body;
-        for (int32_t co = 0; co < j.out_c; ++co) {
+        for (int32_t co = 0; co < j.out_c; ++co) {  /* else channel by channel (a reduction of j.n % 4 != 0 values) */
             const int8_t *wc = w + co * j.n;
+            const int whole = wc + nn <= w_end;  /* its last group's weight word lies inside the weights (the bytes
+                                                  * after j.n meet the columns' zeros) */
+            if (asm_ok && whole) {
+                job.co = co, job.out_c = co + 1;
+                fused[n](cols, wc, groups, &job);
+                continue;
+            }
+            const int32_t g = whole ? groups : j.n >> 2;
             int32_t acc[KB_WIDE_COLS];
             acc[0] = bias[co];
-            dot_n(cols, wc, groups, acc);
-            for (int32_t c = 0; c < n && t; ++c) {  /* acc holds the bias: wrap like SMLAD */
-                for (int32_t i = 0; i < t; ++i) {
+            dot[n](cols, wc, g, acc);
+            for (int32_t c = 0; c < n; ++c) {  /* the values after g groups; acc holds the bias: wrap like SMLAD */
+                for (int32_t i = 4 * g; i < j.n; ++i) {
                     int16_t x;
-                    memcpy(&x, tail + 2 * (c * t + i), 2);
-                    acc[c] = kb_wrapping_add(acc[c], x * wc[body + i]);
+                    memcpy(&x, cols + 2 * col_index(i, nn, c, n), 2);
+                    acc[c] = kb_wrapping_add(acc[c], x * wc[i]);
                 }
             }
             const kb_arm_rq1 q = kb_arm_rq1_of(mult[co], shift[co], j.out_offset, j.act_min, j.act_max);
-            store_block(&q, acc, job.y, n);
+            int8_t *y[KB_WIDE_COLS];  /* channel co of each pixel (store_block advances its pointers) */
+            for (int32_t c = 0; c < n; ++c) {
+                y[c] = job.y[c] + co;
+            }
+            store_block(&q, acc, y, n);
         }
+        job.out_c = j.out_c;
     }
 }
 
