@@ -281,6 +281,28 @@ static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, i
  * values from kh*kw*in_c on, so that with the input offset added they are 0 — then widened a word at a time. The
  * per-value path below costs ~30 instructions a value where a window row is not whole groups (a 3-channel stem). */
 #define KB_GATHER_MAX 256
+
+/* len bytes from src to dst, a word at a time (unaligned loads and stores), then the last 0-3 bytes; and len copies
+ * of v: inline, since a library call per window row costs more than the row (a stem's rows are 3-12 bytes). */
+static inline __attribute__((always_inline)) void copy_run(int8_t *dst, const int8_t *src, int32_t len)
+{
+    int32_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        const int32_t v = kb_ld4(src + i);
+        memcpy(dst + i, &v, 4);
+    }
+    for (; i < len; ++i) {
+        dst[i] = src[i];
+    }
+}
+
+static inline __attribute__((always_inline)) void fill_run(int8_t *dst, int8_t v, int32_t len)
+{
+    for (int32_t i = 0; i < len; ++i) {
+        dst[i] = v;
+    }
+}
+
 static void gather_window(const kb_conv_params *p, const int8_t *in, int32_t iy0, int32_t ix0, int32_t kx0,
                           int32_t kx1, int32_t nn, int32_t c, int32_t ncols, int8_t *cols)
 {
@@ -292,21 +314,21 @@ static void gather_window(const kb_conv_params *p, const int8_t *in, int32_t iy0
     for (int32_t ky = 0; ky < p->k_h; ++ky, b += row_bytes) {
         const int32_t iy = iy0 + ky * p->dil_h;
         if (iy < 0 || iy >= p->in_h || kx1 <= kx0) {
-            memset(b, zp, (size_t)row_bytes);
+            fill_run(b, zp, row_bytes);
             continue;
         }
         const int8_t *row = in + (iy * p->in_row + ix0) * cs;
-        memset(b, zp, (size_t)(kx0 * cin));
+        fill_run(b, zp, kx0 * cin);
         if (run) {
-            memcpy(b + kx0 * cin, row + kx0 * cs, (size_t)((kx1 - kx0) * cin));
+            copy_run(b + kx0 * cin, row + kx0 * cs, (kx1 - kx0) * cin);
         } else {
             for (int32_t kx = kx0; kx < kx1; ++kx) {
-                memcpy(b + kx * cin, row + kx * p->dil_w * cs, (size_t)cin);
+                copy_run(b + kx * cin, row + kx * p->dil_w * cs, cin);
             }
         }
-        memset(b + kx1 * cin, zp, (size_t)((p->k_w - kx1) * cin));
+        fill_run(b + kx1 * cin, zp, (p->k_w - kx1) * cin);
     }
-    memset((int8_t *)buf + n, zp, (size_t)(nn - n));
+    fill_run((int8_t *)buf + n, zp, nn - n);
     widen_run((const int8_t *)buf, nn, kb_offset2(p->in_offset), cols + 8 * c, ncols);
 }
 
