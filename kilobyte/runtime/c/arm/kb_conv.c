@@ -276,11 +276,7 @@ static inline __attribute__((always_inline)) void widen_tap(const int8_t *src, i
     }
 }
 
-/* Output pixel (oy, ox)'s window (top-left tap (iy0, ix0), columns [kx0, kx1) inside the image) into column c of
- * ncols, nn (whole groups) values: its bytes gathered into a buffer — the zero point for a padded tap and for the
- * values from kh*kw*in_c on, so that with the input offset added they are 0 — then widened a word at a time. The
- * per-value path below costs ~30 instructions a value where a window row is not whole groups (a 3-channel stem). */
-#define KB_GATHER_MAX 256
+#define KB_GATHER_MAX 256  /* the most values gather_window takes (a 7x7 window of 3 channels is 147) */
 
 /* len bytes from src to dst, a word at a time (unaligned loads and stores), then the last 0-3 bytes; and len copies
  * of v: inline, since a library call per window row costs more than the row (a stem's rows are 3-12 bytes). */
@@ -303,6 +299,11 @@ static inline __attribute__((always_inline)) void fill_run(int8_t *dst, int8_t v
     }
 }
 
+/* Output pixel (oy, ox)'s window (top-left tap (iy0, ix0), columns [kx0, kx1) inside the image) into column c of
+ * ncols, nn (whole groups, at most KB_GATHER_MAX) values: its bytes gathered into a buffer — the zero point for a
+ * padded tap and for the values from kh*kw*in_c on, so that with the input offset added they are 0 — then widened a
+ * word at a time. widen_window's per-value path costs ~30 instructions a value where a window row is not whole
+ * groups (a 3-channel stem). */
 static void gather_window(const kb_conv_params *p, const int8_t *in, int32_t iy0, int32_t ix0, int32_t kx0,
                           int32_t kx1, int32_t nn, int32_t c, int32_t ncols, int8_t *cols)
 {
