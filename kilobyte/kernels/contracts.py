@@ -5,8 +5,10 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
 - CONV_2D, DSP kernels with at least `KB_COLS_MIN_OUT_C` output channels: im2col columns of `kh*kw*Cin` int16
   values. A conv with a window larger than 1x1 is planned two columns per layer (`4*kh*kw*Cin` bytes; without them
   it falls back to direct convolution); from bytes free anyway the planner grants up to `WIDE_COLUMNS` (the kernel
-  reads at most that many) or, for 1x1 convs, two. With fewer output channels the DSP conv never widens columns
-  (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none.
+  reads at most that many) or, for 1x1 convs, two, each of whole groups of four values (`wide_column_bytes`: the
+  wide path pads a window of kh*kw*Cin % 4 != 0 values with zeros). With fewer output channels the DSP conv never
+  widens columns (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none; with scratch or not, it may keep
+  columns in its own output's unwritten part and in consumed input rows (kilobyte.h, kb_conv).
 - CONV_2D with a sparse weight format (FWCS, CSR; `ops/sparse.py`), both sets: two im2col windows of 2-byte values,
   `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen
   two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
@@ -34,6 +36,7 @@ from ..ops.conv_kernels import (
     column_bytes,
     is_sparse,
     sparse_scratch_bytes,
+    wide_column_bytes,
 )
 
 KERNEL_SETS = ("portable", "dsp")
@@ -75,11 +78,11 @@ def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:
 
 
 def extra_columns(graph: Graph, node: Node, kernels: str) -> tuple[int, int]:
-    """(bytes of one column, the most columns the kernel reads) for scratch granted from free bytes; (0, 0) when
-    `node`'s kernel reads no columns."""
+    """(bytes of one column, the most columns the kernel reads) for scratch granted from free bytes — columns of the
+    wide path, whole groups of four values (`wide_column_bytes`); (0, 0) when `node`'s kernel reads no columns."""
     if not reads_columns(graph, node, kernels):
         return 0, 0
-    return column_bytes(graph, node), WIDE_COLUMNS
+    return wide_column_bytes(graph, node), WIDE_COLUMNS
 
 
 def inplace_rule(graph: Graph, node: Node, options) -> InPlaceRule | None:

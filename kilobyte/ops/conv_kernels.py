@@ -37,6 +37,22 @@ def column_bytes(graph, node) -> int:
     return IM2COL_ELEMENT_BYTES * kh * kw * cin
 
 
+def wide_column_bytes(graph, node) -> int:
+    """Bytes of one column of the DSP conv's wide path (3-6 columns, `conv_wide` in runtime/c/arm/kb_conv.c): whole
+    groups of four int16 values, zeros after the window's kh*kw*Cin — what free bytes are granted in.
+
+    >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
+    >>> import numpy as np
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.CONV_2D, [b.input((1, 32, 32, 3))], ConvAttrs(padding=(1, 1, 1, 1)),
+    ...            params={"weight": np.zeros((16, 3, 3, 3), np.float32)})
+    >>> column_bytes(b.build([y]), b.nodes[0]), wide_column_bytes(b.build([y]), b.nodes[0])
+    (54, 56)
+    """
+    values = column_bytes(graph, node) // IM2COL_ELEMENT_BYTES
+    return IM2COL_ELEMENT_BYTES * ((values + 3) & ~3)
+
+
 def conv_columns_bytes(graph, node) -> int:
     """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h)."""
     return IM2COL_COLUMNS * column_bytes(graph, node)

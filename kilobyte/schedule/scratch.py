@@ -69,9 +69,10 @@ def free_conv_columns(graph: Graph, order: Sequence[str], live_bytes, scratch, p
     """More im2col columns from bytes that are free anyway: node -> scratch bytes, for unfused convs whose kernel
     reads columns.
 
-    With `wide`, each gets WIDE_COLUMNS int16 columns of kh*kw*Cin (`12*kh*kw*Cin` bytes) where its step has that room
+    With `wide`, each gets WIDE_COLUMNS int16 columns of kh*kw*Cin values rounded up to whole groups of four
+    (`extra_columns`: `12*ceil4(kh*kw*Cin)` bytes) where its step has that room
     under the planned `peak` and it has at least 3 output pixels (the Cortex-M DSP kernels then run 1 channel x 3-6
-    pixels per weight load); otherwise a 1x1 conv gets the two columns of `conv_columns_bytes` where those fit (its
+    pixels per weight load); otherwise a 1x1 conv gets two such columns where those fit (its
     kernel then pre-widens two pixels once for all output channels instead of unpacking them per channel pair).
     Never raises the peak: steps without room keep what they have. `peak` None: every step has room (the plan
     option conv_columns="wide", which trades SRAM for speed)."""

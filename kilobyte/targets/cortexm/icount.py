@@ -166,7 +166,6 @@ def _run(uc, where: str, entry: int, timeout: float, pc_register: int, funcs: _F
                             f"{funcs.name_at(pc)}); it may loop forever")
 
 
-
 def _output_args(build, arm, fw_output: int) -> list[tuple[int, int]]:
     """(register, address) of each output pointer the invoke takes after the input: r1.. (AAPCS: up to r3)."""
     offsets = [o.get("offset", 0) for o in model_interface(build.model_dir)["outputs"]]

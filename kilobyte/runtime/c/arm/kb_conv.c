@@ -35,6 +35,7 @@
 #include "kb_arm_dot.h"
 #include "kb_arm_widen.h"
 #include "kb_arm_wide.h"
+#include "kb_arm_window.h"
 
 /* One output channel pair: weights, accumulator starts and requantisation, computed once per pair. */
 typedef struct {
@@ -81,25 +82,6 @@ static inline __attribute__((always_inline)) void store(const kb_pair *c, int32_
             yb[co1] = kb_arm_rq_apply(&q1, b1);
         }
     }
-}
-
-/* Kernel indices i < k with 0 <= start + i * dil < size: [*lo, *hi) (empty when *hi <= *lo). */
-static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t *lo, int32_t *hi)
-{
-    *lo = start < 0 ? (-start + dil - 1) / dil : 0;
-    *hi = start >= size ? 0 : (size - 1 - start) / dil + 1;
-    *hi = *hi < k ? *hi : k;
-}
-
-/* Output pixels [*lo, *hi) whose window lies inside the image along one axis. */
-static void interior(int32_t out, int32_t stride, int32_t pad, int32_t k, int32_t dil, int32_t size, int32_t *lo,
-                     int32_t *hi)
-{
-    *lo = (pad + stride - 1) / stride;
-    const int32_t last = size - 1 - (k - 1) * dil + pad;  /* the largest window start that fits, plus pad */
-    *hi = last < 0 ? 0 : last / stride + 1;
-    *hi = *hi < out ? *hi : out;
-    *lo = *lo < *hi ? *lo : *hi;
 }
 
 /* Taps of a window inside the image: rows [ky0, ky1), columns [kx0, kx1). */
@@ -340,7 +322,7 @@ static void gather_window(const kb_conv_params *p, const int8_t *in, int32_t iy0
 static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int32_t c, int32_t ncols,
                          int32_t nn, int8_t *cols)
 {
-    const int32_t n = nn, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    const int32_t iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
     const int32_t cin = p->in_c, run = p->in_cstride == cin && p->dil_w == 1;
     int32_t kx0, kx1;
     inside(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
@@ -355,11 +337,11 @@ static void widen_window(const kb_conv_params *p, const int8_t *in, int32_t oy, 
         for (int32_t kx = 0; kx < p->k_w; ++kx) {
             const int8_t *src = row && kx >= kx0 && kx < kx1 ? row + (ix0 + kx * p->dil_w) * p->in_cstride : 0;
             if (src && run) {  /* the row's taps [kx0, kx1) in one go */
-                widen_tap(src, (kx1 - kx0) * cin, p->in_offset, k_row + kx * cin, n, c, ncols, cols);
+                widen_tap(src, (kx1 - kx0) * cin, p->in_offset, k_row + kx * cin, nn, c, ncols, cols);
                 kx = kx1 - 1;
                 continue;
             }
-            widen_tap(src, cin, p->in_offset, k_row + kx * cin, n, c, ncols, cols);
+            widen_tap(src, cin, p->in_offset, k_row + kx * cin, nn, c, ncols, cols);
         }
     }
     for (int32_t k = p->k_h * p->k_w * cin; k < nn; ++k) {  /* the last group's padding */
@@ -608,10 +590,12 @@ static int wide_ok(const kb_conv_params *p, const int8_t *in, int8_t *out, int8_
 }
 
 /* Every output pixel in blocks of kb_wide_block pixels (fewer where block_cols has less room, down to 3) on N
- * columns: the block's windows widened, then every output channel in one kb_wide_1x<N> call (dot products,
- * requantisation, stores and the channel loop in assembly) when kb_wide_job_ok, as in most layers; otherwise per
- * channel kb_dot_1x<N>_cols, the n & 3 tail and store_block in C. Where no 3 columns fit, two pixels run on the
- * scratch's two columns (conv_cols), or without scratch directly (direct_pixels). */
+ * columns of whole groups (a reduction of n % 4 != 0 values padded with zeros): the block's windows widened, then
+ * every output channel in one kb_wide_1x<N> call (dot products, requantisation, stores and the channel loop in
+ * assembly) when kb_wide_job_ok and the weights are whole groups, as in most layers; with a padded reduction one call
+ * per channel; else, and for a last channel whose padded weight word would end past the weights, per channel
+ * kb_dot_1x<N>_cols, the values after its whole words and store_block in C. Where no 3 columns fit, two pixels run
+ * on the scratch's two columns (conv_cols, unpadded), or without scratch directly (direct_pixels). */
 static void conv_wide(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {

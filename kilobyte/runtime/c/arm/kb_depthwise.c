@@ -30,24 +30,7 @@
 #include "kb_arm_simd.h"
 #include "kb_arm_requant.h"
 #include "kb_arm_dw3.h"
-
-/* Kernel indices i < k with 0 <= start + i * dil < size: [*lo, *hi). */
-static void inside(int32_t start, int32_t k, int32_t dil, int32_t size, int32_t *lo, int32_t *hi)
-{
-    *lo = start < 0 ? (-start + dil - 1) / dil : 0;
-    *hi = start >= size ? 0 : (size - 1 - start) / dil + 1;
-    *hi = *hi < k ? *hi : k;
-}
-
-/* Output pixels [*lo, *hi) along one axis whose 3-tap window (dilation 1) lies inside the image. */
-static void inside_outputs(int32_t out, int32_t stride, int32_t pad, int32_t size, int32_t *lo, int32_t *hi)
-{
-    *lo = (pad + stride - 1) / stride;
-    const int32_t last = size - 3 + pad;  /* the largest window start that fits, plus pad */
-    *hi = last < 0 ? 0 : last / stride + 1;
-    *hi = *hi < out ? *hi : out;
-    *lo = *lo < *hi ? *lo : *hi;
-}
+#include "kb_arm_window.h"
 
 /* Channels [c, c + 4) of one output pixel: acc[j] += sum over the taps inside the image of w * (x + in_offset).
  * x_c: channel c of input pixel (iy0, ix0), the window's top-left tap (possibly in the padding: never read). */
@@ -122,8 +105,8 @@ static void dw3_groups(const kb_conv_params *p, const int8_t *in, const int8_t *
     const int32_t sh = p->stride_h, sw = p->stride_w, pad_t = p->pad_t, pad_l = p->pad_l;
     const int32_t off2 = kb_offset2(p->in_offset);
     int32_t oy_lo, oy_hi, ox_lo, ox_hi;  /* output pixels whose window lies inside the image, per axis */
-    inside_outputs(out_h, sh, pad_t, in_h, &oy_lo, &oy_hi);
-    inside_outputs(out_w, sw, pad_l, in_w, &ox_lo, &ox_hi);
+    interior(out_h, sh, pad_t, 3, 1, in_h, &oy_lo, &oy_hi);
+    interior(out_w, sw, pad_l, 3, 1, in_w, &ox_lo, &ox_hi);
     kb_dw3_group g;
     for (int32_t c = 0; c + 4 <= c_n; c += 4) {
         for (int32_t t = 0; t < 9; ++t) {
