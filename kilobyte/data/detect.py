@@ -27,12 +27,12 @@ from ..errors import KilobyteError
 from . import IMAGE_SUFFIXES, load_dataset, read_images
 from .resize import resize_images
 
-BUILTIN_DETECTION = {"digit-scenes": "MNIST digits on cluttered 128x128 canvases, 1-4 a scene (2,000 scenes, "
-                                     "10 classes)"}
+BUILTIN_DETECTION = {"digit-scenes": "small MNIST digits on cluttered 224x224 canvases, 1-4 a scene (2,000 "
+                                     "scenes, 10 classes)"}
 CSV_HEADER = ("image", "x_min", "y_min", "x_max", "y_max", "class")
 TRAIN_SHARE = 0.8  # of the built-in scenes: those whose digits come from MNIST's first 4,000 images
 SCENES = 2000
-CANVAS = 128
+CANVAS = 224  # large enough that a per-layer plan cannot run it on a 256 KB part (docs/benchmarks.md, issue 28)
 INK_LEVEL = 0.25  # a resized digit's pixels above this are its ink: the box is their extent
 
 
@@ -77,7 +77,7 @@ def load_detection(spec: str, seed: int = 0) -> DetectionSet:
 
 # -- built in: digits on cluttered canvases ----------------------------------------------------------------------------
 def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = CANVAS, objects: tuple[int, int] = (1, 4),
-                      digit_px: tuple[int, int] = (18, 56)) -> DetectionSet:
+                      digit_px: tuple[int, int] = (16, 44)) -> DetectionSet:
     """`n` scenes of `size`×`size`, every draw from `numpy.random.default_rng(seed)`. A scene is
     - a background: a level in 0–0.25 plus smooth shading (an 8×8 random grid resized up, amplitude ≤ 0.15);
     - clutter that is not an object: 2–7 strokes (segments 1–3 px thick, level 0.2–0.7) and 0–3 fragments of

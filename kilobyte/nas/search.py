@@ -160,12 +160,15 @@ def search_space(config: SearchConfig, in_channels: int, num_classes: int, nativ
     from the data's `input_size` (H, W) that its library will run (`deploy_module`), so the evaluator counts its
     input and resized tensor; a patch stage cannot contain a resize, so the joint search's inputs stay resized
     outside the library. A detector (`task="detect"`): the same spaces ending in YOLO heads (`DETECT_HEADS`), its
-    input resized outside the library in both (its boxes are in the input's pixels), on `detect_resolutions`."""
+    input resized outside the library in both (its boxes are in the input's pixels), on `detect_resolutions`, and
+    with the joint search's genome (per-stage widths, RD) in both: one space, the patch schedule the only difference
+    (issue 28 compares the two searches "of the same space"; the per-stage width genes lower a configuration's mean
+    MACs, which with two genomes tilted the space choice between the modes)."""
     if config.task == "detect":
         resolutions = tuple(config.resolutions or detect_resolutions(native))
-        joint = dict(stage_width_choices=PATCH_STAGE_WIDTHS, rd_stages=PATCH_RD_STAGES) if config.patch else {}
         space = MBSpace(num_classes=num_classes, in_channels=in_channels, widths=tuple(config.widths),
-                        resolutions=resolutions, **joint).detector(DETECT_HEADS)
+                        resolutions=resolutions, stage_width_choices=PATCH_STAGE_WIDTHS,
+                        rd_stages=PATCH_RD_STAGES).detector(DETECT_HEADS)
         return space.compact() if config.compact else space
     resolutions = tuple(config.resolutions or data_resolutions(native, wide=config.patch))
     if config.patch:  # MCUNetV2's genome: per-stage widths and receptive-field redistribution (space.py)

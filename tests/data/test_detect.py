@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kilobyte.data.detect import CSV_HEADER, INK_LEVEL, box_iou, load_detection, make_digit_scenes
+from kilobyte.data.detect import CANVAS, CSV_HEADER, INK_LEVEL, box_iou, load_detection, make_digit_scenes
 from kilobyte.errors import KilobyteError
 
 
@@ -34,7 +34,7 @@ def test_scenes_are_deterministic_and_seeded(scenes):
 
 def test_boxes_inside_hold_ink_and_barely_overlap(scenes):
     size = scenes.images.shape[1]
-    assert scenes.images.shape == (60, 128, 128, 1) and 0 <= scenes.images.min() and scenes.images.max() <= 1
+    assert scenes.images.shape == (60, CANVAS, CANVAS, 1) and 0 <= scenes.images.min() and scenes.images.max() <= 1
     counts = [len(b) for b in scenes.boxes]
     assert min(counts) >= 1 and max(counts) == 4 and 100 < sum(counts) < 240
     for image, boxes, labels in zip(scenes.images, scenes.boxes, scenes.labels):
@@ -43,7 +43,7 @@ def test_boxes_inside_hold_ink_and_barely_overlap(scenes):
         iou = box_iou(boxes, boxes)
         assert (iou[~np.eye(len(boxes), dtype=bool)] <= 0.1 + 1e-9).all()
         for x0, y0, x1, y1 in boxes.astype(int):
-            assert 1 <= x1 - x0 <= 70 and 8 <= y1 - y0 <= 70  # a '1' can be 2 px wide
+            assert 1 <= x1 - x0 <= 44 and 6 <= y1 - y0 <= 44  # digits of 16-44 px: a '1' can be 2 px wide
             # the digit is drawn at contrast >= 0.6: its box holds pixels at least that bright above the ink level
             assert image[y0:y1, x0:x1].max() >= 0.6 * INK_LEVEL
 

@@ -70,7 +70,7 @@ def test_a_detector_subnet_extracted_equals_the_supernet(seed, one_torch_thread)
 
 
 def test_the_detection_task_scales_boxes_and_fits_anchors_at_the_resolution():
-    scenes = make_digit_scenes(40, seed=3)
+    scenes = make_digit_scenes(40, seed=3, size=128)
     task = Detect.of(SPACE, scenes, 64, seed=0)
     assert task.strides == (8, 16) and [len(g) for g in task.anchors] == [3, 3]
     areas = [w * h for g in task.anchors for w, h in g]
@@ -86,7 +86,7 @@ def test_the_detection_task_scales_boxes_and_fits_anchors_at_the_resolution():
 
 
 def test_supernet_training_lowers_the_detection_loss_and_the_score_is_the_decodings_map(one_torch_thread):
-    scenes = make_digit_scenes(96, seed=1)
+    scenes = make_digit_scenes(96, seed=1, size=128, digit_px=(18, 56))
     task = Detect.of(SPACE, scenes, 64, seed=0)
     x, y = task.tensors(scenes, 64)
     torch.manual_seed(0)
@@ -187,12 +187,13 @@ def test_a_detectors_budget_counts_its_head_maps_and_post_processing_arrays():
         assert not ev.fits(arch, dataclasses.replace(budget, sram_bytes=need - 1, flash_bytes=10 ** 7))
 
 
-def test_the_per_layer_and_joint_detector_searches_search_one_grid():
-    from kilobyte.nas.search import SearchConfig, grow_limit, search_space
+def test_the_per_layer_and_joint_detector_searches_search_one_space():
+    from kilobyte.nas.search import PATCH_RD_STAGES, PATCH_STAGE_WIDTHS, SearchConfig, grow_limit, search_space
 
     joint = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect", patch=True)
     per_layer = dataclasses.replace(joint, patch=False)
     a, b = search_space(joint, 1, 10, 128), search_space(per_layer, 1, 10, 128)
-    assert (a.widths, a.resolutions) == (b.widths, b.resolutions) and b.resolutions == tuple(range(64, 257, 16))
+    assert a == b and b.resolutions == tuple(range(64, 257, 16))  # one space: the patch schedule is the difference
+    assert b.stage_width_choices == PATCH_STAGE_WIDTHS and b.rd_stages == PATCH_RD_STAGES
     assert grow_limit(joint, 128) is None and grow_limit(per_layer, 128) is None
     assert grow_limit(dataclasses.replace(per_layer, task="classify"), 28) is not None  # a classifier's grid grows
