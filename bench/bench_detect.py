@@ -4,11 +4,13 @@ against the per-layer search of the same space and budget, over seeds.
 Per mode (`patch`: `kilobyte search --task detect --patch`; `per-layer`: the same without `--patch`) and seed, on
 STM32F412's 256 KB SRAM / 1 MB Flash, exactly as a user runs it:
 
-    python -m kilobyte search --task detect --device stm32f412 --minutes M --seed S [--patch] --out DIR --json
+    python -m kilobyte search --task detect --data D --device stm32f412 --minutes M --seed S [--patch] --out DIR --json
 
-Both search one space — the MBConv backbone with YOLO heads at strides 8 and 16 on `detect_resolutions` (64-256 px
-for the 128 px `digit-scenes`), MCUNetV2's per-stage widths and receptive-field redistribution with `--patch` — and
-both run under the same time budget on this machine. Recorded per run: the input resolution of the winner, its float
+`D` is `small-digit-scenes` by default (224 px: no per-layer plan of the space runs it on a 256 KB part,
+bench/bench_detect_fit.py) or `digit-scenes` (128 px). Both searches search one space — the MBConv backbone with YOLO
+heads at strides 8 and 16 on `detect_resolutions` (112-448 px for 224 px scenes), with MCUNetV2's per-stage widths
+and receptive-field redistribution — under the same time budget on this machine; the patch schedule is the only
+difference. Recorded per run: the input resolution of the winner, its float
 and int8 mAP@0.5 on the held-out scenes (int8: by the generated C library, as the search reports it), the measured
 SRAM / Flash of the linked Cortex-M firmware, the planned peak (and with `--patch` the same network's per-layer peak),
 MACs, bit-exactness on the host (numpy reference, TFLite Micro, post-processed boxes), and then:
@@ -19,9 +21,10 @@ MACs, bit-exactness on the host (numpy reference, TFLite Micro, post-processed b
 Each finished run is written at once (atomically) to the results file; a re-run skips what is stored. The summary —
 mean +- standard error over seeds per mode — is stored (`summary`) and printed.
 
-    python bench/bench_detect.py --out /tmp/bench-detect                  # 2 modes x 3 seeds
+    python bench/bench_detect.py --out /tmp/bench-detect                  # 2 modes x 3 seeds, small-digit-scenes
+    python bench/bench_detect.py --out /tmp/bench-detect --data digit-scenes --minutes 25   # the 128 px scenes
     python bench/bench_detect.py --out /tmp/bench-detect --seeds 0 --modes patch
-    python bench/bench_detect.py --markdown                               # the table of the stored runs
+    python bench/bench_detect.py --markdown [--data D]                    # the table of the stored runs
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from kilobyte.atomic import write_json  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "detect.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 DEVICE = "stm32f412"
 MODES = {"patch": ("--patch",), "per-layer": ()}
 
@@ -52,13 +55,13 @@ def mean_se(values) -> tuple[float | None, float | None]:
     return float(np.mean(v)), (float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None)
 
 
-def run_one(mode: str, seed: int, out: Path, minutes: float, qemu_scenes: int, extra: list[str]) -> dict:
+def run_one(mode: str, seed: int, out: Path, minutes: float, qemu_scenes: int, data: str, extra: list[str]) -> dict:
     from kilobyte.driver import verify_on_target
     from kilobyte.train.detect_library import evaluate_detector
 
     out_dir = out / f"{mode}-s{seed}"
-    cmd = [sys.executable, "-m", "kilobyte", "search", "--task", "detect", "--device", DEVICE, "--minutes",
-           str(minutes), "--seed", str(seed), "--out", str(out_dir), "--json", *MODES[mode], *extra]
+    cmd = [sys.executable, "-m", "kilobyte", "search", "--task", "detect", "--data", data, "--device", DEVICE,
+           "--minutes", str(minutes), "--seed", str(seed), "--out", str(out_dir), "--json", *MODES[mode], *extra]
     if (out_dir / "search.sqlite").exists():
         cmd.append("--resume")
     started = time.time()
@@ -67,9 +70,9 @@ def run_one(mode: str, seed: int, out: Path, minutes: float, qemu_scenes: int, e
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     r = json.loads(proc.stdout)
     model = r["model_dir"]
-    host = evaluate_detector(model, split="test")
+    host = evaluate_detector(model, data, split="test")
     target = verify_on_target(model, "cortex-m7", n_random=4)
-    on_qemu = evaluate_detector(model, split="test", limit=qemu_scenes, target="cortex-m7")
+    on_qemu = evaluate_detector(model, data, split="test", limit=qemu_scenes, target="cortex-m7")
     planned = r["planned"]
     return {"mode": mode, "seed": seed, "command": " ".join(cmd[1:]), "seconds": time.time() - started,
             "resolution": r["input_shape"][1], "architecture": r["architecture"], "description": r["description"],
@@ -133,13 +136,17 @@ def main(argv=None) -> int:
     p.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES))
     p.add_argument("--minutes", type=float, default=12.0, help="each search's --minutes (default 12)")
     p.add_argument("--qemu-scenes", type=int, default=20, help="held-out scenes also run under QEMU (default 20)")
-    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--data", default="small-digit-scenes",
+                   help="the detection set (default small-digit-scenes: 224 px, beyond a per-layer plan on 256 KB)")
+    p.add_argument("--results", type=Path, default=None,
+                   help="results file (default bench/results/detect_small.json, or detect.json for digit-scenes)")
     p.add_argument("--markdown", action="store_true",
                    help="print the table of the stored runs and stop (with --summarize: store it too)")
     p.add_argument("--summarize", action="store_true", help="recompute the stored summary from the stored runs")
     p.add_argument("search_args", nargs="*", help="after --: more `kilobyte search` arguments (smoke runs)")
     a = p.parse_args(argv)
-    settings = {"device": DEVICE, "minutes": a.minutes, "extra": a.search_args}
+    a.results = a.results or RESULTS / ("detect.json" if a.data == "digit-scenes" else "detect_small.json")
+    settings = {"device": DEVICE, "data": a.data, "minutes": a.minutes, "extra": a.search_args}
     results = json.loads(a.results.read_text()) if a.results.exists() else {"settings": settings, "runs": {}}
     if a.markdown or a.summarize:
         results["summary"] = summarize(results)
@@ -155,7 +162,7 @@ def main(argv=None) -> int:
             if key in results["runs"]:
                 continue
             print(f"{key}: searching ...", flush=True)
-            results["runs"][key] = run_one(mode, seed, a.out, a.minutes, a.qemu_scenes, a.search_args)
+            results["runs"][key] = run_one(mode, seed, a.out, a.minutes, a.qemu_scenes, a.data, a.search_args)
             results["summary"] = summarize(results)
             write_json(a.results, results)
             r = results["runs"][key]

@@ -44,8 +44,8 @@ def register(sub) -> None:
                    "`kilobyte search`'s training resize)")
     p.add_argument("--task", choices=("classify", "detect"), default=None,
                    help="detect: mAP@0.5 of a detector library (compiled with --detect) on images with boxes "
-                   "(digit-scenes, or a folder with boxes.csv; --split test: digit-scenes' held-out scenes); default: "
-                   "what the library is")
+                   "(digit-scenes, small-digit-scenes, or a folder with boxes.csv; --split test: a built-in "
+                   "set's held-out scenes); default: what the library is")
     add_target_args(p)
     p.add_argument("--plot", metavar="FILE.png", help="draw the confusion matrix and per-class accuracy to a PNG (a "
                    "detector: the first images with their predicted and true boxes)")

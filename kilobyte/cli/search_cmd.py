@@ -70,8 +70,9 @@ def register(sub) -> None:
                    "--patch; writes DIR/detections.png (held-out scenes with their boxes)")
     p.add_argument("--data", default=None,
                    help="labelled images: mnist, digits, letters (26 classes, 32x32), a .npz (x, y) or a folder of "
-                   "class sub-folders (default mnist); with --task detect: digit-scenes (default) or a folder of "
-                   "images with boxes.csv (docs/integration.md)")
+                   "class sub-folders (default mnist); with --task detect: digit-scenes (default; 128 px), "
+                   "small-digit-scenes (224 px, beyond a per-layer plan on 256 KB) or a folder of images with "
+                   "boxes.csv (docs/integration.md)")
     p.add_argument("--out", "-o", default="kilobyte-search", metavar="DIR", help="output directory")
     p.add_argument("--max-sram", type=parse_size, default=None, metavar="SIZE",
                    help="an SRAM budget for the model itself: its planned arena plus its input buffer, e.g. 16KB "

