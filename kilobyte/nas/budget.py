@@ -71,10 +71,18 @@ class StepModel:
         return self.fixed + self.per_mac * macs
 
 
+STEP_MODEL_ROUNDS = 3  # the two networks are timed in turn this often, each keeping its least time. A process's
+# first timed steps run slow (one untimed step does not absorb PyTorch's first-call costs): with one round the small
+# network's step came out 3x high and the detection search's cap at 35-43 M MACs where a second fit in the same
+# process gave 56-68 M; three rounds gave 61-70 M in three fresh processes (issue 28, small-digit-scenes, 20 min)
+
+
 def fit_step_model(modules_macs, x, y, batch_size: int, task=CLASSIFY) -> StepModel:
-    """`StepModel` through the measured steps of two (module, MACs) pairs (a small and a large network)."""
+    """`StepModel` through the measured steps of two (module, MACs) pairs (a small and a large network), each the
+    least of STEP_MODEL_ROUNDS timings taken in turn."""
     (m0, a), (m1, b) = modules_macs
-    t0, t1 = (time_module_step(m, x, y, batch_size, task) for m in (m0, m1))
+    rounds = [[time_module_step(m, x, y, batch_size, task) for m in (m0, m1)] for _ in range(STEP_MODEL_ROUNDS)]
+    t0, t1 = (min(r[i] for r in rounds) for i in (0, 1))
     per_mac = max(1e-12, (t1 - t0) / max(1.0, b - a))
     return StepModel(max(0.0, t0 - per_mac * a), per_mac)
 

@@ -138,11 +138,12 @@ def test_search_task_detect_end_to_end(tmp_path):
 
 def test_the_time_cap_of_a_detector_search_counts_the_steps_of_all_its_training_scenes(monkeypatch):
     """`budget.time_cap` for `--task detect` (joint or per layer alike): the step model from two timed networks (their
-    seconds fixed here) and an epoch of every training scene at the configuration's batch."""
+    seconds fixed here; each network's least of its three timings) and an epoch of every training scene at the
+    configuration's batch."""
     from kilobyte.nas import budget
     from kilobyte.nas.search import SearchConfig, search_space
 
-    steps = iter([0.1, 0.4])
+    steps = iter([0.3, 0.4, 0.1, 0.9, 0.2, 0.5])  # (small, large) in turn, three rounds: the least of each counts
     monkeypatch.setattr(budget, "time_module_step", lambda *a, **k: next(steps))
     scenes = make_digit_scenes(100, seed=2)
     config = SearchConfig("stm32f412", 256 * 1024, 1024 * 1024, task="detect", patch=True, minutes=12,
