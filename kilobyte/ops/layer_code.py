@@ -58,13 +58,19 @@ def window_params(graph, node, bufs: Buffers, kernel: tuple[int, int], zps: tupl
                 in_offset=-zps[0], out_offset=zps[1], act_min=act[0], act_max=act[1], in_row=iw, out_row=ow)
 
 
-def weight_arrays(graph, node, code: LayerCode) -> tuple[str, str, str, str]:
-    """Emit weight, bias, multiplier and shift arrays; return their C names."""
+def layer_bias(graph, node) -> np.ndarray:
+    """The node's int32 bias (zeros when it has none), one per output channel."""
+    if len(node.inputs) > 2:
+        return graph.tensors[node.inputs[2]].data
+    return np.zeros(len(requant_params(graph, node).multiplier), np.int32)
+
+
+def weight_arrays(graph, node, code: LayerCode, bias: np.ndarray | None = None) -> tuple[str, str, str, str]:
+    """Emit weight, bias (the node's, or `bias`), multiplier and shift arrays; return their C names."""
     base = c_ident(node.name)
     p = requant_params(graph, node)
-    n_out = len(p.multiplier)
     w = graph.tensors[node.inputs[1]].data
-    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 else np.zeros(n_out, np.int32)
+    bias = layer_bias(graph, node) if bias is None else bias
     names = (f"kb_w_{base}", f"kb_b_{base}", f"kb_mult_{base}", f"kb_shift_{base}")
     code.decls += [c_array(names[0], "int8_t", w, align=16), c_array(names[1], "int32_t", bias, align=16),
                    c_array(names[2], "int32_t", p.multiplier), c_array(names[3], "int32_t", p.shift)]

@@ -61,7 +61,7 @@ CODE_BYTES = {
         'resize': 488, 'transpose_conv': 944, 'sparse_conv': 800, 'reshape': 256,
     },
     ('cortex-m4', 'dsp'): {
-        'conv': 21444, 'conv_add': 8612, 'depthwise': 10320, 'fc': 548, 'add': 1392, 'pool': 740, 'mean': 696,
+        'conv': 21444, 'conv_add': 8612, 'depthwise': 10320, 'fc': 1276, 'add': 1392, 'pool': 740, 'mean': 696,
         'concat': 48, 'pad': 212, 'quantize': 404, 'softmax': 2760, 'elementwise': 1156, 'lut': 76, 'movement': 480,
         'resize': 488, 'transpose_conv': 944, 'sparse_conv': 3256, 'reshape': 256,
     },
@@ -71,7 +71,7 @@ CODE_BYTES = {
         'resize': 480, 'transpose_conv': 956, 'sparse_conv': 784, 'reshape': 256,
     },
     ('cortex-m7', 'dsp'): {
-        'conv': 21528, 'conv_add': 8608, 'depthwise': 10308, 'fc': 548, 'add': 1548, 'pool': 752, 'mean': 712,
+        'conv': 21528, 'conv_add': 8608, 'depthwise': 10308, 'fc': 1268, 'add': 1548, 'pool': 752, 'mean': 712,
         'concat': 48, 'pad': 204, 'quantize': 360, 'softmax': 2800, 'elementwise': 1204, 'lut': 76, 'movement': 484,
         'resize': 480, 'transpose_conv': 956, 'sparse_conv': 3268, 'reshape': 256,
     },
@@ -81,7 +81,7 @@ CODE_BYTES = {
         'resize': 472, 'transpose_conv': 968, 'sparse_conv': 804, 'reshape': 256,
     },
     ('cortex-m55', 'dsp'): {
-        'conv': 21820, 'conv_add': 8696, 'depthwise': 10512, 'fc': 568, 'add': 1416, 'pool': 772, 'mean': 768,
+        'conv': 21820, 'conv_add': 8696, 'depthwise': 10512, 'fc': 1284, 'add': 1416, 'pool': 772, 'mean': 768,
         'concat': 48, 'pad': 204, 'quantize': 380, 'softmax': 2896, 'elementwise': 1152, 'lut': 88, 'movement': 476,
         'resize': 472, 'transpose_conv': 968, 'sparse_conv': 3432, 'reshape': 256,
     },
@@ -107,7 +107,7 @@ RUNTIME_SYMBOLS = {
     },
     ('cortex-m4', 'dsp'): {
         'kb_add': 22, 'kb_add.c:add_or_sub': 252, 'kb_add.c:add_row.constprop.0': 472, 'kb_add_const': 620,
-        'kb_avg_pool': 302, 'kb_conv': 120, 'kb_conv.c:block_cols': 190, 'kb_conv.c:conv_any': 472,
+        'kb_arm_fc4': 220, 'kb_avg_pool': 302, 'kb_conv': 120, 'kb_conv.c:block_cols': 190, 'kb_conv.c:conv_any': 472,
         'kb_conv.c:conv_one': 1124, 'kb_conv.c:conv_two': 3566, 'kb_conv.c:conv_wide': 4094, 'kb_conv.c:dot.0': 28,
         'kb_conv.c:edge_column': 190, 'kb_conv.c:fused.1': 28, 'kb_conv.c:pair_at': 434, 'kb_conv.c:store_block': 186,
         'kb_conv.c:taps_at': 126, 'kb_conv.c:widen_edge': 1110, 'kb_conv.c:widen_pixel': 294,
@@ -118,8 +118,8 @@ RUNTIME_SYMBOLS = {
         'kb_depthwise_inplace': 636, 'kb_depthwise_inplace_3x3': 3124, 'kb_depthwise_inplace_5x5': 640,
         'kb_depthwise_inplace_7x7': 642, 'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386,
         'kb_dot_1x6_cols': 428, 'kb_dw3_s1': 666, 'kb_dw3_s2': 718, 'kb_elementwise.c:mul_row.constprop.0': 210,
-        'kb_fully_connected': 548, 'kb_log_softmax': 1700, 'kb_lut': 76, 'kb_max_pool': 170, 'kb_maximum': 166,
-        'kb_mean': 696, 'kb_minimum': 166, 'kb_mul': 172, 'kb_mul_const': 436, 'kb_pad': 210,
+        'kb_fc.c:store': 270, 'kb_fully_connected': 784, 'kb_log_softmax': 1700, 'kb_lut': 76, 'kb_max_pool': 170,
+        'kb_maximum': 166, 'kb_mean': 696, 'kb_minimum': 166, 'kb_mul': 172, 'kb_mul_const': 436, 'kb_pad': 210,
         'kb_pool.c:window_reduce': 264, 'kb_reduce_max': 288, 'kb_requantize_i8_u8': 174, 'kb_requantize_u8_i8': 226,
         'kb_resize_bilinear': 356, 'kb_resize_nearest': 130, 'kb_softmax': 558, 'kb_softmax.c:EXP_BARREL': 28,
         'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 228,
@@ -147,7 +147,7 @@ RUNTIME_SYMBOLS = {
     },
     ('cortex-m7', 'dsp'): {
         'kb_add': 24, 'kb_add.c:add_or_sub': 250, 'kb_add.c:add_row.constprop.0': 584, 'kb_add_const': 660,
-        'kb_avg_pool': 314, 'kb_conv': 120, 'kb_conv.c:block_cols': 190, 'kb_conv.c:conv_any': 480,
+        'kb_arm_fc4': 220, 'kb_avg_pool': 314, 'kb_conv': 120, 'kb_conv.c:block_cols': 190, 'kb_conv.c:conv_any': 480,
         'kb_conv.c:conv_one': 1126, 'kb_conv.c:conv_two': 3566, 'kb_conv.c:conv_wide': 4114, 'kb_conv.c:dot.0': 28,
         'kb_conv.c:edge_column': 188, 'kb_conv.c:fused.1': 28, 'kb_conv.c:pair_at': 436, 'kb_conv.c:store_block': 194,
         'kb_conv.c:taps_at': 126, 'kb_conv.c:widen_edge': 1110, 'kb_conv.c:widen_pixel': 296,
@@ -158,8 +158,8 @@ RUNTIME_SYMBOLS = {
         'kb_depthwise_inplace': 636, 'kb_depthwise_inplace_3x3': 3124, 'kb_depthwise_inplace_5x5': 648,
         'kb_depthwise_inplace_7x7': 656, 'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386,
         'kb_dot_1x6_cols': 428, 'kb_dw3_s1': 666, 'kb_dw3_s2': 718, 'kb_elementwise.c:mul_row.constprop.0': 242,
-        'kb_fully_connected': 548, 'kb_log_softmax': 1696, 'kb_lut': 76, 'kb_max_pool': 170, 'kb_maximum': 164,
-        'kb_mean': 710, 'kb_minimum': 164, 'kb_mul': 174, 'kb_mul_const': 456, 'kb_pad': 202,
+        'kb_fc.c:store': 250, 'kb_fully_connected': 794, 'kb_log_softmax': 1696, 'kb_lut': 76, 'kb_max_pool': 170,
+        'kb_maximum': 164, 'kb_mean': 710, 'kb_minimum': 164, 'kb_mul': 174, 'kb_mul_const': 456, 'kb_pad': 202,
         'kb_pool.c:window_reduce': 262, 'kb_reduce_max': 288, 'kb_requantize_i8_u8': 164, 'kb_requantize_u8_i8': 194,
         'kb_resize_bilinear': 348, 'kb_resize_nearest': 130, 'kb_softmax': 600, 'kb_softmax.c:EXP_BARREL': 28,
         'kb_softmax.c:exp_on_negative_values': 244, 'kb_softmax.c:one_over_one_plus_x': 232,
@@ -187,7 +187,7 @@ RUNTIME_SYMBOLS = {
     },
     ('cortex-m55', 'dsp'): {
         'kb_add': 26, 'kb_add.c:add_or_sub': 252, 'kb_add.c:add_row.constprop.0': 474, 'kb_add_const': 630,
-        'kb_avg_pool': 288, 'kb_conv': 120, 'kb_conv.c:block_cols': 168, 'kb_conv.c:conv_any': 476,
+        'kb_arm_fc4': 220, 'kb_avg_pool': 288, 'kb_conv': 120, 'kb_conv.c:block_cols': 168, 'kb_conv.c:conv_any': 476,
         'kb_conv.c:conv_one': 1168, 'kb_conv.c:conv_two': 3622, 'kb_conv.c:conv_wide': 4302, 'kb_conv.c:dot.0': 28,
         'kb_conv.c:edge_column': 172, 'kb_conv.c:fused.1': 28, 'kb_conv.c:pair_at': 492, 'kb_conv.c:store_block': 210,
         'kb_conv.c:taps_at': 142, 'kb_conv.c:widen_edge': 1016, 'kb_conv.c:widen_pixel': 296,
@@ -198,8 +198,8 @@ RUNTIME_SYMBOLS = {
         'kb_depthwise_inplace': 632, 'kb_depthwise_inplace_3x3': 3128, 'kb_depthwise_inplace_5x5': 640,
         'kb_depthwise_inplace_7x7': 684, 'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386,
         'kb_dot_1x6_cols': 428, 'kb_dw3_s1': 666, 'kb_dw3_s2': 718, 'kb_elementwise.c:mul_row.constprop.0': 212,
-        'kb_fully_connected': 568, 'kb_log_softmax': 1760, 'kb_lut': 86, 'kb_max_pool': 190, 'kb_maximum': 164,
-        'kb_mean': 766, 'kb_minimum': 164, 'kb_mul': 172, 'kb_mul_const': 438, 'kb_pad': 202,
+        'kb_fc.c:store': 254, 'kb_fully_connected': 808, 'kb_log_softmax': 1760, 'kb_lut': 86, 'kb_max_pool': 190,
+        'kb_maximum': 164, 'kb_mean': 766, 'kb_minimum': 164, 'kb_mul': 172, 'kb_mul_const': 438, 'kb_pad': 202,
         'kb_pool.c:window_reduce': 290, 'kb_reduce_max': 274, 'kb_requantize_i8_u8': 180, 'kb_requantize_u8_i8': 200,
         'kb_resize_bilinear': 340, 'kb_resize_nearest': 132, 'kb_softmax': 586, 'kb_softmax.c:EXP_BARREL': 28,
         'kb_softmax.c:exp_on_negative_values': 284, 'kb_softmax.c:one_over_one_plus_x': 236,
@@ -336,7 +336,7 @@ RUNTIME_CLOSURES = {
         'kb_depthwise_inplace_7x7': (
             'kb_depthwise.c:chan_at', 'kb_depthwise.c:plane_load', 'kb_depthwise_inplace_7x7',
         ),
-        'kb_fully_connected': ('kb_fully_connected',),
+        'kb_fully_connected': ('kb_arm_fc4', 'kb_fc.c:store', 'kb_fully_connected'),
         'kb_log_softmax': (
             'kb_log_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -490,7 +490,7 @@ RUNTIME_CLOSURES = {
         'kb_depthwise_inplace_7x7': (
             'kb_depthwise.c:chan_at', 'kb_depthwise.c:plane_load', 'kb_depthwise_inplace_7x7',
         ),
-        'kb_fully_connected': ('kb_fully_connected',),
+        'kb_fully_connected': ('kb_arm_fc4', 'kb_fc.c:store', 'kb_fully_connected'),
         'kb_log_softmax': (
             'kb_log_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
@@ -644,7 +644,7 @@ RUNTIME_CLOSURES = {
         'kb_depthwise_inplace_7x7': (
             'kb_depthwise.c:chan_at', 'kb_depthwise.c:plane_load', 'kb_depthwise_inplace_7x7',
         ),
-        'kb_fully_connected': ('kb_fully_connected',),
+        'kb_fully_connected': ('kb_arm_fc4', 'kb_fc.c:store', 'kb_fully_connected'),
         'kb_log_softmax': (
             'kb_log_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',
