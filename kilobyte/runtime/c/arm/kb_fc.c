@@ -6,7 +6,7 @@
  * 8 SMLADs), the last in_n & 7 inputs in C. The rows left over (out_n % 4), and every row when an input offset is
  * given, run two at a time (kb_dot_1x2: the offset added while unpacking, 8 MACs per 3 loads, 6 unpacks and 4
  * SMLADs); an odd last row runs paired with itself and is stored once. A sum is requantised by the one-SMMLAR form
- * (kb_arm_rqs) where its domain holds — shift <= -1 and |acc| < 2^30, bounded from the bias and in_n — else by
+ * (kb_arm_rqs) where its domain holds — shift in -23..-1 and |acc| < 2^30, checked on the sum itself — else by
  * kb_arm_requantize.
  */
 /* See arm/kb_conv.c: keeps the unrolled SIMD loop within the registers. Speed only. */
@@ -18,45 +18,37 @@
 #include "kb_arm_dot.h"
 #include "kb_arm_fc4.h"
 
-/* The largest |bias| for which the one-SMMLAR form is exact for any input: |acc| < 2^30 needs
- * |bias| + in_n * 128 * (128 + |in_offset|) < 2^30; -1 when no bias is small enough or the form's shift and
- * offset domain does not hold for this layer's out_offset (checked per row for the shift). */
-static int32_t rqs_bias_limit(const kb_fc_params *p)
-{
-    const int32_t off = p->in_offset < 0 ? -p->in_offset : p->in_offset;
-    const int64_t room = (int64_t)KB_ARM_RQS_MAX_ACC - 1 - (int64_t)p->in_n * 128 * (128 + off);
-    return room < 0 || !kb_arm_rqs_ok(-1, p->out_offset) ? -1 : (int32_t)room;
-}
-
-/* The layer's output arithmetic in locals (the int8 stores could alias *p, which would reload it per output). */
+/* The layer's output arithmetic, in locals (the int8 stores could alias *p, which would reload it per output). */
 typedef struct {
-    int32_t limit, out_offset, act_min, act_max;
+    int32_t k1, out_offset, act_min, act_max, full;  /* k1: the one-SMMLAR form's k for a right shift of 1 */
 } fc_out;
 
-static inline __attribute__((always_inline)) int8_t requantize(const fc_out *f, int32_t acc, int32_t bias,
-                                                               int32_t mult, int32_t shift)
+static __attribute__((noinline)) int8_t requantize_rq(const fc_out *f, int32_t acc, int32_t mult, int32_t shift)
 {
-    if (bias <= f->limit && bias >= -f->limit && shift <= -1 && shift >= -KB_ARM_RQS_MAX_RIGHT) {
-        const kb_arm_rqs q = kb_arm_rqs_of(mult, shift, f->out_offset, f->act_min, f->act_max);
-        return kb_arm_rqs_apply(&q, acc);
-    }
     return kb_arm_requantize(acc, mult, shift, f->out_offset, f->act_min, f->act_max);
 }
 
-/* out[j] for the `count` rows from acc[j]; one copy of the requantisation for both row blocks (Flash). */
-static __attribute__((noinline)) void store(const fc_out *f, const int32_t *acc, int32_t count, const int32_t *bias,
-                                            const int32_t *mult, const int32_t *shift, int8_t *out)
+/* A row's sum requantised: by the one-SMMLAR form (kb_arm_rqs: exact for |acc| < 2^30, checked on the sum itself,
+ * and a shift in its domain), else by kb_arm_requantize. */
+static inline __attribute__((always_inline)) int8_t requantize(const fc_out *f, int32_t acc, int32_t mult,
+                                                               int32_t shift)
 {
-    for (int32_t j = 0; j < count; ++j) {
-        out[j] = requantize(f, acc[j], bias[j], mult[j], shift[j]);
+    const int32_t right = -shift;
+    if (__builtin_expect((uint32_t)acc + (KB_ARM_RQS_MAX_ACC - 1) < 2u * KB_ARM_RQS_MAX_ACC - 1 &&
+                         (uint32_t)(right - 1) < KB_ARM_RQS_MAX_RIGHT && f->k1 != 0, 1)) {
+        const kb_arm_rqs q = {mult, f->k1 * (1 << (right - 1)), right, f->act_min, f->act_max, f->full};
+        return kb_arm_rqs_apply(&q, acc);
     }
+    return requantize_rq(f, acc, mult, shift);
 }
 
 void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                         const int32_t *mult, const int32_t *shift, int8_t *out)
 {
     const int32_t n = p->in_n, blocks = p->in_offset == 0 ? p->out_n & ~3 : 0, tail = n & ~7;
-    const fc_out f = {rqs_bias_limit(p), p->out_offset, p->act_min, p->act_max};
+    const int32_t o = p->out_offset;
+    const fc_out f = {kb_arm_rqs_ok(-1, o) ? 1 + 2 * o : 0, o, p->act_min, p->act_max,
+                      kb_arm_full_clamp(p->act_min, p->act_max)};  /* 1 + 2 * o != 0 for any integer o */
     for (int32_t r = 0; r < blocks; r += 4) {
         const int8_t *rows = w + r * n;
         int32_t acc[4] = {bias[r], bias[r + 1], bias[r + 2], bias[r + 3]};
@@ -66,12 +58,17 @@ void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w
                 acc[j] = kb_wrapping_add(acc[j], rows[j * n + i] * in[i]);
             }
         }
-        store(&f, acc, 4, bias + r, mult + r, shift + r, out + r);
+        for (int32_t j = 0; j < 4; ++j) {
+            out[r + j] = requantize(&f, acc[j], mult[r + j], shift[r + j]);
+        }
     }
     for (int32_t r = blocks; r < p->out_n; r += 2) {
         const int32_t r1 = r + 1 < p->out_n ? r + 1 : r;
         int32_t acc[2] = {bias[r], bias[r1]};
         kb_dot_1x2(in, w + r * n, w + r1 * n, n, p->in_offset, acc);
-        store(&f, acc, r1 - r + 1, bias + r, mult + r, shift + r, out + r);
+        out[r] = requantize(&f, acc[0], mult[r], shift[r]);
+        if (r1 != r) {
+            out[r1] = requantize(&f, acc[1], mult[r1], shift[r1]);
+        }
     }
 }
