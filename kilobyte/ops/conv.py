@@ -17,7 +17,7 @@ from ..errors import KilobyteError, UnsupportedOpError
 from .c_text import c_array, c_ident, c_struct
 from .contract import InPlaceRule, KernelContract, conv_window
 from .conv_kernels import conv_columns_bytes, conv_kernel, inplace_depthwise_kernel, sparse_scratch_bytes
-from .layer_code import Buffers, LayerCode, weight_arrays, window_params
+from .layer_code import Buffers, LayerCode, folded_bias, weight_arrays, window_params
 from .node_params import RequantParams, finish, requant_params
 from .opdef import OpDef
 from .sparse import encode
@@ -100,17 +100,6 @@ def _int8(graph, node, args) -> np.ndarray:
 
 
 # -- C emitters ----------------------------------------------------------------------------------------------------
-def folded_bias(graph, node) -> np.ndarray:
-    """bias[n] - zp_in * sum(w[n]), wrapped to int32: the sparse kernels multiply raw int8 inputs (and read padded
-    taps as zp_in), so the input zero point enters once per filter here (kb_sparse_conv.c)."""
-    w = graph.tensors[node.inputs[1]].data.astype(np.int64)
-    n_out = w.shape[0]
-    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 else np.zeros(n_out, np.int32)
-    zp = int(requant_params(graph, node).input_zp)
-    folded = bias.astype(np.int64) - zp * w.reshape(n_out, -1).sum(axis=1)
-    return ((folded + 2**31) % 2**32 - 2**31).astype(np.int32)
-
-
 def emit_sparse_conv(graph, node, bufs: Buffers, plan) -> LayerCode:
     """A CONV_2D with FWCS or CSR weights (`ops/sparse.py`): the format's arrays, the folded bias, and one call of
     `kb_conv_fwcs` / `kb_conv_csr` with its two-window scratch."""

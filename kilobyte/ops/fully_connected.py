@@ -7,7 +7,7 @@ import numpy as np
 
 from .c_text import c_struct
 from .contract import KernelContract
-from .layer_code import Buffers, LayerCode, layer_bias, weight_arrays
+from .layer_code import Buffers, LayerCode, folded_bias, weight_arrays
 from .node_params import RequantParams, finish, requant_params
 from .opdef import OpDef
 from .types import FullyConnectedAttrs, Op, ShapeError, apply_activation
@@ -35,25 +35,13 @@ def _int8(graph, node, args) -> np.ndarray:
     return fully_connected_int8(args[0], args[1], args[2] if len(args) > 2 else None, requant_params(graph, node))
 
 
-def folded_bias(bias, w, in_offset: int) -> np.ndarray:
-    """bias + in_offset * sum(w[o, :]) per output o, wrapped to int32: sum_i w[o, i] * (x[i] + in_offset) + bias[o]
-    equals sum_i w[o, i] * x[i] + this modulo 2^32, so a kernel given it and no input offset computes TFLite's sum
-    (the Cortex-M kernel then only sign-extends its input: runtime/c/arm/kb_fc.c).
-
-    >>> folded_bias(np.array([10, -5], np.int32), np.array([[1, 2], [-3, 0]], np.int8), 128).tolist()
-    [394, -389]
-    """
-    total = bias.astype(np.int64) + int(in_offset) * w.astype(np.int64).sum(axis=1)
-    return ((total + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
-
-
 def _emit(graph, node, bufs: Buffers, plan) -> LayerCode:
     code = LayerCode(families={"fc"})
     p = requant_params(graph, node)
-    weights = graph.tensors[node.inputs[1]].data
-    params = dict(in_n=weights.shape[1], out_n=weights.shape[0], in_offset=0, out_offset=p.output_zp,
+    w_shape = graph.tensors[node.inputs[1]].shape
+    params = dict(in_n=w_shape[1], out_n=w_shape[0], in_offset=0, out_offset=p.output_zp,
                   act_min=p.act_min, act_max=p.act_max)  # the input offset is in the bias (folded_bias)
-    w, b, m, s = weight_arrays(graph, node, code, folded_bias(layer_bias(graph, node), weights, -p.input_zp))
+    w, b, m, s = weight_arrays(graph, node, code, folded_bias(graph, node))
     code.body += [c_struct("kb_fc_params", params),
                   f"kb_fully_connected(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, "
                   f"{bufs.ptr(node.outputs[0])});"]

@@ -65,6 +65,17 @@ def layer_bias(graph, node) -> np.ndarray:
     return np.zeros(len(requant_params(graph, node).multiplier), np.int32)
 
 
+def folded_bias(graph, node) -> np.ndarray:
+    """bias[n] - zp_in * sum(w[n]), wrapped to int32: sum(w * (x - zp_in)) + bias = sum(w * x) + this modulo 2^32, so
+    a kernel given it multiplies raw int8 inputs and the input zero point enters once per output channel — the
+    sparse convs (kb_sparse_conv.c, which read padded taps as zp_in) and the fully connected layer (whose Cortex-M
+    kernel then only sign-extends its input: runtime/c/arm/kb_fc.c)."""
+    w = graph.tensors[node.inputs[1]].data.astype(np.int64)
+    zp = int(requant_params(graph, node).input_zp)
+    folded = layer_bias(graph, node).astype(np.int64) - zp * w.reshape(w.shape[0], -1).sum(axis=1)
+    return ((folded + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
 def weight_arrays(graph, node, code: LayerCode, bias: np.ndarray | None = None) -> tuple[str, str, str, str]:
     """Emit weight, bias (the node's, or `bias`), multiplier and shift arrays; return their C names."""
     base = c_ident(node.name)

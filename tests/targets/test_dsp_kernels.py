@@ -40,7 +40,7 @@ from kilobyte.interp.int8_ref import eval_node_int8
 from kilobyte.ir import Activation, GraphBuilder, Op, QParams
 from kilobyte.ops import arith
 from kilobyte.ops.binary import add_int8
-from kilobyte.ops.fully_connected import folded_bias
+from kilobyte.ops.layer_code import folded_bias
 from kilobyte.ops.node_params import requant_params
 from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.targets.cortexm import build_firmware, have_tools, measure, run_qemu
@@ -362,7 +362,7 @@ def fc_calls(rng) -> list[Call]:
                  act_max=rq.act_max)
         w, bias, mult, shift = _arrays(g)
         if i % 3 == 2:
-            bias, p["in_offset"] = folded_bias(bias, w.reshape(n_out, n_in), p["in_offset"]), 0
+            bias, p["in_offset"] = folded_bias(g, g.nodes[0]), 0
         arrays = (w, bias, np.broadcast_to(mult, n_out).copy(), np.broadcast_to(shift, n_out).copy())
         guard = np.full(GUARD, SENTINEL, np.int8)
         before = np.concatenate([x.reshape(-1), np.full(n_out, SENTINEL, np.int8), guard])
