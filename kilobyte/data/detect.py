@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +71,7 @@ def load_detection(spec: str, seed: int = 0) -> DetectionSet:
     """A built-in detection set by name (`SCENE_SETS`, made from `seed`) or a user folder (see the module doc)."""
     if spec in SCENE_SETS:
         size, digit_px = SCENE_SETS[spec]
-        return replace(make_digit_scenes(SCENES, seed, size=size, digit_px=digit_px), name=spec)
+        return make_digit_scenes(SCENES, seed, size=size, digit_px=digit_px, name=spec)
     path = Path(spec)
     if not path.is_dir():
         raise KilobyteError(f"detection data '{spec}': not a folder with boxes.csv, and not a built-in name "
@@ -80,8 +80,9 @@ def load_detection(spec: str, seed: int = 0) -> DetectionSet:
 
 
 # -- built in: digits on cluttered canvases ----------------------------------------------------------------------------
-def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = 128, objects: tuple[int, int] = (1, 4),
-                      digit_px: tuple[int, int] = (18, 56)) -> DetectionSet:
+def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = SCENE_SETS["digit-scenes"][0],
+                      objects: tuple[int, int] = (1, 4), digit_px: tuple[int, int] = SCENE_SETS["digit-scenes"][1],
+                      name: str = "digit-scenes") -> DetectionSet:
     """`n` scenes of `size`×`size`, every draw from `numpy.random.default_rng(seed)`. A scene is
     - a background: a level in 0–0.25 plus smooth shading (an 8×8 random grid resized up, amplitude ≤ 0.15);
     - clutter that is not an object: 2–7 strokes (segments 1–3 px thick, level 0.2–0.7) and 0–3 fragments of
@@ -115,7 +116,7 @@ def make_digit_scenes(n: int = SCENES, seed: int = 0, size: int = 128, objects: 
         images[i, :, :, 0] = np.clip(canvas, 0.0, 1.0)
         boxes.append(np.asarray(b, np.float32).reshape(-1, 4))
         labels.append(np.asarray(c, np.int64))
-    return DetectionSet("digit-scenes", images, tuple(boxes), tuple(labels), tuple(str(d) for d in range(10)))
+    return DetectionSet(name, images, tuple(boxes), tuple(labels), tuple(str(d) for d in range(10)))
 
 
 @functools.lru_cache(maxsize=1)
