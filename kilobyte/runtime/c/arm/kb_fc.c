@@ -20,7 +20,7 @@
 
 /* The layer's output arithmetic, in locals (the int8 stores could alias *p, which would reload it per output). */
 typedef struct {
-    int32_t k1, out_offset, act_min, act_max, full;  /* k1: the one-SMMLAR form's k for a right shift of 1 */
+    int32_t out_offset, act_min, act_max;
 } fc_out;
 
 static __attribute__((noinline)) int8_t requantize_rq(const fc_out *f, int32_t acc, int32_t mult, int32_t shift)
@@ -33,10 +33,9 @@ static __attribute__((noinline)) int8_t requantize_rq(const fc_out *f, int32_t a
 static inline __attribute__((always_inline)) int8_t requantize(const fc_out *f, int32_t acc, int32_t mult,
                                                                int32_t shift)
 {
-    const int32_t right = -shift;
     if (__builtin_expect((uint32_t)acc + (KB_ARM_RQS_MAX_ACC - 1) < 2u * KB_ARM_RQS_MAX_ACC - 1 &&
-                         (uint32_t)(right - 1) < KB_ARM_RQS_MAX_RIGHT && f->k1 != 0, 1)) {
-        const kb_arm_rqs q = {mult, f->k1 * (1 << (right - 1)), right, f->act_min, f->act_max, f->full};
+                         kb_arm_rqs_ok(shift, f->out_offset), 1)) {
+        const kb_arm_rqs q = kb_arm_rqs_of(mult, shift, f->out_offset, f->act_min, f->act_max);
         return kb_arm_rqs_apply(&q, acc);
     }
     return requantize_rq(f, acc, mult, shift);
@@ -46,9 +45,7 @@ void kb_fully_connected(const kb_fc_params *p, const int8_t *in, const int8_t *w
                         const int32_t *mult, const int32_t *shift, int8_t *out)
 {
     const int32_t n = p->in_n, blocks = p->in_offset == 0 ? p->out_n & ~3 : 0, tail = n & ~7;
-    const int32_t o = p->out_offset;
-    const fc_out f = {kb_arm_rqs_ok(-1, o) ? 1 + 2 * o : 0, o, p->act_min, p->act_max,
-                      kb_arm_full_clamp(p->act_min, p->act_max)};  /* 1 + 2 * o != 0 for any integer o */
+    const fc_out f = {p->out_offset, p->act_min, p->act_max};
     for (int32_t r = 0; r < blocks; r += 4) {
         const int8_t *rows = w + r * n;
         int32_t acc[4] = {bias[r], bias[r + 1], bias[r + 2], bias[r + 3]};
