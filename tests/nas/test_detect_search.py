@@ -70,7 +70,7 @@ def test_a_detector_subnet_extracted_equals_the_supernet(seed, one_torch_thread)
 
 
 def test_the_detection_task_scales_boxes_and_fits_anchors_at_the_resolution():
-    scenes = make_digit_scenes(40, seed=3, size=128)
+    scenes = make_digit_scenes(40, seed=3)
     task = Detect.of(SPACE, scenes, 64, seed=0)
     assert task.strides == (8, 16) and [len(g) for g in task.anchors] == [3, 3]
     areas = [w * h for g in task.anchors for w, h in g]
@@ -86,7 +86,7 @@ def test_the_detection_task_scales_boxes_and_fits_anchors_at_the_resolution():
 
 
 def test_supernet_training_lowers_the_detection_loss_and_the_score_is_the_decodings_map(one_torch_thread):
-    scenes = make_digit_scenes(96, seed=1, size=128, digit_px=(18, 56))
+    scenes = make_digit_scenes(96, seed=1)
     task = Detect.of(SPACE, scenes, 64, seed=0)
     x, y = task.tensors(scenes, 64)
     torch.manual_seed(0)
