@@ -10,7 +10,14 @@ it reads when granted free bytes (`contracts.py`), and the runtime function each
 op means one `ops/` module (its contract included), its kernel in `runtime/c/` and its tests (`docs/layout.md`).
 """
 
-from ..ops.conv_kernels import column_bytes, is_sparse, padded_channel_bytes, sparse_scratch_bytes, wide_column_bytes
+from ..ops.conv_kernels import (
+    column_bytes,
+    depthwise_ring_bytes,
+    is_sparse,
+    padded_channel_bytes,
+    sparse_scratch_bytes,
+    wide_column_bytes,
+)
 from .contracts import (
     KB_COLS_MIN_OUT_C,
     KERNEL_SETS,
@@ -20,11 +27,13 @@ from .contracts import (
     check_kernel_set,
     contract_for,
     extra_columns,
+    extra_ring,
     inplace_rule,
     is_local,
     layer_scratch,
 )
 
 __all__ = ["KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
-           "check_kernel_set", "column_bytes", "contract_for", "extra_columns", "inplace_rule", "is_local", "is_sparse",
-           "layer_scratch", "padded_channel_bytes", "sparse_scratch_bytes", "wide_column_bytes"]
+           "check_kernel_set", "column_bytes", "contract_for", "depthwise_ring_bytes", "extra_columns", "extra_ring",
+           "inplace_rule", "is_local", "is_sparse", "layer_scratch", "padded_channel_bytes", "sparse_scratch_bytes",
+           "wide_column_bytes"]

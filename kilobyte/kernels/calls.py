@@ -15,15 +15,15 @@ from __future__ import annotations
 from ..ir import Graph, Node, Op
 from ..ops import opdef
 from ..ops.binary import constant_operand
-from ..ops.conv_kernels import conv_kernel, inplace_depthwise_kernel
+from ..ops.conv_kernels import conv_kernel, depthwise_kernel
 
 # Kernel family -> the functions of its C file that generated code may call (`runtime.KERNEL_FILES`). `memmove` is
 # the C library's: a RESHAPE that cannot alias its input copies its bytes with it.
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "conv": ("kb_conv", "kb_conv_1x1", "kb_conv_3x3"),
     "conv_add": ("kb_conv_1x1_add",),
-    "depthwise": ("kb_depthwise", "kb_depthwise_inplace", "kb_depthwise_inplace_3x3", "kb_depthwise_inplace_5x5",
-                  "kb_depthwise_inplace_7x7"),
+    "depthwise": ("kb_depthwise", "kb_depthwise_3x3", "kb_depthwise_inplace", "kb_depthwise_inplace_3x3",
+                  "kb_depthwise_inplace_5x5", "kb_depthwise_inplace_7x7"),
     "fc": ("kb_fully_connected",),
     "add": ("kb_add", "kb_sub", "kb_add_const"),
     "pool": ("kb_avg_pool", "kb_max_pool"),
@@ -55,7 +55,7 @@ def node_function(graph: Graph, node: Node, in_place: bool = False) -> str | Non
         return conv_kernel(node, tuple(graph.tensors[node.inputs[1]].shape[1:3]))
     if node.op is Op.DEPTHWISE_CONV_2D:
         kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
-        return inplace_depthwise_kernel(node, kernel) if in_place else "kb_depthwise"
+        return depthwise_kernel(node, kernel, in_place)
     if node.op is Op.QUANTIZE:
         return "kb_requantize_u8_i8" if graph.tensors[node.inputs[0]].dtype == "uint8" else "kb_requantize_i8_u8"
     if constant_operand(graph, node) is not None:  # ADD / SUB / MUL by a constant: its terms prepared

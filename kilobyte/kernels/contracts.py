@@ -14,6 +14,10 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
   window); never more, and never a patch stage: a sparse conv runs per layer.
 - DEPTHWISE_CONV_2D in place (TinyEngine): one zero-padded input channel, `(H+pt+pb)*(W+pl+pr)` bytes, both sets.
+  A DSP 3x3 one with stride 1 or 2 runs four channels at a time through a ring of three widened window rows
+  (`depthwise_ring_bytes`: `24*(W+pl+pr)`) where its scratch holds one: the planner grants the ring from bytes free
+  anyway where the padded channel is smaller (`extra_ring`), else the kernel runs channel by channel. Out of place
+  (`kb_depthwise_3x3`) the same ring is granted from free bytes, else it reads the input directly.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
 - Everything else streams: none.
@@ -34,6 +38,7 @@ from ..ops.contract import InPlaceRule, KernelContract
 from ..ops.conv_kernels import (
     IM2COL_COLUMNS,
     column_bytes,
+    depthwise_ring_bytes,
     is_sparse,
     sparse_scratch_bytes,
     wide_column_bytes,
@@ -83,6 +88,14 @@ def extra_columns(graph: Graph, node: Node, kernels: str) -> tuple[int, int]:
     if not reads_columns(graph, node, kernels):
         return 0, 0
     return wide_column_bytes(graph, node), WIDE_COLUMNS
+
+
+def extra_ring(graph: Graph, node: Node, kernels: str, in_place: bool) -> int:
+    """Bytes of the channel-group ring a depthwise conv's kernel in `kernels` reads when granted them (DSP 3x3,
+    stride 1 or 2: `depthwise_ring_bytes`), else 0."""
+    if kernels != "dsp" or node.op is not Op.DEPTHWISE_CONV_2D:
+        return 0
+    return depthwise_ring_bytes(graph, node, in_place)
 
 
 def inplace_rule(graph: Graph, node: Node, options) -> InPlaceRule | None:

@@ -16,7 +16,13 @@ import numpy as np
 from ..errors import KilobyteError, UnsupportedOpError
 from .c_text import c_array, c_ident, c_struct
 from .contract import InPlaceRule, KernelContract, conv_window
-from .conv_kernels import conv_columns_bytes, conv_kernel, inplace_depthwise_kernel, sparse_scratch_bytes
+from .conv_kernels import (
+    conv_columns_bytes,
+    conv_kernel,
+    depthwise_kernel,
+    inplace_depthwise_kernel,
+    sparse_scratch_bytes,
+)
 from .layer_code import Buffers, LayerCode, folded_bias, weight_arrays, window_params
 from .node_params import RequantParams, finish, requant_params
 from .opdef import OpDef
@@ -168,8 +174,14 @@ def emit_depthwise(graph, node, bufs: Buffers, plan) -> LayerCode:
         if params["in_cstride"] != params["out_cstride"]:
             raise UnsupportedOpError(f"node '{node.name}': in-place depthwise needs equal input/output pixel strides")
         fn = inplace_depthwise_kernel(node, tuple(k))
-        scratch_off = plan.scratch[node.name][0]
+        scratch_off, size = plan.scratch[node.name]
+        params["scratch_bytes"] = size if scratch_off % 4 == 0 else 0  # DSP: the channel-group ring needs LDRD
         code.body += [c_struct("kb_conv_params", params), f"{fn}({args}, KB_ARENA + {scratch_off});"]
+    elif depthwise_kernel(node, tuple(k), False) == "kb_depthwise_3x3":  # its ring where the plan granted one
+        offset, size = plan.scratch.get(node.name, (0, 0))
+        scratch = f"KB_ARENA + {offset}" if size and offset % 4 == 0 else "NULL"
+        params["scratch_bytes"] = size if scratch != "NULL" else 0
+        code.body += [c_struct("kb_conv_params", params), f"kb_depthwise_3x3({args}, {scratch});"]
     else:
         code.body += [c_struct("kb_conv_params", params), f"kb_depthwise({args});"]
     return code

@@ -31,6 +31,38 @@ def padded_channel_bytes(graph, node) -> int:
     return (h + t + b) * (w + left + r)
 
 
+DW_RING_BYTES_PER_PIXEL = 24  # three window rows x (two int16-pair words) per ring pixel: KB_DWG_RING_PIXELS, arm/
+DW_RING_S1_MAX_WIDTH = 7  # KB_DWG_S1_MAX_WIDTH in runtime/c/arm/kb_depthwise.c: stride 1 runs the group path only
+#                           on output rows of at most this many pixels (wider ones: per channel, fewer cycles)
+
+
+def depthwise_ring_bytes(graph, node, in_place: bool = True) -> int:
+    """Bytes of the DSP in-place depthwise conv's channel-group ring (`arm/kb_depthwise.c`, `kb_arm_dwg.S`): three
+    widened window rows of (W+pl+pr) pixels, 24 bytes a pixel; 0 where that path never runs (a window other than
+    3x3, dilation, a stride other than 1x1 or 2x2, fewer than four channels; in place, stride 1 on output rows wider
+    than `DW_RING_S1_MAX_WIDTH` pixels: the kernel runs channel by channel there). Out of place (`kb_depthwise_3x3`)
+    every 3x3 stride-1 or -2 conv takes the ring where granted.
+
+    >>> from kilobyte.ir import DepthwiseAttrs, GraphBuilder, Op
+    >>> import numpy as np
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.DEPTHWISE_CONV_2D, [b.input((1, 6, 6, 32))], DepthwiseAttrs(padding=(1, 1, 1, 1)),
+    ...            params={"weight": np.zeros((1, 3, 3, 32), np.float32)})
+    >>> padded_channel_bytes(b.build([y]), b.nodes[0]), depthwise_ring_bytes(b.build([y]), b.nodes[0])
+    (64, 192)
+    """
+    _, h, w, c = graph.tensors[node.inputs[0]].shape
+    kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
+    stride = tuple(node.attrs.stride)
+    wo = graph.tensors[node.outputs[0]].shape[2]
+    if kernel != (3, 3) or tuple(node.attrs.dilation) != (1, 1) or stride not in ((1, 1), (2, 2)) or c < 4:
+        return 0
+    if in_place and stride == (1, 1) and wo > DW_RING_S1_MAX_WIDTH:
+        return 0
+    _, _, left, r = node.attrs.padding
+    return DW_RING_BYTES_PER_PIXEL * (w + left + r)
+
+
 def column_bytes(graph, node) -> int:
     """Bytes of one int16 im2col column of a CONV_2D's window: kh*kw*Cin values, whatever the kernel size."""
     _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
@@ -80,6 +112,14 @@ def conv_kernel(node, kernel: tuple[int, int]) -> str:
     if kernel == (3, 3) and node.attrs.dilation == (1, 1):
         return "kb_conv_3x3"
     return "kb_conv"
+
+
+def depthwise_kernel(node, kernel: tuple[int, int], in_place: bool) -> str:
+    """The DEPTHWISE_CONV_2D variant to call: in place, `inplace_depthwise_kernel`; out of place, `kb_depthwise_3x3`
+    for a 3x3 window with dilation 1 (it takes a scratch ring, the DSP kernels' group path), else `kb_depthwise`."""
+    if in_place:
+        return inplace_depthwise_kernel(node, kernel)
+    return "kb_depthwise_3x3" if kernel == (3, 3) and node.attrs.dilation == (1, 1) else "kb_depthwise"
 
 
 def inplace_depthwise_kernel(node, kernel: tuple[int, int]) -> str:

@@ -204,6 +204,7 @@ SIGNATURES = {
     "kb_conv_1x1": [_conv, *_WEIGHTED, _I8],
     "kb_conv_3x3": [_conv, *_WEIGHTED, _I8],
     "kb_depthwise": [_conv, *_WEIGHTED],
+    "kb_depthwise_3x3": [_conv, *_WEIGHTED, _I8],
     "kb_depthwise_inplace": [_conv, *_WEIGHTED, _I8],
     "kb_depthwise_inplace_3x3": [_conv, *_WEIGHTED, _I8],
     "kb_depthwise_inplace_5x5": [_conv, *_WEIGHTED, _I8],

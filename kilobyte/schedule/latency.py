@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from ..kernels.calls import node_function
-from ..ops.conv_kernels import conv_kernel, inplace_depthwise_kernel
+from ..ops.conv_kernels import conv_kernel, depthwise_ring_bytes, inplace_depthwise_kernel
 from .plan import plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
@@ -55,6 +55,7 @@ class LatencyModelError(KilobyteError):
 
 
 INVOKE = "(invoke)"  # per_layer key of kb_invoke's own instructions
+RING_PATH = "kb_dwg"  # the DSP depthwise kernels' channel-group path (arm/kb_arm_dwg.S) where its ring was granted
 SHIPPED = {(core, kernels): Path(__file__).with_name(f"latency_{core.replace('-', '_')}_{kernels}.json")
            for core, kernels in (("cortex-m7", "dsp"), ("cortex-m7", "portable"), ("cortex-m4", "dsp"))}
 
@@ -145,7 +146,7 @@ def per_layer_features(graph: Graph, steps) -> dict[str, Features]:
     skip = (set(stage.nodes) if stage else set()) | set(fused.values())
     out: dict[str, Features] = {}
     layers = 0
-    for name in steps.life.order:
+    for i, name in enumerate(steps.life.order):
         if name in skip:
             continue
         node = graph.node(name)
@@ -161,6 +162,8 @@ def per_layer_features(graph: Graph, steps) -> dict[str, Features]:
             function = node_function(graph, node, name in inplace)
             if function is None:
                 continue
+            if _ring_granted(graph, node, name in inplace, steps.options.kernels, steps.layout.scratch[i]):
+                function = RING_PATH
         out[name] = layer_features(graph, node, function)
         layers += 1
     if stage is not None:
@@ -168,6 +171,14 @@ def per_layer_features(graph: Graph, steps) -> dict[str, Features]:
     out[INVOKE] = {"invoke.call": 1.0, "invoke.layer": float(layers + (stage is not None)),
                    "invoke.output": float(sum(graph.tensors[t].numel for t in graph.outputs))}
     return out
+
+
+def _ring_granted(graph: Graph, node: Node, in_place: bool, kernels: str, scratch: int) -> bool:
+    """Whether a depthwise layer with `scratch` bytes runs the DSP kernels' channel-group path: it was granted its
+    ring."""
+    if kernels != "dsp" or node.op is not Op.DEPTHWISE_CONV_2D:
+        return False
+    return 0 < depthwise_ring_bytes(graph, node, in_place) <= scratch
 
 
 def stage_features(graph: Graph, stage) -> dict[str, Features]:

@@ -7,7 +7,8 @@ step and lives in the arena for that step only.
 
 Then, from bytes free anyway (`free_conv_columns`): every unfused conv whose kernel reads columns and whose step has
 room under the peak gets `WIDE_COLUMNS` columns (`12*kh*kw*Cin` bytes), else a 1x1 conv gets two where they fit; the
-Cortex-M DSP kernels pre-widen that many pixels there once for all output channels.
+Cortex-M DSP kernels pre-widen that many pixels there once for all output channels. A DSP 3x3 depthwise conv gets its
+channel-group ring (`extra_ring`) where it fits, in place where the ring is larger than its padded channel.
 
 Model-adaptive im2col (thesis Eq. 3.1-3.2): TinyEngine sizes one im2col buffer M for the largest column of the model
 (Eq. 3.1, `M = max kh*kw*Cin`) and lets each layer tile `floor(M / (kh*kw*Cin))` columns (Eq. 3.2) — bytes that are
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir import Graph, Node, Op
-from ..kernels import extra_columns, layer_scratch, padded_channel_bytes
+from ..kernels import extra_columns, extra_ring, layer_scratch, padded_channel_bytes
 from ..ops.conv_kernels import IM2COL_COLUMNS
 
 __all__ = ["adaptive_im2col", "base_scratch", "free_conv_columns", "kernel_scratch"]
@@ -81,6 +82,10 @@ def free_conv_columns(graph: Graph, order: Sequence[str], live_bytes, scratch, p
     room = peak if peak is not None else float("inf")
     for i, name in enumerate(order):
         node = nodes[name]
+        ring = extra_ring(graph, node, kernels, in_place=scratch[i] > 0)  # (in place: the padded channel)
+        if ring > scratch[i] and live_bytes[i] - scratch[i] + ring <= room:
+            sizes[name] = ring
+            continue
         col, most = extra_columns(graph, node, kernels)
         if not col or name in fused:
             continue

@@ -43,7 +43,7 @@ from kilobyte.ops.binary import add_int8
 from kilobyte.ops.layer_code import folded_bias
 from kilobyte.ops.node_params import requant_params
 from kilobyte.schedule.plan_types import PlanOptions
-from kilobyte.targets.cortexm import build_firmware, have_tools, measure, run_qemu
+from kilobyte.targets.cortexm import build_firmware, count_instructions, have_tools, measure, run_qemu
 
 _HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
 pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # never skipped on CI: fail there
@@ -143,15 +143,20 @@ def _arrays(g):
 CONV_KERNELS = ("kb_conv", "kb_conv_3x3", "kb_conv_1x1")  # take im2col scratch (KB_CONV_SCRATCH bytes) or NULL
 
 
+DW_SCRATCH_KERNELS = ("kb_depthwise_3x3",)  # out of place, take a ring (24 * (w + pl + pr) bytes) or NULL
+
+
 def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None, dense=None,
-                 consumed=False) -> list[Call]:
+                 consumed=False, ring_odds=0.5) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
     or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does. A conv
     call gets im2col scratch with probability scratch_odds, else NULL (the DSP direct path): `columns` int16 columns
     of kh*kw*in_c (scratch_bytes set to match), 2 (the two-column path) or 6 (the wide path), random when None.
     dense=True: disjoint buffers without strides, slice or row pitch (then the DSP conv may use the unwritten part
     of its output for columns), False: always with them, None: either. consumed: a conv call gets in_consumed = 1
-    (the input dies there: the kernel may overwrite it; not compared)."""
+    (the input dies there: the kernel may overwrite it; not compared). A depthwise call that takes scratch gets, with
+    probability ring_odds, at least the DSP group path's ring (in place: its padded plane, or the ring when larger;
+    kb_depthwise_3x3: the ring, else NULL), word-aligned, scratch_bytes set to match."""
     p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
@@ -178,7 +183,13 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, column
             out[:, :wo, c0:c0 + co] = want
             after = np.concatenate([x_bytes, out.reshape(-1)])
             out_off = x_bytes.size + c0
-        scratch = (before.size, plane) if "inplace" in kernel else None
+        scratch = None
+        if "inplace" in kernel or kernel in DW_SCRATCH_KERNELS:
+            size = plane if "inplace" in kernel else 0
+            if rng.random() < ring_odds:
+                size = max(size, 24 * (w + p["pad_l"] + p["pad_r"]))
+            p["scratch_bytes"] = size
+            scratch = (before.size + (-before.size) % 4, size) if size else None
         if kernel in CONV_KERNELS:
             p["scratch_bytes"], p["in_consumed"] = 0, int(consumed)
             if rng.random() < scratch_odds:
@@ -288,8 +299,9 @@ def depthwise_calls(rng) -> list[Call]:
                               big_bias=i % 7 == 0)
         square = case["k"][0] == case["k"][1] and case["k"][0] in (3, 5, 7) and case["dil"] == (1, 1)
         unrolled = [f"kb_depthwise_inplace_{case['k'][0]}x{case['k'][1]}"] if square else []
+        out_of_place = ["kb_depthwise_3x3"] if case["k"] == (3, 3) and case["dil"] == (1, 1) else []
         if i < 20:  # disjoint buffers, strides, slices and row pitch (the in-place kernels accept them too)
-            calls += window_calls(rng, ["kb_depthwise", "kb_depthwise_inplace", *unrolled], g, x)
+            calls += window_calls(rng, ["kb_depthwise", *out_of_place, "kb_depthwise_inplace", *unrolled], g, x)
         else:
             calls += window_calls(rng, ["kb_depthwise_inplace", *unrolled], g, x, in_place=True)
     for k, s, pad, c, hw in ((3, 1, (1,) * 4, 16, (7, 7)), (3, 1, (1,) * 4, 9, (5, 6)), (3, 2, (0, 1, 0, 1), 24,
@@ -298,8 +310,23 @@ def depthwise_calls(rng) -> list[Call]:
         attrs = ir.DepthwiseAttrs((s, s), pad, (1, 1), 1, ACTS[c % len(ACTS)])  # as in the mobile zoo models
         g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, *hw, c), (1, k, k, c), attrs)
         calls += window_calls(rng, [f"kb_depthwise_inplace_{k}x{k}"], g, x, in_place=True)
-        calls += window_calls(rng, ["kb_depthwise"], g, x)
+        calls += window_calls(rng, ["kb_depthwise", *(["kb_depthwise_3x3"] if k == 3 else [])], g, x)
+    for i, (s, pad, c, hw) in enumerate(GROUP_CASES):  # the DSP group path (ring granted), in place and not
+        attrs = ir.DepthwiseAttrs((s, s), pad, (1, 1), 1, ACTS[i % len(ACTS)])
+        g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, *hw, c), (1, 3, 3, c), attrs, big_bias=i % 5 == 4)
+        calls += window_calls(rng, ["kb_depthwise_inplace_3x3"], g, x, in_place=True, ring_odds=1.0)
+        calls += window_calls(rng, ["kb_depthwise_3x3"], g, x, ring_odds=1.0)
     return calls
+
+
+# (stride, padding, c, (h, w)) of 3x3 depthwise convs on the DSP group path (kb_arm_dwg.S): MobileNet's and KWS's small
+# maps at stride 1 (in place only up to 7 output columns), stride 2 with symmetric and TF-SAME padding, odd sizes,
+# 1-3 channels left for the plane path, one pixel; every fifth with biases the one-SMMLAR form does not cover (its
+# groups then take the plane / direct path).
+GROUP_CASES = ((1, (1,) * 4, 16, (3, 3)), (1, (1,) * 4, 12, (6, 6)), (1, (1,) * 4, 8, (25, 5)),
+               (2, (1,) * 4, 20, (6, 6)), (2, (0, 1, 0, 1), 16, (6, 6)), (2, (1,) * 4, 9, (7, 9)),
+               (1, (1,) * 4, 6, (1, 1)), (1, (0,) * 4, 8, (5, 4)), (2, (0, 1, 0, 1), 24, (12, 12)),
+               (1, (1,) * 4, 14, (4, 7)), (2, (1, 1, 0, 0), 4, (5, 3)), (1, (1,) * 4, 32, (14, 14)))
 
 
 def conv_add_call(rng, cin, cout, hw, act, add_act, big_bias, **layout) -> Call:
@@ -405,7 +432,7 @@ def write_call_model(root: Path, calls: list[Call]) -> tuple[Path, np.ndarray]:
                 f"kb_arena + {base + call.out_off}"]
         if call.scratch:
             args.append(f"kb_arena + {base + call.scratch[0]}")
-        elif call.kernel in CONV_KERNELS:
+        elif call.kernel in CONV_KERNELS + DW_SCRATCH_KERNELS:
             args.append("NULL")
         add = ""
         if call.add:  # kb_conv_1x1_add takes its kb_add_params before the output
@@ -483,6 +510,17 @@ def test_kernel_calls_bit_exact_on_qemu(kernel_calls):
     outputs = _build_and_run(model_dir, x)
     for (target, kernels), got in outputs.items():
         _check_calls(calls, got, f"{kernels} kernels on {target}")
+
+
+def test_group_path_runs_on_its_cases_and_matches_numpy(kernel_calls, tmp_path):
+    """The calls that grant the ring do run the DSP group path (kb_arm_dwg.S), at both strides, with its widening and
+    padding rows, and the emulated M4 leaves every call's bytes as numpy says (unicorn, not QEMU: the count too)."""
+    calls, model_dir, x = kernel_calls
+    build = build_firmware(model_dir, "cortex-m4", kernels="dsp", out_dir=tmp_path / "fw")
+    counted = count_instructions(build, x, timeout=600)
+    _check_calls(calls, counted.output, "dsp kernels on cortex-m4 (unicorn)")
+    ran = {f for f, n in counted.per_function.items() if n}
+    assert {"kb_dwg_s1", "kb_dwg_s2", "kb_dwg_row_in"} <= ran
 
 
 # -- requantisation -----------------------------------------------------------------------------------------------

@@ -83,6 +83,15 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
     }
 }
 
+/* A 3x3 window with dilation 1, out of place: the DSP kernels' entry point that may use `scratch` (NULL, or
+ * p->scratch_bytes bytes; see kilobyte.h); here the same as kb_depthwise. */
+void kb_depthwise_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    (void)scratch;
+    kb_depthwise(p, in, w, bias, mult, shift, out);
+}
+
 /* -- in-place machinery ------------------------------------------------------------------------------------------ */
 
 static int32_t plane_width(const kb_conv_params *p)

@@ -32,7 +32,7 @@ typedef struct {
     int32_t out_offset;                       /* output zero point */
     int32_t act_min, act_max;                 /* quantised activation clamp */
     int32_t in_row, out_row;                  /* row pitch in pixels (>= in_w / out_w: a tile of a wider buffer) */
-    int32_t scratch_bytes;                    /* CONV_2D: bytes of its `scratch` argument (0 with NULL) */
+    int32_t scratch_bytes;                    /* CONV_2D, DEPTHWISE_CONV_2D: bytes of `scratch` (0 with NULL) */
     int32_t in_consumed;                      /* CONV_2D: 1 = the input dies here (see kb_conv below) */
 } kb_conv_params;
 
@@ -174,6 +174,10 @@ void kb_conv_csr(const kb_conv_params *p, const int8_t *in, const int8_t *arr, c
 /* kb_depthwise.c ------------------------------------------------------------------------------------------------- */
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                   const int32_t *mult, const int32_t *shift, int8_t *out);
+/* kb_depthwise_3x3: a 3x3 window with dilation 1, out of place (as kb_depthwise); scratch: NULL, or p->scratch_bytes
+ * bytes, 4-byte aligned, the kernel may overwrite (the DSP kernels keep a ring of widened input rows there when it
+ * holds one; the planner grants it from bytes free anyway: schedule/scratch.py). */
+kb_conv_kernel kb_depthwise_3x3;
 kb_conv_kernel kb_depthwise_inplace, kb_depthwise_inplace_3x3, kb_depthwise_inplace_5x5, kb_depthwise_inplace_7x7;
 /* Runtime-internal: each depthwise kernel file (portable and DSP) defines the fixed-window entry points with this, as
  * calls of its own static inplace_kxk(..., K), which the compiler specialises for the constant K. */

@@ -30,6 +30,7 @@
 #include "kb_arm_simd.h"
 #include "kb_arm_requant.h"
 #include "kb_arm_dw3.h"
+#include "kb_arm_dwg.h"
 #include "kb_arm_window.h"
 
 /* Channels [c, c + 4) of one output pixel: acc[j] += sum over the taps inside the image of w * (x + in_offset).
@@ -95,10 +96,10 @@ static inline __attribute__((always_inline)) void store_x4(const kb_dw3_group *g
     y[0] = q0, y[1] = q1, y[2] = q2, y[3] = q3;
 }
 
-/* Channels [0, in_c & ~3) of every output pixel of a 3x3, dilation-1 depthwise conv (p's fields copied first: the
- * int8 stores may alias them). */
-static void dw3_groups(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                       const int32_t *mult, const int32_t *shift, int8_t *out)
+/* Channels [c, c + 4) of every output pixel of a 3x3, dilation-1 depthwise conv (p's fields copied first: the int8
+ * stores may alias them). */
+static void dw3_group(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int32_t c)
 {
     const int32_t c_n = p->in_c, cs = p->in_cstride, row = p->in_row * cs, ocs = p->out_cstride;
     const int32_t out_h = p->out_h, out_w = p->out_w, out_row = p->out_row * ocs, in_h = p->in_h, in_w = p->in_w;
@@ -108,56 +109,48 @@ static void dw3_groups(const kb_conv_params *p, const int8_t *in, const int8_t *
     interior(out_h, sh, pad_t, 3, 1, in_h, &oy_lo, &oy_hi);
     interior(out_w, sw, pad_l, 3, 1, in_w, &ox_lo, &ox_hi);
     kb_dw3_group g;
-    for (int32_t c = 0; c + 4 <= c_n; c += 4) {
-        for (int32_t t = 0; t < 9; ++t) {
-            const int32_t wr = kb_ld4(w + t * c_n + c);
-            g.we[t] = __sxtb16(wr), g.wo[t] = kb_sxtb16_odd(wr);
-        }
-        for (int32_t j = 0; j < 4; ++j) {
-            g.bias[j] = bias[c + j];
-            g.rq[j] = kb_arm_rq1_of(mult[c + j], shift[c + j], p->out_offset, p->act_min, p->act_max);
-        }
-        for (int32_t oy = 0; oy < out_h; ++oy) {
-            const int32_t iy0 = oy * sh - pad_t;
-            const int interior_row = oy >= oy_lo && oy < oy_hi;
-            int8_t *y = out + oy * out_row + c;
-            for (int32_t ox = 0; ox < out_w; ++ox, y += ocs) {
-                const int32_t ix0 = ox * sw - pad_l, x0 = iy0 * row + ix0 * cs;  /* the top-left tap (maybe padding) */
-                int32_t acc[4] = {g.bias[0], g.bias[1], g.bias[2], g.bias[3]};
-                if (interior_row && ox >= ox_lo && ox < ox_hi) {
-                    const int8_t *x = in + c + x0;
-                    tap_x4(&g, 0, x, off2, acc), tap_x4(&g, 1, x + cs, off2, acc), tap_x4(&g, 2, x + 2 * cs, off2, acc);
-                    x += row;
-                    tap_x4(&g, 3, x, off2, acc), tap_x4(&g, 4, x + cs, off2, acc), tap_x4(&g, 5, x + 2 * cs, off2, acc);
-                    x += row;
-                    tap_x4(&g, 6, x, off2, acc), tap_x4(&g, 7, x + cs, off2, acc), tap_x4(&g, 8, x + 2 * cs, off2, acc);
-                } else {
-                    int32_t ky0, ky1, kx0, kx1;
-                    inside(iy0, 3, 1, in_h, &ky0, &ky1);
-                    inside(ix0, 3, 1, in_w, &kx0, &kx1);
-                    for (int32_t ky = ky0; ky < ky1; ++ky) {
-                        for (int32_t kx = kx0; kx < kx1; ++kx) {
-                            tap_x4(&g, 3 * ky + kx, in + c + (x0 + ky * row + kx * cs), off2, acc);
-                        }
+    for (int32_t t = 0; t < 9; ++t) {
+        const int32_t wr = kb_ld4(w + t * c_n + c);
+        g.we[t] = __sxtb16(wr), g.wo[t] = kb_sxtb16_odd(wr);
+    }
+    for (int32_t j = 0; j < 4; ++j) {
+        g.bias[j] = bias[c + j];
+        g.rq[j] = kb_arm_rq1_of(mult[c + j], shift[c + j], p->out_offset, p->act_min, p->act_max);
+    }
+    for (int32_t oy = 0; oy < out_h; ++oy) {
+        const int32_t iy0 = oy * sh - pad_t;
+        const int interior_row = oy >= oy_lo && oy < oy_hi;
+        int8_t *y = out + oy * out_row + c;
+        for (int32_t ox = 0; ox < out_w; ++ox, y += ocs) {
+            const int32_t ix0 = ox * sw - pad_l, x0 = iy0 * row + ix0 * cs;  /* the top-left tap (maybe padding) */
+            int32_t acc[4] = {g.bias[0], g.bias[1], g.bias[2], g.bias[3]};
+            if (interior_row && ox >= ox_lo && ox < ox_hi) {
+                const int8_t *x = in + c + x0;
+                tap_x4(&g, 0, x, off2, acc), tap_x4(&g, 1, x + cs, off2, acc), tap_x4(&g, 2, x + 2 * cs, off2, acc);
+                x += row;
+                tap_x4(&g, 3, x, off2, acc), tap_x4(&g, 4, x + cs, off2, acc), tap_x4(&g, 5, x + 2 * cs, off2, acc);
+                x += row;
+                tap_x4(&g, 6, x, off2, acc), tap_x4(&g, 7, x + cs, off2, acc), tap_x4(&g, 8, x + 2 * cs, off2, acc);
+            } else {
+                int32_t ky0, ky1, kx0, kx1;
+                inside(iy0, 3, 1, in_h, &ky0, &ky1);
+                inside(ix0, 3, 1, in_w, &kx0, &kx1);
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        tap_x4(&g, 3 * ky + kx, in + c + (x0 + ky * row + kx * cs), off2, acc);
                     }
                 }
-                store_x4(&g, acc, y);
             }
+            store_x4(&g, acc, y);
         }
     }
 }
 
-void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                  const int32_t *mult, const int32_t *shift, int8_t *out)
+/* Channels [c0, in_c) of every output pixel, any window: four at a time, then one at a time. */
+static void channels_from(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *out, int32_t c0)
 {
     const int32_t c_n = p->in_c, o = p->out_offset, lo = p->act_min, hi = p->act_max;
-    const int dw3 = p->k_h == 3 && p->k_w == 3 && p->dil_h == 1 && p->dil_w == 1;
-    if (dw3) {
-        dw3_groups(p, in, w, bias, mult, shift, out);
-        if ((c_n & 3) == 0) {
-            return;
-        }
-    }
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_t;
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
@@ -166,7 +159,7 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
             inside(iy0, p->k_h, p->dil_h, p->in_h, &k[0], &k[1]);
             inside(ix0, p->k_w, p->dil_w, p->in_w, &k[2], &k[3]);
             int8_t *y = out + (oy * p->out_row + ox) * p->out_cstride;  /* (c,) */
-            int32_t c = dw3 ? c_n & ~3 : 0;  /* dw3_groups did the groups of 4 */
+            int32_t c = c0;
             for (; c + 4 <= c_n; c += 4) {
                 int32_t acc[4] = {bias[c], bias[c + 1], bias[c + 2], bias[c + 3]};
                 taps_x4(p, in + c, w + c, iy0, ix0, k, acc);
@@ -181,6 +174,20 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
                 y[c] = kb_arm_requantize(acc, mult[c], shift[c], o, lo, hi);
             }
         }
+    }
+}
+
+void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                  const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    int32_t c = 0;
+    if (p->k_h == 3 && p->k_w == 3 && p->dil_h == 1 && p->dil_w == 1) {
+        for (; c + 4 <= p->in_c; c += 4) {
+            dw3_group(p, in, w, bias, mult, shift, out, c);
+        }
+    }
+    if (c < p->in_c) {
+        channels_from(p, in, w, bias, mult, shift, out, c);
     }
 }
 
@@ -442,38 +449,205 @@ static int dw3_channel(const kb_conv_params *p, const int8_t *w, const int32_t *
     return 1;
 }
 
-/* The channel loop shared by the square variants (k constant after inlining): 3x3 channels with horizontal stride 1
- * or 2 through kb_arm_dw3.S where its requantisation applies, the rest through the C paths. */
+/* -- 3x3, four channels at a time through three widened window rows (kb_arm_dwg.S) -----------------------------------
+ * The scratch holds a ring of three window rows of KB_DWG_RING_PIXELS(p) pixels each (the padding columns included),
+ * each pixel two int16-pair words of the group's four channels (kb_arm_dwg.h); input row iy lives in ring row
+ * (iy + pad_t) % 3, a padding row as the zero point. Per output row the rows its windows need are widened in (two
+ * per output row at stride 2, one at stride 1), then kb_arm_dwg.S computes the whole output row. The group's
+ * weights, sums' start and requantisation are prepared once per group. */
+#define KB_DWG_RING_PIXELS(p) ((p)->in_w + (p)->pad_l + (p)->pad_r)
+/* At stride 1 the plane path's SMLAD pairs (kb_arm_dw3.S: two outputs of a row per step) take fewer cycles once
+ * output rows are wider than this; on narrower ones its per-row and per-channel work makes the group path cheaper
+ * (modelled M4 cycles per MAC, plane vs group: 3x3 10.2 vs 7.1, 6x6 5.7 vs 5.4, 25x5 5.6 vs 5.1, 8x8 4.9 vs 5.1,
+ * 12x12 4.3 vs 4.8). ops/conv_kernels.py mirrors the rule (depthwise_ring_bytes: the ring is granted only where it
+ * is used). */
+#define KB_DWG_S1_MAX_WIDTH 7
+
+/* Whether the group path may run: a square stride of 2, or 1 (in place: on output rows of at most KB_DWG_S1_MAX_WIDTH
+ * pixels, else the plane path is faster), the ring in the scratch (word-aligned: LDRD), and, when
+ * the output overlaps the input, every output row writing only input rows already in the ring (an in-place conv
+ * with the input's pixel stride). */
+static int groups_apply(const kb_conv_params *p, const int8_t *in, const int8_t *out, const int8_t *scratch,
+                        int in_place)
+{
+    if (p->dil_h != 1 || p->dil_w != 1 || p->stride_h != p->stride_w || p->stride_h > 2 || p->in_c < 4 ||
+        (in_place && p->stride_h == 1 && p->out_w > KB_DWG_S1_MAX_WIDTH) ||
+        p->scratch_bytes < 24 * KB_DWG_RING_PIXELS(p) || ((uintptr_t)scratch & 3u) != 0) {
+        return 0;
+    }
+    const uintptr_t i0 = (uintptr_t)in, o0 = (uintptr_t)out;
+    const uintptr_t i1 = i0 + (uintptr_t)(((p->in_h - 1) * p->in_row + p->in_w) * p->in_cstride);
+    const uintptr_t o1 = o0 + (uintptr_t)(((p->out_h - 1) * p->out_row + p->out_w) * p->out_cstride);
+    if (o1 <= i0 || o0 >= i1) {
+        return 1;
+    }
+    if (o0 != i0 || p->out_cstride != p->in_cstride) {
+        return 0;
+    }
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {  /* the input row holding output row oy's last pixel */
+        if ((oy * p->out_row + p->out_w - 1) / p->in_row > oy * p->stride_h - p->pad_t + 2) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The group of channels [c, c + 4): its doubled weights as int16 pairs, doubled sums' start and one-SMMLAR
+ * requantisation; 0 when that form does not cover one of the four (rqs_covers): they then take the plane path. */
+static int group_job(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
+                     const int32_t *shift, int32_t c, kb_dwg_job *j)
+{
+    const int32_t n = p->in_c, in_offset = p->in_offset;
+    const int8_t *wc = w + c;
+    int32_t se = 0, so = 0;  /* the taps' sums per lane: [c, c + 2], [c + 1, c + 3]; |sum| <= 9 * 128 */
+    int32_t *d = &j->w[0][0];
+#pragma GCC unroll 9
+    for (int32_t t = 0; t < 9; ++t, wc += n, d += 2) {
+        const int32_t wr = kb_ld4(wc), we = __sxtb16(wr), wo = kb_sxtb16_odd(wr);
+        d[0] = __sadd16(we, we), d[1] = __sadd16(wo, wo);
+        se = __sadd16(se, we), so = __sadd16(so, wo);
+    }
+    const int32_t sums[4] = {(int16_t)se, (int16_t)so, se >> 16, so >> 16};
+    for (int32_t k = 0; k < 4; ++k) {
+        const int32_t base = kb_wrapping_add(bias[c + k], in_offset * sums[k]);
+        if (!rqs_covers(p, shift[c + k], base, 9)) {
+            return 0;
+        }
+        const kb_arm_rqs q = kb_arm_rqs_of(mult[c + k], shift[c + k], p->out_offset, p->act_min, p->act_max);
+        j->base[k] = 2 * base;
+        j->rq[k].k = q.k, j->rq[k].mult = q.mult, j->rq[k].right = q.right;
+    }
+    return 1;
+}
+
+/* The job's fields every group shares (kb_arm_dwg.h), the ring in `scratch`. */
+static void group_layer(const kb_conv_params *p, int32_t *ring, kb_dwg_job *j)
+{
+    j->rq[3].spare = p->out_cstride;
+    j->min4 = (int32_t)((uint32_t)(uint8_t)p->act_min * 0x01010101u);
+    j->max4 = (int32_t)((uint32_t)(uint8_t)p->act_max * 0x01010101u);
+    j->full = kb_arm_full_clamp(p->act_min, p->act_max);
+    j->in_row = p->in_row * p->in_cstride, j->cs = p->in_cstride, j->in_w = p->in_w, j->in_h = p->in_h;
+    j->first = -p->pad_t, j->out_h = p->out_h, j->y_row = p->out_row * p->out_cstride;
+    j->row_bytes = 8 * p->stride_w * p->out_w, j->lead = 8 * p->pad_l, j->z2 = kb_offset2(-p->in_offset);
+    j->ring = ring, j->ring_row = 8 * KB_DWG_RING_PIXELS(p);
+}
+
+/* Fill the ring's padding columns with the zero point; the assembly never writes them. */
+static void ring_clear(const kb_dwg_job *j)
+{
+    const int32_t z2 = j->z2, lead = j->lead / 4, tail = (j->lead + 8 * j->in_w) / 4, words = j->ring_row / 4;
+    int32_t *row = j->ring;
+    for (int32_t r = 0; r < 3; ++r, row += words) {
+        for (int32_t i = 0; i < lead; ++i) {
+            row[i] = z2;
+        }
+        for (int32_t i = tail; i < words; ++i) {
+            row[i] = z2;
+        }
+    }
+}
+
+/* One channel through the padded plane (the plane holds its zero-point frame): kb_arm_dw3.S for a 3x3 channel its
+ * requantisation covers (dw3 set), else the C paths. */
+static inline __attribute__((always_inline)) void plane_channel(const kb_conv_params *p, const int8_t *in,
+                                                                const int8_t *w, const int32_t *bias,
+                                                                const int32_t *mult, const int32_t *shift,
+                                                                int8_t *out, int8_t *plane, int32_t k, int32_t c,
+                                                                void (*dw3)(const int8_t *, int8_t *,
+                                                                            const kb_dw3_job *),
+                                                                kb_dw3_job *job)
+{
+    if (dw3 != NULL && dw3_channel(p, w, bias, mult, shift, c, job)) {
+        plane_load(p, in, c, plane);
+        dw3(plane, out + c, job);
+        return;
+    }
+    int32_t taps[49];  /* channel c's (k, k) weights, widened once */
+    for (int32_t i = 0; i < k * k; ++i) {
+        taps[i] = w[i * p->in_c + c];
+    }
+    const kb_chan q = chan_at(p, w, bias, mult, shift, c);
+    plane_load(p, in, c, plane);
+    if (k == 3 && p->stride_w == 1) {
+        plane_conv_3x3_s1(p, plane, taps, &q, out + c);
+    } else if (k == 3 && p->stride_w == 2) {
+        plane_conv_3x3_s2(p, plane, taps, &q, out + c);
+    } else {
+        plane_conv_kxk(p, plane, taps, k, &q, out + c);
+    }
+}
+
+/* The channel loop shared by the square variants (k constant after inlining): a 3x3 conv four channels at a time
+ * through the ring where groups_apply holds (its scratch granted: scratch_bytes), the other channels one at a time
+ * through the padded plane — 3x3 ones with horizontal stride 1 or 2 through kb_arm_dw3.S where its requantisation
+ * applies, the rest through the C paths. Ring and plane share the scratch: whichever a channel needs is set up
+ * again after the other was used. */
 static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in,
                                                               const int8_t *w, const int32_t *bias,
                                                               const int32_t *mult, const int32_t *shift, int8_t *out,
                                                               int8_t *scratch, int32_t k)
 {
-    int32_t taps[49];  /* channel c's (k, k) weights, widened once */
+    enum { NONE, PLANE, RING } state = NONE;
     kb_dw3_job job;
     void (*dw3)(const int8_t *, int8_t *, const kb_dw3_job *) = NULL;
     if (k == 3 && (p->stride_w == 1 || p->stride_w == 2)) {
         dw3 = dw3_call(p, &job);
     }
-    plane_clear(p, scratch);
-    for (int32_t c = 0; c < p->in_c; ++c) {
-        if (dw3 != NULL && dw3_channel(p, w, bias, mult, shift, c, &job)) {
-            plane_load(p, in, c, scratch);
-            dw3(scratch, out + c, &job);
-            continue;
+    int32_t c = 0;
+    if (k == 3 && groups_apply(p, in, out, scratch, 1)) {
+        void (*group)(const kb_dwg_job *, int8_t *) = p->stride_w == 1 ? kb_dwg_s1 : kb_dwg_s2;
+        kb_dwg_job g;
+        group_layer(p, (int32_t *)(void *)scratch, &g);
+        for (; c + 4 <= p->in_c; c += 4) {
+            if (group_job(p, w, bias, mult, shift, c, &g)) {
+                if (state != RING) {
+                    ring_clear(&g), state = RING;
+                }
+                g.in = in + c;
+                group(&g, out + c);
+                continue;
+            }
+            for (int32_t i = c; i < c + 4; ++i) {
+                if (state != PLANE) {
+                    plane_clear(p, scratch), state = PLANE;
+                }
+                plane_channel(p, in, w, bias, mult, shift, out, scratch, k, i, dw3, &job);
+            }
         }
-        for (int32_t i = 0; i < k * k; ++i) {
-            taps[i] = w[i * p->in_c + c];
+    }
+    for (; c < p->in_c; ++c) {
+        if (state != PLANE) {
+            plane_clear(p, scratch), state = PLANE;
         }
-        const kb_chan q = chan_at(p, w, bias, mult, shift, c);
-        plane_load(p, in, c, scratch);
-        if (k == 3 && p->stride_w == 1) {
-            plane_conv_3x3_s1(p, scratch, taps, &q, out + c);
-        } else if (k == 3 && p->stride_w == 2) {
-            plane_conv_3x3_s2(p, scratch, taps, &q, out + c);
+        plane_channel(p, in, w, bias, mult, shift, out, scratch, k, c, dw3, &job);
+    }
+}
+
+/* Out of place, 3x3, dilation 1: the group path where groups_apply holds (its ring granted in `scratch`), the
+ * channels it does not cover (requantisation, in_c % 4) as kb_depthwise. */
+void kb_depthwise_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    if (scratch == NULL || !groups_apply(p, in, out, scratch, 0)) {
+        kb_depthwise(p, in, w, bias, mult, shift, out);
+        return;
+    }
+    void (*group)(const kb_dwg_job *, int8_t *) = p->stride_w == 1 ? kb_dwg_s1 : kb_dwg_s2;
+    kb_dwg_job g;
+    group_layer(p, (int32_t *)(void *)scratch, &g);
+    ring_clear(&g);
+    int32_t c = 0;
+    for (; c + 4 <= p->in_c; c += 4) {
+        if (group_job(p, w, bias, mult, shift, c, &g)) {
+            g.in = in + c;
+            group(&g, out + c);
         } else {
-            plane_conv_kxk(p, scratch, taps, k, &q, out + c);
+            dw3_group(p, in, w, bias, mult, shift, out, c);
         }
+    }
+    if (c < p->in_c) {
+        channels_from(p, in, w, bias, mult, shift, out, c);
     }
 }
 
