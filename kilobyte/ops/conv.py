@@ -202,8 +202,9 @@ def _tile_spec(g, k: int, code: LayerCode) -> WindowSpec:
     if node.attrs.depth_multiplier != 1:
         raise UnsupportedOpError(f"node '{node.name}': depthwise multiplier {node.attrs.depth_multiplier} has no C "
                                  "kernel (only 1)")
-    if not g.in_place(k):
-        return WindowSpec("kb_depthwise", **common)
+    if not g.in_place(k):  # a 3x3 one calls kb_depthwise_3x3 without a ring (a tile has no scratch of its own)
+        fn = depthwise_kernel(node, kernel, False)
+        return WindowSpec(fn, scratch=", NULL" if fn == "kb_depthwise_3x3" else "", **common)
     if node.name not in g.stage.tile_scratch:
         raise KilobyteError(f"patch stage: in-place depthwise '{node.name}' has no tile scratch")
     fn = inplace_depthwise_kernel(node, kernel)

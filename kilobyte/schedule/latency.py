@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import KilobyteError
 from ..ir import Graph, Node, Op
 from ..kernels.calls import node_function
-from ..ops.conv_kernels import conv_kernel, depthwise_ring_bytes, inplace_depthwise_kernel
+from ..ops.conv_kernels import conv_kernel, depthwise_kernel, depthwise_ring_bytes
 from .plan import plan_steps
 from .plan_types import DEFAULT_OPTIONS, PlanOptions
 
@@ -210,7 +210,7 @@ def _tile_call(graph: Graph, node: Node, in_place: bool, ih: int, iw: int, oh: i
         fn = conv_kernel(node, tuple(_shape(graph, node.inputs[1])[1:3]))
     elif node.op is Op.DEPTHWISE_CONV_2D:
         kernel = tuple(_shape(graph, node.inputs[1])[1:3])
-        fn = inplace_depthwise_kernel(node, kernel) if in_place else "kb_depthwise"
+        fn = depthwise_kernel(node, kernel, in_place)
     elif node.op in (Op.AVG_POOL_2D, Op.MAX_POOL_2D):
         fn = node_function(graph, node)
     else:  # ADD / PAD / CONCAT: elementwise on the tile, ADD and CONCAT one call per row

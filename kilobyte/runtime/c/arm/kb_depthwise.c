@@ -1,14 +1,24 @@
 /* Kilobyte runtime, Cortex-M DSP kernels: int8 DEPTHWISE_CONV_2D (depth multiplier 1) on Armv7E-M SIMD,
- * bit-identical to ../kb_depthwise.c: same functions, arguments, layouts, scratch and in-place contract.
+ * bit-identical to ../kb_depthwise.c: same functions, arguments, layouts and in-place contract; the scratch a call
+ * is handed may hold more than the padded plane (the group path's ring, where the planner granted it).
  *
  *   kb_depthwise           SIMD over channels: 4 channels per 32-bit load; SXTAB16 adds the input offset while
  *                          unpacking, SMLABB/SMLATT multiply-accumulate each channel's lane (a depthwise tap is no
  *                          dot product, so SMLAD would mix channels). Padded taps are skipped, as TFLite does. A 3x3
- *                          window with dilation 1 goes channel group by channel group (dw3_groups: weights unpacked
+ *                          window with dilation 1 goes channel group by channel group (dw3_group: weights unpacked
  *                          and requantisation prepared once per group, interior pixels' taps unrolled).
+ *   kb_depthwise_3x3       out of place, 3x3, dilation 1, stride 1 or 2, with a granted ring in `scratch`: the group
+ *                          path below; without it (or for the channels it does not cover) as kb_depthwise.
  *   kb_depthwise_inplace*  channel by channel through one zero-point-padded plane, as the portable kernels (every
- *                          tap present, the offset folded into bias + in_offset * sum(w)). 3x3 with horizontal
- *                          stride 1 or 2 computes two neighbouring outputs per window row from one 4-byte load:
+ *                          tap present, the offset folded into bias + in_offset * sum(w)), or, for a 3x3 conv at
+ *                          stride 2 or on output rows of at most KB_DWG_S1_MAX_WIDTH pixels whose scratch holds the
+ *                          ring, the group path.
+ *   the group path         four channels at a time through a ring of three widened window rows (kb_arm_dwg.S: 6
+ *                          instructions per 4 MACs, no per-channel set-up but one per group, no per-row work in C):
+ *                          what the small maps and stride 2 need, where the plane path's per-channel and per-row
+ *                          work dominated (a 3x3 output map: 7.0 -> 3.9 instructions per MAC).
+ *   the plane path, 3x3    with horizontal stride 1 or 2 computes two neighbouring outputs per window row from one
+ *                          4-byte load:
  *                          [r0 r1 r2 r3] -> [r0, r2], [r1, r3]; with the row's weights as [w0, w2], w0, w1, w2:
  *                            out(x)     = SMLAD([w0, w2], [r0, r2]) + w1 * r1     (SMLABB on [r1, r3])
  *                            stride 1: out(x + 1) = SMLAD([w0, w2], [r1, r3]) + w1 * r2    (SMLABT on [r0, r2])
