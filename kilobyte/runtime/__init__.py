@@ -96,7 +96,7 @@ def arm_files(names: Iterable[str]) -> list[Path]:
     one, every arm/ header, and the arm/ assembly those files need; the files without a replacement are not listed.
 
     >>> [p.name for p in arm_files(["kb_fc.c", "kb_pool.c"])]  # doctest: +NORMALIZE_WHITESPACE
-    ['kb_fc.c', 'kb_arm_asm.h', 'kb_arm_dot.h', 'kb_arm_dw3.h', 'kb_arm_fc4.h', 'kb_arm_requant.h',
+    ['kb_fc.c', 'kb_arm_asm.h', 'kb_arm_dot.h', 'kb_arm_dw3.h', 'kb_arm_dwg.h', 'kb_arm_fc4.h', 'kb_arm_requant.h',
      'kb_arm_simd.h', 'kb_arm_wide.h', 'kb_arm_widen.h', 'kb_arm_window.h', 'kb_arm_fc4.S']
     """
     swapped = [ARM_DIR / n for n in names if (ARM_DIR / n).is_file()]
