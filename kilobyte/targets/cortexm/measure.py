@@ -64,6 +64,19 @@ def elf_sections(elf: str | Path) -> list[ElfSection]:
     return sections
 
 
+def elf_bytes(elf: str | Path, address: int, size: int) -> bytes:
+    """`size` bytes of the ELF's contents at `address` (inside one allocated section with contents, e.g. code);
+    a one-line error when no section holds them."""
+    elffile = _elffile()
+    with open(elf, "rb") as f:
+        for sec in elffile(f).iter_sections():
+            start = sec["sh_addr"]
+            if (sec["sh_flags"] & 0x2 and sec["sh_type"] != "SHT_NOBITS" and start <= address
+                    and address + size <= start + sec["sh_size"]):
+                return sec.data()[address - start:address - start + size]
+    raise KilobyteError(f"{elf}: no section holds {size} bytes at 0x{address:08x}")
+
+
 def elf_symbols(elf: str | Path) -> list[ElfSymbol]:
     """Function and object symbols (global and local) of an ELF file with a non-zero size."""
     kinds = {"STT_FUNC": "func", "STT_OBJECT": "object"}

@@ -2,7 +2,10 @@
 
 `run_qemu` writes the input to `input.bin` in a fresh temporary directory, starts `qemu-system-arm` on the board
 of the build's core with semihosting serving files from that directory, and reads back `output.bin` and the stack
-high-water mark from `stats.txt`. Every way a run can go wrong becomes a one-line `KilobyteError`: a fault (the
+high-water mark from `stats.txt`. With `count=True` it also loads Kilobyte's TCG plugin (`targets/qemu`) to count
+the instructions of the invoke call, from the invoke function's first instruction to the one after main's call of
+it (`invoke_span`): what the unicorn counter counts (`icount.py`), on any core QEMU runs, Cortex-M55 included.
+Every way a run can go wrong becomes a one-line `KilobyteError`: a fault (the
 firmware's handler reports it and exits with FW_EXIT_FAULT), a CPU lock-up (QEMU aborts), a timeout (QEMU is
 killed), missing files.
 """
@@ -21,6 +24,8 @@ import numpy as np
 from kilobyte.errors import KilobyteError
 from kilobyte.ops.detect_post import DETECTION_DTYPE
 
+from ..qemu import plugin_args, read_count
+from .measure import elf_bytes, elf_symbols
 from .toolchain import qemu_arm
 
 FW_EXIT_IO = 2  # fw/fw.h
@@ -40,6 +45,7 @@ class QemuResult:
     seconds: float  # wall time of the QEMU process
     file_output: bytes | None = None  # a float-entry build's file_output.bin (host.unpack_file_outputs reads it)
     detections: np.ndarray | None = None  # a detector's boxes (ops.detect_post.DETECTION_DTYPE), best first
+    instructions: int | None = None  # with count=True: executed by the invoke call (the QEMU plugin's count)
 
 
 def qemu_command(build, kernel: Path) -> list[str]:
@@ -89,10 +95,50 @@ def _failure(build, rc: int, console: str) -> KilobyteError:
     return KilobyteError(f"{where}: QEMU exited with code {rc}: {last}")
 
 
-def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarray | None = None) -> QemuResult:
+def _bl_target(address: int, first: int, second: int) -> int | None:
+    """The target of a Thumb-2 BL (encoding T1: 11110 S imm10, 11 J1 1 J2 imm11) at `address`, else None.
+
+    >>> hex(_bl_target(0x8000, 0xF000, 0xF800))  # BL to the next instruction's address + 0
+    '0x8004'
+    >>> hex(_bl_target(0x8000, 0xF7FF, 0xFFFE))  # BL 4 bytes back: to itself
+    '0x8000'
+    """
+    if first >> 11 != 0b11110 or second & 0xD000 != 0xD000:
+        return None
+    s = first >> 10 & 1
+    i1, i2 = 1 - ((second >> 13 & 1) ^ s), 1 - ((second >> 11 & 1) ^ s)
+    offset = s << 24 | i1 << 23 | i2 << 22 | (first & 0x3FF) << 12 | (second & 0x7FF) << 1
+    return address + 4 + (offset - (1 << 25) if s else offset)
+
+
+def invoke_span(build) -> tuple[int, int]:
+    """(address of the invoke function's first instruction, address of the instruction after main's BL to it): the
+    plugin counts from the first (counted) to the second (not counted). A `KilobyteError` if main never calls it."""
+    funcs = {s.name: s for s in elf_symbols(build.elf) if s.kind == "func"}
+    invoke = f"{build.prefix}_invoke"
+    if invoke not in funcs or "main" not in funcs:
+        raise KilobyteError(f"{build.elf}: no {invoke} / main symbol; is this a kilobyte firmware?")
+    entry, start = funcs[invoke].address, funcs["main"].address  # Thumb bit already cleared
+    code = elf_bytes(build.elf, start, funcs["main"].size)
+    i = 0
+    while i + 2 <= len(code):
+        first = int.from_bytes(code[i:i + 2], "little")
+        if first >> 11 in (0b11101, 0b11110, 0b11111):  # a 32-bit instruction
+            second = int.from_bytes(code[i + 2:i + 4], "little")
+            if _bl_target(start + i, first, second) == entry:
+                return entry, start + i + 4
+            i += 4
+        else:
+            i += 2
+    raise KilobyteError(f"{build.elf}: main never calls {invoke} with BL; is this a kilobyte firmware?")
+
+
+def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarray | None = None,
+             count: bool = False) -> QemuResult:
     """Run the firmware of `build` (a FirmwareBuild) on `input` (int8, KB_INPUT_BYTES elements) under QEMU; a build
     with the float entry point (`build_firmware(float_entry=True)`) also runs that on `file_input` (the file's
-    input: floats for a float input)."""
+    input: floats for a float input). `count`: also count the invoke call's instructions (`QemuResult.instructions`)
+    with Kilobyte's QEMU plugin."""
     data = as_input_bytes(build, input)
     if (file_input is None) != (build.file_output_bytes is None):
         raise KilobyteError(f"{build.elf}: give file_input exactly when the firmware runs the float entry point")
@@ -101,10 +147,13 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
         (work / "input.bin").write_bytes(data)
         if file_input is not None:
             (work / "file_input.bin").write_bytes(np.ascontiguousarray(file_input).tobytes())
+        command = qemu_command(build, build.elf.resolve())
+        if count:
+            command += plugin_args(*invoke_span(build), work / "count.txt")
         start = time.perf_counter()
         try:
-            proc = subprocess.run(qemu_command(build, build.elf.resolve()), cwd=work, capture_output=True,
-                                  text=True, errors="replace", timeout=timeout)
+            proc = subprocess.run(command, cwd=work, capture_output=True, text=True, errors="replace",
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
             raise KilobyteError(f"{build.elf} on {build.board.machine}: no exit within {timeout:g} s (killed); "
                                 f"the model may loop forever") from None
@@ -115,13 +164,14 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
         file_output = (work / "file_output.bin").read_bytes() if file_input is not None else None
         stats = dict(line.split() for line in (work / "stats.txt").read_text().splitlines() if line.strip())
         detections = _detections(build, work / "detections.bin") if build.max_detections is not None else None
+        instructions = read_count(work / "count.txt", f"{build.elf} on {build.board.machine}") if count else None
     if len(output) != build.output_bytes:
         raise KilobyteError(f"{build.elf}: output.bin has {len(output)} bytes, expected {build.output_bytes}")
     if file_output is not None and len(file_output) != build.file_output_bytes:
         raise KilobyteError(f"{build.elf}: file_output.bin has {len(file_output)} bytes, expected "
                             f"{build.file_output_bytes}")
     return QemuResult(np.frombuffer(output, dtype=np.int8).copy(), int(stats["stack_bytes"]), proc.returncode,
-                      seconds, file_output, detections)
+                      seconds, file_output, detections, instructions)
 
 
 def _detections(build, path: Path) -> np.ndarray:
