@@ -1,10 +1,11 @@
 """Kilobyte's QEMU instruction-count plugin (kilobyte/targets/qemu/kb_icount.c) against the unicorn counter.
 
 The plugin counts the invoke call under QEMU, from the invoke function's first instruction to the one after main's
-call of it; unicorn runs the invoke function alone. Both count every instruction of every block that ran, so on the
-cores both emulate (Cortex-M4, M7) the counts must be equal — on several models, kernel sets and cores, whatever the
-block boundaries of the two emulators. On the Cortex-M55, which unicorn cannot run, the plugin's count is checked by
-its invariants only. On CI (env CI set) nothing here is skipped.
+call of it, split by kb_layer_* function; unicorn runs the invoke function alone. Both count every instruction of
+every block that ran, so on the cores both emulate (Cortex-M4, M7) the counts must be equal, in total and per
+layer — on several models, kernel sets and cores, whatever the block boundaries of the two emulators. On the
+Cortex-M55, which unicorn cannot run, the plugin's count is checked by its invariants only. On CI (env CI set)
+nothing here is skipped.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from kilobyte.interp import run_int8
 from kilobyte.schedule.plan_types import PlanOptions
 from kilobyte.targets.cortexm import build_firmware, count_instructions, have_tools, run_qemu
 from kilobyte.targets.cortexm.measure import elf_symbols
-from kilobyte.targets.cortexm.qemu import as_input_bytes, invoke_span, qemu_command
-from kilobyte.targets.qemu import plugin_args, read_count
+from kilobyte.targets.cortexm.qemu import as_input_bytes, invoke_marks, qemu_command
+from kilobyte.targets.qemu import plugin_args, read_counts
 
 _HAVE_ALL = have_tools() and all(importlib.util.find_spec(m) for m in ("unicorn", "elftools"))
 pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # never skipped on CI: fail there
@@ -54,6 +55,7 @@ def test_plugin_count_equals_unicorn(tmp_path, name, width, res, target, kernels
     under_qemu = run_qemu(build, x, count=True, timeout=120)
     counted = count_instructions(build, x, timeout=600)
     assert under_qemu.instructions == counted.total > 0
+    assert under_qemu.per_layer == counted.per_layer and len(counted.per_layer) > 3
     want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
     assert np.array_equal(under_qemu.output, want) and np.array_equal(counted.output, want)
 
@@ -80,13 +82,12 @@ def test_plugin_reports_a_call_that_never_returns(tmp_path):
     graph, x = _zoo("mnist-cnn", 0.35, 28)
     result = compile_graph(graph, tmp_path / "m", PlanOptions())
     build = build_firmware(result.out_dir, "cortex-m4", out_dir=tmp_path / "fw")
-    start, stop = invoke_span(build)
-    assert stop > start
+    marks, _ = invoke_marks(build)
+    start = next(a for a, b in marks.items() if b == 1 and a not in marks.values())
     (tmp_path / "input.bin").write_bytes(as_input_bytes(build, x))
     never = next(sym.address for sym in elf_symbols(build.elf) if sym.name == "fw_fault_report")
-    out = tmp_path / "count.txt"
-    proc = subprocess.run(qemu_command(build, build.elf.resolve()) + plugin_args(start, never, out), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(qemu_command(build, build.elf.resolve()) + plugin_args({start: 1, never: 0}, tmp_path),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    with pytest.raises(KilobyteError, match="never reaching|without reaching"):
-        read_count(out, "fw")
+    with pytest.raises(KilobyteError, match="without returning"):
+        read_counts(tmp_path, "fw")

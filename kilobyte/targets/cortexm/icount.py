@@ -18,7 +18,6 @@ builds cannot be counted: GCC 12 emits v8.1-M low-overhead loops (DLS/LE) that u
 from __future__ import annotations
 
 import bisect
-import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -28,13 +27,12 @@ from kilobyte.errors import KilobyteError
 
 from .cycles import CycleModel, cycle_model, decode
 from .firmware import model_interface
-from .measure import elf_symbol_values, elf_symbols
+from .measure import CLONE_SUFFIX, elf_symbol_values, elf_symbols
 from .qemu import as_input_bytes
 from .toolchain import get_board
 
 MAGIC_RETURN = 0x10000000  # outside every board's FLASH and RAM: kb_invoke returns here and the emulation stops
 _PAGE = 0x1000
-_CLONE_SUFFIX = re.compile(r"\.(constprop|isra|part|cold|lto_priv)\b.*$")
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ class _Functions:
     """The ELF's function symbols, sorted, for "which function is this address in"."""
 
     def __init__(self, symbols):
-        spans = {(s.address, s.address + s.size, _CLONE_SUFFIX.sub("", s.name)) for s in symbols if s.kind == "func"}
+        spans = {(s.address, s.address + s.size, CLONE_SUFFIX.sub("", s.name)) for s in symbols if s.kind == "func"}
         self.spans = sorted(spans)  # (start, end, name), end exclusive
         self.starts = [start for start, _, _ in self.spans]
 

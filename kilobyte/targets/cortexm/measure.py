@@ -45,6 +45,9 @@ class ElfSymbol:
     source: str = ""  # for a local (static) symbol, the source file it came from (the preceding STT_FILE entry)
 
 
+CLONE_SUFFIX = re.compile(r"\.(constprop|isra|part|cold|lto_priv)\b.*$")  # GCC's clones: kb_layer_1_x.constprop.0
+
+
 def _elffile():
     try:
         from elftools.elf.elffile import ELFFile

@@ -4,7 +4,8 @@
 of the build's core with semihosting serving files from that directory, and reads back `output.bin` and the stack
 high-water mark from `stats.txt`. With `count=True` it also loads Kilobyte's TCG plugin (`targets/qemu`) to count
 the instructions of the invoke call, from the invoke function's first instruction to the one after main's call of
-it (`invoke_span`): what the unicorn counter counts (`icount.py`), on any core QEMU runs, Cortex-M55 included.
+it, per kb_layer_* function (`invoke_marks`): what the unicorn counter counts (`icount.py`), on any core QEMU runs,
+Cortex-M55 included.
 Every way a run can go wrong becomes a one-line `KilobyteError`: a fault (the
 firmware's handler reports it and exits with FW_EXIT_FAULT), a CPU lock-up (QEMU aborts), a timeout (QEMU is
 killed), missing files.
@@ -24,8 +25,8 @@ import numpy as np
 from kilobyte.errors import KilobyteError
 from kilobyte.ops.detect_post import DETECTION_DTYPE
 
-from ..qemu import plugin_args, read_count
-from .measure import elf_bytes, elf_symbols
+from ..qemu import plugin_args, read_counts
+from .measure import CLONE_SUFFIX, elf_bytes, elf_symbols
 from .toolchain import qemu_arm
 
 FW_EXIT_IO = 2  # fw/fw.h
@@ -46,6 +47,7 @@ class QemuResult:
     file_output: bytes | None = None  # a float-entry build's file_output.bin (host.unpack_file_outputs reads it)
     detections: np.ndarray | None = None  # a detector's boxes (ops.detect_post.DETECTION_DTYPE), best first
     instructions: int | None = None  # with count=True: executed by the invoke call (the QEMU plugin's count)
+    per_layer: dict[str, int] | None = None  # with count=True: by kb_layer_* function, in call order
 
 
 def qemu_command(build, kernel: Path) -> list[str]:
@@ -111,26 +113,45 @@ def _bl_target(address: int, first: int, second: int) -> int | None:
     return address + 4 + (offset - (1 << 25) if s else offset)
 
 
-def invoke_span(build) -> tuple[int, int]:
-    """(address of the invoke function's first instruction, address of the instruction after main's BL to it): the
-    plugin counts from the first (counted) to the second (not counted). A `KilobyteError` if main never calls it."""
-    funcs = {s.name: s for s in elf_symbols(build.elf) if s.kind == "func"}
-    invoke = f"{build.prefix}_invoke"
-    if invoke not in funcs or "main" not in funcs:
-        raise KilobyteError(f"{build.elf}: no {invoke} / main symbol; is this a kilobyte firmware?")
-    entry, start = funcs[invoke].address, funcs["main"].address  # Thumb bit already cleared
-    code = elf_bytes(build.elf, start, funcs["main"].size)
-    i = 0
+def _bl_calls(code: bytes, start: int) -> list[tuple[int, int]]:
+    """(address, target) of every Thumb-2 BL in `code` (loaded at `start`), walking instruction lengths (a halfword
+    whose top five bits are 0b11101, 0b11110 or 0b11111 starts a 32-bit instruction)."""
+    calls, i = [], 0
     while i + 2 <= len(code):
         first = int.from_bytes(code[i:i + 2], "little")
-        if first >> 11 in (0b11101, 0b11110, 0b11111):  # a 32-bit instruction
-            second = int.from_bytes(code[i + 2:i + 4], "little")
-            if _bl_target(start + i, first, second) == entry:
-                return entry, start + i + 4
+        if first >> 11 in (0b11101, 0b11110, 0b11111):
+            target = _bl_target(start + i, first, int.from_bytes(code[i + 2:i + 4], "little"))
+            if target is not None:
+                calls.append((start + i, target))
             i += 4
         else:
             i += 2
-    raise KilobyteError(f"{build.elf}: main never calls {invoke} with BL; is this a kilobyte firmware?")
+    return calls
+
+
+def invoke_marks(build) -> tuple[dict[int, int], dict[int, str]]:
+    """The plugin's marks for counting one invoke call as the unicorn counter does, and the layer of each bucket:
+    the invoke function's entry (bucket 1: its own code), each kb_layer_* function's entry (its own bucket, 2 on,
+    in call order) and the instruction after each BL to it in the invoke function (1 again), and the instruction
+    after main's BL to the invoke function (0: stop). A `KilobyteError` if main never calls it."""
+    funcs = {s.name: s for s in elf_symbols(build.elf) if s.kind == "func"}  # Thumb bit already cleared
+    invoke = f"{build.prefix}_invoke"
+    if invoke not in funcs or "main" not in funcs:
+        raise KilobyteError(f"{build.elf}: no {invoke} / main symbol; is this a kilobyte firmware?")
+    entry, main = funcs[invoke].address, funcs["main"]
+    stops = [a + 4 for a, t in _bl_calls(elf_bytes(build.elf, main.address, main.size), main.address) if t == entry]
+    if not stops:
+        raise KilobyteError(f"{build.elf}: main never calls {invoke} with BL; is this a kilobyte firmware?")
+    layers = {s.address: CLONE_SUFFIX.sub("", name) for name, s in funcs.items()
+              if name.startswith(f"{build.prefix}_layer_")}
+    marks, names = {entry: 1, stops[0]: 0}, {}
+    code = elf_bytes(build.elf, entry, funcs[invoke].size)
+    for address, target in _bl_calls(code, entry):
+        if target in layers:
+            bucket = next((b for b, n in names.items() if n == layers[target]), len(names) + 2)
+            names[bucket] = layers[target]
+            marks[target], marks[address + 4] = bucket, 1
+    return marks, names
 
 
 def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarray | None = None,
@@ -149,7 +170,8 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
             (work / "file_input.bin").write_bytes(np.ascontiguousarray(file_input).tobytes())
         command = qemu_command(build, build.elf.resolve())
         if count:
-            command += plugin_args(*invoke_span(build), work / "count.txt")
+            marks, layer_of = invoke_marks(build)
+            command += plugin_args(marks, work)
         start = time.perf_counter()
         try:
             proc = subprocess.run(command, cwd=work, capture_output=True, text=True, errors="replace",
@@ -164,14 +186,18 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
         file_output = (work / "file_output.bin").read_bytes() if file_input is not None else None
         stats = dict(line.split() for line in (work / "stats.txt").read_text().splitlines() if line.strip())
         detections = _detections(build, work / "detections.bin") if build.max_detections is not None else None
-        instructions = read_count(work / "count.txt", f"{build.elf} on {build.board.machine}") if count else None
+        counts = read_counts(work, f"{build.elf} on {build.board.machine}") if count else None
     if len(output) != build.output_bytes:
         raise KilobyteError(f"{build.elf}: output.bin has {len(output)} bytes, expected {build.output_bytes}")
     if file_output is not None and len(file_output) != build.file_output_bytes:
         raise KilobyteError(f"{build.elf}: file_output.bin has {len(file_output)} bytes, expected "
                             f"{build.file_output_bytes}")
+    instructions = per_layer = None
+    if counts is not None:
+        instructions = sum(counts.values())
+        per_layer = {layer_of[b]: counts.get(b, 0) for b in sorted(layer_of)}
     return QemuResult(np.frombuffer(output, dtype=np.int8).copy(), int(stats["stack_bytes"]), proc.returncode,
-                      seconds, file_output, detections, instructions)
+                      seconds, file_output, detections, instructions, per_layer)
 
 
 def _detections(build, path: Path) -> np.ndarray:

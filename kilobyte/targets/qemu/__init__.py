@@ -1,11 +1,13 @@
-"""Targets stage: Kilobyte's QEMU TCG plugin (`kb_icount.c`), which counts the instructions a guest executes from
-one address to another, for cores the unicorn counter cannot run (Cortex-M55's v8.1-M code; later RISC-V) and as
-its cross-check on the ones it can (tests/targets/test_qemu_icount.py: equal counts on Cortex-M4 and M7 firmware).
+"""Targets stage: Kilobyte's QEMU TCG plugin (`kb_icount.c`), which counts the instructions a guest executes, split
+by address marks into buckets, for cores the unicorn counter cannot run (Cortex-M55's v8.1-M code; later RISC-V)
+and as its cross-check on the ones it can (tests/targets/test_qemu_icount.py: equal counts on Cortex-M4 and M7).
 
 `plugin_path()` builds the plugin with the host C compiler once per process (about 0.1 s) into a temporary
-directory; QEMU loads it with `-plugin PATH,start=ADDR,stop=ADDR,out=FILE` (`plugin_args`) and the plugin writes
-the count to FILE when execution reaches `stop` ("-1" if the guest exits first). The plugin API it uses is declared
-in `kb_qemu_plugin.h` (Debian ships no qemu-plugin.h); QEMU 7.2 (`qemu-system-arm` in Debian 12) implements it.
+directory. `plugin_args(marks, work)` writes the marks (address -> bucket: executing the address makes that bucket
+the one counted into; bucket 0 stops and writes the counts) and returns QEMU's `-plugin PATH,marks=...,out=...`;
+`read_counts` reads the bucket counts back ("-1": the guest exited before bucket 0). The plugin API it uses is
+declared in `kb_qemu_plugin.h` (Debian ships no qemu-plugin.h); QEMU 7.2 (`qemu-system-arm` in Debian 12)
+implements it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ PLUGIN_DIR = Path(__file__).parent
 PLUGIN_SOURCE = PLUGIN_DIR / "kb_icount.c"
 PLUGIN_FLAGS = ("-shared", "-fPIC", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
 
-__all__ = ["PLUGIN_SOURCE", "plugin_args", "plugin_path", "read_count"]
+__all__ = ["PLUGIN_SOURCE", "plugin_args", "plugin_path", "read_counts"]
+
+MAX_MARKS = 4096  # kb_icount.c's MAX_MARKS and MAX_BUCKETS
 
 
 @functools.cache
@@ -40,18 +44,23 @@ def plugin_path(cc: str = "gcc") -> Path:
     return out
 
 
-def plugin_args(start: int, stop: int, out: Path) -> list[str]:
-    """QEMU arguments that load the plugin to count from address `start` (counted) until `stop` (not) into `out`."""
-    return ["-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out={out}"]
+def plugin_args(marks: dict[int, int], work: Path) -> list[str]:
+    """QEMU arguments that load the plugin with `marks` (address -> bucket, written to work/marks.txt) and its counts
+    going to work/count.txt."""
+    if not 0 < len(marks) <= MAX_MARKS or not all(0 <= b < MAX_MARKS for b in marks.values()):
+        raise KilobyteError(f"the QEMU plugin takes 1-{MAX_MARKS} marks with buckets 0-{MAX_MARKS - 1}, "
+                            f"got {len(marks)}")
+    (work / "marks.txt").write_text("".join(f"{a:#x} {b}\n" for a, b in sorted(marks.items())))
+    return ["-plugin", f"{plugin_path()},marks={work / 'marks.txt'},out={work / 'count.txt'}"]
 
 
-def read_count(out: Path, where: str) -> int:
-    """The count the plugin wrote to `out`; a `KilobyteError` (naming `where`) if it wrote none or the guest never
-    reached the stop address."""
+def read_counts(work: Path, where: str) -> dict[int, int]:
+    """The plugin's counts (bucket -> instructions, buckets that counted any) from work/count.txt; a
+    `KilobyteError` naming `where` if it wrote none or the guest exited before reaching a bucket-0 mark."""
     try:
-        text = out.read_text().strip()
+        text = (work / "count.txt").read_text().split()
     except FileNotFoundError:
-        raise KilobyteError(f"{where}: the QEMU plugin wrote no count (was it loaded?)") from None
-    if text == "-1":
-        raise KilobyteError(f"{where}: the guest exited without reaching the counted call's return")
-    return int(text)
+        raise KilobyteError(f"{where}: the QEMU plugin wrote no counts (was it loaded?)") from None
+    if text == ["-1"]:
+        raise KilobyteError(f"{where}: the guest exited without returning from the counted call")
+    return {int(b): int(n) for b, n in zip(text[::2], text[1::2])}

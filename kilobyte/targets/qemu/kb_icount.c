@@ -1,15 +1,19 @@
-/* Kilobyte's QEMU plugin: the instructions a guest executes from one address to another, for the Cortex-M (and
- * later other) firmware that kilobyte builds, counted as the unicorn counter counts them (targets/cortexm/icount.py):
- * every instruction of every block that runs, IT-skipped ones included, from the first execution of `start` (the
- * model's invoke function: counted) until execution first reaches `stop` (the instruction after the call: not
- * counted). The count goes to the file `out` when `stop` is reached ("<count>\n"), or with "-1" when the guest
- * exits without reaching it.
+/* Kilobyte's QEMU plugin: the instructions a guest executes, split by address marks, for the firmware that kilobyte
+ * builds, counted as the unicorn counter counts them (targets/cortexm/icount.py): every instruction of every block
+ * that runs, IT-skipped ones included.
  *
- *   qemu-system-arm ... -plugin kb_icount.so,start=0x...,stop=0x...,out=count.txt
+ *   qemu-system-arm ... -plugin kb_icount.so,marks=marks.txt,out=count.txt
  *
- * Per translation block: one execution callback adding the block's instruction count while counting is on; a
- * block that holds `start` or `stop` gets one callback per instruction instead, so a marker in the middle of a
- * block splits it exactly. QEMU runs the guest on one vCPU (the Cortex-M boards have one), so no locking. */
+ * marks.txt: one "ADDRESS BUCKET" per line (C integer syntax). Executing a marked address makes its bucket the
+ * current one, from that instruction on; bucket 0 stops counting for good and writes the counts. Before the first
+ * mark nothing is counted. The counts go to `out` as "BUCKET COUNT" lines, buckets in increasing order, when bucket 0
+ * is reached, or "-1" alone when the guest exits before it. (kilobyte marks the invoke function's entry as bucket 1,
+ * each layer function's entry as its own bucket and the instruction after each call of it as bucket 1 again, and
+ * the instruction after main's call of the invoke function as 0: targets/cortexm/qemu.py, invoke_marks.)
+ *
+ * Per translation block: one execution callback adding the block's instruction count to the current bucket; a block
+ * holding a mark gets one callback per instruction instead, so a mark in the middle of a block splits it exactly.
+ * QEMU runs the guest on one vCPU (the Cortex-M boards have one), so no locking. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,46 +22,63 @@
 
 KB_QEMU_PLUGIN_EXPORT int qemu_plugin_version = KB_QEMU_PLUGIN_API_VERSION;
 
-static uint64_t start_addr, stop_addr;
-static const char *out_path;
-static int counting, done;
-static uint64_t count;
+#define MAX_MARKS 4096
+#define MAX_BUCKETS 4096
 
-static void write_count(const char *text)
+static uint64_t mark_addr[MAX_MARKS];
+static int mark_bucket[MAX_MARKS];
+static int n_marks;
+static const char *out_path;
+static int current = -1, done;  /* the bucket counted into (-1: none yet) */
+static uint64_t counts[MAX_BUCKETS];
+
+static void write_counts(void)
 {
     FILE *f = fopen(out_path, "w");
-    if (f != NULL) {
-        fputs(text, f);
-        fclose(f);
+    if (f == NULL) {
+        return;
     }
+    for (int b = 1; b < MAX_BUCKETS; ++b) {
+        if (counts[b]) {
+            fprintf(f, "%d %llu\n", b, (unsigned long long)counts[b]);
+        }
+    }
+    fclose(f);
 }
 
 static void on_block(unsigned int vcpu, void *n_insns)
 {
     (void)vcpu;
-    if (counting) {
-        count += (uint64_t)(uintptr_t)n_insns;
+    if (current > 0) {
+        counts[current] += (uint64_t)(uintptr_t)n_insns;
     }
 }
 
-enum { PLAIN, START, STOP };
-
-static void on_insn(unsigned int vcpu, void *kind)
+/* udata: the instruction's mark + 1, or 0 for an unmarked one. */
+static void on_insn(unsigned int vcpu, void *mark)
 {
     (void)vcpu;
-    const int k = (int)(uintptr_t)kind;
-    if (k == START && !done) {
-        counting = 1;
-    } else if (k == STOP && counting) {
-        char text[32];
-        counting = 0, done = 1;
-        snprintf(text, sizeof text, "%llu\n", (unsigned long long)count);
-        write_count(text);
-        return;
+    const int m = (int)(uintptr_t)mark - 1;
+    if (m >= 0 && !done) {
+        current = mark_bucket[m];
+        if (current == 0) {
+            done = 1;
+            write_counts();
+        }
     }
-    if (counting) {
-        ++count;
+    if (current > 0) {
+        ++counts[current];
     }
+}
+
+static int mark_at(uint64_t address)
+{
+    for (int i = 0; i < n_marks; ++i) {
+        if (mark_addr[i] == address) {
+            return i;
+        }
+    }
+    return -1;
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -66,8 +87,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     const size_t n = qemu_plugin_tb_n_insns(tb);
     int marked = 0;
     for (size_t i = 0; i < n && !marked; ++i) {
-        const uint64_t a = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
-        marked = a == start_addr || a == stop_addr;
+        marked = mark_at(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i))) >= 0;
     }
     if (!marked) {
         qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)n);
@@ -75,9 +95,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     for (size_t i = 0; i < n; ++i) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-        const uint64_t a = qemu_plugin_insn_vaddr(insn);
-        const int kind = a == start_addr ? START : a == stop_addr ? STOP : PLAIN;
-        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)kind);
+        const int m = mark_at(qemu_plugin_insn_vaddr(insn));
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)(m + 1));
     }
 }
 
@@ -85,29 +104,52 @@ static void at_exit(qemu_plugin_id_t id, void *userdata)
 {
     (void)id, (void)userdata;
     if (!done) {
-        write_count("-1\n");
+        FILE *f = fopen(out_path, "w");
+        if (f != NULL) {
+            fputs("-1\n", f);
+            fclose(f);
+        }
     }
 }
 
-/* Arguments: start=ADDR, stop=ADDR (C integer syntax: 0x... or decimal) and out=PATH, all three. */
+static int read_marks(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    unsigned long long address;
+    int bucket;
+    while (n_marks < MAX_MARKS && fscanf(f, "%lli %d", (long long *)&address, &bucket) == 2) {
+        if (bucket < 0 || bucket >= MAX_BUCKETS) {
+            fclose(f);
+            return -1;
+        }
+        mark_addr[n_marks] = address, mark_bucket[n_marks] = bucket, ++n_marks;
+    }
+    const int complete = feof(f);
+    fclose(f);
+    return complete && n_marks > 0 ? 0 : -1;
+}
+
+/* Arguments: marks=PATH and out=PATH. */
 KB_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
 {
     (void)info;
-    int have = 0;
+    const char *marks = NULL;
     for (int i = 0; i < argc; ++i) {
-        if (strncmp(argv[i], "start=", 6) == 0) {
-            start_addr = strtoull(argv[i] + 6, NULL, 0), have |= 1;
-        } else if (strncmp(argv[i], "stop=", 5) == 0) {
-            stop_addr = strtoull(argv[i] + 5, NULL, 0), have |= 2;
+        if (strncmp(argv[i], "marks=", 6) == 0) {
+            marks = argv[i] + 6;
         } else if (strncmp(argv[i], "out=", 4) == 0) {
-            out_path = argv[i] + 4, have |= 4;
+            out_path = argv[i] + 4;
         } else {
-            qemu_plugin_outs("kb_icount: unknown argument (expected start=, stop=, out=)\n");
+            qemu_plugin_outs("kb_icount: unknown argument (expected marks=PATH,out=PATH)\n");
             return 1;
         }
     }
-    if (have != 7) {
-        qemu_plugin_outs("kb_icount: needs start=ADDR,stop=ADDR,out=PATH\n");
+    if (marks == NULL || out_path == NULL || read_marks(marks) != 0) {
+        qemu_plugin_outs("kb_icount: needs marks=PATH (lines \"ADDRESS BUCKET\", at most 4096, buckets 0-4095) and "
+                         "out=PATH\n");
         return 1;
     }
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
