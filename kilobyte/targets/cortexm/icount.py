@@ -12,7 +12,8 @@ not start where it ended) give `cycles`.
 
 Per layer: a block at the entry of a `kb_layer_*` function pushes (layer, LR); reaching that return address pops
 it; every block counts for the innermost layer on that stack (kb_invoke's own code counts for no layer). Cortex-M55
-builds cannot be counted: GCC 12 emits v8.1-M low-overhead loops (DLS/LE) that unicorn does not implement.
+builds cannot be counted here: GCC 12 emits v8.1-M low-overhead loops (DLS/LE) that unicorn does not implement
+(`run_qemu(count=True)` counts them with Kilobyte's QEMU plugin instead, `targets/qemu`).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from .toolchain import get_board
 
 CYCLE_MODEL_NOTE = ("modelled {target} cycles at zero wait states: each executed instruction priced by Arm's "
                     "timings plus a pipeline refill per taken branch (kilobyte/targets/cortexm/cycles.py)")
-NO_ICOUNT_NOTE = ("instruction counts are unavailable for cortex-m55: unicorn cannot run v8.1-M code (DLS/LE "
-                  "loops); Flash, SRAM and the stack are still measured")
+QEMU_COUNT_NOTE = ("{target}: instructions counted under QEMU by kilobyte's TCG plugin (unicorn cannot run "
+                   "v8.1-M code); cycles are not modelled for this core yet")
 
 
 def resolve_target(target: str | None, device: str | Device | None,
@@ -69,7 +69,8 @@ def run_on_target(project, x: np.ndarray, target: str | None, *, device: str | D
 
 def bench_on_target(project, target: str | None, *, device: str | Device | None = None, kernels: str | None = None,
                     seed: int = 0, timeout: float = 120) -> dict[str, Any]:
-    """Measured Flash / SRAM (from the ELF), stack high-water mark (QEMU) and instructions (unicorn) of one run.
+    """Measured Flash / SRAM (from the ELF), stack high-water mark (QEMU) and instructions of one run: by unicorn,
+    with the cycles they model, on the cores it runs; else (Cortex-M55) by Kilobyte's QEMU plugin, without cycles.
 
     The input is random int8 (`seed`); QEMU's and unicorn's outputs must agree, else a KilobyteError.
     """
@@ -79,7 +80,7 @@ def bench_on_target(project, target: str | None, *, device: str | Device | None 
     m = manifest(project)
     build = build_firmware(project, target, device=dev, kernels=kernels)
     x = np.random.default_rng(seed).integers(-128, 128, tuple(m["input"]["shape"])).astype(np.int8)
-    run = run_qemu(build, x, timeout=timeout)
+    run = run_qemu(build, x, timeout=timeout, count=build.board.unicorn_cpu is None)
     counts = None
     if build.board.unicorn_cpu is not None:
         counts = count_instructions(build, x, timeout=timeout)
@@ -90,7 +91,8 @@ def bench_on_target(project, target: str | None, *, device: str | Device | None 
 
 def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
     macs = int(m["macs"])
-    instructions = counts.total if counts else None
+    instructions = counts.total if counts else run.instructions
+    per_layer = dict(counts.per_layer) if counts else run.per_layer
     cycles = counts.cycles if counts else None
     return {
         "model": m.get("model"), "target": build.target, "machine": build.board.machine, "kernels": build.kernels,
@@ -98,7 +100,7 @@ def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
         "flash_bytes": sizes["flash_bytes"], "sram_bytes": sizes["sram_bytes"], "stack_bytes": run.stack_bytes,
         "instructions": instructions, "macs": macs,
         "instructions_per_mac": round(instructions / macs, 3) if instructions and macs else None,
-        "per_layer_instructions": dict(counts.per_layer) if counts else None,
+        "per_layer_instructions": per_layer,
         "cycles": cycles, "cycles_per_mac": round(cycles / macs, 3) if cycles and macs else None,
         "per_layer_cycles": dict(counts.per_layer_cycles) if counts else None,
         "cycle_model": CYCLE_MODEL_NOTE.format(target=build.target) if counts else None,
@@ -108,5 +110,5 @@ def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
                  "other": sizes["sram_other_bytes"], "limit": sizes["sram_limit_bytes"]},
         "planned": {"arena_bytes": m["arena_bytes"], "peak_bytes": m["peak_bytes"]},
         "qemu_seconds": round(run.seconds, 3), "elf": str(build.elf),
-        "note": None if counts else NO_ICOUNT_NOTE,
+        "note": None if counts else QEMU_COUNT_NOTE.format(target=build.target),
     }
