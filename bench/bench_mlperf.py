@@ -8,7 +8,10 @@ For kws-dscnn, vww-mbv1, ic-resnet8 (each ending in an int8 SOFTMAX, as the refe
   instructions and modelled cycles per inference (`targets/cortexm/cycles.py`), portable kernels and DSP kernels
   (each from a plan made for that kernel set), beside the best published MLPerf Tiny result's cycles on that core
   (issue 29's yardstick; target: <= 0.8x the Cortex-M4's); per weighted layer too (bench_cortexm.py's rows:
-  instructions and cycles, per MAC).
+  instructions and cycles, per MAC);
+- Cortex-M55 (QEMU mps3-an547): the same, with the instructions counted by Kilobyte's QEMU plugin (unicorn cannot
+  run v8.1-M code) and no cycles yet (issue 30's beat model), beside the Renesas RA8D1's (Cortex-M85, 480 MHz)
+  published cycles.
 Writes bench/results/mlperf.json and prints markdown tables.
 
     python bench/bench_mlperf.py      # about two minutes
@@ -38,13 +41,13 @@ from kilobyte.interp import run_int8  # noqa: E402
 from kilobyte.ir import Node, Op, QParams, SoftmaxAttrs, Tensor  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.schedule.plan_types import PlanOptions  # noqa: E402
-from kilobyte.targets.cortexm import build_firmware, count_instructions, measure  # noqa: E402
+from kilobyte.targets.cortexm import build_firmware, count_instructions, measure, run_qemu  # noqa: E402
 from kilobyte.targets.tflm import run_tflm, tflm_arena_bytes, tflm_invoke_latency  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mlperf.json"
 REPEATS = 15
 SOFTMAX_HEAD = ("kws-dscnn", "vww-mbv1", "ic-resnet8")
-TARGETS = ("cortex-m4", "cortex-m7")
+TARGETS = ("cortex-m4", "cortex-m7", "cortex-m55")  # the M55: instructions only (QEMU plugin), no cycle model yet
 # Best published MLPerf Tiny closed-division latency per model (tiny_results v1.1-v1.3, as issue 29 lists them):
 # (milliseconds, clock in MHz, engine). Cycles = ms x MHz x 1000 at the board's clock.
 PUBLISHED = {
@@ -52,6 +55,9 @@ PUBLISHED = {
                   "ic-resnet8": (165.1, 120, "ST X-CUBE-AI 9.0"), "ad-autoencoder": (4.05, 120, "Plumerai")},
     "cortex-m7": {"kws-dscnn": (11.3, 280, None), "vww-mbv1": (23.8, 280, None), "ic-resnet8": (40.8, 280, None),
                   "ad-autoencoder": (1.08, 280, None)},
+    # issue 30: Renesas RA8D1 (Cortex-M85 at 480 MHz), TFLM + CMSIS-NN, the fastest Cortex-M results
+    "cortex-m55": {"kws-dscnn": (3.47, 480, "RA8D1 M85, TFLM + CMSIS-NN"), "vww-mbv1": (13.39, 480, None),
+                   "ic-resnet8": (8.48, 480, None), "ad-autoencoder": (0.53, 480, None)},
 }
 TARGET_FRACTION = 0.8  # issue 29: modelled Cortex-M4 cycles (DSP kernels) <= 0.8 x the best published cycles
 
@@ -105,19 +111,26 @@ def target_rows(name: str, q, work: Path) -> list[dict]:
         result = compile_graph(q, work / f"{name}-{kernels}", PlanOptions(kernels=kernels), model_name=name)
         for target in TARGETS:
             build = build_firmware(result.out_dir, target)
-            count = count_instructions(build, x, timeout=600)
-            if not np.array_equal(count.output, want):
+            if build.board.unicorn_cpu is not None:
+                count = count_instructions(build, x, timeout=600)
+                output, total, cycles = count.output, count.total, count.cycles
+                layers = per_layer(count.per_layer, count.per_layer_cycles, layer_table(result.graph))
+            else:  # unicorn cannot run v8.1-M code: Kilobyte's QEMU plugin counts; no cycle model for the core yet
+                run = run_qemu(build, x, timeout=600, count=True)
+                output, total, cycles = run.output, run.instructions, None
+                layers = per_layer(run.per_layer, dict.fromkeys(run.per_layer, 0), layer_table(result.graph))
+                layers = [dict(r, cycles=None, cpm=None) for r in layers]
+            if not np.array_equal(output, want):
                 raise SystemExit(f"{name} {target} {kernels}: output differs from run_int8")
             sizes = measure(build)
             best = published_cycles(name, target)
-            rows.append({"model": name, "target": target, "kernels": kernels, "instructions": count.total,
-                         "per_mac": count.total / result.plan.macs, "cycles": count.cycles,
-                         "cycles_per_mac": count.cycles / result.plan.macs, "published_cycles": best,
-                         "vs_published": count.cycles / best, "flash_bytes": sizes["flash_bytes"],
+            rows.append({"model": name, "target": target, "kernels": kernels, "instructions": total,
+                         "per_mac": total / result.plan.macs, "cycles": cycles,
+                         "cycles_per_mac": cycles / result.plan.macs if cycles else None, "published_cycles": best,
+                         "vs_published": cycles / best if cycles else None, "flash_bytes": sizes["flash_bytes"],
                          "flash_weights_bytes": sizes["flash_weights_bytes"],
                          "flash_kernel_bytes": sizes["flash_kernel_bytes"], "sram_bytes": sizes["sram_bytes"],
-                         "arena_bytes": result.plan.arena_bytes,
-                         "layers": per_layer(count.per_layer, count.per_layer_cycles, layer_table(result.graph))})
+                         "arena_bytes": result.plan.arena_bytes, "layers": layers})
     return rows
 
 
@@ -132,9 +145,13 @@ def markdown(host: list[dict], target: list[dict]) -> str:
     lines += ["", "| model | core | kernels | instructions | per MAC | cycles (model) | per MAC | best published "
               "cycles | ours / best | Flash (weights + kernels) | SRAM measured |", "|" + "---|" * 11]
     for r in target:
+        cycles = "n/a" if r["cycles"] is None else f"{r['cycles']:,} | {r['cycles_per_mac']:.2f}"
+        ratio = "n/a" if r["vs_published"] is None else f"{r['vs_published']:.2f}"
+        if r["cycles"] is None:
+            cycles += " | n/a"
         lines.append(f"| {r['model']} | {r['target']} | {r['kernels']} | {r['instructions']:,} | {r['per_mac']:.2f} | "
-                     f"{r['cycles']:,} | {r['cycles_per_mac']:.2f} | {r['published_cycles']:,} | "
-                     f"{r['vs_published']:.2f} | {r['flash_bytes'] / 1024:.1f} kB "
+                     f"{cycles} | {r['published_cycles']:,} | "
+                     f"{ratio} | {r['flash_bytes'] / 1024:.1f} kB "
                      f"({r['flash_weights_bytes'] / 1024:.1f} + "
                      f"{r['flash_kernel_bytes'] / 1024:.1f}) | {r['sram_bytes'] / 1024:.1f} kB |")
     return "\n".join(lines)
