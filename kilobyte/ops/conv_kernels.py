@@ -31,7 +31,7 @@ def padded_channel_bytes(graph, node) -> int:
     return (h + t + b) * (w + left + r)
 
 
-DW_RING_BYTES_PER_PIXEL = 24  # three window rows x (two int16-pair words) per ring pixel: KB_DWG_RING_PIXELS, arm/
+DW_RING_BYTES_PER_PIXEL = 24  # three window rows x (two int16-pair words) per ring pixel: KB_DWG_RING_PIXEL_BYTES
 DW_RING_S1_MAX_WIDTH = 7  # KB_DWG_S1_MAX_WIDTH in runtime/c/arm/kb_depthwise.c: stride 1 runs the group path only
 #                           on output rows of at most this many pixels (wider ones: per channel, fewer cycles)
 

@@ -92,3 +92,18 @@ def test_planned_scratch_is_the_scratch_the_kernels_read(tmp_path, name, width, 
             assert planned in allowed, f"{node.name}: {planned} B, its kernel reads {sorted(allowed)}"
         else:
             assert planned == 0, f"{node.name} ({node.op.value}) reads no scratch"
+
+
+def test_the_depthwise_ring_rule_is_the_kernels():
+    """The planner's copy of the DSP depthwise group path's rule (ops/conv_kernels.py) equals the kernel's own
+    constants in runtime/c/arm: the ring's bytes per pixel and the widest stride-1 output row it takes in place."""
+    import re
+
+    from kilobyte.ops import conv_kernels
+    from kilobyte.runtime import C_DIR
+
+    header = (C_DIR / "arm" / "kb_arm_dwg.h").read_text()
+    kernel = (C_DIR / "arm" / "kb_depthwise.c").read_text()
+    assert int(re.search(r"#define KB_DWG_RING_PIXEL_BYTES (\d+)", header).group(1)) == \
+        conv_kernels.DW_RING_BYTES_PER_PIXEL
+    assert int(re.search(r"#define KB_DWG_S1_MAX_WIDTH (\d+)", kernel).group(1)) == conv_kernels.DW_RING_S1_MAX_WIDTH

@@ -26,6 +26,9 @@
 #ifndef KB_ARM_DWG_H
 #define KB_ARM_DWG_H
 
+#define KB_DWG_RING_PIXEL_BYTES 24  /* ring bytes per input pixel: three rows x two int16-pair words
+                                     * (ops/conv_kernels.py: DW_RING_BYTES_PER_PIXEL) */
+
 #define KB_DWG_W 0          /* nine taps x [we, wo]: 72 bytes */
 #define KB_DWG_BASE 72      /* four: c, c + 1, c + 2, c + 3 */
 #define KB_DWG_RQ 88        /* four x (k, mult, right, spare): 16 bytes each */

@@ -482,7 +482,7 @@ static int groups_apply(const kb_conv_params *p, const int8_t *in, const int8_t 
 {
     if (p->dil_h != 1 || p->dil_w != 1 || p->stride_h != p->stride_w || p->stride_h > 2 || p->in_c < 4 ||
         (in_place && p->stride_h == 1 && p->out_w > KB_DWG_S1_MAX_WIDTH) ||
-        p->scratch_bytes < 24 * KB_DWG_RING_PIXELS(p) || ((uintptr_t)scratch & 3u) != 0) {
+        p->scratch_bytes < KB_DWG_RING_PIXEL_BYTES * KB_DWG_RING_PIXELS(p) || ((uintptr_t)scratch & 3u) != 0) {
         return 0;
     }
     const uintptr_t i0 = (uintptr_t)in, o0 = (uintptr_t)out;
@@ -540,7 +540,7 @@ static void group_layer(const kb_conv_params *p, int32_t *ring, kb_dwg_job *j)
     j->in_row = p->in_row * p->in_cstride, j->cs = p->in_cstride, j->in_w = p->in_w, j->in_h = p->in_h;
     j->first = -p->pad_t, j->out_h = p->out_h, j->y_row = p->out_row * p->out_cstride;
     j->row_bytes = 8 * p->stride_w * p->out_w, j->lead = 8 * p->pad_l, j->z2 = kb_offset2(-p->in_offset);
-    j->ring = ring, j->ring_row = 8 * KB_DWG_RING_PIXELS(p);
+    j->ring = ring, j->ring_row = KB_DWG_RING_PIXEL_BYTES / 3 * KB_DWG_RING_PIXELS(p);
 }
 
 /* Fill the ring's padding columns with the zero point; the assembly never writes them. */
