@@ -19,6 +19,7 @@ from ..ops.conv_kernels import (
     wide_column_bytes,
 )
 from .contracts import (
+    DSP_BASED,
     KB_COLS_MIN_OUT_C,
     KERNEL_SETS,
     WIDE_COLUMNS,
@@ -33,7 +34,7 @@ from .contracts import (
     layer_scratch,
 )
 
-__all__ = ["KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
+__all__ = ["DSP_BASED", "KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
            "check_kernel_set", "column_bytes", "contract_for", "depthwise_ring_bytes", "extra_columns", "extra_ring",
            "inplace_rule", "is_local", "is_sparse", "layer_scratch", "padded_channel_bytes", "sparse_scratch_bytes",
            "wide_column_bytes"]

@@ -44,7 +44,10 @@ from ..ops.conv_kernels import (
     wide_column_bytes,
 )
 
-KERNEL_SETS = ("portable", "dsp")
+KERNEL_SETS = ("portable", "dsp", "mve")
+# Kernel sets built on the Cortex-M DSP kernels (runtime/c/arm/): "mve" is them with runtime/c/mve/'s Cortex-M55
+# Helium files swapped in where one exists, so it plans the DSP set's scratch.
+DSP_BASED = ("dsp", "mve")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads
 
@@ -56,7 +59,7 @@ def contract_for(node: Node) -> KernelContract:
 
 def check_kernel_set(kernels: str) -> str:
     if kernels not in KERNEL_SETS:
-        raise KilobyteError(f"unknown kernel set {kernels!r}: choose 'portable' or 'dsp'")
+        raise KilobyteError(f"unknown kernel set {kernels!r}: choose " + ", ".join(f"'{k}'" for k in KERNEL_SETS))
     return kernels
 
 
@@ -69,7 +72,7 @@ def is_local(node: Node) -> bool:
 
 def reads_columns(graph: Graph, node: Node, kernels: str) -> bool:
     """Whether `node`'s kernel in `kernels` reads im2col columns at all (DSP conv, >= KB_COLS_MIN_OUT_C outputs)."""
-    return (kernels == "dsp" and contract_for(node).columns and not is_sparse(node)
+    return (kernels in DSP_BASED and contract_for(node).columns and not is_sparse(node)
             and graph.tensors[node.outputs[0]].shape[-1] >= KB_COLS_MIN_OUT_C)
 
 
@@ -93,7 +96,7 @@ def extra_columns(graph: Graph, node: Node, kernels: str) -> tuple[int, int]:
 def extra_ring(graph: Graph, node: Node, kernels: str, in_place: bool) -> int:
     """Bytes of the channel-group ring a depthwise conv's kernel in `kernels` reads when granted them (DSP 3x3,
     stride 1 or 2: `depthwise_ring_bytes`), else 0."""
-    if kernels != "dsp" or node.op is not Op.DEPTHWISE_CONV_2D:
+    if kernels not in DSP_BASED or node.op is not Op.DEPTHWISE_CONV_2D:
         return 0
     return depthwise_ring_bytes(graph, node, in_place)
 

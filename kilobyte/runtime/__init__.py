@@ -25,6 +25,7 @@ from ..errors import KilobyteError
 
 C_DIR = Path(__file__).resolve().parent / "c"
 ARM_DIR = C_DIR / "arm"  # the Cortex-M DSP kernels: same-named files that replace portable ones (TFLM's cmsis_nn/)
+MVE_DIR = C_DIR / "mve"  # the Cortex-M55 Helium kernels: same-named files that replace DSP or portable ones
 HEADERS = ("kilobyte.h", "kb_requant.h", "kb_dot.h")
 # Kernel family -> the one source file implementing it.
 KERNEL_FILES = {
@@ -264,8 +265,8 @@ def load(path: str | Path) -> ctypes.CDLL:
     return lib
 
 
-__all__ = ["ARM_DIR", "AddParams", "CFLAGS", "C_DIR", "ConstParams", "ConvParams", "DetectHead", "DetectParams",
-           "Detection", "FcParams", "HEADERS",
+__all__ = ["ARM_DIR", "MVE_DIR", "AddParams", "CFLAGS", "C_DIR", "ConstParams", "ConvParams", "DetectHead",
+           "DetectParams", "Detection", "FcParams", "HEADERS",
            "KERNEL_FILES", "MeanParams", "MinMaxParams", "MulParams", "PadParams", "RESTYPES", "RequantizeParams",
            "ResizeParams", "SANITIZE_FLAGS", "SIGNATURES", "STRUCTS", "SoftmaxParams", "StridesParams", "arm_files",
            "assembly_for", "build_cached", "build_shared", "load", "sanitizer_env", "sources_for"]

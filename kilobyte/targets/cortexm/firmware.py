@@ -29,7 +29,7 @@ from kilobyte.errors import DoesNotFitError, KilobyteError
 from kilobyte.formats.project import float_call, invoke_call
 from kilobyte.kernels import check_kernel_set
 from kilobyte.ops.detect_post import DETECTION_DTYPE
-from kilobyte.runtime import ARM_DIR, assembly_for
+from kilobyte.runtime import ARM_DIR, MVE_DIR, assembly_for
 from kilobyte.targets.devices import Device, get_device
 
 from .measure import elf_sections, elf_symbols
@@ -68,30 +68,35 @@ class FirmwareBuild:
         return self.board.core
 
 
-def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | None = None) -> list[Path]:
-    """The .c and .h files of `src_dir` to build, with kb_*.c swapped for arm_dir's same-named file under "dsp".
+def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | None = None,
+                   mve_dir: Path = MVE_DIR) -> list[Path]:
+    """The .c and .h files of `src_dir` to build, with kb_*.c swapped for arm_dir's same-named file under "dsp", and
+    under "mve" for mve_dir's (Cortex-M55 Helium) where it has one, else arm_dir's.
 
-    Under "dsp" also arm_dir's headers (unless src_dir has a same-named one) and each assembly file X.S of arm_dir
-    whose header X.h a chosen .c file includes, directly or through other chosen headers
+    Under "dsp" and "mve" also arm_dir's (and mve_dir's) headers (unless src_dir has a same-named one) and each
+    assembly file X.S of arm_dir whose header X.h a chosen .c file includes, directly or through other chosen headers
     (`runtime.assembly_for`).
 
     >>> select_sources(Path("/nonexistent"), kernels="fast")
     Traceback (most recent call last):
     ...
-    kilobyte.errors.KilobyteError: unknown kernel set 'fast': choose 'portable' or 'dsp'
+    kilobyte.errors.KilobyteError: unknown kernel set 'fast': choose 'portable', 'dsp', 'mve'
     """
     check_kernel_set(kernels)
     arm_dir = ARM_KERNEL_DIR if arm_dir is None else arm_dir
+    dirs = {"portable": (), "dsp": (arm_dir,), "mve": (mve_dir, arm_dir)}[kernels]
     chosen = []
     for path in sorted(src_dir.iterdir()):
         if path.suffix not in (".c", ".h"):
             continue
-        swap = arm_dir / path.name
-        use_arm = kernels == "dsp" and path.suffix == ".c" and path.name.startswith("kb_") and swap.is_file()
-        chosen.append(swap if use_arm else path)
-    if kernels == "dsp" and arm_dir.is_dir():  # headers the arm kernels include, unless the model has its own
-        have = {p.name for p in chosen}
-        chosen += [h for h in sorted(arm_dir.glob("*.h")) if h.name not in have]
+        swap = next((d / path.name for d in dirs if (d / path.name).is_file()), None)
+        use = path.suffix == ".c" and path.name.startswith("kb_") and swap is not None
+        chosen.append(swap if use else path)
+    for d in dirs:  # headers the swapped kernels include, unless the model has its own
+        if d.is_dir():
+            have = {p.name for p in chosen}
+            chosen += [h for h in sorted(d.glob("*.h")) if h.name not in have]
+    if dirs:
         chosen += assembly_for(chosen, arm_dir)
     return chosen
 
@@ -219,6 +224,9 @@ def build_firmware(model_dir: str | Path, target: str, device: str | Device | No
     model_dir = Path(model_dir)
     kernels = kernels or planned_kernel_set(model_dir)
     board = get_board(target)
+    if kernels == "mve" and board.core != "cortex-m55":
+        raise KilobyteError(f"{model_dir}: the mve kernels (Helium) need cortex-m55, not {board.core}; build with "
+                            "--kernels dsp")
     dev = _resolve_device(device, board)
     sources = select_sources(_check_model_dir(model_dir), kernels)
     if stack_bytes < 256 or stack_bytes % 8:
