@@ -39,6 +39,7 @@ from kilobyte.codegen import HostModel, compile_graph  # noqa: E402
 from kilobyte.export.tflite import to_tflite  # noqa: E402
 from kilobyte.interp import run_int8  # noqa: E402
 from kilobyte.ir import Node, Op, QParams, SoftmaxAttrs, Tensor  # noqa: E402
+from kilobyte.kernels import KERNEL_SETS, kernel_sets  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.schedule.plan_types import PlanOptions  # noqa: E402
 from kilobyte.targets.cortexm import build_firmware, count_instructions, measure, run_qemu  # noqa: E402
@@ -107,9 +108,9 @@ def target_rows(name: str, q, work: Path) -> list[dict]:
     x = np.random.default_rng(2).integers(-128, 128, q.tensors[q.inputs[0]].shape).astype(np.int8)
     want = run_int8(q, x)[q.outputs[0]].reshape(-1)
     rows = []
-    for kernels in ("portable", "dsp"):
+    for kernels in KERNEL_SETS:
         result = compile_graph(q, work / f"{name}-{kernels}", PlanOptions(kernels=kernels), model_name=name)
-        for target in TARGETS:
+        for target in (t for t in TARGETS if kernels in kernel_sets(t)):
             build = build_firmware(result.out_dir, target)
             if build.board.unicorn_cpu is not None:
                 count = count_instructions(build, x, timeout=600)

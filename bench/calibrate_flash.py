@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from flash_models import acceptance_models, calibration_models  # noqa: E402
 
-from kilobyte.kernels import KERNEL_SETS  # noqa: E402
+from kilobyte.kernels import KERNEL_SETS, kernel_sets  # noqa: E402
 from kilobyte.kernels.calls import ENTRY_POINTS  # noqa: E402
 from kilobyte.schedule import flash  # noqa: E402
 from kilobyte.targets.cortexm import BOARDS  # noqa: E402
@@ -46,6 +46,9 @@ from kilobyte.targets.cortexm import BOARDS  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "flash_calibration.json"
 ACCEPTANCE = ROOT / "bench" / "results" / "flash_estimate.json"
 ACCEPTANCE_CORES = ("cortex-m4", "cortex-m7")
+# Calibration models are built with the kernel sets every core has: their layers, kb_invoke and patch stage are the
+# generated code's, the same whatever the runtime; a set one core alone builds (mve) adds its runtime probes only.
+MODEL_KERNEL_SETS = tuple(k for k in KERNEL_SETS if all(k in kernel_sets(c) for c in ("cortex-m4", "cortex-m7")))
 TABLE = ROOT / "kilobyte" / "schedule" / "code_size.py"
 CORES = tuple(BOARDS)
 CALL_BYTES = 6  # a call in kb_invoke: `mov r0, rN` + `bl` (4 when the layer is a clone without the argument)
@@ -136,25 +139,28 @@ def measure_missing(data: dict, jobs: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="kb-flashcal-") as tmp, ProcessPoolExecutor(jobs) as pool:
         runtime_args = [(p["core"], p["kernels"], f"{tmp}/rt-{p['core']}-{p['kernels']}",
                          [f for f in functions if f not in p["closures"]]) for p in data["runtime"]]
-        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in models for k in KERNEL_SETS]
-        print(f"measuring {sum(len(a[3]) for a in runtime_args)} runtime probes and "
-              f"{len(models)} models x {len(KERNEL_SETS)} kernel sets", flush=True)
+        have = {(p["core"], p["kernels"]) for p in data["runtime"]}
+        new_pairs = [(c, k, f"{tmp}/rt-{c}-{k}") for c in CORES for k in kernel_sets(c) if (c, k) not in have]
+        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in models for k in MODEL_KERNEL_SETS]
+        print(f"measuring {sum(len(a[3]) for a in runtime_args)} runtime probes, {len(new_pairs)} new (core, kernel "
+              f"set) runtimes and {len(models)} models x {len(MODEL_KERNEL_SETS)} kernel sets", flush=True)
         runtime = list(pool.map(_missing_runtime_job, runtime_args))
+        added = list(pool.map(_runtime_job, new_pairs))
         new_models = [r for records in pool.map(_model_job, model_args) for r in records]
     for old, new in zip(data["runtime"], runtime):
         if old["harness_bytes"] != new["harness_bytes"]:
             raise RuntimeError(f"{old['core']} {old['kernels']}: the harness changed ({old['harness_bytes']} -> "
                                f"{new['harness_bytes']} bytes); run the full calibration")
         old["closures"].update(new["closures"])
-    return {"runtime": data["runtime"], "models": data["models"] + new_models}
+    return {"runtime": data["runtime"] + added, "models": data["models"] + new_models}
 
 
 def measure_all(jobs: int) -> dict:
     """Every probe and model build (module doc), in `jobs` processes."""
     n_models = len(calibration_models())
     with tempfile.TemporaryDirectory(prefix="kb-flashcal-") as tmp, ProcessPoolExecutor(jobs) as pool:
-        runtime_args = [(c, k, f"{tmp}/rt-{c}-{k}") for c in CORES for k in KERNEL_SETS]
-        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in range(n_models) for k in KERNEL_SETS]
+        runtime_args = [(c, k, f"{tmp}/rt-{c}-{k}") for c in CORES for k in kernel_sets(c)]
+        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in range(n_models) for k in MODEL_KERNEL_SETS]
         runtime = list(pool.map(_runtime_job, runtime_args))
         models = [r for records in pool.map(_model_job, model_args) for r in records]
     return {"runtime": runtime, "models": models}
@@ -347,7 +353,7 @@ def acceptance(jobs: int) -> list[dict]:
     """Estimate vs measured Flash of every held-out model (tests/targets/test_flash_estimate.py's set)."""
     n = len(acceptance_models())
     with tempfile.TemporaryDirectory(prefix="kb-flashacc-") as tmp, ProcessPoolExecutor(jobs) as pool:
-        args = [(i, k, f"{tmp}/a{i}-{k}") for i in range(n) for k in KERNEL_SETS]
+        args = [(i, k, f"{tmp}/a{i}-{k}") for i in range(n) for k in MODEL_KERNEL_SETS]
         return [row for rows in pool.map(_acceptance_job, args) for row in rows]
 
 

@@ -8,9 +8,8 @@ import json
 import sys
 
 from ..driver import load
+from ..kernels import KERNEL_SETS  # --kernels: the runtime's kernel sets (portable C, Cortex-M DSP, Cortex-M55 Helium)
 from ..targets.devices import get_device as _get
-
-KERNEL_SETS = ("portable", "dsp")  # --kernels: the runtime's kernel sets (portable C, Cortex-M DSP)
 
 
 def add_command(sub, name: str, register):
@@ -51,9 +50,10 @@ def add_plan_args(p) -> None:
     p.add_argument("--no-inplace", action="store_true",
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--kernels", choices=KERNEL_SETS, default="portable",
-                   help="the kernel set to plan for: portable C (default; every target) or the Cortex-M DSP kernels "
-                   "(M4/M7/M55); the plan reserves exactly the scratch that set reads, and firmware builds, `verify` "
-                   "and `bench` of the result use it by default")
+                   help="the kernel set to plan for: portable C (default; every target), the Cortex-M DSP kernels "
+                   "(M4/M7/M55) or 'mve', the DSP kernels with the Cortex-M55 Helium ones where written (M55 only; "
+                   "so far the fully connected layer); the plan reserves exactly the scratch that set reads, and "
+                   "firmware builds, `verify` and `bench` of the result use it by default")
     p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
                    help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
                    "(default) six only where the bytes are free anyway (the kernels also use the unwritten output "

@@ -31,10 +31,11 @@ from .contracts import (
     extra_ring,
     inplace_rule,
     is_local,
+    kernel_sets,
     layer_scratch,
 )
 
 __all__ = ["DSP_BASED", "KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
            "check_kernel_set", "column_bytes", "contract_for", "depthwise_ring_bytes", "extra_columns", "extra_ring",
-           "inplace_rule", "is_local", "is_sparse", "layer_scratch", "padded_channel_bytes", "sparse_scratch_bytes",
-           "wide_column_bytes"]
+           "inplace_rule", "is_local", "is_sparse", "kernel_sets", "layer_scratch", "padded_channel_bytes",
+           "sparse_scratch_bytes", "wide_column_bytes"]

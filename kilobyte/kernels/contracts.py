@@ -48,6 +48,16 @@ KERNEL_SETS = ("portable", "dsp", "mve")
 # Kernel sets built on the Cortex-M DSP kernels (runtime/c/arm/): "mve" is them with runtime/c/mve/'s Cortex-M55
 # Helium files swapped in where one exists, so it plans the DSP set's scratch.
 DSP_BASED = ("dsp", "mve")
+MVE_CORES = ("cortex-m55",)  # the cores with Helium: the only ones that build the "mve" set
+
+
+def kernel_sets(core: str) -> tuple[str, ...]:
+    """The kernel sets firmware for `core` can be built with: portable and DSP everywhere, mve on Helium cores.
+
+    >>> kernel_sets("cortex-m4"), kernel_sets("cortex-m55")
+    (('portable', 'dsp'), ('portable', 'dsp', 'mve'))
+    """
+    return KERNEL_SETS if core in MVE_CORES else tuple(k for k in KERNEL_SETS if k != "mve")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads
 

@@ -85,6 +85,11 @@ CODE_BYTES = {
         'concat': 48, 'pad': 204, 'quantize': 380, 'softmax': 2896, 'elementwise': 1152, 'lut': 88, 'movement': 476,
         'resize': 472, 'transpose_conv': 968, 'sparse_conv': 3432, 'reshape': 256,
     },
+    ('cortex-m55', 'mve'): {
+        'conv': 21820, 'conv_add': 8696, 'depthwise': 14804, 'fc': 680, 'add': 1416, 'pool': 772, 'mean': 768,
+        'concat': 48, 'pad': 204, 'quantize': 380, 'softmax': 2896, 'elementwise': 1148, 'lut': 88, 'movement': 476,
+        'resize': 472, 'transpose_conv': 968, 'sparse_conv': 3432, 'reshape': 256,
+    },
 }
 
 RUNTIME_SYMBOLS = {
@@ -222,6 +227,34 @@ RUNTIME_SYMBOLS = {
         'kb_sparse_conv.c:prepare_rq': 222, 'kb_sparse_conv.c:widen_csr': 568, 'kb_sparse_conv.c:widen_fwcs': 404,
         'kb_strided_copy': 198, 'kb_sub': 28, 'kb_transpose_conv': 968, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672,
         'kb_wide_1x5': 798, 'kb_wide_1x6': 892, 'memmove': 254,
+    },
+    ('cortex-m55', 'mve'): {
+        'kb_add': 26, 'kb_add.c:add_or_sub': 252, 'kb_add.c:add_row.constprop.0': 474, 'kb_add_const': 632,
+        'kb_avg_pool': 288, 'kb_conv': 120, 'kb_conv.c:block_cols': 168, 'kb_conv.c:conv_any': 476,
+        'kb_conv.c:conv_one': 1168, 'kb_conv.c:conv_two': 3622, 'kb_conv.c:conv_wide': 4302, 'kb_conv.c:dot.0': 28,
+        'kb_conv.c:edge_column': 172, 'kb_conv.c:fused.1': 28, 'kb_conv.c:pair_at': 492, 'kb_conv.c:store_block': 210,
+        'kb_conv.c:taps_at': 142, 'kb_conv.c:widen_edge': 1016, 'kb_conv.c:widen_pixel': 296,
+        'kb_conv.c:widen_window': 3310, 'kb_conv_1x1': 1776, 'kb_conv_1x1_add': 280, 'kb_conv_3x3': 120,
+        'kb_conv_add.c:add_of': 354, 'kb_conv_add.c:conv_add_pairs': 3824, 'kb_conv_add.c:conv_add_wide': 1264,
+        'kb_conv_add.c:wide.0': 28, 'kb_conv_csr': 740, 'kb_conv_fwcs': 260, 'kb_copy_channels': 46,
+        'kb_depthwise': 122, 'kb_depthwise.c:chan_at': 386, 'kb_depthwise.c:channels_from': 1278,
+        'kb_depthwise.c:dw3_channel': 256, 'kb_depthwise.c:dw3_group': 1940, 'kb_depthwise.c:group_job': 524,
+        'kb_depthwise.c:group_layer': 172, 'kb_depthwise.c:groups_apply': 230,
+        'kb_depthwise.c:plane_conv_3x3_s1': 1050, 'kb_depthwise.c:plane_conv_3x3_s2': 1140,
+        'kb_depthwise.c:plane_load': 240, 'kb_depthwise.c:ring_clear': 156, 'kb_depthwise_3x3': 240,
+        'kb_depthwise_inplace': 632, 'kb_depthwise_inplace_3x3': 1848, 'kb_depthwise_inplace_5x5': 644,
+        'kb_depthwise_inplace_7x7': 684, 'kb_dot_1x3_cols': 280, 'kb_dot_1x4_cols': 322, 'kb_dot_1x5_cols': 386,
+        'kb_dot_1x6_cols': 428, 'kb_dw3_s1': 666, 'kb_dw3_s2': 718, 'kb_dwg_row_in': 124, 'kb_dwg_s1': 864,
+        'kb_dwg_s2': 876, 'kb_elementwise.c:mul_row.constprop.0': 212, 'kb_fully_connected': 680,
+        'kb_log_softmax': 1760, 'kb_lut': 86, 'kb_max_pool': 190, 'kb_maximum': 164, 'kb_mean': 766, 'kb_minimum': 164,
+        'kb_mul': 172, 'kb_mul_const': 434, 'kb_pad': 202, 'kb_pool.c:window_reduce': 290, 'kb_reduce_max': 274,
+        'kb_requantize_i8_u8': 180, 'kb_requantize_u8_i8': 200, 'kb_resize_bilinear': 340, 'kb_resize_nearest': 132,
+        'kb_softmax': 586, 'kb_softmax.c:EXP_BARREL': 28, 'kb_softmax.c:exp_on_negative_values': 284,
+        'kb_softmax.c:one_over_one_plus_x': 236, 'kb_sparse_conv.c:fwcs_pair': 612,
+        'kb_sparse_conv.c:fwcs_pair_narrow': 624, 'kb_sparse_conv.c:prepare_rq': 222,
+        'kb_sparse_conv.c:widen_csr': 568, 'kb_sparse_conv.c:widen_fwcs': 404, 'kb_strided_copy': 198, 'kb_sub': 28,
+        'kb_transpose_conv': 968, 'kb_wide_1x3': 578, 'kb_wide_1x4': 672, 'kb_wide_1x5': 798, 'kb_wide_1x6': 892,
+        'memmove': 254,
     },
 }
 
@@ -696,6 +729,97 @@ RUNTIME_CLOSURES = {
         'kb_fully_connected': (
             'kb_arm_fc4', 'kb_fc.c:requantize_rq', 'kb_fully_connected',
         ),
+        'kb_log_softmax': (
+            'kb_log_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
+            'kb_softmax.c:one_over_one_plus_x',
+        ),
+        'kb_lut': ('kb_lut',),
+        'kb_max_pool': ('kb_max_pool', 'kb_pool.c:window_reduce'),
+        'kb_maximum': ('kb_maximum',),
+        'kb_mean': ('kb_mean',),
+        'kb_minimum': ('kb_minimum',),
+        'kb_mul': ('kb_elementwise.c:mul_row.constprop.0', 'kb_mul'),
+        'kb_mul_const': ('kb_mul_const',),
+        'kb_pad': ('kb_pad',),
+        'kb_reduce_max': ('kb_reduce_max',),
+        'kb_requantize_i8_u8': ('kb_requantize_i8_u8',),
+        'kb_requantize_u8_i8': ('kb_requantize_u8_i8',),
+        'kb_resize_bilinear': ('kb_resize_bilinear',),
+        'kb_resize_nearest': ('kb_resize_nearest',),
+        'kb_softmax': (
+            'kb_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
+            'kb_softmax.c:one_over_one_plus_x',
+        ),
+        'kb_strided_copy': ('kb_strided_copy',),
+        'kb_sub': (
+            'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0', 'kb_sub',
+        ),
+        'kb_transpose_conv': ('kb_transpose_conv',),
+        'memmove': ('memmove',),
+    },
+    ('cortex-m55', 'mve'): {
+        'kb_add': (
+            'kb_add', 'kb_add.c:add_or_sub', 'kb_add.c:add_row.constprop.0',
+        ),
+        'kb_add_const': ('kb_add_const',),
+        'kb_avg_pool': ('kb_avg_pool', 'kb_pool.c:window_reduce'),
+        'kb_conv': (
+            'kb_conv', 'kb_conv.c:block_cols', 'kb_conv.c:conv_any', 'kb_conv.c:conv_one', 'kb_conv.c:conv_two',
+            'kb_conv.c:conv_wide', 'kb_conv.c:dot.0', 'kb_conv.c:edge_column', 'kb_conv.c:fused.1',
+            'kb_conv.c:pair_at', 'kb_conv.c:store_block', 'kb_conv.c:taps_at', 'kb_conv.c:widen_edge',
+            'kb_conv.c:widen_pixel', 'kb_conv.c:widen_window', 'kb_dot_1x3_cols', 'kb_dot_1x4_cols', 'kb_dot_1x5_cols',
+            'kb_dot_1x6_cols', 'kb_wide_1x3', 'kb_wide_1x4', 'kb_wide_1x5', 'kb_wide_1x6',
+        ),
+        'kb_conv_1x1': (
+            'kb_conv.c:block_cols', 'kb_conv.c:conv_one', 'kb_conv.c:conv_wide', 'kb_conv.c:dot.0',
+            'kb_conv.c:fused.1', 'kb_conv.c:pair_at', 'kb_conv.c:store_block', 'kb_conv.c:taps_at',
+            'kb_conv.c:widen_edge', 'kb_conv.c:widen_pixel', 'kb_conv.c:widen_window', 'kb_conv_1x1',
+            'kb_dot_1x3_cols', 'kb_dot_1x4_cols', 'kb_dot_1x5_cols', 'kb_dot_1x6_cols', 'kb_wide_1x3', 'kb_wide_1x4',
+            'kb_wide_1x5', 'kb_wide_1x6',
+        ),
+        'kb_conv_1x1_add': (
+            'kb_conv_1x1_add', 'kb_conv_add.c:add_of', 'kb_conv_add.c:conv_add_pairs', 'kb_conv_add.c:conv_add_wide',
+            'kb_conv_add.c:wide.0', 'kb_wide_1x3', 'kb_wide_1x4', 'kb_wide_1x5', 'kb_wide_1x6',
+        ),
+        'kb_conv_3x3': (
+            'kb_conv.c:block_cols', 'kb_conv.c:conv_any', 'kb_conv.c:conv_one', 'kb_conv.c:conv_two',
+            'kb_conv.c:conv_wide', 'kb_conv.c:dot.0', 'kb_conv.c:edge_column', 'kb_conv.c:fused.1',
+            'kb_conv.c:pair_at', 'kb_conv.c:store_block', 'kb_conv.c:taps_at', 'kb_conv.c:widen_edge',
+            'kb_conv.c:widen_pixel', 'kb_conv.c:widen_window', 'kb_conv_3x3', 'kb_dot_1x3_cols', 'kb_dot_1x4_cols',
+            'kb_dot_1x5_cols', 'kb_dot_1x6_cols', 'kb_wide_1x3', 'kb_wide_1x4', 'kb_wide_1x5', 'kb_wide_1x6',
+        ),
+        'kb_conv_csr': (
+            'kb_conv_csr', 'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr',
+        ),
+        'kb_conv_fwcs': (
+            'kb_conv_fwcs', 'kb_sparse_conv.c:fwcs_pair', 'kb_sparse_conv.c:fwcs_pair_narrow',
+            'kb_sparse_conv.c:prepare_rq', 'kb_sparse_conv.c:widen_csr', 'kb_sparse_conv.c:widen_fwcs',
+        ),
+        'kb_copy_channels': ('kb_copy_channels',),
+        'kb_depthwise': (
+            'kb_depthwise', 'kb_depthwise.c:channels_from', 'kb_depthwise.c:dw3_group',
+        ),
+        'kb_depthwise_3x3': (
+            'kb_depthwise', 'kb_depthwise.c:channels_from', 'kb_depthwise.c:dw3_group', 'kb_depthwise.c:group_job',
+            'kb_depthwise.c:group_layer', 'kb_depthwise.c:groups_apply', 'kb_depthwise.c:ring_clear',
+            'kb_depthwise_3x3', 'kb_dwg_row_in', 'kb_dwg_s1', 'kb_dwg_s2',
+        ),
+        'kb_depthwise_inplace': (
+            'kb_depthwise.c:chan_at', 'kb_depthwise.c:plane_load', 'kb_depthwise_inplace',
+        ),
+        'kb_depthwise_inplace_3x3': (
+            'kb_depthwise.c:chan_at', 'kb_depthwise.c:dw3_channel', 'kb_depthwise.c:group_job',
+            'kb_depthwise.c:group_layer', 'kb_depthwise.c:groups_apply', 'kb_depthwise.c:plane_conv_3x3_s1',
+            'kb_depthwise.c:plane_conv_3x3_s2', 'kb_depthwise.c:plane_load', 'kb_depthwise.c:ring_clear',
+            'kb_depthwise_inplace_3x3', 'kb_dw3_s1', 'kb_dw3_s2', 'kb_dwg_row_in', 'kb_dwg_s1', 'kb_dwg_s2',
+        ),
+        'kb_depthwise_inplace_5x5': (
+            'kb_depthwise.c:chan_at', 'kb_depthwise.c:plane_load', 'kb_depthwise_inplace_5x5',
+        ),
+        'kb_depthwise_inplace_7x7': (
+            'kb_depthwise.c:chan_at', 'kb_depthwise.c:plane_load', 'kb_depthwise_inplace_7x7',
+        ),
+        'kb_fully_connected': ('kb_fully_connected',),
         'kb_log_softmax': (
             'kb_log_softmax', 'kb_softmax.c:EXP_BARREL', 'kb_softmax.c:exp_on_negative_values',
             'kb_softmax.c:one_over_one_plus_x',

@@ -205,15 +205,20 @@ def code_bytes(code: GeneratedCode, kernels: str = "portable", core: str | None 
     cores when `core` is None or not calibrated (`code_size.CORES`)."""
     if core in code_size.CORES:
         return core_code_bytes(code, kernels, core)
-    return max(core_code_bytes(code, kernels, c) for c in code_size.CORES)
+    return max(core_code_bytes(code, kernels, c) for c in _cores(kernels))
 
 
 def code_lower_bound(families: tuple[str, ...], kernels: str = "portable", core: str | None = None) -> int:
     """The fewest bytes `code_bytes` can give a plan that calls at least one function of each of `families`: the
     base, kb_invoke with one output, and the code that every function of each family links (a true lower bound:
     no layer, struct or patch stage counted). `core` as in `code_bytes`."""
-    cores = (core,) if core in code_size.CORES else code_size.CORES
+    cores = (core,) if core in code_size.CORES else _cores(kernels)
     return max(_core_lower_bound(tuple(sorted(families)), kernels, c) for c in cores)
+
+
+def _cores(kernels: str) -> tuple[str, ...]:
+    """The calibrated cores that build kernel set `kernels` (mve: the Helium ones)."""
+    return tuple(c for c in code_size.CORES if (c, kernels) in code_size.RUNTIME_SYMBOLS)
 
 
 @functools.lru_cache(maxsize=256)
