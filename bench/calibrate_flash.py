@@ -46,9 +46,8 @@ from kilobyte.targets.cortexm import BOARDS  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "flash_calibration.json"
 ACCEPTANCE = ROOT / "bench" / "results" / "flash_estimate.json"
 ACCEPTANCE_CORES = ("cortex-m4", "cortex-m7")
-# Calibration models are built with the kernel sets every core has: their layers, kb_invoke and patch stage are the
-# generated code's, the same whatever the runtime; a set one core alone builds (mve) adds its runtime probes only.
-MODEL_KERNEL_SETS = tuple(k for k in KERNEL_SETS if all(k in kernel_sets(c) for c in ("cortex-m4", "cortex-m7")))
+# The acceptance models run on the acceptance cores, so with the kernel sets both build (not mve: M55 only).
+ACCEPTANCE_SETS = tuple(k for k in KERNEL_SETS if all(k in kernel_sets(c) for c in ACCEPTANCE_CORES))
 TABLE = ROOT / "kilobyte" / "schedule" / "code_size.py"
 CORES = tuple(BOARDS)
 CALL_BYTES = 6  # a call in kb_invoke: `mov r0, rN` + `bl` (4 when the layer is a clone without the argument)
@@ -70,7 +69,8 @@ def measure_runtime(core: str, kernels: str, work: Path) -> dict:
 
 
 def measure_model(name: str, graph, options, work: Path) -> list[dict]:
-    """Compile `graph` with `options` and link it for every core: one record per core (see module doc)."""
+    """Compile `graph` with `options` and link it for every core that builds its kernel set: one record per core
+    (see module doc)."""
     from kilobyte.codegen import compile_graph
     from kilobyte.schedule.estimate import constant_bytes
     from kilobyte.schedule.plan import plan_steps
@@ -88,7 +88,7 @@ def measure_model(name: str, graph, options, work: Path) -> list[dict]:
         raise RuntimeError(f"{name}: model.c calls {sorted(called)}, the Flash model names {sorted(code.functions)}")
     per_name = {n: sum(1 for m, _ in layers if m == n) for n, _ in layers}  # a concat: one entry per copy
     records = []
-    for core in CORES:
+    for core in (c for c in CORES if options.kernels in kernel_sets(c)):
         build = build_firmware(result.out_dir, core, kernels=options.kernels, out_dir=work / core)
         parts = model_functions(build)
         sizes = [[kind, parts.layers.get(result.plan.order.index(n), 0) / per_name[n]] for n, kind in layers]
@@ -134,16 +134,16 @@ def measure_missing(data: dict, jobs: int) -> dict:
     `ENTRY_POINTS` since, and the calibration models it has no record of. The harness is re-measured with them
     and must be unchanged (else the stored closures are stale: run the full calibration)."""
     functions = [f for names in ENTRY_POINTS.values() for f in names]
-    names = {rec["model"] for rec in data["models"]}
-    models = [i for i, m in enumerate(calibration_models()) if m.name not in names]
+    done = {(rec["model"], rec["kernels"]) for rec in data["models"]}
+    missing = [(i, k) for i, m in enumerate(calibration_models()) for k in KERNEL_SETS if (m.name, k) not in done]
     with tempfile.TemporaryDirectory(prefix="kb-flashcal-") as tmp, ProcessPoolExecutor(jobs) as pool:
         runtime_args = [(p["core"], p["kernels"], f"{tmp}/rt-{p['core']}-{p['kernels']}",
                          [f for f in functions if f not in p["closures"]]) for p in data["runtime"]]
         have = {(p["core"], p["kernels"]) for p in data["runtime"]}
         new_pairs = [(c, k, f"{tmp}/rt-{c}-{k}") for c in CORES for k in kernel_sets(c) if (c, k) not in have]
-        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in models for k in MODEL_KERNEL_SETS]
+        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i, k in missing]
         print(f"measuring {sum(len(a[3]) for a in runtime_args)} runtime probes, {len(new_pairs)} new (core, kernel "
-              f"set) runtimes and {len(models)} models x {len(MODEL_KERNEL_SETS)} kernel sets", flush=True)
+              f"set) runtimes and {len(missing)} (model, kernel set) builds", flush=True)
         runtime = list(pool.map(_missing_runtime_job, runtime_args))
         added = list(pool.map(_runtime_job, new_pairs))
         new_models = [r for records in pool.map(_model_job, model_args) for r in records]
@@ -160,7 +160,7 @@ def measure_all(jobs: int) -> dict:
     n_models = len(calibration_models())
     with tempfile.TemporaryDirectory(prefix="kb-flashcal-") as tmp, ProcessPoolExecutor(jobs) as pool:
         runtime_args = [(c, k, f"{tmp}/rt-{c}-{k}") for c in CORES for k in kernel_sets(c)]
-        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in range(n_models) for k in MODEL_KERNEL_SETS]
+        model_args = [(i, k, f"{tmp}/m{i}-{k}") for i in range(n_models) for k in KERNEL_SETS]
         runtime = list(pool.map(_runtime_job, runtime_args))
         models = [r for records in pool.map(_model_job, model_args) for r in records]
     return {"runtime": runtime, "models": models}
@@ -353,7 +353,7 @@ def acceptance(jobs: int) -> list[dict]:
     """Estimate vs measured Flash of every held-out model (tests/targets/test_flash_estimate.py's set)."""
     n = len(acceptance_models())
     with tempfile.TemporaryDirectory(prefix="kb-flashacc-") as tmp, ProcessPoolExecutor(jobs) as pool:
-        args = [(i, k, f"{tmp}/a{i}-{k}") for i in range(n) for k in MODEL_KERNEL_SETS]
+        args = [(i, k, f"{tmp}/a{i}-{k}") for i in range(n) for k in ACCEPTANCE_SETS]
         return [row for rows in pool.map(_acceptance_job, args) for row in rows]
 
 

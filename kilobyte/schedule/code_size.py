@@ -36,7 +36,7 @@ LAYER_BYTES = {
         'transpose_conv': 66, 'sparse_conv': 86, 'reshape': 22,
     },
     'cortex-m55': {
-        'conv': 74, 'conv_add': 74, 'depthwise': 66, 'fc': 66, 'add': 34, 'pool': 26, 'mean': 26, 'concat': 42,
+        'conv': 74, 'conv_add': 74, 'depthwise': 70, 'fc': 66, 'add': 34, 'pool': 26, 'mean': 26, 'concat': 42,
         'pad': 30, 'quantize': 26, 'softmax': 26, 'elementwise': 34, 'lut': 46, 'movement': 86, 'resize': 34,
         'transpose_conv': 66, 'sparse_conv': 86, 'reshape': 22,
     },
@@ -50,7 +50,7 @@ STAGE_BYTES = {
         'loop': 42, 'conv': 74, 'depthwise': 70, 'pool': 37, 'pad': 37, 'add': 79, 'concat': 64, 'copy': 58,
     },
     'cortex-m55': {
-        'loop': 45, 'conv': 72, 'depthwise': 69, 'pool': 38, 'pad': 37, 'add': 86, 'concat': 65, 'copy': 60,
+        'loop': 42, 'conv': 72, 'depthwise': 69, 'pool': 38, 'pad': 38, 'add': 86, 'concat': 66, 'copy': 60,
     },
 }
 

@@ -31,7 +31,7 @@ def _same(commands, option):
 
 def test_plan_and_compile_share_the_planner_options():
     assert _same(("plan", "compile"), "--no-inplace").default is False
-    assert _same(("plan", "compile"), "--kernels").choices == ("portable", "dsp")
+    assert _same(("plan", "compile"), "--kernels").choices == ("portable", "dsp", "mve")
     assert _same(("plan", "compile"), "--conv-columns").choices == ("free", "wide")
     parser = build_parser()
     for argv in (["plan", "m"], ["compile", "m", "--out", "o"]):
