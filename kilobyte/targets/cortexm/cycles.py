@@ -31,7 +31,7 @@ its mispredictions — a loop's exit, returns — are not simulated). Load-use s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 ALU, MUL, DIV, LOAD, STORE, LDM, STM, DUAL, BRANCH, TABLE, IT = (
@@ -118,23 +118,43 @@ def _decode32(h1: int, h2: int) -> Insn:
     return Insn(ALU, 4)  # data processing (register), parallel add/sub, coprocessor / floating point
 
 
+def thumb_instructions(code: bytes) -> Iterator[tuple[int, int, int | None]]:
+    """(byte offset, first halfword, second halfword or None for a 16-bit one) of each Thumb instruction of `code`,
+    a straight run of them (a halfword whose top five bits are 0b11101, 0b11110 or 0b11111 starts a 32-bit one)."""
+    i = 0
+    while i + 1 < len(code):
+        h1 = code[i] | code[i + 1] << 8
+        if h1 >> 11 in (0b11101, 0b11110, 0b11111) and i + 3 < len(code):
+            yield i, h1, code[i + 2] | code[i + 3] << 8
+            i += 4
+        else:
+            yield i, h1, None
+            i += 2
+
+
 def decode(code: bytes) -> list[Insn]:
-    """The Thumb instructions of `code`, a straight run of them (a halfword whose top five bits are 0b11101, 0b11110
-    or 0b11111 starts a 32-bit one).
+    """The timing classes of the Thumb instructions of `code` (`thumb_instructions`).
 
     >>> [i.kind for i in decode(bytes.fromhex("0120" "1068" "fff7feff" "7047"))]  # movs; ldr; bl .; bx lr
     ['alu', 'load', 'branch', 'branch']
     """
-    insns, i = [], 0
-    while i + 1 < len(code):
-        h1 = code[i] | code[i + 1] << 8
-        if h1 >> 11 in (0b11101, 0b11110, 0b11111) and i + 3 < len(code):
-            insns.append(_decode32(h1, code[i + 2] | code[i + 3] << 8))
-            i += 4
-        else:
-            insns.append(_decode16(h1))
-            i += 2
-    return insns
+    return [_decode16(h1) if h2 is None else _decode32(h1, h2) for _, h1, h2 in thumb_instructions(code)]
+
+
+def bl_target(address: int, first: int, second: int) -> int | None:
+    """The target of a Thumb-2 BL (encoding T1: 11110 S imm10, 11 J1 1 J2 imm11) at `address`, else None.
+
+    >>> hex(bl_target(0x8000, 0xF000, 0xF800))  # BL to the next instruction's address + 0
+    '0x8004'
+    >>> hex(bl_target(0x8000, 0xF7FF, 0xFFFE))  # BL 4 bytes back: to itself
+    '0x8000'
+    """
+    if first >> 11 != 0b11110 or second & 0xD000 != 0xD000:
+        return None
+    s = first >> 10 & 1
+    i1, i2 = 1 - ((second >> 13 & 1) ^ s), 1 - ((second >> 11 & 1) ^ s)
+    offset = s << 24 | i1 << 23 | i2 << 22 | (first & 0x3FF) << 12 | (second & 0x7FF) << 1
+    return address + 4 + (offset - (1 << 25) if s else offset)
 
 
 @dataclass(frozen=True)

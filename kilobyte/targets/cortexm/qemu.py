@@ -26,6 +26,7 @@ from kilobyte.errors import KilobyteError
 from kilobyte.ops.detect_post import DETECTION_DTYPE
 
 from ..qemu import plugin_args, read_counts
+from .cycles import bl_target, thumb_instructions
 from .measure import CLONE_SUFFIX, elf_bytes, elf_symbols
 from .toolchain import qemu_arm
 
@@ -97,35 +98,13 @@ def _failure(build, rc: int, console: str) -> KilobyteError:
     return KilobyteError(f"{where}: QEMU exited with code {rc}: {last}")
 
 
-def _bl_target(address: int, first: int, second: int) -> int | None:
-    """The target of a Thumb-2 BL (encoding T1: 11110 S imm10, 11 J1 1 J2 imm11) at `address`, else None.
-
-    >>> hex(_bl_target(0x8000, 0xF000, 0xF800))  # BL to the next instruction's address + 0
-    '0x8004'
-    >>> hex(_bl_target(0x8000, 0xF7FF, 0xFFFE))  # BL 4 bytes back: to itself
-    '0x8000'
-    """
-    if first >> 11 != 0b11110 or second & 0xD000 != 0xD000:
-        return None
-    s = first >> 10 & 1
-    i1, i2 = 1 - ((second >> 13 & 1) ^ s), 1 - ((second >> 11 & 1) ^ s)
-    offset = s << 24 | i1 << 23 | i2 << 22 | (first & 0x3FF) << 12 | (second & 0x7FF) << 1
-    return address + 4 + (offset - (1 << 25) if s else offset)
-
-
 def _bl_calls(code: bytes, start: int) -> list[tuple[int, int]]:
-    """(address, target) of every Thumb-2 BL in `code` (loaded at `start`), walking instruction lengths (a halfword
-    whose top five bits are 0b11101, 0b11110 or 0b11111 starts a 32-bit instruction)."""
-    calls, i = [], 0
-    while i + 2 <= len(code):
-        first = int.from_bytes(code[i:i + 2], "little")
-        if first >> 11 in (0b11101, 0b11110, 0b11111):
-            target = _bl_target(start + i, first, int.from_bytes(code[i + 2:i + 4], "little"))
-            if target is not None:
-                calls.append((start + i, target))
-            i += 4
-        else:
-            i += 2
+    """(address, target) of every Thumb-2 BL in `code` (loaded at `start`)."""
+    calls = []
+    for i, first, second in thumb_instructions(code):
+        target = None if second is None else bl_target(start + i, first, second)
+        if target is not None:
+            calls.append((start + i, target))
     return calls
 
 
