@@ -90,16 +90,17 @@ def layer_table(graph) -> dict[str, dict]:
     return table
 
 
-def per_layer(counts: dict[str, int], cycles: dict[str, int], table: dict) -> list[dict]:
-    """kb_layer_<k>_<node> counts and modelled cycles -> rows {node, op, macs, reduction, instructions, ipm, cycles,
-    cpm} for the weighted layers."""
+def per_layer(counts: dict[str, int], cycles: dict[str, int] | None, table: dict) -> list[dict]:
+    """kb_layer_<k>_<node> counts and modelled cycles (None: a core without a cycle model) -> rows {node, op, macs,
+    reduction, instructions, ipm, cycles, cpm} for the weighted layers."""
     rows = []
     for fn, n in counts.items():
         suffix = fn.split("_", 3)[3] if fn.count("_") >= 3 else fn  # kb_layer_<k>_<node>
         if suffix in table and table[suffix]["macs"]:
             macs = table[suffix]["macs"]
-            rows.append(dict(table[suffix], instructions=n, ipm=round(n / macs, 3), cycles=cycles[fn],
-                             cpm=round(cycles[fn] / macs, 3)))
+            c = cycles[fn] if cycles is not None else None
+            rows.append(dict(table[suffix], instructions=n, ipm=round(n / macs, 3), cycles=c,
+                             cpm=round(c / macs, 3) if c is not None else None))
     return rows
 
 

@@ -119,8 +119,7 @@ def target_rows(name: str, q, work: Path) -> list[dict]:
             else:  # unicorn cannot run v8.1-M code: Kilobyte's QEMU plugin counts; no cycle model for the core yet
                 run = run_qemu(build, x, timeout=600, count=True)
                 output, total, cycles = run.output, run.instructions, None
-                layers = per_layer(run.per_layer, dict.fromkeys(run.per_layer, 0), layer_table(result.graph))
-                layers = [dict(r, cycles=None, cpm=None) for r in layers]
+                layers = per_layer(run.per_layer, None, layer_table(result.graph))
             if not np.array_equal(output, want):
                 raise SystemExit(f"{name} {target} {kernels}: output differs from run_int8")
             sizes = measure(build)
