@@ -461,10 +461,10 @@ static int dw3_channel(const kb_conv_params *p, const int8_t *w, const int32_t *
 
 /* -- 3x3, four channels at a time through three widened window rows (kb_arm_dwg.S) -----------------------------------
  * The scratch holds a ring of three window rows of KB_DWG_RING_PIXELS(p) pixels each (the padding columns included),
- * each pixel two int16-pair words of the group's four channels (kb_arm_dwg.h); input row iy lives in ring row
- * (iy + pad_t) % 3, a padding row as the zero point. Per output row the rows its windows need are widened in (two
- * per output row at stride 2, one at stride 1), then kb_arm_dwg.S computes the whole output row. The group's
- * weights, sums' start and requantisation are prepared once per group. */
+ * each pixel two int16-pair words of the group's four channels (kb_arm_dwg.h). kb_arm_dwg.S runs a whole group:
+ * before each output row it widens in the input rows new to its windows (one at stride 1, two at stride 2; a padding
+ * row as the zero point) and rotates the three rows. C prepares what the assembly reads: per layer (group_layer,
+ * the padding columns: ring_clear) and per group (group_job: weights, sums' start, requantisation). */
 #define KB_DWG_RING_PIXELS(p) ((p)->in_w + (p)->pad_l + (p)->pad_r)
 /* At stride 1 the plane path's SMLAD pairs (kb_arm_dw3.S: two outputs of a row per step) take fewer cycles once
  * output rows are wider than this; on narrower ones its per-row and per-channel work makes the group path cheaper
@@ -502,8 +502,9 @@ static int groups_apply(const kb_conv_params *p, const int8_t *in, const int8_t 
     return 1;
 }
 
-/* The group of channels [c, c + 4): its doubled weights as int16 pairs, doubled sums' start and one-SMMLAR
- * requantisation; 0 when that form does not cover one of the four (rqs_covers): they then take the plane path. */
+/* The group of channels [c, c + 4): its doubled weights as int16 pairs, doubled sums' start (channel_base's
+ * bias + in_offset * sum(w), the sums taken from the unpacked lanes) and one-SMMLAR requantisation; 0 when that form
+ * does not cover one of the four (rqs_covers): they then take the plane path (in place) or kb_depthwise's. */
 static int group_job(const kb_conv_params *p, const int8_t *w, const int32_t *bias, const int32_t *mult,
                      const int32_t *shift, int32_t c, kb_dwg_job *j)
 {
