@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not _HAVE_ALL,  # n
                                 reason="Cortex-M tools (arm-none-eabi-gcc, qemu-system-arm) or kilobyte[arm] missing")
 
 BENCH_KEYS = {"flash_bytes", "sram_bytes", "stack_bytes", "instructions", "macs", "instructions_per_mac",
-              "per_layer_instructions", "flash", "sram", "planned", "note", "target", "kernels", "device", "cycles",
+              "per_layer_instructions", "flash", "sram", "planned", "target", "kernels", "device", "cycles",
               "cycles_per_mac", "per_layer_cycles", "cycle_model"}
 
 
@@ -121,7 +121,7 @@ def test_bench_json(capsys, compiled):
     code, out, err = cli(capsys, "bench", compiled[0], "--target", "cortex-m7", "--json")
     assert code == 0, err
     b = json.loads(out)
-    assert BENCH_KEYS <= set(b) and b["note"] is None and b["target"] == "cortex-m7"
+    assert BENCH_KEYS <= set(b) and b["target"] == "cortex-m7"
     assert b["macs"] == compiled[1]["macs"] and b["instructions"] > b["macs"]
     assert b["instructions_per_mac"] == pytest.approx(b["instructions"] / b["macs"], rel=1e-3)
     assert 0 < sum(b["per_layer_instructions"].values()) <= b["instructions"]
@@ -135,17 +135,19 @@ def test_bench_json(capsys, compiled):
 
 
 def test_bench_m55_counts_instructions_under_qemu(capsys, compiled):
-    """unicorn cannot run v8.1-M code: on the M55 the QEMU plugin counts, per layer; no cycle model there yet."""
+    """unicorn cannot run v8.1-M code: on the M55 the QEMU plugin counts, per layer, priced by the beat model."""
     code, out, err = cli(capsys, "bench", compiled[0], "--target", "cortex-m55", "--json")
     assert code == 0, err
     b = json.loads(out)
-    assert b["instructions"] > b["macs"] and "QEMU" in b["note"] and b["cycles"] is None
+    assert b["instructions"] > b["macs"] and "beat model" in b["cycle_model"] and b["cycles"] > 0
     assert b["instructions_per_mac"] == pytest.approx(b["instructions"] / b["macs"], rel=1e-3)
-    assert 0 < sum(b["per_layer_instructions"].values()) <= b["instructions"] and b["per_layer_cycles"] is None
+    assert 0 < sum(b["per_layer_instructions"].values()) <= b["instructions"]
+    assert b["per_layer_cycles"].keys() == b["per_layer_instructions"].keys()
+    assert 0 < sum(b["per_layer_cycles"].values()) <= b["cycles"]
     assert b["stack_bytes"] > 0 and b["flash_bytes"] > 0 and b["sram_bytes"] > 0
     code, out, _ = cli(capsys, "bench", compiled[0], "--target", "cortex-m55")
-    assert code == 0 and "cycles        n/a" in out and "stack used" in out
-    assert "per layer (instructions, share of the instructions)" in out
+    assert code == 0 and "per MAC, beat model)" in out and "stack used" in out
+    assert "per layer (instructions, modelled cycles, share of the cycles)" in out
 
 
 def test_bench_human_table(capsys, compiled):

@@ -27,6 +27,22 @@ per cycle in order; this model pairs neighbours greedily within a block when the
 and at most one multiply and the first is not multi-cycle; LDM/STM of N registers take 1 + ceil(N/2) (64-bit
 path), LDRD/STRD 1, divides 12, TBB/TBH 2; a taken branch adds 1 (the branch predictor hides most of the refill;
 its mispredictions — a loop's exit, returns — are not simulated). Load-use stalls are not modelled.
+
+Cortex-M55 (the beat model, documented assumptions; Arm publishes no cycle table for it). One instruction issues per
+cycle, in order. Helium (MVE) instructions work on 128-bit vectors in four beats; the M55's datapath executes two
+beats per cycle, so a vector instruction holds its unit for two cycles. Three units: memory (VLDR*/VSTR*, VLD2/4,
+VST2/4, gathers and scatters), multiply (VMUL*, VMLA*/VMLADAV*/VMLALDAV*, VQDMULH, VQRDMULH, VRMLALDAVH, ...), and
+integer (every other vector instruction: VADD, VDUP, VSHL, VMAX, VADDV, lane moves...). The next instruction may issue
+the cycle after one on another unit (beat-wise overlap: a VLDR and a VMLADAVA alternating run at one instruction per
+cycle), and waits for its unit when the unit is busy (two VMLADAVAs in a row: two cycles each); scalar instructions
+overlap a vector instruction's second cycle. VPST and VCTP take one cycle and no unit. Scalar prices: one cycle for
+data processing, multiplies and load/store single or dual (the M55's 64-bit data path, loads pipelined), LDM/STM/PUSH/
+POP of N registers 1 + ceil(N/2), divides 12, TBB/TBH 2; a taken branch refills 2, except the loop end of a
+low-overhead loop (LE/LETP), which the M55's loop cache turns into no refill. Each block is priced in steady state,
+as if it followed itself (exact for loop bodies, where the vector work is). Not modelled: data-dependence stalls
+(vector results are ready one or two cycles after issue; the kernels interleave independent accumulators), the
+vector store-then-load hazard, wait states (code and data in TCM). The vector instructions are recognised from
+`arm-none-eabi-objdump`'s disassembly (`helium.vector_insns`); everything else is decoded here.
 """
 
 from __future__ import annotations
@@ -36,6 +52,10 @@ from dataclasses import dataclass
 
 ALU, MUL, DIV, LOAD, STORE, LDM, STM, DUAL, BRANCH, TABLE, IT = (
     "alu", "mul", "div", "load", "store", "ldm", "stm", "dual", "branch", "table", "it")
+# v8.1-M: Helium vector instructions by unit, VPST/VCTP, and the end of a low-overhead loop (LE, LETP)
+VMEM, VMUL, VINT, VPRED, LOOP_END = "vmem", "vmul", "vint", "vpred", "loop-end"
+VECTOR_UNITS = {VMEM: "memory", VMUL: "multiply", VINT: "integer"}
+M55_VECTOR_CYCLES = 2  # four beats at two per cycle
 _SINGLE = (LOAD, STORE)  # load/store single: pipelines with its neighbour on the M4
 _MEMORY = (LOAD, STORE, LDM, STM, DUAL, TABLE)
 
@@ -132,13 +152,17 @@ def thumb_instructions(code: bytes) -> Iterator[tuple[int, int, int | None]]:
             i += 2
 
 
-def decode(code: bytes) -> list[Insn]:
-    """The timing classes of the Thumb instructions of `code` (`thumb_instructions`).
+def decode(code: bytes, at: int = 0, known: dict[int, Insn] | None = None) -> list[Insn]:
+    """The timing classes of the Thumb instructions of `code` (`thumb_instructions`), loaded at address `at`;
+    `known` (address -> Insn) overrides the decoding where it has an entry (the Helium instructions of a v8.1-M
+    image: `helium.vector_insns`).
 
     >>> [i.kind for i in decode(bytes.fromhex("0120" "1068" "fff7feff" "7047"))]  # movs; ldr; bl .; bx lr
     ['alu', 'load', 'branch', 'branch']
     """
-    return [_decode16(h1) if h2 is None else _decode32(h1, h2) for _, h1, h2 in thumb_instructions(code)]
+    known = known or {}
+    return [known.get(at + i) or (_decode16(h1) if h2 is None else _decode32(h1, h2))
+            for i, h1, h2 in thumb_instructions(code)]
 
 
 def bl_target(address: int, first: int, second: int) -> int | None:
@@ -159,11 +183,19 @@ def bl_target(address: int, first: int, second: int) -> int | None:
 
 @dataclass(frozen=True)
 class CycleModel:
-    """A core's price list: `block(insns)` cycles for one pass through a block, `refill` per taken exit."""
+    """A core's price list: `block(insns)` cycles for one pass through a block, `refill` per taken exit
+    (`exit_refill`: of a given block)."""
 
     core: str
     block: Callable[[list[Insn]], int]
     refill: int
+    loop_refill: int | None = None  # a taken exit by a low-overhead loop's end (LE), where the core has one
+
+    def exit_refill(self, insns: list[Insn]) -> int:
+        """The refill a taken exit from the block `insns` costs."""
+        if self.loop_refill is not None and insns and insns[-1].kind == LOOP_END:
+            return self.loop_refill
+        return self.refill
 
 
 def _m4_block(insns: list[Insn]) -> int:
@@ -212,10 +244,38 @@ def _m7_block(insns: list[Insn]) -> int:
     return cycles
 
 
+def _m55_scalar(insn: Insn) -> int:
+    k = insn.kind
+    if k in (LDM, STM):
+        return 1 + (insn.registers + 1) // 2
+    return {DIV: 12, TABLE: 2}.get(k, 1)
+
+
+def _m55_pass(insns: list[Insn], t: int, free: dict[str, int]) -> int:
+    """Issue `insns` from cycle `t` with the vector units free from `free` (updated); the cycle after the last issue."""
+    for insn in insns:
+        unit = VECTOR_UNITS.get(insn.kind)
+        if unit is None:
+            t += _m55_scalar(insn)
+            continue
+        start = max(t, free.get(unit, 0))
+        free[unit] = start + M55_VECTOR_CYCLES
+        t = start + 1
+    return t
+
+
+def _m55_block(insns: list[Insn]) -> int:
+    """One pass in steady state: the second of two back-to-back passes (units still busy from the first)."""
+    free: dict[str, int] = {}
+    first = _m55_pass(insns, 0, free)
+    return _m55_pass(insns, first, free) - first
+
+
 MODELS = {"cortex-m4": CycleModel("cortex-m4", _m4_block, refill=2),
-          "cortex-m7": CycleModel("cortex-m7", _m7_block, refill=1)}
+          "cortex-m7": CycleModel("cortex-m7", _m7_block, refill=1),
+          "cortex-m55": CycleModel("cortex-m55", _m55_block, refill=2, loop_refill=0)}
 
 
 def cycle_model(target: str) -> CycleModel | None:
-    """The model of a `--target` core, None when there is none (cortex-m55: unicorn cannot run it)."""
+    """The model of a `--target` core, None when there is none."""
     return MODELS.get(target)

@@ -80,6 +80,14 @@ def elf_bytes(elf: str | Path, address: int, size: int) -> bytes:
     raise KilobyteError(f"{elf}: no section holds {size} bytes at 0x{address:08x}")
 
 
+def elf_contents(elf: str | Path) -> list[tuple[int, bytes]]:
+    """(address, contents) of every allocated section with contents (code, read-only data, .data's image)."""
+    elffile = _elffile()
+    with open(elf, "rb") as f:
+        return [(sec["sh_addr"], sec.data()) for sec in elffile(f).iter_sections()
+                if sec["sh_flags"] & 0x2 and sec["sh_type"] != "SHT_NOBITS"]
+
+
 def elf_symbols(elf: str | Path) -> list[ElfSymbol]:
     """Function and object symbols (global and local) of an ELF file with a non-zero size."""
     kinds = {"STT_FUNC": "func", "STT_OBJECT": "object"}

@@ -25,9 +25,9 @@ import numpy as np
 from kilobyte.errors import KilobyteError
 from kilobyte.ops.detect_post import DETECTION_DTYPE
 
-from ..qemu import plugin_args, read_counts
-from .cycles import bl_target, thumb_instructions
-from .measure import CLONE_SUFFIX, elf_bytes, elf_symbols
+from ..qemu import ProfileRow, plugin_args, read_profile
+from .cycles import bl_target, cycle_model, decode, thumb_instructions
+from .measure import CLONE_SUFFIX, elf_bytes, elf_contents, elf_symbols
 from .toolchain import qemu_arm
 
 FW_EXIT_IO = 2  # fw/fw.h
@@ -49,6 +49,8 @@ class QemuResult:
     detections: np.ndarray | None = None  # a detector's boxes (ops.detect_post.DETECTION_DTYPE), best first
     instructions: int | None = None  # with count=True: executed by the invoke call (the QEMU plugin's count)
     per_layer: dict[str, int] | None = None  # with count=True: by kb_layer_* function, in call order
+    cycles: int | None = None  # with count=True, on a core with a cycle model (cycles.py): the run's modelled cycles
+    per_layer_cycles: dict[str, int] | None = None  # as per_layer
 
 
 def qemu_command(build, kernel: Path) -> list[str]:
@@ -165,18 +167,55 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
         file_output = (work / "file_output.bin").read_bytes() if file_input is not None else None
         stats = dict(line.split() for line in (work / "stats.txt").read_text().splitlines() if line.strip())
         detections = _detections(build, work / "detections.bin") if build.max_detections is not None else None
-        counts = read_counts(work, f"{build.elf} on {build.board.machine}") if count else None
+        profile = read_profile(work, f"{build.elf} on {build.board.machine}") if count else None
     if len(output) != build.output_bytes:
         raise KilobyteError(f"{build.elf}: output.bin has {len(output)} bytes, expected {build.output_bytes}")
     if file_output is not None and len(file_output) != build.file_output_bytes:
         raise KilobyteError(f"{build.elf}: file_output.bin has {len(file_output)} bytes, expected "
                             f"{build.file_output_bytes}")
-    instructions = per_layer = None
-    if counts is not None:
+    instructions = per_layer = cycles = per_layer_cycles = None
+    if profile is not None:
+        counts, costs = profile_totals(build, profile)
         instructions = sum(counts.values())
         per_layer = {layer_of[b]: counts.get(b, 0) for b in sorted(layer_of)}
+        if costs is not None:
+            cycles = sum(costs.values())
+            per_layer_cycles = {layer_of[b]: costs.get(b, 0) for b in sorted(layer_of)}
     return QemuResult(np.frombuffer(output, dtype=np.int8).copy(), int(stats["stack_bytes"]), proc.returncode,
-                      seconds, file_output, detections, instructions, per_layer)
+                      seconds, file_output, detections, instructions, per_layer, cycles, per_layer_cycles)
+
+
+def profile_totals(build, profile: list[ProfileRow]) -> tuple[dict[int, int], dict[int, int] | None]:
+    """Instructions and modelled cycles (None without a model for the core) per bucket of the plugin's profile:
+    each block decoded once from the ELF (its Helium instructions classified by `helium.vector_insns` on a v8.1-M
+    core) and priced by the core's model, times its executions, plus the refill of each taken exit."""
+    model = cycle_model(build.target)
+    counts: dict[int, int] = {}
+    costs: dict[int, int] = {}
+    if model is not None:
+        sections = elf_contents(build.elf)
+        known = {}
+        if build.target == "cortex-m55":
+            from .helium import vector_insns
+
+            known = vector_insns(build.elf)
+        priced: dict[tuple[int, int], tuple[int, int]] = {}
+    for row in profile:
+        counts[row.bucket] = counts.get(row.bucket, 0) + row.instructions * row.execs
+        if model is None:
+            continue
+        key = (row.start, row.end)
+        if key not in priced:
+            code = next((data[row.start - at:row.end - at] for at, data in sections
+                         if at <= row.start and row.end <= at + len(data)), None)
+            if code is None:
+                raise KilobyteError(f"{build.elf}: the profiled block 0x{row.start:08x}-0x{row.end:08x} is in no "
+                                    f"section")
+            insns = decode(code, row.start, known)
+            priced[key] = (model.block(insns), model.exit_refill(insns))
+        per_pass, refill = priced[key]
+        costs[row.bucket] = costs.get(row.bucket, 0) + per_pass * row.execs + refill * row.taken
+    return counts, costs if model is not None else None
 
 
 def _detections(build, path: Path) -> np.ndarray:

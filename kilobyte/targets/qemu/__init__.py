@@ -5,7 +5,8 @@ and as its cross-check on the ones it can (tests/targets/test_qemu_icount.py: eq
 `plugin_path()` builds the plugin with the host C compiler once per process (about 0.1 s) into a temporary
 directory. `plugin_args(marks, work)` writes the marks (address -> bucket: executing the address makes that bucket
 the one counted into; bucket 0 stops and writes the counts) and returns QEMU's `-plugin PATH,marks=...,out=...`;
-`read_counts` reads the bucket counts back ("-1": the guest exited before bucket 0). The plugin API it uses is
+`read_profile` reads back what ran, per (block, bucket): how often, and how often left by a taken branch ("-1": the
+guest exited before bucket 0); `read_counts` adds it up into instructions per bucket. The plugin API it uses is
 declared in `kb_qemu_plugin.h` (Debian ships no qemu-plugin.h); QEMU 7.2 (`qemu-system-arm` in Debian 12)
 implements it.
 """
@@ -16,6 +17,7 @@ import functools
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from kilobyte.errors import KilobyteError
@@ -24,9 +26,21 @@ PLUGIN_DIR = Path(__file__).parent
 PLUGIN_SOURCE = PLUGIN_DIR / "kb_icount.c"
 PLUGIN_FLAGS = ("-shared", "-fPIC", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
 
-__all__ = ["PLUGIN_SOURCE", "plugin_args", "plugin_path", "read_counts"]
+__all__ = ["PLUGIN_SOURCE", "ProfileRow", "plugin_args", "plugin_path", "read_counts", "read_profile"]
 
 MAX_MARKS = 4096  # kb_icount.c's MAX_MARKS and MAX_BUCKETS
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One block of guest code that ran in one bucket (kb_icount.c's profile line)."""
+
+    bucket: int
+    start: int  # address of its first instruction
+    end: int  # address just past its last instruction
+    instructions: int
+    execs: int  # times it ran in this bucket
+    taken: int  # times the block that ran next did not start at `end`
 
 
 @functools.cache
@@ -54,13 +68,25 @@ def plugin_args(marks: dict[int, int], work: Path) -> list[str]:
     return ["-plugin", f"{plugin_path()},marks={work / 'marks.txt'},out={work / 'count.txt'}"]
 
 
-def read_counts(work: Path, where: str) -> dict[int, int]:
-    """The plugin's counts (bucket -> instructions, buckets that counted any) from work/count.txt; a
-    `KilobyteError` naming `where` if it wrote none or the guest exited before reaching a bucket-0 mark."""
+def read_profile(work: Path, where: str) -> list[ProfileRow]:
+    """The plugin's profile (work/count.txt); a `KilobyteError` naming `where` if it wrote none, the guest exited
+    before reaching a bucket-0 mark, or its counter table overflowed."""
     try:
         text = (work / "count.txt").read_text().split()
     except FileNotFoundError:
         raise KilobyteError(f"{where}: the QEMU plugin wrote no counts (was it loaded?)") from None
-    if text == ["-1"]:
+    if text[:1] == ["-1"]:
         raise KilobyteError(f"{where}: the guest exited without returning from the counted call")
-    return {int(b): int(n) for b, n in zip(text[::2], text[1::2])}
+    if text[:1] == ["-2"]:
+        raise KilobyteError(f"{where}: the QEMU plugin's counter table overflowed (more than 512 Ki blocks x "
+                            f"buckets)")
+    fields = [int(t, 0) for t in text]
+    return [ProfileRow(*fields[i:i + 6]) for i in range(0, len(fields), 6)]
+
+
+def read_counts(work: Path, where: str) -> dict[int, int]:
+    """Instructions per bucket (buckets that counted any), from the plugin's profile (`read_profile`)."""
+    counts: dict[int, int] = {}
+    for row in read_profile(work, where):
+        counts[row.bucket] = counts.get(row.bucket, 0) + row.instructions * row.execs
+    return counts
