@@ -96,8 +96,8 @@ def select_sources(src_dir: Path, kernels: str = "portable", arm_dir: Path | Non
         if d.is_dir():
             have = {p.name for p in chosen}
             chosen += [h for h in sorted(d.glob("*.h")) if h.name not in have]
-    if dirs:
-        chosen += assembly_for(chosen, arm_dir)
+    for d in dirs:
+        chosen += assembly_for(chosen, d)
     return chosen
 
 

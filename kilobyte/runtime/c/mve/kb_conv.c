@@ -1,0 +1,214 @@
+/* Kilobyte runtime, Cortex-M55 Helium (MVE) kernels: int8 CONV_2D, bit-identical to ../kb_conv.c (same functions,
+ * arguments and layouts; TFLite's reference arithmetic).
+ *
+ * Output pixels go four at a time through kb_mve_conv4 (assembly: every output channel of the four, 10 vector
+ * instructions per 64 MACs, the requantisation vectorised, one scatter store), which reads each pixel's window as one
+ * column of kh * kw * in_c int8 values: for a 1x1 window without padding that is the input pixel itself; otherwise
+ * the window is copied into the scratch (KB_CONV_SCRATCH bytes: exactly four int8 columns), padding as the input's
+ * zero point, which contributes nothing once in_offset * sum(w) is added (TFLite's sum of w * (x + in_offset) over
+ * the taps that are not padding). A group of fewer than four pixels repeats its first column and stores only its own.
+ *
+ * Without scratch (the planner gives a conv with fewer than 16 output channels none), pixels go in groups of up to
+ * four that share their window's valid taps, and each valid kernel row is one contiguous run of kw * in_c input bytes
+ * per pixel (dense input, dilation 1 across; else one run per tap) read straight from the input, in C.
+ */
+#include <arm_mve.h>
+
+#include <string.h>
+
+#include "kilobyte.h"
+#include "kb_mve_conv4.h"
+#include "kb_mve_requant.h"
+
+typedef struct {
+    const int8_t *x[4];   /* each pixel's window origin (tap (0, 0), possibly outside the input) */
+    uint32_t out[4];      /* each pixel's output byte offset */
+    int32_t n;            /* pixels in the group, 1..4 */
+    int32_t ky0, ky1, kx0, kx1;  /* the valid taps: ky0 <= ky < ky1, kx0 <= kx < kx1 */
+} kb_group;
+
+/* s[j] += sum of x_j[i] * w[i] and *ws += sum of w[i], i < n (mod 2^32). */
+static inline __attribute__((always_inline)) void run4(const int8_t *x0, const int8_t *x1, const int8_t *x2,
+                                                       const int8_t *x3, const int8_t *w, int32_t n, int32_t s[4],
+                                                       int32_t *ws)
+{
+    int32_t a = s[0], b = s[1], c = s[2], d = s[3], t = *ws;
+    for (int32_t i = 0; i < n; i += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)(n - i));
+        const int8x16_t wv = vldrbq_z_s8(w + i, p);
+        a = vmladavaq_s8(a, vldrbq_z_s8(x0 + i, p), wv);
+        b = vmladavaq_s8(b, vldrbq_z_s8(x1 + i, p), wv);
+        c = vmladavaq_s8(c, vldrbq_z_s8(x2 + i, p), wv);
+        d = vmladavaq_s8(d, vldrbq_z_s8(x3 + i, p), wv);
+        t = vaddvaq_s8(t, wv);
+    }
+    s[0] = a, s[1] = b, s[2] = c, s[3] = d, *ws = t;
+}
+
+static void flush(const kb_conv_params *p, const kb_group *g, const int8_t *w, const int32_t *bias,
+                  const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    const int32_t cin = p->in_c, k_w = p->k_w, taps_k = p->k_h * k_w * cin;
+    const int32_t lo = p->act_min - p->out_offset, hi = p->act_max - p->out_offset;
+    const int rows = p->dil_w == 1 && p->in_cstride == cin;  /* a kernel row's valid taps are one run */
+    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride, tap_pitch = p->dil_w * p->in_cstride;
+    const uint32x4_t offs = vldrwq_u32(g->out);
+    const mve_pred16_t keep = vctp32q((uint32_t)g->n);
+    for (int32_t co = 0; co < p->out_c; ++co) {
+        const int8_t *wc = w + co * taps_k;
+        int32_t s[4] = {0, 0, 0, 0}, ws = 0;
+        for (int32_t ky = g->ky0; ky < g->ky1; ++ky) {
+            const int32_t in_at = ky * row_pitch, w_at = ky * k_w * cin;
+            if (rows) {
+                const int32_t at = in_at + g->kx0 * tap_pitch;
+                run4(g->x[0] + at, g->x[1] + at, g->x[2] + at, g->x[3] + at, wc + w_at + g->kx0 * cin,
+                     (g->kx1 - g->kx0) * cin, s, &ws);
+                continue;
+            }
+            for (int32_t kx = g->kx0; kx < g->kx1; ++kx) {
+                const int32_t at = in_at + kx * tap_pitch;
+                run4(g->x[0] + at, g->x[1] + at, g->x[2] + at, g->x[3] + at, wc + w_at + kx * cin, cin, s, &ws);
+            }
+        }
+        const int32_t off = (int32_t)((uint32_t)p->in_offset * (uint32_t)ws);
+        const int32x4_t acc = vaddq_n_s32(vldrwq_s32(s), off);
+        const int32x4_t y = kb_mve_rq4(acc, bias[co], mult[co], shift[co], lo, hi, p->out_offset);
+        vstrbq_scatter_offset_p_s32(out + co, offs, y, keep);
+    }
+}
+
+/* The valid range [*k0, *k1) of a window axis starting at input index i0 with `k` taps `dil` apart in `size`. */
+static void valid(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
+{
+    int32_t a = 0, b = k;
+    while (a < b && i0 + a * dil < 0) {
+        ++a;
+    }
+    while (b > a && i0 + (b - 1) * dil >= size) {
+        --b;
+    }
+    *k0 = a, *k1 = b;
+}
+
+static void conv_runs(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    kb_group g;
+    g.n = 0;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_t;
+        int32_t ky0, ky1;
+        valid(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_l;
+            int32_t kx0, kx1;
+            valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+            if (g.n > 0 && (g.ky0 != ky0 || g.ky1 != ky1 || g.kx0 != kx0 || g.kx1 != kx1)) {
+                flush(p, &g, w, bias, mult, shift, out);
+                g.n = 0;
+            }
+            if (g.n == 0) {
+                g.ky0 = ky0, g.ky1 = ky1, g.kx0 = kx0, g.kx1 = kx1;
+            }
+            const int8_t *origin = in + (iy0 * p->in_row + ix0) * p->in_cstride;
+            for (int32_t j = g.n; j < 4; ++j) {  /* the rest repeat this pixel until others join */
+                g.x[j] = origin;
+            }
+            g.out[g.n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
+            if (g.n == 4) {
+                flush(p, &g, w, bias, mult, shift, out);
+                g.n = 0;
+            }
+        }
+    }
+    if (g.n > 0) {
+        flush(p, &g, w, bias, mult, shift, out);
+    }
+}
+
+/* n bytes from src to dst, 16 per VLDRB / VSTRB pair (the last pair predicated). */
+static void copy_bytes(int8_t *dst, const int8_t *src, int32_t n)
+{
+    for (int32_t i = 0; i < n; i += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)(n - i));
+        vstrbq_p_s8(dst + i, vldrbq_z_s8(src + i, p), p);
+    }
+}
+
+/* Pixel (oy, ox)'s window as kh * kw * in_c int8 values at col, padded taps as the zero point `zp`. */
+static void window_column(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int8_t zp, int8_t *col)
+{
+    const int32_t cin = p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
+    int32_t kx0, kx1;
+    valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+    const int run = p->dil_w == 1 && p->in_cstride == cin;
+    for (int32_t ky = 0; ky < p->k_h; ++ky, col += p->k_w * cin) {
+        const int32_t iy = iy0 + ky * p->dil_h;
+        if (iy < 0 || iy >= p->in_h || kx0 >= kx1) {
+            memset(col, zp, (size_t)(p->k_w * cin));
+            continue;
+        }
+        memset(col, zp, (size_t)(kx0 * cin));
+        const int8_t *row = in + (iy * p->in_row + ix0) * p->in_cstride;
+        if (run) {
+            copy_bytes(col + kx0 * cin, row + kx0 * cin, (kx1 - kx0) * cin);
+        } else {
+            for (int32_t kx = kx0; kx < kx1; ++kx) {
+                copy_bytes(col + kx * cin, row + kx * p->dil_w * p->in_cstride, cin);
+            }
+        }
+        memset(col + kx1 * cin, zp, (size_t)((p->k_w - kx1) * cin));
+    }
+}
+
+void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+             const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    const int32_t k = p->k_h * p->k_w * p->in_c;
+    const int direct = p->k_h == 1 && p->k_w == 1 && !(p->pad_t | p->pad_b | p->pad_l | p->pad_r);
+    if (!direct && (scratch == NULL || p->scratch_bytes < 4 * k)) {
+        conv_runs(p, in, w, bias, mult, shift, out);
+        return;
+    }
+    kb_mve_conv4_job job = {.w = w, .bias = bias, .mult = mult, .shift = shift, .out = out, .k = k,
+                            .out_c = p->out_c, .in_offset = p->in_offset, .lo = p->act_min - p->out_offset,
+                            .hi = p->act_max - p->out_offset, .out_offset = p->out_offset,
+                            .w_back = ((k + 15) & ~15) - k};
+    const int8_t zp = (int8_t)-p->in_offset;
+    int32_t n = 0;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            if (direct) {
+                job.col[n] = in + (oy * p->stride_h * p->in_row + ox * p->stride_w) * p->in_cstride;
+            } else {
+                job.col[n] = scratch + n * k;
+                window_column(p, in, oy, ox, zp, scratch + n * k);
+            }
+            job.offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
+            if (n == 4) {
+                job.keep = 0xffff;
+                kb_mve_conv4(&job);
+                n = 0;
+            }
+        }
+    }
+    if (n > 0) {
+        for (int32_t j = n; j < 4; ++j) {
+            job.col[j] = job.col[0], job.offs[j] = job.offs[0];
+        }
+        job.keep = vctp32q((uint32_t)n);
+        kb_mve_conv4(&job);
+    }
+}
+
+void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    kb_conv(p, in, w, bias, mult, shift, out, scratch);
+}
+
+void kb_conv_1x1(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                 const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
+{
+    kb_conv(p, in, w, bias, mult, shift, out, scratch);
+}

@@ -1,0 +1,29 @@
+/* Kilobyte runtime, Cortex-M55 Helium (MVE): TFLite's requantisation of four int32 sums at once, bit for bit with
+ * kb_requant.h's kb_rq_apply (double rounding, TFLite Micro's default).
+ *
+ * Per lane: v = acc + bias (wrapping); v << left (VSHL by register: wraps as TFLite's x * 2^left); VQRDMULH by the
+ * multiplier, which is SaturatingRoundingDoublingHighMul exactly ((v * m + 2^30) >> 31, the one overflow case
+ * saturated); then RoundingDivideByPOT by `right`: VRSHL by -right rounds ties up ((v + 2^(right-1)) >> right, in
+ * full precision), TFLite rounds them away from zero, so a negative v is first lowered by one (saturating: INT32_MIN
+ * stays, which rounds the same) — only when right > 0 (v & -right has the sign bit set exactly then). Clamp to the
+ * activation range less the zero point, add the zero point. */
+#ifndef KB_MVE_REQUANT_H
+#define KB_MVE_REQUANT_H
+
+#include <arm_mve.h>
+#include <stdint.h>
+
+static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4(int32x4_t acc, int32_t bias, int32_t mult,
+                                                                 int32_t shift, int32_t lo, int32_t hi,
+                                                                 int32_t out_offset)
+{
+    const int32_t left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+    int32x4_t v = vshlq_r_s32(vaddq_n_s32(acc, bias), left);
+    v = vqrdmulhq_n_s32(v, mult);
+    v = vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, vdupq_n_s32(-right)), 31));
+    v = vrshlq_n_s32(v, -right);
+    v = vminq_s32(vmaxq_s32(v, vdupq_n_s32(lo)), vdupq_n_s32(hi));
+    return vaddq_n_s32(v, out_offset);
+}
+
+#endif /* KB_MVE_REQUANT_H */
