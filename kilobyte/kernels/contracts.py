@@ -9,6 +9,9 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   wide path pads a window of kh*kw*Cin % 4 != 0 values with zeros). With fewer output channels the DSP conv never
   widens columns (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none; with scratch or not, it may keep
   columns in its own output's unwritten part and in consumed input rows (kilobyte.h, kb_conv).
+- CONV_2D, Helium kernels (mve): the same two int16 columns' bytes, read as four int8 columns (`KB_CONV_SCRATCH`),
+  whatever the output channels, for a window larger than 1x1 (a 1x1 conv reads its pixels in place); without them
+  it runs a slower direct path. Bytes granted beyond them serve only the DSP 1x1 conv + ADD it keeps.
 - CONV_2D with a sparse weight format (FWCS, CSR; `ops/sparse.py`), both sets: two im2col windows of 2-byte values,
   `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen
   two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
@@ -81,9 +84,11 @@ def is_local(node: Node) -> bool:
 
 
 def reads_columns(graph: Graph, node: Node, kernels: str) -> bool:
-    """Whether `node`'s kernel in `kernels` reads im2col columns at all (DSP conv, >= KB_COLS_MIN_OUT_C outputs)."""
-    return (kernels in DSP_BASED and contract_for(node).columns and not is_sparse(node)
-            and graph.tensors[node.outputs[0]].shape[-1] >= KB_COLS_MIN_OUT_C)
+    """Whether `node`'s kernel in `kernels` reads im2col columns at all: the DSP conv with >= KB_COLS_MIN_OUT_C
+    outputs, the Helium one (mve) always."""
+    if kernels not in DSP_BASED or not contract_for(node).columns or is_sparse(node):
+        return False
+    return kernels == "mve" or graph.tensors[node.outputs[0]].shape[-1] >= KB_COLS_MIN_OUT_C
 
 
 def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:

@@ -1,9 +1,10 @@
 """The Cortex-M55 Helium (MVE) kernel set, "mve" (runtime/c/mve/ over the DSP set): bit-exact under QEMU mps3-an547.
 
-Work in progress for issue 30 (step 2): so far the fully connected kernel. The calls of test_dsp_kernels.py's FC
-harness (random shapes, per-tensor and per-channel, big biases, every third with the input offset folded into the
-bias as generated code does) run on the M55 with the mve and the dsp sets; both must leave every call's bytes as
-numpy says. On CI (env CI set) nothing here is skipped.
+Work in progress for issue 30 (step 2): so far fully connected, conv and ADD / SUB. The calls of test_dsp_kernels.py's
+FC and conv harnesses (random shapes, windows, strides, padding, dilation, channel slices, row pitch, per-tensor and
+per-channel, big biases, with and without scratch) run on the M55 with the mve and the dsp sets; both must leave
+every call's bytes as numpy says. Whole zoo models (residual ADDs, convs of every kind) compiled for the mve set
+must equal the int8 interpreter. On CI (env CI set) nothing here is skipped.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def test_mve_conv_calls_bit_exact_on_the_m55(tmp_path):
 
 
 def _chunks(calls, arena_bytes: int = 120_000):
-    """The calls in runs whose regions fit the M55 board's 512 KB of RAM (the arena, the input and the output each hold all of a run's regions)."""
+    """The calls in runs whose regions fit the M55 board's 512 KB of RAM (the arena, the input and the output each
+    hold all of a run's regions)."""
     chunk, size = [], 0
     for call in calls:
         if chunk and size + call.before.size > arena_bytes:
@@ -69,3 +71,30 @@ def test_mve_needs_the_cortex_m55(tmp_path):
     model_dir, _ = write_call_model(tmp_path / "calls", [word_aligned(fc_calls(np.random.default_rng(1))[0])])
     with pytest.raises(KilobyteError, match="need cortex-m55"):
         build_firmware(model_dir, "cortex-m4", kernels="mve")
+
+
+@pytest.mark.parametrize("name,width,res", (("resnet-small", 0.5, 32), ("mobilenetv2", 0.25, 32),
+                                            ("mnist-cnn", 0.5, 28)))
+def test_mve_zoo_models_equal_the_interpreter(tmp_path, name, width, res):
+    """Every Helium kernel a real model calls (convs 1x1 and 3x3 with and without padding, few and many channels,
+    the residual ADDs, the FC head) against run_int8, and the beat model's cycles below the DSP set's."""
+    from kilobyte.api import load
+    from kilobyte.codegen import compile_graph
+    from kilobyte.interp import run_int8
+    from kilobyte.quant import quantize
+    from kilobyte.schedule.plan_types import PlanOptions
+
+    graph = load(name, width=width, resolution=res, num_classes=10).graph
+    shape = graph.tensors[graph.inputs[0]].shape
+    rng = np.random.default_rng(3)
+    q = quantize(graph, [rng.normal(0.2, 1.0, shape).astype(np.float32) for _ in range(3)])
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    want = run_int8(q, x)[q.outputs[0]].reshape(-1)
+    cycles = {}
+    for kernels in ("mve", "dsp"):
+        result = compile_graph(q, tmp_path / kernels, PlanOptions(kernels=kernels))
+        build = build_firmware(result.out_dir, "cortex-m55", kernels=kernels, out_dir=tmp_path / f"fw-{kernels}")
+        run = run_qemu(build, x, timeout=300, count=True)
+        assert np.array_equal(run.output, want), kernels
+        cycles[kernels] = run.cycles
+    assert cycles["mve"] < cycles["dsp"], cycles

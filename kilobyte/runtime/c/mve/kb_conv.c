@@ -14,8 +14,6 @@
  */
 #include <arm_mve.h>
 
-#include <string.h>
-
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
 #include "kb_mve_requant.h"
@@ -126,39 +124,38 @@ static void conv_runs(const kb_conv_params *p, const int8_t *in, const int8_t *w
     }
 }
 
-/* n bytes from src to dst, 16 per VLDRB / VSTRB pair (the last pair predicated). */
-static void copy_bytes(int8_t *dst, const int8_t *src, int32_t n)
+/* The window of a pixel whose valid taps are ky0 <= ky < ky1, kx0 <= kx < kx1 and whose tap (0, 0) is at `origin`, as
+ * kh * kw * in_c int8 values at col, padded taps as the zero point `zp`: the rows above and below in one fill each,
+ * each valid row one copy when its taps are one run (dense input, dilation 1 across), else one per tap. */
+static void window_column(const kb_conv_params *p, const int8_t *origin, int32_t ky0, int32_t ky1, int32_t kx0,
+                          int32_t kx1, int8_t zp, int8_t *col)
 {
-    for (int32_t i = 0; i < n; i += 16) {
-        const mve_pred16_t p = vctp8q((uint32_t)(n - i));
-        vstrbq_p_s8(dst + i, vldrbq_z_s8(src + i, p), p);
+    const int32_t cin = p->in_c, row_k = p->k_w * cin;
+    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride, tap_pitch = p->dil_w * p->in_cstride;
+    if (kx0 >= kx1) {
+        ky1 = ky0;
     }
-}
-
-/* Pixel (oy, ox)'s window as kh * kw * in_c int8 values at col, padded taps as the zero point `zp`. */
-static void window_column(const kb_conv_params *p, const int8_t *in, int32_t oy, int32_t ox, int8_t zp, int8_t *col)
-{
-    const int32_t cin = p->in_c, iy0 = oy * p->stride_h - p->pad_t, ix0 = ox * p->stride_w - p->pad_l;
-    int32_t kx0, kx1;
-    valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+    kb_mve_fill(col, zp, ky0 * row_k);
     const int run = p->dil_w == 1 && p->in_cstride == cin;
-    for (int32_t ky = 0; ky < p->k_h; ++ky, col += p->k_w * cin) {
-        const int32_t iy = iy0 + ky * p->dil_h;
-        if (iy < 0 || iy >= p->in_h || kx0 >= kx1) {
-            memset(col, zp, (size_t)(p->k_w * cin));
-            continue;
+    const int32_t head = kx0 * cin, body = (kx1 - kx0) * cin, tail = row_k - head - body;
+    for (int32_t ky = ky0; ky < ky1; ++ky) {
+        int8_t *dst = col + ky * row_k;
+        const int8_t *src = origin + ky * row_pitch;
+        if (head) {
+            kb_mve_fill(dst, zp, head);
         }
-        memset(col, zp, (size_t)(kx0 * cin));
-        const int8_t *row = in + (iy * p->in_row + ix0) * p->in_cstride;
         if (run) {
-            copy_bytes(col + kx0 * cin, row + kx0 * cin, (kx1 - kx0) * cin);
+            kb_mve_copy(dst + head, src + kx0 * tap_pitch, body);
         } else {
             for (int32_t kx = kx0; kx < kx1; ++kx) {
-                copy_bytes(col + kx * cin, row + kx * p->dil_w * p->in_cstride, cin);
+                kb_mve_copy(dst + kx * cin, src + kx * tap_pitch, cin);
             }
         }
-        memset(col + kx1 * cin, zp, (size_t)((p->k_w - kx1) * cin));
+        if (tail) {
+            kb_mve_fill(dst + head + body, zp, tail);
+        }
     }
+    kb_mve_fill(col + ky1 * row_k, zp, (p->k_h - ky1) * row_k);
 }
 
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
@@ -177,12 +174,21 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
     const int8_t zp = (int8_t)-p->in_offset;
     int32_t n = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_t;
+        int32_t ky0, ky1;
+        valid(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_l;
+            const int8_t *origin = in + (iy0 * p->in_row + ix0) * p->in_cstride;
             if (direct) {
-                job.col[n] = in + (oy * p->stride_h * p->in_row + ox * p->stride_w) * p->in_cstride;
+                job.col[n] = origin;
             } else {
+                int32_t kx0 = 0, kx1 = p->k_w;
+                if (ix0 < 0 || ix0 + (p->k_w - 1) * p->dil_w >= p->in_w) {
+                    valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+                }
                 job.col[n] = scratch + n * k;
-                window_column(p, in, oy, ox, zp, scratch + n * k);
+                window_column(p, origin, ky0, ky1, kx0, kx1, zp, scratch + n * k);
             }
             job.offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
             if (n == 4) {

@@ -90,3 +90,31 @@ FUNCTION kb_mve_conv4
     vpop {d8-d15}
     pop {r4-r11, pc}
 END_FUNCTION kb_mve_conv4
+
+/* kb_mve_copy(r0 dst, r1 src, r2 n): the loop count lives in lr, the return address in r12. */
+FUNCTION kb_mve_copy
+    cbz r2, 2f
+    mov r12, lr
+    dlstp.8 lr, r2
+1:
+    vldrb.u8 q0, [r1], #16
+    vstrb.8 q0, [r0], #16
+    letp lr, 1b
+    bx r12
+2:
+    bx lr
+END_FUNCTION kb_mve_copy
+
+/* kb_mve_fill(r0 dst, r1 v, r2 n) */
+FUNCTION kb_mve_fill
+    cbz r2, 2f
+    mov r12, lr
+    vdup.8 q0, r1
+    dlstp.8 lr, r2
+1:
+    vstrb.8 q0, [r0], #16
+    letp lr, 1b
+    bx r12
+2:
+    bx lr
+END_FUNCTION kb_mve_fill

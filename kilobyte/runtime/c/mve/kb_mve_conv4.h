@@ -5,7 +5,8 @@
  * k int8 values at col[j] (a pixel's window, padding already its zero point):
  *   s_j = bias[co] + sum_i col[j][i] * w_co[i] + in_offset * sum_i w_co[i]   (mod 2^32),
  * requantised as kb_mve_requant.h's kb_mve_rq4 and stored at out + co + offs[j] for the lanes `keep` (a VPR value:
- * 0xffff for four pixels, vctp32q(n) for n) selects. The struct's layout is the assembly's: keep them in step. */
+ * 0xffff for four pixels, vctp32q(n) for n) selects. The struct's layout is the assembly's: keep them in step.
+ * kb_mve_copy / kb_mve_fill: the im2col's copies and padding, in the same file. */
 #ifndef KB_MVE_CONV4_H
 #define KB_MVE_CONV4_H
 
@@ -47,6 +48,9 @@ _Static_assert(offsetof(kb_mve_conv4_job, col) == KB_MVE_CONV4_COL, "kb_mve_conv
 _Static_assert(offsetof(kb_mve_conv4_job, w_back) == KB_MVE_CONV4_W_BACK, "kb_mve_conv4_job layout");
 
 void kb_mve_conv4(const kb_mve_conv4_job *job);
+/* dst[i] = src[i] for i < n, and dst[i] = v for i < n: 16 bytes per step, tail-predicated; n >= 0. */
+void kb_mve_copy(int8_t *dst, const int8_t *src, int32_t n);
+void kb_mve_fill(int8_t *dst, int32_t v, int32_t n);
 #endif
 
 #endif /* KB_MVE_CONV4_H */

@@ -13,15 +13,20 @@
 #include <arm_mve.h>
 #include <stdint.h>
 
+/* MultiplyByQuantizedMultiplier(v, mult, shift) per lane (the steps above without bias and clamp). */
+static inline __attribute__((always_inline)) int32x4_t kb_mve_scale4(int32x4_t v, int32_t mult, int32_t shift)
+{
+    const int32_t left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+    v = vqrdmulhq_n_s32(vshlq_r_s32(v, left), mult);
+    v = vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, vdupq_n_s32(-right)), 31));
+    return vrshlq_n_s32(v, -right);
+}
+
 static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4(int32x4_t acc, int32_t bias, int32_t mult,
                                                                  int32_t shift, int32_t lo, int32_t hi,
                                                                  int32_t out_offset)
 {
-    const int32_t left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
-    int32x4_t v = vshlq_r_s32(vaddq_n_s32(acc, bias), left);
-    v = vqrdmulhq_n_s32(v, mult);
-    v = vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, vdupq_n_s32(-right)), 31));
-    v = vrshlq_n_s32(v, -right);
+    int32x4_t v = kb_mve_scale4(vaddq_n_s32(acc, bias), mult, shift);
     v = vminq_s32(vmaxq_s32(v, vdupq_n_s32(lo)), vdupq_n_s32(hi));
     return vaddq_n_s32(v, out_offset);
 }
