@@ -1,12 +1,15 @@
 /* Kilobyte runtime, Cortex-M55 Helium (MVE) kernels: int8 CONV_2D, bit-identical to ../kb_conv.c (same functions,
  * arguments and layouts; TFLite's reference arithmetic).
  *
- * Output pixels go four at a time through kb_mve_conv4 (assembly: every output channel of the four, 10 vector
- * instructions per 64 MACs, the requantisation vectorised, one scatter store), which reads each pixel's window as one
+ * Output pixels go four at a time through kb_mve_dot4 (assembly: the four pixels' dot products with up to 16
+ * channels, 10 vector instructions per 64 MACs, into a small table on the stack), then requant_pixels turns the
+ * table into bytes four channels of a pixel at a time (per-lane multipliers and shifts, one VSTRB.32). The
+ * assembly reads each pixel's window as one
  * column of kh * kw * in_c int8 values: for a 1x1 window without padding that is the input pixel itself; otherwise
  * the window is copied into the scratch (KB_CONV_SCRATCH bytes: exactly four int8 columns), padding as the input's
  * zero point, which contributes nothing once in_offset * sum(w) is added (TFLite's sum of w * (x + in_offset) over
  * the taps that are not padding). A group of fewer than four pixels repeats its first column and stores only its own.
+ * Stack: the table, 5 * 16 int32 (kb_mve_dot4_job).
  *
  * Without scratch (the planner gives a conv with fewer than 16 output channels none), pixels go in groups of up to
  * four that share their window's valid taps, and each valid kernel row is one contiguous run of kw * in_c input bytes
@@ -158,6 +161,45 @@ static void window_column(const kb_conv_params *p, const int8_t *origin, int32_t
     kb_mve_fill(col + ky1 * row_k, zp, (p->k_h - ky1) * row_k);
 }
 
+/* Requantise job->sums for pixels j < npx (output bytes out + offs[j]) and channels c0 .. c0 + job->n, four
+ * channels of a pixel at a time: per-lane bias + in_offset * sum(w), shifts and multipliers (kb_mve_requant.h's
+ * steps, by vector), one VSTRB.32 of four channels (the last four predicated). */
+static void requant_pixels(const kb_conv_params *p, const kb_mve_dot4_job *job, int32_t npx, const uint32_t *offs,
+                           int32_t c0, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
+    const int32x4_t zero = vdupq_n_s32(0);
+    for (int32_t q = 0; q < job->n; q += 4) {
+        const mve_pred16_t k = vctp32q((uint32_t)(job->n - q));
+        const int32x4_t sh = vldrwq_z_s32(shift + c0 + q, k);
+        const int32x4_t left = vmaxq_s32(sh, zero), neg_right = vminq_s32(sh, zero);
+        const int32x4_t mu = vldrwq_z_s32(mult + c0 + q, k);
+        const int32x4_t base = vmlaq_n_s32(vldrwq_z_s32(bias + c0 + q, k), vldrwq_s32(&job->wsum[q]), p->in_offset);
+        for (int32_t j = 0; j < npx; ++j) {
+            int32x4_t v = vqrdmulhq_s32(vshlq_s32(vaddq_s32(vldrwq_s32(&job->sums[j][q]), base), left), mu);
+            v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, neg_right), 31)), neg_right);
+            v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), p->out_offset);
+            vstrbq_p_s32(out + offs[j] + c0 + q, v, k);
+        }
+    }
+}
+
+/* Pixels npx (1..4) whose columns are in job->col: every channel, KB_MVE_DOT4_CHANNELS at a time. */
+static void columns_out(const kb_conv_params *p, kb_mve_dot4_job *job, int32_t npx, const uint32_t *offs,
+                        const int8_t *w, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    for (int32_t j = npx; j < 4; ++j) {  /* the unused columns repeat the first (valid reads, results dropped) */
+        job->col[j] = job->col[0];
+    }
+    for (int32_t c0 = 0; c0 < p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
+        const int32_t left = p->out_c - c0;
+        job->w = w + c0 * job->k;
+        job->n = left < KB_MVE_DOT4_CHANNELS ? left : KB_MVE_DOT4_CHANNELS;
+        kb_mve_dot4(job);
+        requant_pixels(p, job, npx, offs, c0, bias, mult, shift, out);
+    }
+}
+
 void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
              const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
@@ -167,11 +209,12 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
         conv_runs(p, in, w, bias, mult, shift, out);
         return;
     }
-    kb_mve_conv4_job job = {.w = w, .bias = bias, .mult = mult, .shift = shift, .out = out, .k = k,
-                            .out_c = p->out_c, .in_offset = p->in_offset, .lo = p->act_min - p->out_offset,
-                            .hi = p->act_max - p->out_offset, .out_offset = p->out_offset,
-                            .w_back = ((k + 15) & ~15) - k};
+    kb_mve_dot4_job job;
+    job.k = k, job.w_back = ((k + 15) & ~15) - k;
+    uint32_t offs[4];
     const int8_t zp = (int8_t)-p->in_offset;
+    const int rows_whole = p->dil_w == 1 && p->in_cstride == p->in_c;  /* a window row is one run */
+    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride;
     int32_t n = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_t;
@@ -184,26 +227,26 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
                 job.col[n] = origin;
             } else {
                 int32_t kx0 = 0, kx1 = p->k_w;
-                if (ix0 < 0 || ix0 + (p->k_w - 1) * p->dil_w >= p->in_w) {
-                    valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
-                }
+                const int inside_x = ix0 >= 0 && ix0 + (p->k_w - 1) * p->dil_w < p->in_w;
                 job.col[n] = scratch + n * k;
-                window_column(p, origin, ky0, ky1, kx0, kx1, zp, scratch + n * k);
+                if (inside_x && rows_whole && ky0 == 0 && ky1 == p->k_h) {  /* an interior window: kh runs */
+                    kb_mve_copy_rows(scratch + n * k, origin, p->k_h, p->k_w * p->in_c, row_pitch);
+                } else {
+                    if (!inside_x) {
+                        valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+                    }
+                    window_column(p, origin, ky0, ky1, kx0, kx1, zp, scratch + n * k);
+                }
             }
-            job.offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
+            offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
             if (n == 4) {
-                job.keep = 0xffff;
-                kb_mve_conv4(&job);
+                columns_out(p, &job, 4, offs, w, bias, mult, shift, out);
                 n = 0;
             }
         }
     }
     if (n > 0) {
-        for (int32_t j = n; j < 4; ++j) {
-            job.col[j] = job.col[0], job.offs[j] = job.offs[0];
-        }
-        job.keep = vctp32q((uint32_t)n);
-        kb_mve_conv4(&job);
+        columns_out(p, &job, n, offs, w, bias, mult, shift, out);
     }
 }
 

@@ -1,36 +1,30 @@
-/* Kilobyte runtime, Cortex-M55 Helium (MVE): four output pixels of a conv, every output channel, in Armv8.1-M
- * assembly (GNU as). Interface and contract: kb_mve_conv4.h (used by mve/kb_conv.c).
+/* Kilobyte runtime, Cortex-M55 Helium (MVE): the dot products of four conv columns with a run of channels, and the
+ * im2col's copies and fills, in Armv8.1-M assembly (GNU as). Interface and contract: kb_mve_conv4.h (used by
+ * mve/kb_conv.c).
  *
  * Per channel, a tail-predicated loop (DLSTP.8 / LETP) over the k values: one VLDRB of the weights and one per
  * column, one VMLADAVA per column and one VADDVA of the weights — 10 vector instructions for 64 MACs, loads and
- * multiplies alternating so the memory and multiply units overlap. Then the four sums become one vector, the bias
- * and in_offset * sum(w) are added, and kb_mve_rq4's requantisation runs on it (VSHL, VQRDMULH, the ties fix-up,
- * VRSHL, VMAX / VMIN, the zero point) before one predicated VSTRB scatter to the four pixels.
+ * multiplies alternating so the memory and multiply units overlap. The five sums are stored (four STRs and one
+ * post-indexed); requantisation is the caller's, four channels at a time.
  *
  * Registers: r0, r2, r4, r6 the four sums and r8 the weight sum (VMLADAVA / VADDVA take even registers);
- * r5, r7, r9, r11 the columns in the loop, scratch after it; r3 the weights (advance through all channels);
- * r10 the job; r12 the channel; r1 out + channel; lr the loop count. q5 the scatter offsets, q6 / q7 the clamp.
- * AAPCS: r4-r11 and d8-d15 saved and restored.
+ * r5, r7, r9, r11 the columns; r3 the weights (advance through the channels); r10 the job; r12 the channel;
+ * r1 &sums[0][channel]; lr the loop count. AAPCS: r4-r11 and d8-d9 (q4) saved and restored.
  */
 #include "kb_mve_conv4.h"
 #include "kb_arm_asm.h"
 
-FUNCTION kb_mve_conv4
+FUNCTION kb_mve_dot4
     push {r4-r11, lr}
-    vpush {d8-d15}
+    vpush {d8-d9}
     mov r10, r0
-    ldr r3, [r10, #KB_MVE_CONV4_W]
-    ldr r1, [r10, #KB_MVE_CONV4_OUT]
-    vldrw.u32 q5, [r10, #KB_MVE_CONV4_OFFS]
-    ldr r5, [r10, #KB_MVE_CONV4_LO]
-    vdup.32 q6, r5
-    ldr r5, [r10, #KB_MVE_CONV4_HI]
-    vdup.32 q7, r5
+    ldr r3, [r10, #KB_MVE_DOT4_W]
+    add r1, r10, #KB_MVE_DOT4_SUMS       /* &sums[0][co] */
     movs r12, #0
 .Lchannel:
-    ldrd r5, r7, [r10, #KB_MVE_CONV4_COL]
-    ldrd r9, r11, [r10, #KB_MVE_CONV4_COL + 8]
-    ldr lr, [r10, #KB_MVE_CONV4_K]
+    ldrd r5, r7, [r10, #KB_MVE_DOT4_COL]
+    ldrd r9, r11, [r10, #KB_MVE_DOT4_COL + 8]
+    ldr lr, [r10, #KB_MVE_DOT4_K]
     movs r0, #0
     movs r2, #0
     movs r4, #0
@@ -49,47 +43,20 @@ FUNCTION kb_mve_conv4
     vmladava.s8 r6, q4, q0
     vaddva.s8 r8, q0
     letp lr, .Ldot
-    ldr r5, [r10, #KB_MVE_CONV4_W_BACK]
+    ldr r5, [r10, #KB_MVE_DOT4_W_BACK]
     subs r3, r3, r5
-    vmov.32 q0[0], r0                /* one lane at a time: the two-lane form's operand order is easy to get wrong */
-    vmov.32 q0[1], r2
-    vmov.32 q0[2], r4
-    vmov.32 q0[3], r6
-    ldr r5, [r10, #KB_MVE_CONV4_IN_OFFSET]
-    mul r8, r8, r5
-    ldr r7, [r10, #KB_MVE_CONV4_BIAS]
-    ldr r9, [r7, r12, lsl #2]
-    add r8, r8, r9
-    vadd.i32 q0, q0, r8
-    ldr r7, [r10, #KB_MVE_CONV4_SHIFT]
-    ldr r9, [r7, r12, lsl #2]
-    bic r5, r9, r9, asr #31          /* left = max(shift, 0) */
-    vshl.s32 q0, r5
-    ldr r7, [r10, #KB_MVE_CONV4_MULT]
-    ldr r11, [r7, r12, lsl #2]
-    vqrdmulh.s32 q0, q0, r11
-    and r5, r9, r9, asr #31          /* -right = min(shift, 0) */
-    vdup.32 q1, r5
-    vand q1, q0, q1
-    vshr.s32 q1, q1, #31             /* -1 where the value is negative and right > 0 */
-    vqadd.s32 q0, q0, q1
-    vrshl.s32 q0, r5
-    vmax.s32 q0, q0, q6
-    vmin.s32 q0, q0, q7
-    ldr r5, [r10, #KB_MVE_CONV4_OUT_OFFSET]
-    vadd.i32 q0, q0, r5
-    ldr r5, [r10, #KB_MVE_CONV4_KEEP]
-    vmsr p0, r5
-    vpst
-    vstrbt.32 q0, [r1, q5]
-    adds r1, r1, #1
+    str r2, [r1, #4 * KB_MVE_DOT4_CHANNELS]
+    str r4, [r1, #8 * KB_MVE_DOT4_CHANNELS]
+    str r6, [r1, #12 * KB_MVE_DOT4_CHANNELS]
+    str r8, [r1, #16 * KB_MVE_DOT4_CHANNELS]  /* wsum[co]: the row after sums[3] */
+    str r0, [r1], #4
     adds r12, r12, #1
-    ldr r5, [r10, #KB_MVE_CONV4_OUT_C]
+    ldr r5, [r10, #KB_MVE_DOT4_N]
     cmp r12, r5
     blt .Lchannel
-    vpop {d8-d15}
+    vpop {d8-d9}
     pop {r4-r11, pc}
-END_FUNCTION kb_mve_conv4
+END_FUNCTION kb_mve_dot4
 
 /* kb_mve_copy(r0 dst, r1 src, r2 n): the loop count lives in lr, the return address in r12. */
 FUNCTION kb_mve_copy
@@ -118,3 +85,25 @@ FUNCTION kb_mve_fill
 2:
     bx lr
 END_FUNCTION kb_mve_fill
+
+/* kb_mve_copy_rows(r0 dst, r1 src, r2 rows, r3 n, [sp] src_pitch): r12 the next row's source, lr the loop count. */
+FUNCTION kb_mve_copy_rows
+    push {r4, lr}
+    ldr r4, [sp, #8]
+1:
+    add r12, r1, r4
+    dlstp.8 lr, r3
+2:
+    vldrb.u8 q0, [r1], #16
+    vstrb.8 q0, [r0], #16
+    letp lr, 2b
+    /* dst ran 16 * ceil(n / 16) bytes on: step back to just past the row's n bytes */
+    add r1, r3, #15
+    bic r1, r1, #15
+    subs r1, r1, r3
+    subs r0, r0, r1
+    mov r1, r12
+    subs r2, r2, #1
+    bne 1b
+    pop {r4, pc}
+END_FUNCTION kb_mve_copy_rows
