@@ -31,4 +31,16 @@ static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4(int32x4_t acc,
     return vaddq_n_s32(v, out_offset);
 }
 
+/* Four channels at once: lane i has its own multiplier and shift (mu, sh; bias already added), clamp lo / hi (the
+ * activation range less the zero point), zero point out_offset: the same steps, by vector. */
+static inline __attribute__((always_inline)) int32x4_t kb_mve_rq_lanes(int32x4_t v, int32x4_t mu, int32x4_t sh,
+                                                                      int32x4_t lo, int32x4_t hi,
+                                                                      int32_t out_offset)
+{
+    const int32x4_t zero = vdupq_n_s32(0), neg_right = vminq_s32(sh, zero);
+    v = vqrdmulhq_s32(vshlq_s32(v, vmaxq_s32(sh, zero)), mu);
+    v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, neg_right), 31)), neg_right);
+    return vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), out_offset);
+}
+
 #endif /* KB_MVE_REQUANT_H */
