@@ -9,11 +9,12 @@ must equal the int8 interpreter. On CI (env CI set) nothing here is skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
 import pytest
-from test_dsp_kernels import _check_calls, conv_calls, depthwise_calls, fc_calls, word_aligned, write_call_model
+from test_dsp_kernels import ACTS, _check_calls, conv_calls, depthwise_calls, fc_calls, word_aligned, write_call_model
 
 from kilobyte.errors import KilobyteError
 from kilobyte.targets.cortexm import build_firmware, have_tools, run_qemu
@@ -97,3 +98,145 @@ def test_mve_zoo_models_equal_the_interpreter(tmp_path, name, width, res):
         assert np.array_equal(run.output, want), kernels
         cycles[kernels] = run.cycles
     assert cycles["mve"] < cycles["dsp"], cycles
+
+
+def _add_case(rng, i):
+    """One kb_add / kb_sub call: random scales (TFLite's add_params: one input at multiplier 0.5, shift 0, the other
+    shifting right), every fourth with hand-made shifts (left shifts, right shift 0) that take the general path;
+    pixel strides wider than c (channel slices) or 0 (a broadcast pixel); in place on the first input sometimes."""
+    from kilobyte.ops import arith
+    from kilobyte.ops.binary import add_int8, sub_int8
+
+    pixels, c = int(rng.integers(1, 40)), int(rng.integers(1, 23))
+    s1, s2, so = 2.0 ** rng.uniform(-8, 0, 3)
+    z1, z2, zo = (int(v) for v in rng.integers(-128, 128, 3))
+    ap = arith.add_params(s1, z1, s2, z2, so, zo, ACTS[i % len(ACTS)])
+    if i % 4 == 3:
+        ap = dataclasses.replace(ap, input1_shift=int(rng.integers(-3, 2)), input2_shift=int(rng.integers(0, 2)),
+                                 output_shift=int(rng.integers(-20, -12)), left_shift=int(rng.integers(10, 21)))
+    strides = [c + int(rng.integers(0, 3)) for _ in range(3)]
+    if i % 5 == 4:
+        strides[1] = 0
+    a = rng.integers(-128, 128, (pixels, c)).astype(np.int8)
+    b = rng.integers(-128, 128, (1 if strides[1] == 0 else pixels, c)).astype(np.int8)
+    sub = i % 3 == 1
+    want = (sub_int8 if sub else add_int8)(a, b, ap)
+    return dict(kernel="kb_sub" if sub else "kb_add", a=a, b=b, want=want, strides=strides, ap=ap,
+                in_place=i % 2 == 0 and strides[2] == strides[0])
+
+
+def _add_model(root, cases):
+    """A model directory whose kb_invoke runs kb_add / kb_sub on regions of the arena (in1 | in2 | out | guard),
+    with kb_add.c (swapped for mve/kb_add.c under --kernels mve) and the runtime headers."""
+    from test_dsp_kernels import GUARD, SENTINEL, write_model_h
+
+    import kilobyte.runtime as rt
+
+    src = root / "src"
+    src.mkdir(parents=True)
+    for path in [rt.C_DIR / "kb_add.c", *(rt.C_DIR / h for h in rt.HEADERS)]:
+        (src / path.name).write_text(path.read_text())
+    before, after, calls, base = [], [], [], 0
+    rng = np.random.default_rng(7)
+    for i, k in enumerate(cases):
+        pixels, c = k["a"].shape
+        s1, s2, so = k["strides"]
+        n1, n2 = (pixels - 1) * s1 + c, (k["b"].shape[0] - 1) * s2 + c
+        no = (pixels - 1) * so + c
+        r1 = rng.integers(-128, 128, n1).astype(np.int8)
+        r2 = rng.integers(-128, 128, n2).astype(np.int8)
+        r1[(np.arange(pixels)[:, None] * s1 + np.arange(c)).reshape(-1)] = k["a"].reshape(-1)
+        r2[(np.arange(k["b"].shape[0])[:, None] * s2 + np.arange(c)).reshape(-1)] = k["b"].reshape(-1)
+        ro = r1.copy() if k["in_place"] else np.full(no, SENTINEL, np.int8)
+        out_at = base if k["in_place"] else base + n1 + n2
+        result = ro.copy()
+        result[(np.arange(pixels)[:, None] * so + np.arange(c)).reshape(-1)] = k["want"].reshape(-1)
+        guard = np.full(GUARD, SENTINEL, np.int8)
+        if k["in_place"]:
+            before += [r1, r2, guard]
+            after += [result, r2, guard]
+        else:
+            before += [r1, r2, ro, guard]
+            after += [r1, r2, result, guard]
+        ap = k["ap"]
+        fields = dict(pixels=pixels, c=c, in1_cstride=s1, in2_cstride=s2, out_cstride=so,
+                      in1_offset=ap.input1_offset, in2_offset=ap.input2_offset, left_shift=ap.left_shift,
+                      in1_mult=ap.input1_multiplier, in1_shift=ap.input1_shift, in2_mult=ap.input2_multiplier,
+                      in2_shift=ap.input2_shift, out_mult=ap.output_multiplier, out_shift=ap.output_shift,
+                      out_offset=ap.output_offset, act_min=ap.act_min, act_max=ap.act_max)
+        init = ", ".join(f".{f} = {v}" for f, v in fields.items())
+        calls.append(f"    {{ static const kb_add_params p = {{{init}}}; {k['kernel']}(&p, kb_arena + {base}, "
+                     f"kb_arena + {base + n1}, kb_arena + {out_at}); }}\n")
+        base += sum(len(x) for x in before[-(3 if k["in_place"] else 4):])
+    write_model_h(src, base, base, base)
+    (src / "model.c").write_text('#include <string.h>\n#include "model.h"\n#include "kilobyte.h"\n'
+                                 "int8_t kb_arena[KB_ARENA_BYTES] __attribute__((aligned(8)));\n"
+                                 "void kb_invoke(const int8_t *input, int8_t *output)\n{\n"
+                                 f"    memcpy(kb_arena, input, {base});\n" + "".join(calls)
+                                 + f"    memcpy(output, kb_arena, {base});\n}}\n")
+    return root, np.concatenate(before), np.concatenate(after)
+
+
+def test_mve_add_and_sub_calls_bit_exact_on_the_m55(tmp_path):
+    rng = np.random.default_rng(11)
+    cases = [_add_case(rng, i) for i in range(40)]
+    model_dir, x, want = _add_model(tmp_path / "adds", cases)
+    for kernels in ("mve", "portable"):
+        build = build_firmware(model_dir, "cortex-m55", kernels=kernels, out_dir=tmp_path / kernels)
+        got = run_qemu(build, x, timeout=120).output
+        assert np.array_equal(got, want), f"{kernels}: {int(np.sum(got != want))} bytes differ"
+    assert "mve/kb_add.c" in {p.parent.name + "/" + p.name for p in select_sources(model_dir / "src", "mve")}
+
+
+MVE_REQUANT_C = """#include <string.h>
+#include "model.h"
+#include "kb_mve_requant.h"
+int8_t kb_arena[KB_ARENA_BYTES];
+void kb_invoke(const int8_t *input, int8_t *output)
+{
+    for (int32_t i = 0; i < KB_OUTPUT_BYTES / 3; ++i) {
+        int32_t v[6];  /* acc, mult, shift, out_offset, act_min, act_max */
+        memcpy(v, input + 24 * i, sizeof v);
+        const int32x4_t acc = vdupq_n_s32(v[0]);
+        const int32x4_t a = kb_mve_rq4(acc, 0, v[1], v[2], v[4] - v[3], v[5] - v[3], v[3]);
+        const int32x4_t b = kb_mve_rq_lanes(acc, vdupq_n_s32(v[1]), vdupq_n_s32(v[2]), vdupq_n_s32(v[4] - v[3]),
+                                            vdupq_n_s32(v[5] - v[3]), v[3]);
+        int32x4_t c = a;  /* kb_mve_divide (the ADD's form) where the shift is right only */
+        if (v[2] < 0) {
+            c = kb_mve_divide(vqrdmulhq_n_s32(acc, v[1]), v[2]);
+            c = vaddq_n_s32(vminq_s32(vmaxq_s32(c, vdupq_n_s32(v[4] - v[3])), vdupq_n_s32(v[5] - v[3])), v[3]);
+        }
+        output[3 * i] = (int8_t)vgetq_lane_s32(a, 1);
+        output[3 * i + 1] = (int8_t)vgetq_lane_s32(b, 2);
+        output[3 * i + 2] = (int8_t)vgetq_lane_s32(c, 3);
+    }
+}
+"""
+
+
+def test_mve_requantisation_equals_tflite_on_target(tmp_path):
+    """kb_mve_rq4 (one channel's multiplier for four values), kb_mve_rq_lanes (one per lane) and kb_mve_divide (the
+    ADD's rounding, right shifts only), the Helium kernels' requantisation, against numpy's TFLite
+    MultiplyByQuantizedMultiplier on test_dsp_kernels' edge vectors: exact ties of both roundings, INT32_MIN, every
+    shift from -31 to 30."""
+    from test_dsp_kernels import requant_vectors, write_model_h
+
+    import kilobyte.runtime as rt
+    from kilobyte.ops import arith
+
+    n = 6000
+    v = requant_vectors(n, np.random.default_rng(12))
+    src = tmp_path / "src"
+    src.mkdir()
+    for path in [*(rt.C_DIR / h for h in rt.HEADERS), rt.MVE_DIR / "kb_mve_requant.h"]:
+        (src / path.name).write_text(path.read_text())
+    write_model_h(src, 8, 24 * n, 3 * n)
+    (src / "model.c").write_text(MVE_REQUANT_C)
+    scaled = arith.multiply_by_quantized_multiplier(v[:, 0], v[:, 1], v[:, 2]).astype(np.int64)
+    want = np.clip(scaled + v[:, 3], v[:, 4], v[:, 5]).astype(np.int8)
+    build = build_firmware(tmp_path, "cortex-m55", kernels="mve", out_dir=tmp_path / "fw")
+    got = run_qemu(build, v.view(np.int8).reshape(-1), timeout=60).output.reshape(n, 3)
+    np.testing.assert_array_equal(got[:, 0], want, err_msg="kb_mve_rq4")
+    np.testing.assert_array_equal(got[:, 1], want, err_msg="kb_mve_rq_lanes")
+    np.testing.assert_array_equal(got[:, 2], want, err_msg="kb_mve_divide")
+    assert (v[:, 2] < 0).sum() > n // 3  # kb_mve_divide ran on a good share

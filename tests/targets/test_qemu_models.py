@@ -193,7 +193,8 @@ def test_random_graphs_cover_the_spec(bundle):
 
 
 @pytest.mark.parametrize("target,kernels", [(t, "portable") for t in TARGETS]
-                         + [("cortex-m7", "dsp"), ("cortex-m55", "dsp")])  # M4 runs the same DSP code as M7
+                         + [("cortex-m7", "dsp"), ("cortex-m55", "dsp"),  # M4 runs the same DSP code as M7
+                            ("cortex-m55", "mve")])  # Helium, on DSP plans: convs with and without their columns
 def test_random_graphs_bit_exact_on_qemu(bundle, tmp_path, target, kernels):
     build = build_firmware(bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
     failures = bundle.failures(build)

@@ -31,6 +31,12 @@ static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4(int32x4_t acc,
     return vaddq_n_s32(v, out_offset);
 }
 
+/* RoundingDivideByPOT by a right shift r > 0 only (neg_right = -r < 0): the fix-up needs no mask then. */
+static inline __attribute__((always_inline)) int32x4_t kb_mve_divide(int32x4_t v, int32_t neg_right)
+{
+    return vrshlq_n_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), neg_right);
+}
+
 /* Four channels at once: lane i has its own multiplier and shift (mu, sh; bias already added), clamp lo / hi (the
  * activation range less the zero point), zero point out_offset: the same steps, by vector. */
 static inline __attribute__((always_inline)) int32x4_t kb_mve_rq_lanes(int32x4_t v, int32x4_t mu, int32x4_t sh,
