@@ -38,7 +38,8 @@ def _bundle(root, kernels: str):
     return compile_bundle(root, [(g.name, g, PlanOptions(kernels=kernels), [x]) for g, x in models])
 
 
-@pytest.mark.parametrize("target, kernels", [("cortex-m4", "dsp"), ("cortex-m7", "dsp"), ("cortex-m4", "portable")])
+@pytest.mark.parametrize("target, kernels", [("cortex-m4", "dsp"), ("cortex-m7", "dsp"), ("cortex-m4", "portable"),
+                                            ("cortex-m55", "mve")])
 def test_qemu_equals_reference(tmp_path, target, kernels):
     results, inputs, bundle, slices = _bundle(tmp_path, kernels)
     build = build_firmware(bundle, target, kernels=kernels)

@@ -27,6 +27,7 @@ from kilobyte.ops.detect_post import DETECTION_DTYPE
 
 from ..qemu import ProfileRow, plugin_args, read_profile
 from .cycles import bl_target, cycle_model, decode, thumb_instructions
+from .helium import vector_insns
 from .measure import CLONE_SUFFIX, elf_bytes, elf_contents, elf_symbols
 from .toolchain import qemu_arm
 
@@ -196,8 +197,6 @@ def profile_totals(build, profile: list[ProfileRow]) -> tuple[dict[int, int], di
         sections = elf_contents(build.elf)
         known = {}
         if build.target == "cortex-m55":
-            from .helium import vector_insns
-
             known = vector_insns(build.elf)
         priced: dict[tuple[int, int], tuple[int, int]] = {}
     for row in profile:

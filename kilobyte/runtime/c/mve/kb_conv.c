@@ -20,6 +20,7 @@
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
 #include "kb_mve_requant.h"
+#include "kb_mve_window.h"
 
 typedef struct {
     const int8_t *x[4];   /* each pixel's window origin (tap (0, 0), possibly outside the input) */
@@ -78,19 +79,6 @@ static void flush(const kb_conv_params *p, const kb_group *g, const int8_t *w, c
     }
 }
 
-/* The valid range [*k0, *k1) of a window axis starting at input index i0 with `k` taps `dil` apart in `size`. */
-static void valid(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
-{
-    int32_t a = 0, b = k;
-    while (a < b && i0 + a * dil < 0) {
-        ++a;
-    }
-    while (b > a && i0 + (b - 1) * dil >= size) {
-        --b;
-    }
-    *k0 = a, *k1 = b;
-}
-
 static void conv_runs(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out)
 {
@@ -127,76 +115,28 @@ static void conv_runs(const kb_conv_params *p, const int8_t *in, const int8_t *w
     }
 }
 
-/* The window of a pixel whose valid taps are ky0 <= ky < ky1, kx0 <= kx < kx1 and whose tap (0, 0) is at `origin`, as
- * kh * kw * in_c int8 values at col, padded taps as the zero point `zp`: the rows above and below in one fill each,
- * each valid row one copy when its taps are one run (dense input, dilation 1 across), else one per tap. */
-static void window_column(const kb_conv_params *p, const int8_t *origin, int32_t ky0, int32_t ky1, int32_t kx0,
-                          int32_t kx1, int8_t zp, int8_t *col)
-{
-    const int32_t cin = p->in_c, row_k = p->k_w * cin;
-    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride, tap_pitch = p->dil_w * p->in_cstride;
-    if (kx0 >= kx1) {
-        ky1 = ky0;
-    }
-    kb_mve_fill(col, zp, ky0 * row_k);
-    const int run = p->dil_w == 1 && p->in_cstride == cin;
-    const int32_t head = kx0 * cin, body = (kx1 - kx0) * cin, tail = row_k - head - body;
-    for (int32_t ky = ky0; ky < ky1; ++ky) {
-        int8_t *dst = col + ky * row_k;
-        const int8_t *src = origin + ky * row_pitch;
-        if (head) {
-            kb_mve_fill(dst, zp, head);
-        }
-        if (run) {
-            kb_mve_copy(dst + head, src + kx0 * tap_pitch, body);
-        } else {
-            for (int32_t kx = kx0; kx < kx1; ++kx) {
-                kb_mve_copy(dst + kx * cin, src + kx * tap_pitch, cin);
-            }
-        }
-        if (tail) {
-            kb_mve_fill(dst + head + body, zp, tail);
-        }
-    }
-    kb_mve_fill(col + ky1 * row_k, zp, (p->k_h - ky1) * row_k);
-}
+typedef struct {
+    const kb_conv_params *p;
+    const int8_t *w;
+    const int32_t *bias, *mult, *shift;
+    int8_t *out;
+    kb_mve_dot4_job job;
+} kb_conv_ctx;
 
-/* Requantise job->sums for pixels j < npx (output bytes out + offs[j]) and channels c0 .. c0 + job->n, four
- * channels of a pixel at a time: per-lane bias + in_offset * sum(w), shifts and multipliers (kb_mve_requant.h's
- * steps, by vector), one VSTRB.32 of four channels (the last four predicated). */
-static void requant_pixels(const kb_conv_params *p, const kb_mve_dot4_job *job, int32_t npx, const uint32_t *offs,
-                           int32_t c0, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out)
+/* A group's pixels: every channel, KB_MVE_DOT4_CHANNELS at a time (kb_mve_groups' callback). */
+static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
 {
-    const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
-    const int32x4_t zero = vdupq_n_s32(0);
-    for (int32_t q = 0; q < job->n; q += 4) {
-        const mve_pred16_t k = vctp32q((uint32_t)(job->n - q));
-        const int32x4_t sh = vldrwq_z_s32(shift + c0 + q, k);
-        const int32x4_t left = vmaxq_s32(sh, zero), neg_right = vminq_s32(sh, zero);
-        const int32x4_t mu = vldrwq_z_s32(mult + c0 + q, k);
-        const int32x4_t base = vmlaq_n_s32(vldrwq_z_s32(bias + c0 + q, k), vldrwq_s32(&job->wsum[q]), p->in_offset);
-        for (int32_t j = 0; j < npx; ++j) {
-            int32x4_t v = vqrdmulhq_s32(vshlq_s32(vaddq_s32(vldrwq_s32(&job->sums[j][q]), base), left), mu);
-            v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, neg_right), 31)), neg_right);
-            v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), p->out_offset);
-            vstrbq_p_s32(out + offs[j] + c0 + q, v, k);
-        }
+    kb_conv_ctx *c = ctx;
+    kb_mve_dot4_job *job = &c->job;
+    for (int32_t j = 0; j < 4; ++j) {
+        job->col[j] = col[j];
     }
-}
-
-/* Pixels npx (1..4) whose columns are in job->col: every channel, KB_MVE_DOT4_CHANNELS at a time. */
-static void columns_out(const kb_conv_params *p, kb_mve_dot4_job *job, int32_t npx, const uint32_t *offs,
-                        const int8_t *w, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out)
-{
-    for (int32_t j = npx; j < 4; ++j) {  /* the unused columns repeat the first (valid reads, results dropped) */
-        job->col[j] = job->col[0];
-    }
-    for (int32_t c0 = 0; c0 < p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
-        const int32_t left = p->out_c - c0;
-        job->w = w + c0 * job->k;
+    for (int32_t c0 = 0; c0 < c->p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
+        const int32_t left = c->p->out_c - c0;
+        job->w = c->w + c0 * job->k;
         job->n = left < KB_MVE_DOT4_CHANNELS ? left : KB_MVE_DOT4_CHANNELS;
         kb_mve_dot4(job);
-        requant_pixels(p, job, npx, offs, c0, bias, mult, shift, out);
+        kb_mve_requant_table(c->p, job->sums, job->wsum, job->n, npx, offs, c0, c->bias, c->mult, c->shift, c->out);
     }
 }
 
@@ -209,45 +149,9 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
         conv_runs(p, in, w, bias, mult, shift, out);
         return;
     }
-    kb_mve_dot4_job job;
-    job.k = k, job.w_back = ((k + 15) & ~15) - k;
-    uint32_t offs[4];
-    const int8_t zp = (int8_t)-p->in_offset;
-    const int rows_whole = p->dil_w == 1 && p->in_cstride == p->in_c;  /* a window row is one run */
-    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride;
-    int32_t n = 0;
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t iy0 = oy * p->stride_h - p->pad_t;
-        int32_t ky0, ky1;
-        valid(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t ix0 = ox * p->stride_w - p->pad_l;
-            const int8_t *origin = in + (iy0 * p->in_row + ix0) * p->in_cstride;
-            if (direct) {
-                job.col[n] = origin;
-            } else {
-                int32_t kx0 = 0, kx1 = p->k_w;
-                const int inside_x = ix0 >= 0 && ix0 + (p->k_w - 1) * p->dil_w < p->in_w;
-                job.col[n] = scratch + n * k;
-                if (inside_x && rows_whole && ky0 == 0 && ky1 == p->k_h) {  /* an interior window: kh runs */
-                    kb_mve_copy_rows(scratch + n * k, origin, p->k_h, p->k_w * p->in_c, row_pitch);
-                } else {
-                    if (!inside_x) {
-                        valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
-                    }
-                    window_column(p, origin, ky0, ky1, kx0, kx1, zp, scratch + n * k);
-                }
-            }
-            offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
-            if (n == 4) {
-                columns_out(p, &job, 4, offs, w, bias, mult, shift, out);
-                n = 0;
-            }
-        }
-    }
-    if (n > 0) {
-        columns_out(p, &job, n, offs, w, bias, mult, shift, out);
-    }
+    kb_conv_ctx ctx = {.p = p, .w = w, .bias = bias, .mult = mult, .shift = shift, .out = out};
+    ctx.job.k = k, ctx.job.w_back = ((k + 15) & ~15) - k;
+    kb_mve_groups(p, in, scratch, direct, columns_out, &ctx);
 }
 
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,

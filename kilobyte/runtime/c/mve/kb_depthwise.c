@@ -30,14 +30,10 @@ static inline __attribute__((always_inline)) uint32x4_t lanes(int32_t step)
 static void fill_plane(const kb_conv_params *p, const int8_t *in, int32_t c, int8_t *plane, int32_t wp, int8_t zp)
 {
     kb_mve_fill(plane, zp, (p->in_h + p->pad_t + p->pad_b) * wp);
-    const uint32x4_t offs = lanes(p->in_cstride);
-    for (int32_t y = 0; y < p->in_h; ++y) {
-        const int8_t *src = in + y * p->in_row * p->in_cstride + c;
-        int8_t *dst = plane + (y + p->pad_t) * wp + p->pad_l;
-        for (int32_t x = 0; x < p->in_w; x += 4) {
-            const mve_pred16_t k = vctp32q((uint32_t)(p->in_w - x));
-            vstrbq_p_s32(dst + x, vldrbq_gather_offset_z_s32(src + x * p->in_cstride, offs, k), k);
-        }
+    const int32_t pitch = p->in_row * p->in_cstride;
+    int8_t *dst = plane + p->pad_t * wp + p->pad_l;
+    for (int32_t y = 0; y < p->in_h; ++y, dst += wp) {
+        kb_mve_gather(dst, in + y * pitch + c, p->in_w, p->in_cstride);
     }
 }
 
@@ -63,60 +59,63 @@ typedef struct {
     int32_t w0, w1, w2, w3, w4, w5, w6, w7, w8;
 } kb_w9;
 
-/* `full`: all four lanes (plain loads), else the lanes of k (zeroing loads). */
-static inline __attribute__((always_inline)) int32x4_t sums_3x3(const int8_t *t, int32_t wp, kb_w9 w, int32_t sw,
-                                                                uint32x4_t soffs, int full, mve_pred16_t k)
+/* A 3x3 window (dilation 1): the sums of the four outputs whose windows start at row pointer r plus each lane's
+ * offset in `lanes0` (lanes1 / lanes2: the same plus 1 / 2, the window's next columns); `full`: all four lanes (plain
+ * gathers), else the lanes of k (zeroing ones). */
+static inline __attribute__((always_inline)) int32x4_t sums_3x3(const int8_t *r, int32_t wp, kb_w9 w,
+                                                                uint32x4_t lanes0, uint32x4_t lanes1,
+                                                                uint32x4_t lanes2, int full, mve_pred16_t k)
 {
-#define KB_DW_LOAD(at)                                                                                   \
-    (sw == 1 ? (full ? vldrbq_s32(at) : vldrbq_z_s32(at, k))                                             \
-             : (full ? vldrbq_gather_offset_s32(at, soffs) : vldrbq_gather_offset_z_s32(at, soffs, k)))
-    const int8_t *b = t + wp, *c = b + wp;
-    int32x4_t acc = vmulq_n_s32(KB_DW_LOAD(t), w.w0);
-    acc = vmlaq_n_s32(acc, KB_DW_LOAD(t + 1), w.w1), acc = vmlaq_n_s32(acc, KB_DW_LOAD(t + 2), w.w2);
-    acc = vmlaq_n_s32(acc, KB_DW_LOAD(b), w.w3), acc = vmlaq_n_s32(acc, KB_DW_LOAD(b + 1), w.w4);
-    acc = vmlaq_n_s32(acc, KB_DW_LOAD(b + 2), w.w5), acc = vmlaq_n_s32(acc, KB_DW_LOAD(c), w.w6);
-    acc = vmlaq_n_s32(acc, KB_DW_LOAD(c + 1), w.w7), acc = vmlaq_n_s32(acc, KB_DW_LOAD(c + 2), w.w8);
-#undef KB_DW_LOAD
+#define KB_DW_TAP(acc, row, off, wt)                                                                             \
+    vmlaq_n_s32(acc, full ? vldrbq_gather_offset_s32(row, off) : vldrbq_gather_offset_z_s32(row, off, k), wt)
+    const int8_t *b = r + wp, *c = b + wp;
+    int32x4_t acc = vmulq_n_s32(full ? vldrbq_gather_offset_s32(r, lanes0) : vldrbq_gather_offset_z_s32(r, lanes0, k),
+                                w.w0);
+    acc = KB_DW_TAP(acc, r, lanes1, w.w1), acc = KB_DW_TAP(acc, r, lanes2, w.w2);
+    acc = KB_DW_TAP(acc, b, lanes0, w.w3), acc = KB_DW_TAP(acc, b, lanes1, w.w4);
+    acc = KB_DW_TAP(acc, b, lanes2, w.w5), acc = KB_DW_TAP(acc, c, lanes0, w.w6);
+    acc = KB_DW_TAP(acc, c, lanes1, w.w7), acc = KB_DW_TAP(acc, c, lanes2, w.w8);
+#undef KB_DW_TAP
     return acc;
 }
 
-/* Every output row of one channel of a 3x3 window (dilation 1) at horizontal stride sw (a constant when inlined). */
-static inline __attribute__((always_inline)) void rows_3x3(const kb_conv_params *p, const int8_t *plane, int32_t wp,
-                                                           const int32_t *wt, int32_t b, int32_t mult, int32_t shift,
-                                                           int8_t *out, int32_t sw)
+/* One channel of a 3x3 window (dilation 1) from its plane. Lanes are four outputs of a row (`across`) or of a column
+ * (four rows), whichever leaves fewer lanes idle on this map; each lane reads its taps with gathers. */
+static __attribute__((noinline)) void channel_3x3(const kb_conv_params *p, const int8_t *plane, int32_t wp,
+                                                  const int32_t *wt, int32_t b, int32_t mult, int32_t shift,
+                                                  int8_t *out, int across)
 {
     const kb_w9 w = {wt[0], wt[1], wt[2], wt[3], wt[4], wt[5], wt[6], wt[7], wt[8]};
     const int32_t cs = p->out_cstride, lo = p->act_min - p->out_offset, hi = p->act_max - p->out_offset;
-    const uint32x4_t soffs = lanes(sw), ooffs = lanes(cs);
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int8_t *r = plane + oy * p->stride_h * wp;
-        int8_t *o = out + oy * p->out_row * cs;
-        int32_t ox = 0;
-        for (; ox + 4 <= p->out_w; ox += 4) {
-            const int32x4_t acc = sums_3x3(r + ox * sw, wp, w, sw, soffs, 1, 0xffff);
-            vstrbq_scatter_offset_s32(o + ox * cs, ooffs, kb_mve_rq4(acc, b, mult, shift, lo, hi, p->out_offset));
+    const int32_t sh = p->stride_h, sw = p->stride_w, oh = p->out_h, ow = p->out_w;
+    /* the lane direction's step in the plane and in the output, and the other direction's */
+    const int32_t lane_in = across ? sw : sh * wp, lane_out = across ? cs : p->out_row * cs;
+    const int32_t step_in = across ? sh * wp : sw, step_out = across ? p->out_row * cs : cs;
+    const int32_t lines = across ? oh : ow, span = across ? ow : oh;
+    const uint32x4_t lanes0 = lanes(lane_in), ooffs = lanes(lane_out);
+    const uint32x4_t lanes1 = vaddq_n_u32(lanes0, 1), lanes2 = vaddq_n_u32(lanes0, 2);
+    for (int32_t line = 0; line < lines; ++line) {
+        const int8_t *r = plane + line * step_in;
+        int8_t *o = out + line * step_out;
+        int32_t i = 0;
+        for (; i + 4 <= span; i += 4) {
+            const int32x4_t acc = sums_3x3(r + i * lane_in, wp, w, lanes0, lanes1, lanes2, 1, 0xffff);
+            vstrbq_scatter_offset_s32(o + i * lane_out, ooffs, kb_mve_rq4(acc, b, mult, shift, lo, hi, p->out_offset));
         }
-        if (ox < p->out_w) {
-            const mve_pred16_t k = vctp32q((uint32_t)(p->out_w - ox));
-            const int32x4_t acc = sums_3x3(r + ox * sw, wp, w, sw, soffs, 0, k);
-            vstrbq_scatter_offset_p_s32(o + ox * cs, ooffs, kb_mve_rq4(acc, b, mult, shift, lo, hi, p->out_offset),
-                                        k);
+        if (i < span) {
+            const mve_pred16_t k = vctp32q((uint32_t)(span - i));
+            const int32x4_t acc = sums_3x3(r + i * lane_in, wp, w, lanes0, lanes1, lanes2, 0, k);
+            vstrbq_scatter_offset_p_s32(o + i * lane_out, ooffs,
+                                        kb_mve_rq4(acc, b, mult, shift, lo, hi, p->out_offset), k);
         }
     }
 }
 
-static __attribute__((noinline)) void rows_3x3_s1(const kb_conv_params *p, const int8_t *plane, int32_t wp,
-                                                  const int32_t *w, int32_t b, int32_t mult, int32_t shift,
-                                                  int8_t *out)
+/* Whether rows (four outputs across) leave no more lanes idle than columns do. */
+static int lanes_across(const kb_conv_params *p)
 {
-    rows_3x3(p, plane, wp, w, b, mult, shift, out, 1);
-}
-
-static __attribute__((noinline)) void rows_3x3_s2(const kb_conv_params *p, const int8_t *plane, int32_t wp,
-                                                  const int32_t *w, int32_t b, int32_t mult, int32_t shift,
-                                                  int8_t *out)
-{
-    rows_3x3(p, plane, wp, w, b, mult, shift, out, 2);
+    const int32_t across = p->out_h * ((p->out_w + 3) / 4), down = p->out_w * ((p->out_h + 3) / 4);
+    return across <= down;
 }
 
 static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in,
@@ -130,6 +129,7 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     const uint32x4_t soffs = lanes(p->stride_w), ooffs = lanes(cs);
     const int8_t zp = (int8_t)-p->in_offset;
     int32_t wt[taps];  /* the channel's weights (at most 7 x 7 in the fixed-size entries) */
+    const int across = lanes_across(p);
     for (int32_t c = 0; c < p->in_c; ++c) {
         fill_plane(p, in, c, scratch, wp, zp);
         int32_t wsum = 0;
@@ -138,8 +138,8 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
             wsum += wt[t];
         }
         const int32_t b = (int32_t)((uint32_t)bias[c] + (uint32_t)p->in_offset * (uint32_t)wsum);
-        if (kk == 3 && (p->stride_w == 1 || p->stride_w == 2)) {  /* the fixed-size entries have dilation 1 */
-            (p->stride_w == 1 ? rows_3x3_s1 : rows_3x3_s2)(p, scratch, wp, wt, b, mult[c], shift[c], out + c);
+        if (kk == 3) {  /* the fixed-size entries have dilation 1 */
+            channel_3x3(p, scratch, wp, wt, b, mult[c], shift[c], out + c, across);
             continue;
         }
         for (int32_t oy = 0; oy < p->out_h; ++oy) {

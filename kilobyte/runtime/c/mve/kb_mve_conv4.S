@@ -107,3 +107,23 @@ FUNCTION kb_mve_copy_rows
     bne 1b
     pop {r4, pc}
 END_FUNCTION kb_mve_copy_rows
+
+/* kb_mve_gather(r0 dst, r1 src, r2 n, r3 stride): q1 the lanes' offsets {0, s, 2s, 3s}, r3 then 4 s; the return
+ * address in r12, the loop count in lr. */
+FUNCTION kb_mve_gather
+    cbz r2, 2f
+    mov r12, lr
+    movs lr, #0
+    vidup.u32 q1, lr, #1  /* {0, 1, 2, 3} (lr advances; dlstp overwrites it) */
+    vmul.i32 q1, q1, r3
+    lsls r3, r3, #2
+    dlstp.32 lr, r2
+1:
+    vldrb.s32 q0, [r1, q1]
+    vstrb.32 q0, [r0], #4
+    add r1, r1, r3
+    letp lr, 1b
+    bx r12
+2:
+    bx lr
+END_FUNCTION kb_mve_gather

@@ -1,0 +1,141 @@
+/* Kilobyte runtime, Cortex-M55 Helium (MVE): what the conv files (kb_conv.c, kb_sparse_conv.c) share — the windows
+ * of output pixels, four at a time, as int8 columns (im2col, padding = the input's zero point), and the requantisation
+ * of a table of sums four channels at a time. Static functions: each file that includes this has its own copy. */
+#ifndef KB_MVE_WINDOW_H
+#define KB_MVE_WINDOW_H
+
+#include <arm_mve.h>
+
+#include "kilobyte.h"
+#include "kb_mve_conv4.h"
+
+/* The valid range [*k0, *k1) of a window axis starting at input index i0 with `k` taps `dil` apart in `size`. */
+static inline void valid(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
+{
+    int32_t a = 0, b = k;
+    while (a < b && i0 + a * dil < 0) {
+        ++a;
+    }
+    while (b > a && i0 + (b - 1) * dil >= size) {
+        --b;
+    }
+    *k0 = a, *k1 = b;
+}
+
+/* The window of a pixel whose valid taps are ky0 <= ky < ky1, kx0 <= kx < kx1 and whose tap (0, 0) is at `origin`, as
+ * kh * kw * in_c int8 values at col, padded taps as the zero point `zp`: the rows above and below in one fill each,
+ * each valid row one copy when its taps are one run (dense input, dilation 1 across), else one per tap. */
+static void window_column(const kb_conv_params *p, const int8_t *origin, int32_t ky0, int32_t ky1, int32_t kx0,
+                          int32_t kx1, int8_t zp, int8_t *col)
+{
+    const int32_t cin = p->in_c, row_k = p->k_w * cin;
+    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride, tap_pitch = p->dil_w * p->in_cstride;
+    if (kx0 >= kx1) {
+        ky1 = ky0;
+    }
+    kb_mve_fill(col, zp, ky0 * row_k);
+    const int run = p->dil_w == 1 && p->in_cstride == cin;
+    const int32_t head = kx0 * cin, body = (kx1 - kx0) * cin, tail = row_k - head - body;
+    for (int32_t ky = ky0; ky < ky1; ++ky) {
+        int8_t *dst = col + ky * row_k;
+        const int8_t *src = origin + ky * row_pitch;
+        if (head) {
+            kb_mve_fill(dst, zp, head);
+        }
+        if (run) {
+            kb_mve_copy(dst + head, src + kx0 * tap_pitch, body);
+        } else {
+            for (int32_t kx = kx0; kx < kx1; ++kx) {
+                kb_mve_copy(dst + kx * cin, src + kx * tap_pitch, cin);
+            }
+        }
+        if (tail) {
+            kb_mve_fill(dst + head + body, zp, tail);
+        }
+    }
+    kb_mve_fill(col + ky1 * row_k, zp, (p->k_h - ky1) * row_k);
+}
+
+/* What a group of up to four output pixels hands on: their columns (k int8 values each; the unused ones repeat the
+ * first) and their output byte offsets. */
+typedef void kb_mve_group_fn(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx);
+
+/* Every output pixel in raster order, four at a time: a 1x1 window without padding (`direct`) is the input pixel
+ * itself, any other is copied into scratch (four columns of k = kh * kw * in_c bytes: an interior window in one
+ * kb_mve_copy_rows call, a border one by window_column). */
+static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scratch, int direct, kb_mve_group_fn *fn,
+                          void *ctx)
+{
+    const int32_t k = p->k_h * p->k_w * p->in_c;
+    const int8_t zp = (int8_t)-p->in_offset;
+    const int rows_whole = p->dil_w == 1 && p->in_cstride == p->in_c;  /* a window row is one run */
+    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride;
+    const int8_t *col[4];
+    uint32_t offs[4];
+    int32_t n = 0;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_t;
+        int32_t ky0, ky1;
+        valid(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_l;
+            const int8_t *origin = in + (iy0 * p->in_row + ix0) * p->in_cstride;
+            if (direct) {
+                col[n] = origin;
+            } else {
+                int32_t kx0 = 0, kx1 = p->k_w;
+                const int inside_x = ix0 >= 0 && ix0 + (p->k_w - 1) * p->dil_w < p->in_w;
+                col[n] = scratch + n * k;
+                if (inside_x && rows_whole && ky0 == 0 && ky1 == p->k_h) {  /* an interior window: kh runs */
+                    kb_mve_copy_rows(scratch + n * k, origin, p->k_h, p->k_w * p->in_c, row_pitch);
+                } else {
+                    if (!inside_x) {
+                        valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
+                    }
+                    window_column(p, origin, ky0, ky1, kx0, kx1, zp, scratch + n * k);
+                }
+            }
+            offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
+            if (n == 4) {
+                fn(ctx, col, offs, 4);
+                n = 0;
+            }
+        }
+    }
+    if (n > 0) {
+        for (int32_t j = n; j < 4; ++j) {
+            col[j] = col[0], offs[j] = offs[0];
+        }
+        fn(ctx, col, offs, n);
+    }
+}
+
+/* Requantise sums (a table of KB_MVE_DOT4_CHANNELS columns) for pixels j < npx (output bytes out + offs[j]) and
+ * channels c0 .. c0 + n, four channels of a pixel at a time: per-lane bias (+ in_offset * wsum when wsum is given;
+ * the sparse convs' bias is folded), shifts and multipliers (kb_mve_requant.h's steps, by vector), one VSTRB.32 of
+ * four channels (the last four predicated). */
+static void kb_mve_requant_table(const kb_conv_params *p, const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
+                                 const int32_t *wsum, int32_t n, int32_t npx, const uint32_t *offs, int32_t c0,
+                                 const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
+    const int32x4_t zero = vdupq_n_s32(0);
+    for (int32_t q = 0; q < n; q += 4) {
+        const mve_pred16_t k = vctp32q((uint32_t)(n - q));
+        const int32x4_t sh = vldrwq_z_s32(shift + c0 + q, k);
+        const int32x4_t left = vmaxq_s32(sh, zero), neg_right = vminq_s32(sh, zero);
+        const int32x4_t mu = vldrwq_z_s32(mult + c0 + q, k);
+        int32x4_t base = vldrwq_z_s32(bias + c0 + q, k);
+        if (wsum != NULL) {
+            base = vmlaq_n_s32(base, vldrwq_s32(wsum + q), p->in_offset);
+        }
+        for (int32_t j = 0; j < npx; ++j) {
+            int32x4_t v = vqrdmulhq_s32(vshlq_s32(vaddq_s32(vldrwq_s32(&sums[j][q]), base), left), mu);
+            v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, neg_right), 31)), neg_right);
+            v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), p->out_offset);
+            vstrbq_p_s32(out + offs[j] + c0 + q, v, k);
+        }
+    }
+}
+
+#endif /* KB_MVE_WINDOW_H */
