@@ -14,6 +14,11 @@ Layers are int8 3x3 SAME convs with random weights, scales and zero points whose
 
     python bench/bench_dtmm.py        # about 2 minutes on one core
     python bench/bench_dtmm.py --fit-latency   # the latency model's samples and fit instead (dtmm_latency.py)
+    python bench/bench_dtmm.py --target cortex-m55   # the latency part on the Cortex-M55 with the Helium kernels
+                                                     # (mve): QEMU plugin counts and beat-model cycles,
+                                                     # bench/results/dtmm_m55.json
+
+Issue 30 moved the >= 3x FWCS-vs-CSR criterion to the Cortex-M55, where DTMM measured it (Helium's 16 lanes).
 """
 
 from __future__ import annotations
@@ -39,11 +44,12 @@ from sparse_nets import pruned_conv  # noqa: E402
 from kilobyte.codegen import compile_graph  # noqa: E402
 from kilobyte.interp import run_int8  # noqa: E402
 from kilobyte.schedule import PlanOptions  # noqa: E402
-from kilobyte.targets.cortexm import build_firmware, count_instructions  # noqa: E402
+from kilobyte.targets.cortexm import build_firmware, count_instructions, run_qemu  # noqa: E402
 from kilobyte.targets.cortexm.toolchain import arm_gcc  # noqa: E402
 from kilobyte.transforms import set_weight_format  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "dtmm.json"
+RESULTS_M55 = ROOT / "bench" / "results" / "dtmm_m55.json"
 STORAGE_LAYERS = [  # (name, hw, cin, cout)
     ("L1 3->32 @32x32", (32, 32), 3, 32), ("L2 32->64 @16x16", (16, 16), 32, 64),
     ("L3 64->128 @8x8", (8, 8), 64, 128), ("L4 128->128 @8x8", (8, 8), 128, 128),
@@ -80,7 +86,10 @@ def storage(work: Path) -> list[dict]:
     return rows
 
 
-def latency(work: Path) -> list[dict]:
+def latency(work: Path, target: str = TARGET) -> list[dict]:
+    """Instructions per format and sparsity on `target`: the DSP kernels counted by unicorn on the M7; on the M55 the
+    Helium kernels (mve) counted by Kilobyte's QEMU plugin, with the beat model's cycles (`{fmt}_cycles`)."""
+    kernels = "mve" if target == "cortex-m55" else "dsp"
     rows = []
     for s in SPARSITIES:
         g, x = pruned_conv(7, **LATENCY_LAYER, sparsity=s, extra=0.0)
@@ -88,13 +97,17 @@ def latency(work: Path) -> list[dict]:
         row = {"sparsity": s, "macs_dense": int(np.prod(g.tensors[g.outputs[0]].shape)) * 9 * LATENCY_LAYER["cin"]}
         row["macs_kept"] = int(row["macs_dense"] * (1 - float((g.tensors[g.nodes[0].inputs[1]].data == 0).mean())))
         for fmt in FORMATS:
-            r = compile_graph(set_weight_format(g, fmt), work / f"l{int(s * 100)}{fmt}", PlanOptions(kernels="dsp"))
-            build = build_firmware(r.out_dir, TARGET, kernels="dsp")
-            counts = count_instructions(build, x)
-            if not np.array_equal(counts.output, want):
+            r = compile_graph(set_weight_format(g, fmt), work / f"l{int(s * 100)}{fmt}", PlanOptions(kernels=kernels))
+            build = build_firmware(r.out_dir, target, kernels=kernels)
+            if build.board.unicorn_cpu is None:
+                run = run_qemu(build, x, timeout=600, count=True)
+                output, row[fmt], row[f"{fmt}_cycles"] = run.output, run.instructions, run.cycles
+            else:
+                counts = count_instructions(build, x)
+                output, row[fmt] = counts.output, counts.total
+                row[f"{fmt}_functions"] = {k: v for k, v in counts.per_function.items() if v > 0.01 * counts.total}
+            if not np.array_equal(output, want):
                 raise RuntimeError(f"sparsity {s} {fmt}: the firmware's output differs from the reference")
-            row[fmt] = counts.total
-            row[f"{fmt}_functions"] = {k: v for k, v in counts.per_function.items() if v > 0.01 * counts.total}
         row["csr_over_fwcs"] = round(row["csr"] / row["fwcs"], 3)
         row["dense_over_fwcs"] = round(row["dense"] / row["fwcs"], 3)
         rows.append(row)
@@ -131,7 +144,41 @@ def markdown(store: list[dict], lat: list[dict], cross: float | None) -> str:
     return "\n".join(lines)
 
 
+def markdown_m55(lat: list[dict], cross: float | None) -> str:
+    lines = ["| sparsity | kept MACs | dense Helium conv | FWCS conv | CSR conv | CSR / FWCS | dense / FWCS | "
+             "FWCS cycles (beat model) | dense cycles |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in lat:
+        lines.append(f"| {r['sparsity']:.2f} | {r['macs_kept']:,} | {r['dense']:,} | {r['fwcs']:,} | {r['csr']:,} | "
+                     f"{r['csr_over_fwcs']:.2f}x | {r['dense_over_fwcs']:.2f}x | {r['fwcs_cycles']:,} | "
+                     f"{r['dense_cycles']:,} |")
+    where = cross if cross is not None else "none of the measured ones"
+    lines.append(f"\nFWCS overtakes the dense Helium conv (instructions) at sparsity {where}.")
+    return "\n".join(lines)
+
+
+def main_m55() -> None:
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix="kilobyte-dtmm-m55-") as tmp:
+        lat = latency(Path(tmp), "cortex-m55")
+    cross = crossover(lat)
+    gcc = subprocess.run([arm_gcc(), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    out = dict(python=platform.python_version(), compiler=gcc, target="cortex-m55", kernels="mve",
+               counter="Kilobyte's QEMU plugin (targets/qemu), cycles by the beat model (targets/cortexm/cycles.py)",
+               latency_layer=LATENCY_LAYER, latency=lat, crossover_sparsity=cross,
+               seconds=round(time.time() - start, 1))
+    RESULTS_M55.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_M55.write_text(json.dumps(out, indent=1) + "\n")
+    print(markdown_m55(lat, cross))
+    print(f"\nwritten {RESULTS_M55} in {out['seconds']} s")
+
+
 def main() -> None:
+    if "--target" in sys.argv[1:]:
+        target = sys.argv[sys.argv.index("--target") + 1]
+        if target != "cortex-m55":
+            raise SystemExit(f"--target {target}: the default run is the Cortex-M7's; --target takes cortex-m55")
+        main_m55()
+        return
     if "--fit-latency" in sys.argv[1:]:
         from dtmm_latency import SHIPPED, fit_latency_file
         from dtmm_latency import markdown as fit_markdown

@@ -7,8 +7,8 @@
  *     filterlet one offset, then its in_c weights 16 at a time, one VLDRB of the weights and one VMLADAVA per pixel
  *     (kb_mve_fwcs4.S: 9 vector instructions for 64 MACs). The sums of up to 16 filters go to a table, requantised
  *     four filters of a pixel at a time (kb_mve_requant_table).
- *   CSR (the baseline): per nonzero weight its index and value, one VLDRB gather of the four pixels' values at the
- *     index, one VMLA by the weight: 4 MACs per weight. Each filter's four sums are requantised as one vector
+ *   CSR (the baseline): per nonzero weight its index and value (LDRH, LDRSB), one VLDRB gather of the four pixels'
+ *     values at the index, one VMLA by the weight: 4 MACs per weight, in a low-overhead loop. Each filter's four sums are requantised as one vector
  *     (kb_mve_rq4) and scattered to the four pixels.
  */
 #include <arm_mve.h>
@@ -52,10 +52,12 @@ static void csr_group(void *ctx, const int8_t *const col[4], const uint32_t offs
     const int32_t lo = p->act_min - p->out_offset, hi = p->act_max - p->out_offset;
     const uint32x4_t lanes = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)c->k), ooffs = vldrwq_u32(offs);
     const mve_pred16_t keep = vctp32q((uint32_t)npx);
+    const int8_t *cols = c->scratch, *w = c->arr;
+    const uint16_t *ix = c->index;
     for (int32_t f = 0; f < p->out_c; ++f) {
         int32x4_t acc = vdupq_n_s32(0);
-        for (int32_t i = c->fidx[f]; i < c->fidx[f + 1]; ++i) {
-            acc = vmlaq_n_s32(acc, vldrbq_gather_offset_s32(c->scratch + c->index[i], lanes), c->arr[i]);
+        for (int32_t n = c->fidx[f + 1] - c->fidx[f]; n > 0; --n) {  /* the filter's nonzeros, in order */
+            acc = vmlaq_n_s32(acc, vldrbq_gather_offset_s32(cols + *ix++, lanes), *w++);
         }
         vstrbq_scatter_offset_p_s32(c->out + f, ooffs, kb_mve_rq4(acc, c->bias[f], c->mult[f], c->shift[f], lo, hi,
                                                                    p->out_offset), keep);
