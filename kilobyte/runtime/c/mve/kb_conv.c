@@ -120,6 +120,7 @@ typedef struct {
     const int8_t *w;
     const int32_t *bias, *mult, *shift;
     int8_t *out;
+    int left;  /* kb_mve_any_left */
     kb_mve_dot4_job job;
 } kb_conv_ctx;
 
@@ -136,7 +137,8 @@ static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t of
         job->w = c->w + c0 * job->k;
         job->n = left < KB_MVE_DOT4_CHANNELS ? left : KB_MVE_DOT4_CHANNELS;
         kb_mve_dot4(job);
-        kb_mve_requant_table(c->p, job->sums, job->wsum, job->n, npx, offs, c0, c->bias, c->mult, c->shift, c->out);
+        kb_mve_requant_table(c->p, job->sums, job->wsum, job->n, npx, offs, c0, c->bias, c->mult, c->shift, c->out,
+                             c->left);
     }
 }
 
@@ -149,7 +151,8 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
         conv_runs(p, in, w, bias, mult, shift, out);
         return;
     }
-    kb_conv_ctx ctx = {.p = p, .w = w, .bias = bias, .mult = mult, .shift = shift, .out = out};
+    kb_conv_ctx ctx = {.p = p, .w = w, .bias = bias, .mult = mult, .shift = shift, .out = out,
+                       .left = kb_mve_any_left(shift, p->out_c)};
     ctx.job.k = k, ctx.job.w_back = ((k + 15) & ~15) - k;
     kb_mve_groups(p, in, scratch, direct, columns_out, &ctx);
 }

@@ -113,29 +113,58 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
 /* Requantise sums (a table of KB_MVE_DOT4_CHANNELS columns) for pixels j < npx (output bytes out + offs[j]) and
  * channels c0 .. c0 + n, four channels of a pixel at a time: per-lane bias (+ in_offset * wsum when wsum is given;
  * the sparse convs' bias is folded), shifts and multipliers (kb_mve_requant.h's steps, by vector), one VSTRB.32 of
- * four channels (the last four predicated). */
-static void kb_mve_requant_table(const kb_conv_params *p, const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
-                                 const int32_t *wsum, int32_t n, int32_t npx, const uint32_t *offs, int32_t c0,
-                                 const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out)
+ * four channels (the last four predicated). `left`: some channel shifts left (kb_mve_any_left); without, the left
+ * shift is left out (TFLite's per-channel multipliers are below one: the usual case). */
+static inline __attribute__((always_inline)) void requant_quads(const kb_conv_params *p,
+                                                                 const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
+                                                                 const int32_t *wsum, int32_t n, int32_t npx,
+                                                                 const uint32_t *offs, int32_t c0,
+                                                                 const int32_t *bias, const int32_t *mult,
+                                                                 const int32_t *shift, int8_t *out, int left)
 {
     const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
     const int32x4_t zero = vdupq_n_s32(0);
+    const int32_t zo = p->out_offset, in_offset = p->in_offset;
     for (int32_t q = 0; q < n; q += 4) {
         const mve_pred16_t k = vctp32q((uint32_t)(n - q));
         const int32x4_t sh = vldrwq_z_s32(shift + c0 + q, k);
-        const int32x4_t left = vmaxq_s32(sh, zero), neg_right = vminq_s32(sh, zero);
+        const int32x4_t shl = vmaxq_s32(sh, zero), neg_right = vminq_s32(sh, zero);
         const int32x4_t mu = vldrwq_z_s32(mult + c0 + q, k);
         int32x4_t base = vldrwq_z_s32(bias + c0 + q, k);
         if (wsum != NULL) {
-            base = vmlaq_n_s32(base, vldrwq_s32(wsum + q), p->in_offset);
+            base = vmlaq_n_s32(base, vldrwq_s32(wsum + q), in_offset);
         }
+        int8_t *o = out + c0 + q;
         for (int32_t j = 0; j < npx; ++j) {
-            int32x4_t v = vqrdmulhq_s32(vshlq_s32(vaddq_s32(vldrwq_s32(&sums[j][q]), base), left), mu);
+            int32x4_t v = vaddq_s32(vldrwq_s32(&sums[j][q]), base);
+            v = vqrdmulhq_s32(left ? vshlq_s32(v, shl) : v, mu);
             v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, neg_right), 31)), neg_right);
-            v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), p->out_offset);
-            vstrbq_p_s32(out + offs[j] + c0 + q, v, k);
+            v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), zo);
+            vstrbq_p_s32(o + offs[j], v, k);
         }
     }
+}
+
+static void kb_mve_requant_table(const kb_conv_params *p, const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
+                                 const int32_t *wsum, int32_t n, int32_t npx, const uint32_t *offs, int32_t c0,
+                                 const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
+                                 int left)
+{
+    if (left) {
+        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 1);
+    } else {
+        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 0);
+    }
+}
+
+/* Whether some of the n channels' shifts is a left shift (once per call). */
+static int kb_mve_any_left(const int32_t *shift, int32_t n)
+{
+    int any = 0;
+    for (int32_t c = 0; c < n; ++c) {
+        any |= shift[c] > 0;
+    }
+    return any;
 }
 
 #endif /* KB_MVE_WINDOW_H */

@@ -26,6 +26,7 @@ typedef struct {
     const int32_t *bias, *mult, *shift;
     int8_t *out, *scratch;
     int32_t k;
+    int left;  /* kb_mve_any_left */
 } kb_sparse_ctx;
 
 static void fwcs_group(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
@@ -36,11 +37,11 @@ static void fwcs_group(void *ctx, const int8_t *const col[4], const uint32_t off
     job.cols = c->scratch, job.k = c->k, job.in_c = p->in_c, job.w_back = ((p->in_c + 15) & ~15) - p->in_c;
     (void)col;  /* the columns are the scratch's four, k apart (never direct: the planner gives sparse convs scratch) */
     for (int32_t f0 = 0; f0 < p->out_c; f0 += KB_MVE_DOT4_CHANNELS) {
-        const int32_t left = p->out_c - f0, n = left < KB_MVE_DOT4_CHANNELS ? left : KB_MVE_DOT4_CHANNELS;
+        const int32_t rest = p->out_c - f0, n = rest < KB_MVE_DOT4_CHANNELS ? rest : KB_MVE_DOT4_CHANNELS;
         job.arr = c->arr + (int32_t)c->fidx[f0] * p->in_c, job.cptr = c->index + c->fidx[f0];
         job.fidx = c->fidx + f0, job.n = n, job.at = &job.sums[0][0];
         kb_mve_fwcs4(&job);
-        kb_mve_requant_table(p, job.sums, NULL, n, npx, offs, f0, c->bias, c->mult, c->shift, c->out);
+        kb_mve_requant_table(p, job.sums, NULL, n, npx, offs, f0, c->bias, c->mult, c->shift, c->out, c->left);
     }
 }
 
@@ -68,7 +69,8 @@ static void sparse(const kb_conv_params *p, const int8_t *in, const int8_t *arr,
                    const uint16_t *fidx, const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
                    int8_t *scratch, kb_mve_group_fn *fn)
 {
-    kb_sparse_ctx ctx = {p, arr, index, fidx, bias, mult, shift, out, scratch, p->k_h * p->k_w * p->in_c};
+    kb_sparse_ctx ctx = {p, arr, index, fidx, bias, mult, shift, out, scratch, p->k_h * p->k_w * p->in_c,
+                         kb_mve_any_left(shift, p->out_c)};
     kb_mve_groups(p, in, scratch, 0, fn, &ctx);
 }
 
