@@ -18,6 +18,7 @@
 
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
+#include "kb_mve_dw3.h"
 #include "kb_mve_requant.h"
 
 /* {0, step, 2 step, 3 step} */
@@ -111,6 +112,43 @@ static __attribute__((noinline)) void channel_3x3(const kb_conv_params *p, const
     }
 }
 
+/* Channel c of the input into a transposed plane (hp bytes a column: planeT[x][y]), padding as zp. */
+static void fill_plane_t(const kb_conv_params *p, const int8_t *in, int32_t c, int8_t *plane, int32_t hp, int8_t zp)
+{
+    kb_mve_fill(plane, zp, (p->in_w + p->pad_l + p->pad_r) * hp);
+    const int32_t pitch = p->in_row * p->in_cstride;
+    int8_t *dst = plane + p->pad_l * hp + p->pad_t;
+    for (int32_t y = 0; y < p->in_h; ++y, ++dst) {
+        kb_mve_gather_t(dst, in + y * pitch + c, p->in_w, p->in_cstride, hp);
+    }
+}
+
+#define KB_DW3_LANES 64  /* outputs per kb_mve_dw3_sums call: the sums' stack buffer */
+
+/* One channel of a 3x3 window (dilation 1) whose lanes are one plane byte apart: along each line of `plane` (pitch
+ * wp, lines line_in apart), kb_mve_dw3_sums (assembly, weights w in the plane's orientation) into a stack buffer,
+ * then the sums requantised four at a time and scattered to the outputs (lane_out apart, lines line_out apart). */
+static __attribute__((noinline)) void channel_3x3_lines(const kb_conv_params *p, const int8_t *plane, int32_t wp,
+                                                        const int32_t *w, int32_t lines, int32_t span,
+                                                        int32_t line_in, int8_t *out, int32_t lane_out,
+                                                        int32_t line_out, int32_t b, int32_t mult, int32_t shift)
+{
+    const int32_t lo = p->act_min - p->out_offset, hi = p->act_max - p->out_offset, zo = p->out_offset;
+    const uint32x4_t ooffs = lanes(lane_out);
+    int32_t sums[KB_DW3_LANES] __attribute__((aligned(4)));
+    for (int32_t line = 0; line < lines; ++line) {
+        for (int32_t i0 = 0; i0 < span; i0 += KB_DW3_LANES) {
+            const int32_t n = span - i0 < KB_DW3_LANES ? span - i0 : KB_DW3_LANES;
+            kb_mve_dw3_sums(plane + line * line_in + i0, wp, (n + 3) / 4, w, sums);
+            int8_t *o = out + line * line_out + i0 * lane_out;
+            for (int32_t i = 0; i < n; i += 4) {
+                const int32x4_t y = kb_mve_rq4(vldrwq_s32(sums + i), b, mult, shift, lo, hi, zo);
+                vstrbq_scatter_offset_p_s32(o + i * lane_out, ooffs, y, vctp32q((uint32_t)(n - i)));
+            }
+        }
+    }
+}
+
 /* Whether rows (four outputs across) leave no more lanes idle than columns do. */
 static int lanes_across(const kb_conv_params *p)
 {
@@ -130,14 +168,34 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     const int8_t zp = (int8_t)-p->in_offset;
     int32_t wt[taps];  /* the channel's weights (at most 7 x 7 in the fixed-size entries) */
     const int across = lanes_across(p);
+    /* 3x3: lanes along the plane's rows (stride 1 across), or down its columns through a transposed plane (stride 1
+     * down), whichever leaves fewer lanes idle; else (stride 2 both ways, other windows) the gathering C loops */
+    const int rows = kk == 3 && p->stride_w == 1 && (across || p->stride_h != 1);
+    const int cols = kk == 3 && !rows && p->stride_h == 1;
+    const int32_t hp = p->in_h + p->pad_t + p->pad_b;
     for (int32_t c = 0; c < p->in_c; ++c) {
-        fill_plane(p, in, c, scratch, wp, zp);
+        if (cols) {
+            fill_plane_t(p, in, c, scratch, hp, zp);
+        } else {
+            fill_plane(p, in, c, scratch, wp, zp);
+        }
         int32_t wsum = 0;
         for (int32_t t = 0; t < taps; ++t) {
             wt[t] = w[t * p->in_c + c];
             wsum += wt[t];
         }
         const int32_t b = (int32_t)((uint32_t)bias[c] + (uint32_t)p->in_offset * (uint32_t)wsum);
+        if (rows) {
+            channel_3x3_lines(p, scratch, wp, wt, p->out_h, p->out_w, p->stride_h * wp, out + c, cs,
+                              p->out_row * cs, b, mult[c], shift[c]);
+            continue;
+        }
+        if (cols) {  /* the window transposed too */
+            const int32_t wt_t[9] = {wt[0], wt[3], wt[6], wt[1], wt[4], wt[7], wt[2], wt[5], wt[8]};
+            channel_3x3_lines(p, scratch, hp, wt_t, p->out_w, p->out_h, p->stride_w * hp, out + c,
+                              p->out_row * cs, cs, b, mult[c], shift[c]);
+            continue;
+        }
         if (kk == 3) {  /* the fixed-size entries have dilation 1 */
             channel_3x3(p, scratch, wp, wt, b, mult[c], shift[c], out + c, across);
             continue;

@@ -127,3 +127,26 @@ FUNCTION kb_mve_gather
 2:
     bx lr
 END_FUNCTION kb_mve_gather
+
+/* kb_mve_gather_t(r0 dst, r1 src, r2 n, r3 stride, [sp] dst_stride): q1 / q2 the source / destination lanes'
+ * offsets, r3 / r4 then four strides of each. */
+FUNCTION kb_mve_gather_t
+    push {r4, lr}
+    ldr r4, [sp, #8]
+    cbz r2, 2f
+    movs lr, #0
+    vidup.u32 q1, lr, #1
+    vmul.i32 q2, q1, r4
+    vmul.i32 q1, q1, r3
+    lsls r3, r3, #2
+    lsls r4, r4, #2
+    dlstp.32 lr, r2
+1:
+    vldrb.s32 q0, [r1, q1]
+    vstrb.32 q0, [r0, q2]
+    add r1, r1, r3
+    add r0, r0, r4
+    letp lr, 1b
+2:
+    pop {r4, pc}
+END_FUNCTION kb_mve_gather_t

@@ -39,8 +39,10 @@ void kb_mve_dot4(kb_mve_dot4_job *job);
 /* dst[i] = src[i] for i < n, and dst[i] = v for i < n: 16 bytes per step, tail-predicated; n >= 0. */
 void kb_mve_copy(int8_t *dst, const int8_t *src, int32_t n);
 void kb_mve_fill(int8_t *dst, int32_t v, int32_t n);
-/* dst[i] = src[i * stride] for i < n (n >= 0): one channel of a row of pixels, four bytes per gather. */
+/* dst[i * dst_stride] = src[i * stride] for i < n (n >= 0): one channel of a row of pixels, four bytes per gather
+ * (and per scatter when dst_stride != 1: a column of a transposed plane). */
 void kb_mve_gather(int8_t *dst, const int8_t *src, int32_t n, int32_t stride);
+void kb_mve_gather_t(int8_t *dst, const int8_t *src, int32_t n, int32_t stride, int32_t dst_stride);
 /* rows runs of n > 0 bytes, src_pitch bytes apart at src, one after another at dst (a whole window of an interior
  * pixel: kh rows of kw * in_c bytes). */
 void kb_mve_copy_rows(int8_t *dst, const int8_t *src, int32_t rows, int32_t n, int32_t src_pitch);

@@ -1,0 +1,49 @@
+/* Kilobyte runtime, Cortex-M55 Helium (MVE): 3x3 depthwise sums along a line of the padded plane, in Armv8.1-M
+ * assembly (GNU as). Interface and contract: kb_mve_dw3.h (used by mve/kb_depthwise.c).
+ *
+ * Per group of four outputs, a low-overhead loop (DLS / LE): for each of the nine taps one VLDRB.S32 of the four
+ * lanes' plane bytes and one VMLA (the first a VMUL) by the tap's weight, held in a register for the whole line; one
+ * VSTRW of the four sums. Loads and multiplies alternate (memory and multiply units); each row's last tap loads with
+ * post-increment, so the row pointers advance by themselves.
+ *
+ * Registers: r0-r4, r8-r11 the weights (w[0..8]); r5, r6, r7 the three rows (widening loads take low registers);
+ * r12 the sums; lr the loop count.
+ * AAPCS: r4-r11 saved and restored.
+ */
+#include "kb_mve_dw3.h"
+#include "kb_arm_asm.h"
+
+FUNCTION kb_mve_dw3_sums
+    push {r4-r11, lr}
+    ldr r12, [sp, #36]
+    movs lr, r2
+    beq 2f
+    mov r5, r0
+    add r6, r0, r1
+    add r7, r6, r1
+    ldm r3, {r0-r4, r8-r11}
+    dls lr, lr
+1:
+    vldrb.s32 q1, [r5, #1]
+    vldrb.s32 q2, [r5, #2]
+    vmul.i32 q0, q1, r1
+    vldrb.s32 q1, [r5], #4
+    vmla.s32 q0, q2, r2
+    vldrb.s32 q2, [r6, #1]
+    vmla.s32 q0, q1, r0
+    vldrb.s32 q1, [r6, #2]
+    vmla.s32 q0, q2, r4
+    vldrb.s32 q2, [r6], #4
+    vmla.s32 q0, q1, r8
+    vldrb.s32 q1, [r7, #1]
+    vmla.s32 q0, q2, r3
+    vldrb.s32 q2, [r7, #2]
+    vmla.s32 q0, q1, r10
+    vldrb.s32 q1, [r7], #4
+    vmla.s32 q0, q2, r11
+    vmla.s32 q0, q1, r9
+    vstrw.32 q0, [r12], #16
+    le lr, 1b
+2:
+    pop {r4-r11, pc}
+END_FUNCTION kb_mve_dw3_sums
