@@ -225,7 +225,8 @@ def mean_bundle(tmp_path_factory) -> Bundle:
     return Bundle(root, results, inputs)
 
 
-@pytest.mark.parametrize("target,kernels", [(t, "portable") for t in TARGETS] + [("cortex-m7", "dsp")])
+@pytest.mark.parametrize("target,kernels", [(t, "portable") for t in TARGETS]
+                         + [("cortex-m7", "dsp"), ("cortex-m55", "mve")])
 def test_mean_models_bit_exact_on_qemu(mean_bundle, tmp_path, target, kernels):
     build = build_firmware(mean_bundle.dir, target, kernels=kernels, out_dir=tmp_path / "fw")
     failures = mean_bundle.failures(build)
