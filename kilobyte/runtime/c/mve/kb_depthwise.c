@@ -141,6 +141,13 @@ static __attribute__((noinline)) void channel_3x3_lines(const kb_conv_params *p,
             const int32_t n = span - i0 < KB_DW3_LANES ? span - i0 : KB_DW3_LANES;
             kb_mve_dw3_sums(plane + line * line_in + i0, wp, (n + 3) / 4, w, sums);
             int8_t *o = out + line * line_out + i0 * lane_out;
+            if (shift < 0) {
+                for (int32_t i = 0; i < n; i += 4) {
+                    const int32x4_t y = kb_mve_rq4_right(vldrwq_s32(sums + i), b, mult, shift, lo, hi, zo);
+                    vstrbq_scatter_offset_p_s32(o + i * lane_out, ooffs, y, vctp32q((uint32_t)(n - i)));
+                }
+                continue;
+            }
             for (int32_t i = 0; i < n; i += 4) {
                 const int32x4_t y = kb_mve_rq4(vldrwq_s32(sums + i), b, mult, shift, lo, hi, zo);
                 vstrbq_scatter_offset_p_s32(o + i * lane_out, ooffs, y, vctp32q((uint32_t)(n - i)));

@@ -22,6 +22,22 @@ static inline __attribute__((always_inline)) int32x4_t kb_mve_scale4(int32x4_t v
     return vrshlq_n_s32(v, -right);
 }
 
+/* RoundingDivideByPOT by a right shift r > 0 only (neg_right = -r < 0): the fix-up needs no mask then. */
+static inline __attribute__((always_inline)) int32x4_t kb_mve_divide(int32x4_t v, int32_t neg_right)
+{
+    return vrshlq_n_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), neg_right);
+}
+
+/* kb_mve_rq4 for shift < 0 only (a right shift and no left one: TFLite's usual multipliers, below 0.5), in two
+ * integer-unit instructions fewer. */
+static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4_right(int32x4_t acc, int32_t bias, int32_t mult,
+                                                                       int32_t shift, int32_t lo, int32_t hi,
+                                                                       int32_t out_offset)
+{
+    const int32x4_t v = kb_mve_divide(vqrdmulhq_n_s32(vaddq_n_s32(acc, bias), mult), shift);
+    return vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(lo)), vdupq_n_s32(hi)), out_offset);
+}
+
 static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4(int32x4_t acc, int32_t bias, int32_t mult,
                                                                  int32_t shift, int32_t lo, int32_t hi,
                                                                  int32_t out_offset)
@@ -31,11 +47,6 @@ static inline __attribute__((always_inline)) int32x4_t kb_mve_rq4(int32x4_t acc,
     return vaddq_n_s32(v, out_offset);
 }
 
-/* RoundingDivideByPOT by a right shift r > 0 only (neg_right = -r < 0): the fix-up needs no mask then. */
-static inline __attribute__((always_inline)) int32x4_t kb_mve_divide(int32x4_t v, int32_t neg_right)
-{
-    return vrshlq_n_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), neg_right);
-}
 
 /* Four channels at once: lane i has its own multiplier and shift (mu, sh; bias already added), clamp lo / hi (the
  * activation range less the zero point), zero point out_offset: the same steps, by vector. */

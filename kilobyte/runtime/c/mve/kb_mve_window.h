@@ -9,6 +9,8 @@
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
 
+#define KB_MVE_ALL_RIGHT 2  /* kb_mve_any_left: every channel shifts right */
+
 /* The valid range [*k0, *k1) of a window axis starting at input index i0 with `k` taps `dil` apart in `size`. */
 static inline void valid(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
 {
@@ -113,14 +115,16 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
 /* Requantise sums (a table of KB_MVE_DOT4_CHANNELS columns) for pixels j < npx (output bytes out + offs[j]) and
  * channels c0 .. c0 + n, four channels of a pixel at a time: per-lane bias (+ in_offset * wsum when wsum is given;
  * the sparse convs' bias is folded), shifts and multipliers (kb_mve_requant.h's steps, by vector), one VSTRB.32 of
- * four channels (the last four predicated). `left`: some channel shifts left (kb_mve_any_left); without, the left
- * shift is left out (TFLite's per-channel multipliers are below one: the usual case). */
+ * four channels (the last four predicated). `left` (kb_mve_any_left): 1, some channel shifts left; 0, the left
+ * shift is left out (TFLite's per-channel multipliers are below one: the usual case); KB_MVE_ALL_RIGHT, also the
+ * ties fix-up's mask. */
 static inline __attribute__((always_inline)) void requant_quads(const kb_conv_params *p,
                                                                  const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
                                                                  const int32_t *wsum, int32_t n, int32_t npx,
                                                                  const uint32_t *offs, int32_t c0,
                                                                  const int32_t *bias, const int32_t *mult,
-                                                                 const int32_t *shift, int8_t *out, int left)
+                                                                 const int32_t *shift, int8_t *out, int left,
+                                                                 int right)
 {
     const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
     const int32x4_t zero = vdupq_n_s32(0);
@@ -138,7 +142,8 @@ static inline __attribute__((always_inline)) void requant_quads(const kb_conv_pa
         for (int32_t j = 0; j < npx; ++j) {
             int32x4_t v = vaddq_s32(vldrwq_s32(&sums[j][q]), base);
             v = vqrdmulhq_s32(left ? vshlq_s32(v, shl) : v, mu);
-            v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(vandq_s32(v, neg_right), 31)), neg_right);
+            const int32x4_t fix = right ? vshrq_n_s32(v, 31) : vshrq_n_s32(vandq_s32(v, neg_right), 31);
+            v = vrshlq_s32(vqaddq_s32(v, fix), neg_right);
             v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), zo);
             vstrbq_p_s32(o + offs[j], v, k);
         }
@@ -150,21 +155,25 @@ static void kb_mve_requant_table(const kb_conv_params *p, const int32_t (*sums)[
                                  const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
                                  int left)
 {
-    if (left) {
-        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 1);
+    if (left == KB_MVE_ALL_RIGHT) {
+        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 0, 1);
+    } else if (left) {
+        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 1, 0);
     } else {
-        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 0);
+        requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 0, 0);
     }
 }
 
-/* Whether some of the n channels' shifts is a left shift (once per call). */
+/* The n channels' shifts, once per call: 1 if some shifts left, KB_MVE_ALL_RIGHT if every one shifts right
+ * (shift < 0: the ties fix-up needs no mask, kb_mve_divide), else 0. */
 static int kb_mve_any_left(const int32_t *shift, int32_t n)
 {
-    int any = 0;
+    int any = 0, all_right = 1;
     for (int32_t c = 0; c < n; ++c) {
         any |= shift[c] > 0;
+        all_right &= shift[c] < 0;
     }
-    return any;
+    return any ? 1 : all_right ? KB_MVE_ALL_RIGHT : 0;
 }
 
 #endif /* KB_MVE_WINDOW_H */
