@@ -56,11 +56,12 @@ def test_plugin_count_equals_unicorn(tmp_path, name, width, res, target, kernels
     counted = count_instructions(build, x, timeout=600)
     assert under_qemu.instructions == counted.total > 0
     assert under_qemu.per_layer == counted.per_layer and len(counted.per_layer) > 3
-    # the same cycle model prices the plugin's blocks: QEMU's translation blocks split where unicorn's do not (a
-    # load pipelined behind the previous block's store, an M7 pair across the split), so close, not equal
-    assert under_qemu.cycles == pytest.approx(counted.cycles, rel=0.005)
+    # the same cycle model prices the plugin's blocks: QEMU's translation blocks split where unicorn's do not (guest
+    # pages); a block that falls through is priced with the ones it runs into (qemu.profile_totals), so the two agree
+    # to a few cycles in ten thousand, not exactly (an M7 pair or a pipelined load at a split the chain does not span)
+    assert under_qemu.cycles == pytest.approx(counted.cycles, rel=0.001)
     for layer, cycles in counted.per_layer_cycles.items():
-        assert under_qemu.per_layer_cycles[layer] == pytest.approx(cycles, rel=0.02, abs=50), layer
+        assert under_qemu.per_layer_cycles[layer] == pytest.approx(cycles, rel=0.01, abs=50), layer
     want = run_int8(result.graph, x)[result.graph.outputs[0]].reshape(-1)
     assert np.array_equal(under_qemu.output, want) and np.array_equal(counted.output, want)
 

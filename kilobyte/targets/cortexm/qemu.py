@@ -32,6 +32,7 @@ from .measure import CLONE_SUFFIX, elf_bytes, elf_contents, elf_symbols
 from .toolchain import qemu_arm
 
 FW_EXIT_IO = 2  # fw/fw.h
+FALL_THROUGH_CHAIN = 4  # profile_totals: fall-through blocks priced together
 FW_EXIT_FAULT = 3
 FW_EXIT_STACK = 4
 # Configurable Fault Status Register bits (Armv7-M / v8-M ARM), named in fault messages.
@@ -189,32 +190,55 @@ def run_qemu(build, input: np.ndarray, timeout: float = 30, file_input: np.ndarr
 def profile_totals(build, profile: list[ProfileRow]) -> tuple[dict[int, int], dict[int, int] | None]:
     """Instructions and modelled cycles (None without a model for the core) per bucket of the plugin's profile:
     each block decoded once from the ELF (its Helium instructions classified by `helium.vector_insns` on a v8.1-M
-    core) and priced by the core's model, times its executions, plus the refill of each taken exit."""
+    core) and priced by the core's model, times its executions, plus the refill of each taken exit.
+
+    QEMU also ends translation blocks where the code crosses a guest page, so a loop body can arrive as two blocks.
+    A block never left by a taken branch (it always falls into the block that starts where it ends) is priced as
+    itself and the blocks it falls into (up to FALL_THROUGH_CHAIN) together, less their own price: the chain then
+    costs what it would as one block, whatever the code's placement."""
     model = cycle_model(build.target)
     counts: dict[int, int] = {}
-    costs: dict[int, int] = {}
-    if model is not None:
-        sections = elf_contents(build.elf)
-        known = {}
-        if build.target == "cortex-m55":
-            known = vector_insns(build.elf)
-        priced: dict[tuple[int, int], tuple[int, int]] = {}
     for row in profile:
         counts[row.bucket] = counts.get(row.bucket, 0) + row.instructions * row.execs
-        if model is None:
-            continue
+    if model is None:
+        return counts, None
+    sections = elf_contents(build.elf)
+    known = vector_insns(build.elf) if build.target == "cortex-m55" else {}
+    decoded: dict[tuple[int, int], list] = {}
+
+    def insns_of(start: int, end: int) -> list:
+        if (start, end) not in decoded:
+            code = next((data[start - at:end - at] for at, data in sections
+                         if at <= start and end <= at + len(data)), None)
+            if code is None:
+                raise KilobyteError(f"{build.elf}: the profiled block 0x{start:08x}-0x{end:08x} is in no section")
+            decoded[start, end] = decode(code, start, known)
+        return decoded[start, end]
+
+    ends_at = {}  # block start -> its end (the successor a fall-through block runs into)
+    taken: dict[tuple[int, int], int] = {}
+    for row in profile:
+        ends_at.setdefault(row.start, row.end)
+        taken[row.start, row.end] = taken.get((row.start, row.end), 0) + row.taken
+    priced: dict[tuple[int, int], tuple[int, int]] = {}
+    costs: dict[int, int] = {}
+    for row in profile:
         key = (row.start, row.end)
         if key not in priced:
-            code = next((data[row.start - at:row.end - at] for at, data in sections
-                         if at <= row.start and row.end <= at + len(data)), None)
-            if code is None:
-                raise KilobyteError(f"{build.elf}: the profiled block 0x{row.start:08x}-0x{row.end:08x} is in no "
-                                    f"section")
-            insns = decode(code, row.start, known)
-            priced[key] = (model.block(insns), model.exit_refill(insns))
+            insns = insns_of(row.start, row.end)
+            follow, at, falls = [], row.end, taken[key] == 0
+            for _ in range(FALL_THROUGH_CHAIN):  # the blocks this one runs into, while each falls through
+                if not falls or at not in ends_at:
+                    break
+                follow += insns_of(at, ends_at[at])
+                falls, at = taken[at, ends_at[at]] == 0, ends_at[at]
+            per_pass = model.block(insns)
+            if follow:
+                per_pass = max(0, model.block(insns + follow) - model.block(follow))
+            priced[key] = (per_pass, model.exit_refill(insns))
         per_pass, refill = priced[key]
         costs[row.bucket] = costs.get(row.bucket, 0) + per_pass * row.execs + refill * row.taken
-    return counts, costs if model is not None else None
+    return counts, costs
 
 
 def _detections(build, path: Path) -> np.ndarray:

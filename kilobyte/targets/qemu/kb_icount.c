@@ -143,6 +143,16 @@ static int mark_at(uint64_t address)
     return -1;
 }
 
+/* An instruction's length by the Thumb rule (a first halfword whose top five bits are 0b11101, 0b11110 or 0b11111
+ * starts a 32-bit one). QEMU's own size of a block's last instruction also covers the first half of an instruction
+ * that straddles the guest page after it (which a block of its own runs), so it is not used. */
+static uint64_t thumb_size(struct qemu_plugin_insn *insn)
+{
+    const uint8_t *bytes = qemu_plugin_insn_data(insn);
+    const unsigned top5 = (unsigned)(bytes[1] >> 3);  /* little-endian: bits 15..11 of the first halfword */
+    return top5 == 0x1D || top5 == 0x1E || top5 == 0x1F ? 4 : 2;
+}
+
 static struct block *new_block(struct qemu_plugin_tb *tb, size_t first, size_t last, int mark)
 {
     if (n_blocks == cap_blocks) {
@@ -158,7 +168,7 @@ static struct block *new_block(struct qemu_plugin_tb *tb, size_t first, size_t l
     }
     struct qemu_plugin_insn *end = qemu_plugin_tb_get_insn(tb, last - 1);
     b->start = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, first));
-    b->end = qemu_plugin_insn_vaddr(end) + qemu_plugin_insn_size(end);
+    b->end = qemu_plugin_insn_vaddr(end) + thumb_size(end);
     b->n_insns = (uint32_t)(last - first), b->index = n_blocks, b->mark = mark;
     blocks[n_blocks++] = b;
     return b;

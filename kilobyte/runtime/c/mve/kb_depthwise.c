@@ -15,6 +15,7 @@
  *                          taps contribute nothing, as TFLite skips them. The 3x3 entry ignores its scratch.
  */
 #include <arm_mve.h>
+#include <string.h>
 
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
@@ -163,6 +164,88 @@ static int lanes_across(const kb_conv_params *p)
     return across <= down;
 }
 
+/* -- four channels at a time through a ring of three padded input rows (3x3, in place) ----------------------------- */
+
+#define KB_DW_RING_BYTES(wp) (12 * (wp))  /* three rows of wp pixels, four channel bytes a pixel */
+
+/* Padded row py (0 .. hp - 1) of channels c .. c + 3 into `slot`: wp pixels of four bytes, zp outside the input. */
+static void ring_row(const kb_conv_params *p, const int8_t *in, int32_t c, int32_t py, int8_t *slot, int32_t wp,
+                     int8_t zp)
+{
+    const int32_t iy = py - p->pad_t;
+    if (iy < 0 || iy >= p->in_h) {
+        kb_mve_fill(slot, zp, 4 * wp);
+        return;
+    }
+    kb_mve_fill(slot, zp, 4 * p->pad_l);
+    const int8_t *src = in + iy * p->in_row * p->in_cstride + c;
+    int8_t *dst = slot + 4 * p->pad_l;
+    for (int32_t x = 0; x < p->in_w; ++x, src += p->in_cstride, dst += 4) {
+        memcpy(dst, src, 4);
+    }
+    kb_mve_fill(dst, zp, 4 * p->pad_r);
+}
+
+/* Whether a 3x3 in-place call can run four channels at a time through the ring: its scratch holds the ring, and
+ * every output row is written only after the input rows it overwrites are in the ring (stride 1 on the same map, or
+ * stride 2 on a map at least twice as wide). */
+static int ring_ok(const kb_conv_params *p, int32_t wp)
+{
+    const int s1 = p->stride_h == 1 && p->stride_w == 1 && p->out_row == p->in_row && p->pad_t <= 2;
+    const int s2 = p->stride_h == 2 && p->stride_w == 2 && 2 * p->out_row <= p->in_row;
+    return p->scratch_bytes >= KB_DW_RING_BYTES(wp) && p->in_c >= 4 && (s1 || s2);
+}
+
+/* Channels c .. c + 3: output row by output row, KB_DW3_LANES outputs at a time, the sums by kb_mve_dw3_quads
+ * (assembly), then requantised four channels per vector with each channel's own multiplier and shift. */
+static __attribute__((noinline)) void ring_group(const kb_conv_params *p, const int8_t *in, const int8_t *w,
+                                                 const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                                                 int8_t *out, int8_t *ring, int32_t c, int32_t wp)
+{
+    const int8_t zp = (int8_t)-p->in_offset;
+    const int32_t cs = p->out_cstride, s = p->stride_w, hp = p->in_h + p->pad_t + p->pad_b, C = p->in_c;
+    const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
+    int32_t wv[9][4] __attribute__((aligned(16)));
+    int32x4_t wsum = vdupq_n_s32(0);
+    for (int32_t t = 0; t < 9; ++t) {
+        const int32x4_t v = vldrbq_s32(w + t * C + c);
+        vstrwq_s32(wv[t], v);
+        wsum = vaddq_s32(wsum, v);
+    }
+    const int32x4_t base = vmlaq_n_s32(vldrwq_s32(bias + c), wsum, p->in_offset);
+    const int32x4_t mu = vldrwq_s32(mult + c), sh = vldrwq_s32(shift + c);
+    const int32x4_t neg_right = vminq_s32(sh, vdupq_n_s32(0));
+    const int right = shift[c] < 0 && shift[c + 1] < 0 && shift[c + 2] < 0 && shift[c + 3] < 0;
+    const int32_t zo = p->out_offset;
+    int32_t sums[4 * KB_DW3_LANES] __attribute__((aligned(16)));
+    int32_t loaded = 0;  /* padded rows in the ring: 0 .. loaded - 1 (the last three kept) */
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t py0 = oy * p->stride_h;
+        for (; loaded < py0 + 3 && loaded < hp; ++loaded) {
+            ring_row(p, in, c, loaded, ring + (loaded % 3) * 4 * wp, wp, zp);
+        }
+        const int8_t *rows[3] = {ring + (py0 % 3) * 4 * wp, ring + ((py0 + 1) % 3) * 4 * wp,
+                                 ring + ((py0 + 2) % 3) * 4 * wp};
+        int8_t *o = out + oy * p->out_row * cs + c;
+        for (int32_t x0 = 0; x0 < p->out_w; x0 += KB_DW3_LANES) {
+            const int32_t n = p->out_w - x0 < KB_DW3_LANES ? p->out_w - x0 : KB_DW3_LANES;
+            const int8_t *const at[3] = {rows[0] + 4 * s * x0, rows[1] + 4 * s * x0, rows[2] + 4 * s * x0};
+            kb_mve_dw3_quads(at, 4 * s, n, wv, sums);
+            if (right) {  /* every channel shifts right only: no left shift, no mask in the ties fix-up */
+                for (int32_t i = 0; i < n; ++i, o += cs) {
+                    int32x4_t v = vqrdmulhq_s32(vaddq_s32(vldrwq_s32(sums + 4 * i), base), mu);
+                    v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), neg_right);
+                    vstrbq_s32(o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), zo));
+                }
+                continue;
+            }
+            for (int32_t i = 0; i < n; ++i, o += cs) {
+                vstrbq_s32(o, kb_mve_rq_lanes(vaddq_s32(vldrwq_s32(sums + 4 * i), base), mu, sh, lo, hi, zo));
+            }
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_params *p, const int8_t *in,
                                                               const int8_t *w, const int32_t *bias,
                                                               const int32_t *mult, const int32_t *shift,
@@ -180,7 +263,13 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     const int rows = kk == 3 && p->stride_w == 1 && (across || p->stride_h != 1);
     const int cols = kk == 3 && !rows && p->stride_h == 1;
     const int32_t hp = p->in_h + p->pad_t + p->pad_b;
-    for (int32_t c = 0; c < p->in_c; ++c) {
+    int32_t c = 0;
+    if (kk == 3 && ring_ok(p, wp)) {  /* four channels at a time; the last in_c % 4 channel by channel below */
+        for (; c + 4 <= p->in_c; c += 4) {
+            ring_group(p, in, w, bias, mult, shift, out, scratch, c, wp);
+        }
+    }
+    for (; c < p->in_c; ++c) {
         if (cols) {
             fill_plane_t(p, in, c, scratch, hp, zp);
         } else {

@@ -47,3 +47,62 @@ FUNCTION kb_mve_dw3_sums
 2:
     pop {r4-r11, pc}
 END_FUNCTION kb_mve_dw3_sums
+
+/* kb_mve_dw3_quads(r0 rows, r1 step, r2 n, r3 w, [sp] sums): a low-overhead loop over the outputs; per tap one
+ * VLDRB.S32 of the ring (four channels), a VMUL by the tap's weight vector and a VADD (no integer vector-by-vector
+ * multiply-accumulate in MVE), on three different units. Weight vectors 0-4 stay in q3-q7, 5-8 are reloaded per
+ * output (VLDRW). Registers: r5, r6, r7 the rows (advance by step); r3 the weights; r12 the sums; lr the count.
+ * AAPCS: r4-r7 and d8-d15 saved and restored. */
+FUNCTION kb_mve_dw3_quads
+    push {r4-r7, lr}
+    vpush {d8-d15}
+    ldr r12, [sp, #84]
+    movs lr, r2
+    beq 2f
+    ldm r0, {r5, r6, r7}
+    vldrw.u32 q3, [r3]
+    vldrw.u32 q4, [r3, #16]
+    vldrw.u32 q5, [r3, #32]
+    vldrw.u32 q6, [r3, #48]
+    vldrw.u32 q7, [r3, #64]
+    dls lr, lr
+1:
+    vldrb.s32 q1, [r5]
+    vmul.i32 q0, q1, q3
+    vldrb.s32 q1, [r5, #4]
+    vmul.i32 q2, q1, q4
+    vldrb.s32 q1, [r5, #8]
+    vadd.i32 q0, q0, q2
+    vmul.i32 q2, q1, q5
+    vldrb.s32 q1, [r6]
+    vadd.i32 q0, q0, q2
+    vmul.i32 q2, q1, q6
+    vldrb.s32 q1, [r6, #4]
+    vadd.i32 q0, q0, q2
+    vmul.i32 q2, q1, q7
+    vldrb.s32 q1, [r6, #8]
+    vadd.i32 q0, q0, q2
+    vldrw.u32 q2, [r3, #80]
+    vmul.i32 q2, q1, q2
+    vldrb.s32 q1, [r7]
+    vadd.i32 q0, q0, q2
+    vldrw.u32 q2, [r3, #96]
+    vmul.i32 q2, q1, q2
+    vldrb.s32 q1, [r7, #4]
+    vadd.i32 q0, q0, q2
+    vldrw.u32 q2, [r3, #112]
+    vmul.i32 q2, q1, q2
+    vldrb.s32 q1, [r7, #8]
+    vadd.i32 q0, q0, q2
+    vldrw.u32 q2, [r3, #128]
+    vmul.i32 q2, q1, q2
+    add r5, r5, r1
+    add r6, r6, r1
+    vadd.i32 q0, q0, q2
+    add r7, r7, r1
+    vstrw.32 q0, [r12], #16
+    le lr, 1b
+2:
+    vpop {d8-d15}
+    pop {r4-r7, pc}
+END_FUNCTION kb_mve_dw3_quads
