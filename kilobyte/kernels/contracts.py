@@ -20,7 +20,9 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   A DSP 3x3 one with stride 1 or 2 runs four channels at a time through a ring of three widened window rows
   (`depthwise_ring_bytes`: `24*(W+pl+pr)`) where its scratch holds one: the planner grants the ring from bytes free
   anyway where the padded channel is smaller (`extra_ring`), else the kernel runs channel by channel. Out of place
-  (`kb_depthwise_3x3`) the same ring is granted from free bytes, else it reads the input directly.
+  (`kb_depthwise_3x3`) the same ring is granted from free bytes, else it reads the input directly. The Helium
+  kernels (mve) run a 3x3 stride-1 or -2 conv in place four channels at a time through a ring of three int8 rows
+  (`mve_ring_bytes`: `12*(W+pl+pr)`), granted the same way; out of place they need none.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
 - Everything else streams: none.
@@ -43,6 +45,7 @@ from ..ops.conv_kernels import (
     column_bytes,
     depthwise_ring_bytes,
     is_sparse,
+    mve_ring_bytes,
     sparse_scratch_bytes,
     wide_column_bytes,
 )
@@ -113,6 +116,8 @@ def extra_ring(graph: Graph, node: Node, kernels: str, in_place: bool) -> int:
     stride 1 or 2: `depthwise_ring_bytes`), else 0."""
     if kernels not in DSP_BASED or node.op is not Op.DEPTHWISE_CONV_2D:
         return 0
+    if kernels == "mve":
+        return mve_ring_bytes(graph, node, in_place)
     return depthwise_ring_bytes(graph, node, in_place)
 
 

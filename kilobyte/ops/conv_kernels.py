@@ -33,7 +33,22 @@ def padded_channel_bytes(graph, node) -> int:
 
 DW_RING_BYTES_PER_PIXEL = 24  # three window rows x (two int16-pair words) per ring pixel: KB_DWG_RING_PIXEL_BYTES
 DW_RING_S1_MAX_WIDTH = 7  # KB_DWG_S1_MAX_WIDTH in runtime/c/arm/kb_depthwise.c: stride 1 runs the group path only
+MVE_RING_BYTES_PER_PIXEL = 12  # runtime/c/mve/kb_depthwise.c's KB_DW_RING_BYTES: three rows x four channel bytes
 #                           on output rows of at most this many pixels (wider ones: per channel, fewer cycles)
+
+
+def mve_ring_bytes(graph, node, in_place: bool = True) -> int:
+    """Bytes of the Helium in-place 3x3 depthwise conv's ring (`mve/kb_depthwise.c`): three padded input rows of
+    (W+pl+pr) pixels, four channel bytes a pixel; 0 where that path never runs (out of place, a window other than
+    3x3, dilation, a stride other than 1x1 or 2x2, fewer than four channels). Where the padded plane already holds
+    it the kernel needs no more."""
+    _, h, w, c = graph.tensors[node.inputs[0]].shape
+    kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
+    if (not in_place or kernel != (3, 3) or tuple(node.attrs.dilation) != (1, 1)
+            or tuple(node.attrs.stride) not in ((1, 1), (2, 2)) or c < 4):
+        return 0
+    _, _, left, r = node.attrs.padding
+    return MVE_RING_BYTES_PER_PIXEL * (w + left + r)
 
 
 def depthwise_ring_bytes(graph, node, in_place: bool = True) -> int:

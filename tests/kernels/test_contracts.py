@@ -107,3 +107,6 @@ def test_the_depthwise_ring_rule_is_the_kernels():
     assert int(re.search(r"#define KB_DWG_RING_PIXEL_BYTES (\d+)", header).group(1)) == \
         conv_kernels.DW_RING_BYTES_PER_PIXEL
     assert int(re.search(r"#define KB_DWG_S1_MAX_WIDTH (\d+)", kernel).group(1)) == conv_kernels.DW_RING_S1_MAX_WIDTH
+    helium = (C_DIR / "mve" / "kb_depthwise.c").read_text()
+    assert int(re.search(r"#define KB_DW_RING_PIXEL_BYTES (\d+)", helium).group(1)) == \
+        conv_kernels.MVE_RING_BYTES_PER_PIXEL

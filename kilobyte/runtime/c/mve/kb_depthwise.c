@@ -166,7 +166,9 @@ static int lanes_across(const kb_conv_params *p)
 
 /* -- four channels at a time through a ring of three padded input rows (3x3, in place) ----------------------------- */
 
-#define KB_DW_RING_BYTES(wp) (12 * (wp))  /* three rows of wp pixels, four channel bytes a pixel */
+#define KB_DW_RING_PIXEL_BYTES 12  /* three rows x four channel bytes: ops/conv_kernels.py MVE_RING_BYTES_PER_PIXEL */
+#define KB_DW_RING_BYTES(wp) (KB_DW_RING_PIXEL_BYTES * (wp))
+#define KB_DW_RING_MAX_PIXELS 256  /* measured on MLPerf VWW / KWS under the beat model (docs/benchmarks.md) */
 
 /* Padded row py (0 .. hp - 1) of channels c .. c + 3 into `slot`: wp pixels of four bytes, zp outside the input. */
 static void ring_row(const kb_conv_params *p, const int8_t *in, int32_t c, int32_t py, int8_t *slot, int32_t wp,
@@ -264,7 +266,9 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     const int cols = kk == 3 && !rows && p->stride_h == 1;
     const int32_t hp = p->in_h + p->pad_t + p->pad_b;
     int32_t c = 0;
-    if (kk == 3 && ring_ok(p, wp)) {  /* four channels at a time; the last in_c % 4 channel by channel below */
+    /* small maps four channels at a time (no per-channel plane and set-up), the last in_c % 4 channel by channel
+     * below; on maps of more than KB_DW_RING_MAX_PIXELS outputs the lanes along a channel's rows cost less */
+    if (kk == 3 && p->out_h * p->out_w <= KB_DW_RING_MAX_PIXELS && ring_ok(p, wp)) {
         for (; c + 4 <= p->in_c; c += 4) {
             ring_group(p, in, w, bias, mult, shift, out, scratch, c, wp);
         }
