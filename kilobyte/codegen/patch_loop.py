@@ -45,6 +45,7 @@ class StageGeometry:
 
     def __init__(self, graph: Graph, plan, bufs: Buffers):
         self.graph, self.stage, self.bufs = graph, plan.patch, bufs
+        self.options = plan.options  # the kernel set the tiles' calls are planned for
         self.nodes = [graph.node(n) for n in self.stage.nodes]
         self.step_of = {n.outputs[0]: k for k, n in enumerate(self.nodes)}
         _, h, w, _ = graph.tensors[self.stage.outputs[0]].shape

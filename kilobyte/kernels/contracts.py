@@ -9,9 +9,11 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   wide path pads a window of kh*kw*Cin % 4 != 0 values with zeros). With fewer output channels the DSP conv never
   widens columns (`KB_COLS_MIN_OUT_C` in `runtime/c/arm/`), so it is planned none; with scratch or not, it may keep
   columns in its own output's unwritten part and in consumed input rows (kilobyte.h, kb_conv).
-- CONV_2D, Helium kernels (mve): the same two int16 columns' bytes, read as four int8 columns (`KB_CONV_SCRATCH`),
-  whatever the output channels, for a window larger than 1x1 (a 1x1 conv reads its pixels in place); without them
-  it runs a slower direct path. Bytes granted beyond them serve only the DSP 1x1 conv + ADD it keeps.
+- CONV_2D, Helium kernels (mve), whatever the output channels: three int8 im2col columns of `kh*kw*Cin` values
+  (none for a 1x1 window without padding, read in place), rounded up to a word, then one int32 per output channel
+  (the bias with the input offset folded in, computed once per call): `mve_conv_scratch_bytes`. Without it the
+  kernel runs a slower direct path. No columns are granted beyond it (the DSP 1x1 conv + ADD the set keeps then
+  takes its pair path).
 - CONV_2D with a sparse weight format (FWCS, CSR; `ops/sparse.py`), both sets: two im2col windows of 2-byte values,
   `4 * ceil4(kh*kw*Cin)` bytes, and 36 bytes per output channel (`KB_SPARSE_SCRATCH`), always (the DSP kernels widen
   two pixels' windows into them and prepare each channel's requantisation, the portable ones gather one int8
@@ -45,6 +47,7 @@ from ..ops.conv_kernels import (
     column_bytes,
     depthwise_ring_bytes,
     is_sparse,
+    mve_conv_scratch_bytes,
     mve_ring_bytes,
     sparse_scratch_bytes,
     wide_column_bytes,
@@ -98,6 +101,8 @@ def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:
     """Scratch bytes `node` reads per layer when it does not run in place (module docstring)."""
     if is_sparse(node):
         return sparse_scratch_bytes(graph, node)
+    if kernels == "mve" and reads_columns(graph, node, kernels):
+        return mve_conv_scratch_bytes(graph, node)
     if not reads_columns(graph, node, kernels) or graph.tensors[node.inputs[1]].shape[1:3] == (1, 1):
         return 0
     return IM2COL_COLUMNS * column_bytes(graph, node)
@@ -106,7 +111,7 @@ def layer_scratch(graph: Graph, node: Node, kernels: str) -> int:
 def extra_columns(graph: Graph, node: Node, kernels: str) -> tuple[int, int]:
     """(bytes of one column, the most columns the kernel reads) for scratch granted from free bytes — columns of the
     wide path, whole groups of four values (`wide_column_bytes`); (0, 0) when `node`'s kernel reads no columns."""
-    if not reads_columns(graph, node, kernels):
+    if not reads_columns(graph, node, kernels) or kernels == "mve":  # the Helium conv reads exactly its layer scratch
         return 0, 0
     return wide_column_bytes(graph, node), WIDE_COLUMNS
 

@@ -19,6 +19,7 @@ from .contract import InPlaceRule, KernelContract, conv_window
 from .conv_kernels import (
     conv_columns_bytes,
     conv_kernel,
+    mve_conv_scratch_bytes,
     depthwise_kernel,
     inplace_depthwise_kernel,
     sparse_scratch_bytes,
@@ -142,7 +143,7 @@ def emit_conv(graph, node, bufs: Buffers, plan) -> LayerCode:
                            (p.act_min, p.act_max))
     w, b, m, s = weight_arrays(graph, node, code)
     fn = conv_kernel(node, tuple(w_shape[1:3]))
-    scratch, params["scratch_bytes"] = conv_scratch(graph, node, plan.scratch.get(node.name))
+    scratch, params["scratch_bytes"] = conv_scratch(graph, node, plan.scratch.get(node.name), plan.options.kernels)
     params["in_consumed"] = int(node.name in plan.consumed)
     code.body += [c_struct("kb_conv_params", params),
                   f"{fn}(&p, {bufs.ptr(node.inputs[0])}, {w}, {b}, {m}, {s}, {bufs.ptr(node.outputs[0])}, "
@@ -150,12 +151,14 @@ def emit_conv(graph, node, bufs: Buffers, plan) -> LayerCode:
     return code
 
 
-def conv_scratch(graph, node, placement: tuple[int, int] | None) -> tuple[str, int]:
+def conv_scratch(graph, node, placement: tuple[int, int] | None, kernels: str = "dsp") -> tuple[str, int]:
     """A conv call's scratch argument and its `scratch_bytes`: the planned (arena offset, bytes) buffer when that holds
-    the kernels' two int16 columns (KB_CONV_SCRATCH) word-aligned (LDRD / LDM), else (NULL, 0) (the DSP kernels then
+    what the kernel set's conv reads, word-aligned (LDRD / LDM): the DSP kernels' two int16 columns (KB_CONV_SCRATCH),
+    the Helium ones' columns and folded biases (`mve_conv_scratch_bytes`); else (NULL, 0) (the kernels then
     convolve directly; the portable ones never use it). Per layer and per patch alike."""
     offset, size = placement or (0, 0)
-    if size >= conv_columns_bytes(graph, node) and offset % 4 == 0:
+    need = mve_conv_scratch_bytes(graph, node) if kernels == "mve" else conv_columns_bytes(graph, node)
+    if size and size >= need and offset % 4 == 0:
         return f"KB_ARENA + {offset}", size
     return "NULL", 0
 
@@ -196,7 +199,7 @@ def _tile_spec(g, k: int, code: LayerCode) -> WindowSpec:
     common = dict(kernel=kernel, zps=(rq.input_zp, rq.output_zp), act=(rq.act_min, rq.act_max), weights=weights)
     if node.op is Op.CONV_2D:
         code.families.add("conv")  # the tile scratch the stage planned for im2col columns, if any (else NULL)
-        scratch, size = conv_scratch(graph, node, g.stage.tile_scratch.get(node.name))
+        scratch, size = conv_scratch(graph, node, g.stage.tile_scratch.get(node.name), g.options.kernels)
         return WindowSpec(conv_kernel(node, kernel), scratch=f", {scratch}", scratch_bytes=size, **common)
     code.families.add("depthwise")
     if node.attrs.depth_multiplier != 1:

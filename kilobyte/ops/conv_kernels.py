@@ -100,6 +100,33 @@ def wide_column_bytes(graph, node) -> int:
     return IM2COL_ELEMENT_BYTES * ((values + 3) & ~3)
 
 
+MVE_CONV_COLUMNS = 3  # runtime/c/mve/kb_conv.c: int8 im2col columns per pixel group (kb_mve_dot32.S)
+
+
+def mve_conv_direct(graph, node) -> bool:
+    """Whether the Helium conv reads `node`'s windows in place (a 1x1 window without padding), so needs no columns."""
+    return graph.tensors[node.inputs[1]].shape[1:3] == (1, 1) and not any(node.attrs.padding)
+
+
+def mve_conv_scratch_bytes(graph, node) -> int:
+    """Bytes of the Helium conv's scratch (`KB_MVE_CONV_SCRATCH` in runtime/c/mve/kb_mve_dot32.h): three int8
+    im2col columns of kh*kw*Cin values (none when it reads the windows in place), rounded up to a word, then one
+    int32 per output channel (its bias with in_offset * sum(w) folded in, computed once per call).
+
+    >>> from kilobyte.ir import ConvAttrs, GraphBuilder, Op
+    >>> import numpy as np
+    >>> b = GraphBuilder()
+    >>> y = b.node(Op.CONV_2D, [b.input((1, 8, 8, 3))], ConvAttrs(padding=(1, 1, 1, 1)),
+    ...            params={"weight": np.zeros((16, 3, 3, 3), np.float32)})
+    >>> mve_conv_scratch_bytes(b.build([y]), b.nodes[0])  # 3 * 27 = 81 -> 84, + 4 * 16
+    148
+    """
+    _, kh, kw, cin = graph.tensors[node.inputs[1]].shape
+    out_c = graph.tensors[node.outputs[0]].shape[-1]
+    columns = 0 if mve_conv_direct(graph, node) else -(-MVE_CONV_COLUMNS * kh * kw * cin // 4) * 4
+    return columns + 4 * out_c
+
+
 def conv_columns_bytes(graph, node) -> int:
     """Bytes of the two int16 columns a conv kernel may widen its windows into (`KB_CONV_SCRATCH` in kilobyte.h)."""
     return IM2COL_COLUMNS * column_bytes(graph, node)

@@ -19,6 +19,7 @@
 
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
+#include "kb_mve_dot32.h"
 #include "kb_mve_requant.h"
 #include "kb_mve_window.h"
 
@@ -118,27 +119,45 @@ static void conv_runs(const kb_conv_params *p, const int8_t *in, const int8_t *w
 typedef struct {
     const kb_conv_params *p;
     const int8_t *w;
-    const int32_t *bias, *mult, *shift;
+    const int32_t *bias, *mult, *shift;  /* bias: the folded biases in the scratch */
     int8_t *out;
     int left;  /* kb_mve_any_left */
-    kb_mve_dot4_job job;
+    kb_mve_dot32_job job;
 } kb_conv_ctx;
 
-/* A group's pixels: every channel, KB_MVE_DOT4_CHANNELS at a time (kb_mve_groups' callback). */
+/* A group's pixels (up to three): every channel, KB_MVE_DOT4_CHANNELS at a time, in pairs (an odd last channel
+ * paired with itself), then requantised (kb_mve_groups' callback). */
 static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
 {
     kb_conv_ctx *c = ctx;
-    kb_mve_dot4_job *job = &c->job;
-    for (int32_t j = 0; j < 4; ++j) {
-        job->col[j] = col[j];
-    }
+    kb_mve_dot32_job *job = &c->job;
+    job->col[0] = col[0], job->col[1] = col[1], job->col[2] = col[2];
     for (int32_t c0 = 0; c0 < c->p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
-        const int32_t left = c->p->out_c - c0;
-        job->w = c->w + c0 * job->k;
-        job->n = left < KB_MVE_DOT4_CHANNELS ? left : KB_MVE_DOT4_CHANNELS;
-        kb_mve_dot4(job);
-        kb_mve_requant_table(c->p, job->sums, job->wsum, job->n, npx, offs, c0, c->bias, c->mult, c->shift, c->out,
+        const int32_t rest = c->p->out_c - c0, n = rest < KB_MVE_DOT4_CHANNELS ? rest : KB_MVE_DOT4_CHANNELS;
+        job->w = c->w + c0 * job->k, job->at = &job->sums[0][0];
+        job->pairs = n / 2, job->w_step = job->k;
+        if (job->pairs) {
+            kb_mve_dot32(job);
+        }
+        if (n & 1) {
+            job->w = c->w + (c0 + n - 1) * job->k, job->pairs = 1, job->w_step = 0;
+            kb_mve_dot32(job);
+        }
+        kb_mve_requant_table(c->p, job->sums, NULL, n, npx, offs, c0, c->bias, c->mult, c->shift, c->out,
                              c->left);
+    }
+}
+
+/* bias[c] + in_offset * sum(w_c) for every channel (wrapping, as TFLite's int32 accumulator), into fb. */
+static void fold_biases(const kb_conv_params *p, const int8_t *w, const int32_t *bias, int32_t k, int32_t *fb)
+{
+    for (int32_t c = 0; c < p->out_c; ++c, w += k) {
+        int32_t sum = 0;
+        for (int32_t i = 0; i < k; i += 16) {
+            const mve_pred16_t q = vctp8q((uint32_t)(k - i));
+            sum = vaddvaq_p_s8(sum, vldrbq_z_s8(w + i, q), q);
+        }
+        fb[c] = (int32_t)((uint32_t)bias[c] + (uint32_t)p->in_offset * (uint32_t)sum);
     }
 }
 
@@ -147,14 +166,16 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
 {
     const int32_t k = p->k_h * p->k_w * p->in_c;
     const int direct = p->k_h == 1 && p->k_w == 1 && !(p->pad_t | p->pad_b | p->pad_l | p->pad_r);
-    if (!direct && (scratch == NULL || p->scratch_bytes < 4 * k)) {
+    if (scratch == NULL || p->scratch_bytes < KB_MVE_CONV_SCRATCH(p, direct)) {
         conv_runs(p, in, w, bias, mult, shift, out);
         return;
     }
-    kb_conv_ctx ctx = {.p = p, .w = w, .bias = bias, .mult = mult, .shift = shift, .out = out,
+    int32_t *fb = (int32_t *)(void *)(scratch + KB_MVE_CONV_COLUMNS_BYTES(p, direct));
+    fold_biases(p, w, bias, k, fb);
+    kb_conv_ctx ctx = {.p = p, .w = w, .bias = fb, .mult = mult, .shift = shift, .out = out,
                        .left = kb_mve_any_left(shift, p->out_c)};
     ctx.job.k = k, ctx.job.w_back = ((k + 15) & ~15) - k;
-    kb_mve_groups(p, in, scratch, direct, columns_out, &ctx);
+    kb_mve_groups(p, in, scratch, direct, 3, columns_out, &ctx);
 }
 
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,

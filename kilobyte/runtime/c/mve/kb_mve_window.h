@@ -58,15 +58,15 @@ static void window_column(const kb_conv_params *p, const int8_t *origin, int32_t
     kb_mve_fill(col + ky1 * row_k, zp, (p->k_h - ky1) * row_k);
 }
 
-/* What a group of up to four output pixels hands on: their columns (k int8 values each; the unused ones repeat the
- * first) and their output byte offsets. */
+/* What a group of up to `group` (3 or 4) output pixels hands on: their columns (k int8 values each; the unused ones
+ * repeat the first) and their output byte offsets. */
 typedef void kb_mve_group_fn(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx);
 
-/* Every output pixel in raster order, four at a time: a 1x1 window without padding (`direct`) is the input pixel
- * itself, any other is copied into scratch (four columns of k = kh * kw * in_c bytes: an interior window in one
+/* Every output pixel in raster order, `group` at a time: a 1x1 window without padding (`direct`) is the input pixel
+ * itself, any other is copied into scratch (`group` columns of k = kh * kw * in_c bytes: an interior window in one
  * kb_mve_copy_rows call, a border one by window_column). */
-static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scratch, int direct, kb_mve_group_fn *fn,
-                          void *ctx)
+static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scratch, int direct, int32_t group,
+                          kb_mve_group_fn *fn, void *ctx)
 {
     const int32_t k = p->k_h * p->k_w * p->in_c;
     const int8_t zp = (int8_t)-p->in_offset;
@@ -98,8 +98,8 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
                 }
             }
             offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
-            if (n == 4) {
-                fn(ctx, col, offs, 4);
+            if (n == group) {
+                fn(ctx, col, offs, group);
                 n = 0;
             }
         }

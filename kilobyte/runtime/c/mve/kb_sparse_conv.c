@@ -71,7 +71,7 @@ static void sparse(const kb_conv_params *p, const int8_t *in, const int8_t *arr,
 {
     kb_sparse_ctx ctx = {p, arr, index, fidx, bias, mult, shift, out, scratch, p->k_h * p->k_w * p->in_c,
                          kb_mve_any_left(shift, p->out_c)};
-    kb_mve_groups(p, in, scratch, 0, fn, &ctx);
+    kb_mve_groups(p, in, scratch, 0, 4, fn, &ctx);
 }
 
 void kb_conv_fwcs(const kb_conv_params *p, const int8_t *in, const int8_t *arr, const uint16_t *cptr,
