@@ -19,9 +19,9 @@ from .contract import InPlaceRule, KernelContract, conv_window
 from .conv_kernels import (
     conv_columns_bytes,
     conv_kernel,
-    mve_conv_scratch_bytes,
     depthwise_kernel,
     inplace_depthwise_kernel,
+    mve_conv_scratch_bytes,
     sparse_scratch_bytes,
 )
 from .layer_code import Buffers, LayerCode, folded_bias, weight_arrays, window_params

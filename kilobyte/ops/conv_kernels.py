@@ -39,16 +39,20 @@ MVE_RING_BYTES_PER_PIXEL = 12  # runtime/c/mve/kb_depthwise.c's KB_DW_RING_BYTES
 
 def mve_ring_bytes(graph, node, in_place: bool = True) -> int:
     """Bytes of the Helium in-place 3x3 depthwise conv's ring (`mve/kb_depthwise.c`): three padded input rows of
-    (W+pl+pr) pixels, four channel bytes a pixel; 0 where that path never runs (out of place, a window other than
-    3x3, dilation, a stride other than 1x1 or 2x2, fewer than four channels). Where the padded plane already holds
-    it the kernel needs no more."""
+    (W+pl+pr) pixels, four channel bytes a pixel — or at stride 1 three padded columns of (H+pt+pb) pixels, which the
+    kernel takes on maps taller than wide, whichever is larger; 0 where that path never runs (out of place, a window
+    other than 3x3, dilation, a stride other than 1x1 or 2x2, fewer than four channels). Where the padded plane
+    already holds it the kernel needs no more."""
     _, h, w, c = graph.tensors[node.inputs[0]].shape
     kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
     if (not in_place or kernel != (3, 3) or tuple(node.attrs.dilation) != (1, 1)
             or tuple(node.attrs.stride) not in ((1, 1), (2, 2)) or c < 4):
         return 0
-    _, _, left, r = node.attrs.padding
-    return MVE_RING_BYTES_PER_PIXEL * (w + left + r)
+    t, b, left, r = node.attrs.padding
+    across = MVE_RING_BYTES_PER_PIXEL * (w + left + r)
+    if tuple(node.attrs.stride) == (2, 2):
+        return across
+    return max(across, MVE_RING_BYTES_PER_PIXEL * (h + t + b))  # stride 1 may run down the columns (tall maps)
 
 
 def depthwise_ring_bytes(graph, node, in_place: bool = True) -> int:

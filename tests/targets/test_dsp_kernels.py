@@ -147,7 +147,7 @@ DW_SCRATCH_KERNELS = ("kb_depthwise_3x3",)  # out of place, take a ring (24 * (w
 
 
 def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, columns=None, dense=None,
-                 consumed=False, ring_odds=0.5) -> list[Call]:
+                 consumed=False, ring_odds=0.5, ring_bytes=None) -> list[Call]:
     """Calls of `kernels` on node g (conv or depthwise): disjoint buffers with random strides, slice and row pitch,
     or (in_place) one buffer of max(input, output) pixels with equal pixel strides, as generated code does. A conv
     call gets im2col scratch with probability scratch_odds, else NULL (the DSP direct path): `columns` int16 columns
@@ -155,8 +155,9 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, column
     dense=True: disjoint buffers without strides, slice or row pitch (then the DSP conv may use the unwritten part
     of its output for columns), False: always with them, None: either. consumed: a conv call gets in_consumed = 1
     (the input dies there: the kernel may overwrite it; not compared). A depthwise call that takes scratch gets, with
-    probability ring_odds, at least the DSP group path's ring (in place: its padded plane, or the ring when larger;
-    kb_depthwise_3x3: the ring, else NULL), word-aligned, scratch_bytes set to match."""
+    probability ring_odds, at least the DSP group path's ring (or `ring_bytes`, another kernel set's; in place: its
+    padded plane, or the ring when larger; kb_depthwise_3x3: the ring, else NULL), word-aligned, scratch_bytes set
+    to match."""
     p = _window_params(g)
     want = eval_node_int8(g, g.nodes[0], [x, *(g.tensors[t].data for t in g.nodes[0].inputs[1:])])[0]
     c, co, (h, w), (ho, wo) = p["in_c"], p["out_c"], (p["in_h"], p["in_w"]), (p["out_h"], p["out_w"])
@@ -187,7 +188,7 @@ def window_calls(rng, kernels, g, x, *, in_place=False, scratch_odds=0.5, column
         if "inplace" in kernel or kernel in DW_SCRATCH_KERNELS:
             size = plane if "inplace" in kernel else 0
             if rng.random() < ring_odds:
-                size = max(size, 24 * (w + p["pad_l"] + p["pad_r"]))
+                size = max(size, ring_bytes if ring_bytes is not None else 24 * (w + p["pad_l"] + p["pad_r"]))
             p["scratch_bytes"] = size
             scratch = (before.size + (-before.size) % 4, size) if size else None
         if kernel in CONV_KERNELS:

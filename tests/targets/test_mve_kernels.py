@@ -14,7 +14,18 @@ import os
 
 import numpy as np
 import pytest
-from test_dsp_kernels import ACTS, _check_calls, conv_calls, depthwise_calls, fc_calls, word_aligned, write_call_model
+from test_dsp_kernels import (
+    ACTS,
+    GROUP_CASES,
+    _check_calls,
+    conv_calls,
+    depthwise_calls,
+    fc_calls,
+    weighted_graph,
+    window_calls,
+    word_aligned,
+    write_call_model,
+)
 
 from kilobyte.errors import KilobyteError
 from kilobyte.targets.cortexm import build_firmware, have_tools, run_qemu
@@ -38,19 +49,39 @@ def test_mve_fully_connected_calls_bit_exact_on_the_m55(tmp_path):
     assert counts["mve"] < counts["dsp"], counts
 
 
-@pytest.mark.parametrize("harness", ("conv", "depthwise"))
+# (stride, padding, c, (h, w)): 3x3 depthwise convs in place with the Helium ring granted — test_dsp_kernels'
+# GROUP_CASES and maps taller than wide (KWS's 25x5: the ring runs down the columns), channels not a multiple of four
+MVE_RING_CASES = (*GROUP_CASES, (1, (1,) * 4, 64, (25, 5)), (1, (1,) * 4, 10, (12, 4)), (1, (0, 2, 1, 1), 7, (9, 3)),
+                  (2, (1,) * 4, 12, (11, 4)), (1, (2, 0, 0, 2), 8, (6, 2)))
+
+
+def mve_ring_calls(rng):
+    from kilobyte import ir
+    from kilobyte.ir import Op
+
+    calls = []
+    for i, (s, pad, c, (h, w)) in enumerate(MVE_RING_CASES):
+        attrs = ir.DepthwiseAttrs((s, s), pad, (1, 1), 1, ACTS[i % len(ACTS)])
+        g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, h, w, c), (1, 3, 3, c), attrs, big_bias=i % 5 == 4)
+        ring = 12 * max(w + pad[2] + pad[3], h + pad[0] + pad[1])  # ops/conv_kernels.mve_ring_bytes
+        calls += window_calls(rng, ["kb_depthwise_inplace_3x3"], g, x, in_place=True, ring_odds=1.0, ring_bytes=ring)
+    return calls
+
+
+@pytest.mark.parametrize("harness", ("conv", "depthwise", "ring"))
 def test_mve_conv_calls_bit_exact_on_the_m55(tmp_path, harness):
     """test_dsp_kernels.py's conv and depthwise calls (random windows, strides, padding, dilation, channel slices,
     row pitch, with and without scratch, in place and out of place) through the Helium kernels: every call's bytes as
     numpy says."""
-    make = conv_calls if harness == "conv" else depthwise_calls
+    make = {"conv": conv_calls, "depthwise": depthwise_calls, "ring": mve_ring_calls}[harness]
     calls = [word_aligned(c) for c in make(np.random.default_rng(30))]
     for part, chunk in enumerate(_chunks(calls)):  # the calls' shapes are small and odd: no speed claim here
         model_dir, x = write_call_model(tmp_path / f"calls{part}", chunk)
         for kernels in ("mve", "dsp"):
             build = build_firmware(model_dir, "cortex-m55", kernels=kernels, out_dir=tmp_path / f"{kernels}{part}")
             _check_calls(chunk, run_qemu(build, x, timeout=300).output, f"{kernels} kernels on cortex-m55, part {part}")
-    assert f"mve/kb_{harness}.c" in {p.parent.name + "/" + p.name for p in select_sources(model_dir / "src", "mve")}
+    kernel_file = "kb_depthwise.c" if harness == "ring" else f"kb_{harness}.c"
+    assert f"mve/{kernel_file}" in {p.parent.name + "/" + p.name for p in select_sources(model_dir / "src", "mve")}
 
 
 def _chunks(calls, arena_bytes: int = 120_000):

@@ -170,48 +170,66 @@ static int lanes_across(const kb_conv_params *p)
 #define KB_DW_RING_BYTES(wp) (KB_DW_RING_PIXEL_BYTES * (wp))
 #define KB_DW_RING_MAX_PIXELS 256  /* measured on MLPerf VWW / KWS under the beat model (docs/benchmarks.md) */
 
-/* Padded row py (0 .. hp - 1) of channels c .. c + 3 into `slot`: wp pixels of four bytes, zp outside the input. */
-static void ring_row(const kb_conv_params *p, const int8_t *in, int32_t c, int32_t py, int8_t *slot, int32_t wp,
-                     int8_t zp)
+/* One line of the ring (channels c .. c + 3, four bytes a pixel, zp outside the input): padded row `line` when
+ * `across`, else padded column `line` (a transposed ring). */
+static void ring_line(const kb_conv_params *p, const int8_t *in, int32_t c, int32_t line, int8_t *slot, int across,
+                      int8_t zp)
 {
-    const int32_t iy = py - p->pad_t;
-    if (iy < 0 || iy >= p->in_h) {
-        kb_mve_fill(slot, zp, 4 * wp);
+    const int32_t row_bytes = p->in_row * p->in_cstride;
+    const int32_t n = across ? p->in_w : p->in_h, lo = across ? p->pad_l : p->pad_t, hi = across ? p->pad_r : p->pad_b;
+    const int32_t i = line - (across ? p->pad_t : p->pad_l), lines = across ? p->in_h : p->in_w;
+    const int32_t step = across ? p->in_cstride : row_bytes;  /* source bytes between the line's pixels */
+    if (i < 0 || i >= lines) {
+        kb_mve_fill(slot, zp, 4 * (lo + n + hi));
         return;
     }
-    kb_mve_fill(slot, zp, 4 * p->pad_l);
-    const int8_t *src = in + iy * p->in_row * p->in_cstride + c;
-    int8_t *dst = slot + 4 * p->pad_l;
-    for (int32_t x = 0; x < p->in_w; ++x, src += p->in_cstride, dst += 4) {
+    kb_mve_fill(slot, zp, 4 * lo);
+    const int8_t *src = in + (across ? i * row_bytes : i * p->in_cstride) + c;
+    int8_t *dst = slot + 4 * lo;
+    for (int32_t x = 0; x < n; ++x, src += step, dst += 4) {
         memcpy(dst, src, 4);
     }
-    kb_mve_fill(dst, zp, 4 * p->pad_r);
+    kb_mve_fill(dst, zp, 4 * hi);
 }
 
-/* Whether a 3x3 in-place call can run four channels at a time through the ring: its scratch holds the ring, and
- * every output row is written only after the input rows it overwrites are in the ring (stride 1 on the same map, or
- * stride 2 on a map at least twice as wide). */
-static int ring_ok(const kb_conv_params *p, int32_t wp)
+/* How a 3x3 in-place call runs four channels at a time through a ring of three padded lines, or 0: 1, lines are rows
+ * (stride 1 on the same map, or stride 2 on a map at least twice as wide: every output row is written after the
+ * input rows it overwrites are in the ring); 2, lines are columns (stride 1 only, the same argument by columns),
+ * chosen when the map is taller than wide (fewer, longer lines) and the scratch holds the column ring. */
+static int ring_mode(const kb_conv_params *p)
 {
-    const int s1 = p->stride_h == 1 && p->stride_w == 1 && p->out_row == p->in_row && p->pad_t <= 2;
+    const int32_t wp = p->in_w + p->pad_l + p->pad_r, hp = p->in_h + p->pad_t + p->pad_b;
+    if (p->in_c < 4 || p->out_h * p->out_w > KB_DW_RING_MAX_PIXELS) {
+        return 0;
+    }
+    const int s1 = p->stride_h == 1 && p->stride_w == 1 && p->out_row == p->in_row && p->pad_t <= 2 && p->pad_l <= 2;
     const int s2 = p->stride_h == 2 && p->stride_w == 2 && 2 * p->out_row <= p->in_row;
-    return p->scratch_bytes >= KB_DW_RING_BYTES(wp) && p->in_c >= 4 && (s1 || s2);
+    if (s1 && p->out_h > p->out_w && p->scratch_bytes >= KB_DW_RING_BYTES(hp)) {
+        return 2;
+    }
+    return (s1 || s2) && p->scratch_bytes >= KB_DW_RING_BYTES(wp) ? 1 : 0;
 }
 
-/* Channels c .. c + 3: output row by output row, KB_DW3_LANES outputs at a time, the sums by kb_mve_dw3_quads
- * (assembly), then requantised four channels per vector with each channel's own multiplier and shift. */
+/* Channels c .. c + 3, output line by output line (rows when `across`, else columns through a transposed ring),
+ * KB_DW3_LANES outputs at a time: the sums by kb_mve_dw3_quads (assembly), then requantised four channels per
+ * vector with each channel's own multiplier and shift. */
 static __attribute__((noinline)) void ring_group(const kb_conv_params *p, const int8_t *in, const int8_t *w,
                                                  const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                                                 int8_t *out, int8_t *ring, int32_t c, int32_t wp)
+                                                 int8_t *out, int8_t *ring, int32_t c, int across)
 {
     const int8_t zp = (int8_t)-p->in_offset;
-    const int32_t cs = p->out_cstride, s = p->stride_w, hp = p->in_h + p->pad_t + p->pad_b, C = p->in_c;
+    const int32_t cs = p->out_cstride, C = p->in_c;
+    const int32_t len = across ? p->in_w + p->pad_l + p->pad_r : p->in_h + p->pad_t + p->pad_b;  /* pixels a line */
+    const int32_t n_lines = across ? p->in_h + p->pad_t + p->pad_b : p->in_w + p->pad_l + p->pad_r;
+    const int32_t lines = across ? p->out_h : p->out_w, span = across ? p->out_w : p->out_h;
+    const int32_t line_step = across ? p->stride_h : p->stride_w, lane_step = across ? p->stride_w : p->stride_h;
+    const int32_t line_out = across ? p->out_row * cs : cs, lane_out = across ? cs : p->out_row * cs;
     const int32x4_t lo = vdupq_n_s32(p->act_min - p->out_offset), hi = vdupq_n_s32(p->act_max - p->out_offset);
     int32_t wv[9][4] __attribute__((aligned(16)));
     int32x4_t wsum = vdupq_n_s32(0);
-    for (int32_t t = 0; t < 9; ++t) {
+    for (int32_t t = 0; t < 9; ++t) {  /* tap t = (ky, kx); a transposed ring takes it at (kx, ky) */
         const int32x4_t v = vldrbq_s32(w + t * C + c);
-        vstrwq_s32(wv[t], v);
+        vstrwq_s32(wv[across ? t : 3 * (t % 3) + t / 3], v);
         wsum = vaddq_s32(wsum, v);
     }
     const int32x4_t base = vmlaq_n_s32(vldrwq_s32(bias + c), wsum, p->in_offset);
@@ -220,28 +238,29 @@ static __attribute__((noinline)) void ring_group(const kb_conv_params *p, const 
     const int right = shift[c] < 0 && shift[c + 1] < 0 && shift[c + 2] < 0 && shift[c + 3] < 0;
     const int32_t zo = p->out_offset;
     int32_t sums[4 * KB_DW3_LANES] __attribute__((aligned(16)));
-    int32_t loaded = 0;  /* padded rows in the ring: 0 .. loaded - 1 (the last three kept) */
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t py0 = oy * p->stride_h;
-        for (; loaded < py0 + 3 && loaded < hp; ++loaded) {
-            ring_row(p, in, c, loaded, ring + (loaded % 3) * 4 * wp, wp, zp);
+    int32_t loaded = 0;  /* padded lines in the ring: 0 .. loaded - 1 (the last three kept) */
+    for (int32_t line = 0; line < lines; ++line) {
+        const int32_t l0 = line * line_step;
+        for (; loaded < l0 + 3 && loaded < n_lines; ++loaded) {
+            ring_line(p, in, c, loaded, ring + (loaded % 3) * 4 * len, across, zp);
         }
-        const int8_t *rows[3] = {ring + (py0 % 3) * 4 * wp, ring + ((py0 + 1) % 3) * 4 * wp,
-                                 ring + ((py0 + 2) % 3) * 4 * wp};
-        int8_t *o = out + oy * p->out_row * cs + c;
-        for (int32_t x0 = 0; x0 < p->out_w; x0 += KB_DW3_LANES) {
-            const int32_t n = p->out_w - x0 < KB_DW3_LANES ? p->out_w - x0 : KB_DW3_LANES;
-            const int8_t *const at[3] = {rows[0] + 4 * s * x0, rows[1] + 4 * s * x0, rows[2] + 4 * s * x0};
-            kb_mve_dw3_quads(at, 4 * s, n, wv, sums);
+        const int8_t *rows[3] = {ring + (l0 % 3) * 4 * len, ring + ((l0 + 1) % 3) * 4 * len,
+                                 ring + ((l0 + 2) % 3) * 4 * len};
+        int8_t *o = out + line * line_out + c;
+        for (int32_t x0 = 0; x0 < span; x0 += KB_DW3_LANES) {
+            const int32_t n = span - x0 < KB_DW3_LANES ? span - x0 : KB_DW3_LANES;
+            const int8_t *const at[3] = {rows[0] + 4 * lane_step * x0, rows[1] + 4 * lane_step * x0,
+                                         rows[2] + 4 * lane_step * x0};
+            kb_mve_dw3_quads(at, 4 * lane_step, n, wv, sums);
             if (right) {  /* every channel shifts right only: no left shift, no mask in the ties fix-up */
-                for (int32_t i = 0; i < n; ++i, o += cs) {
+                for (int32_t i = 0; i < n; ++i, o += lane_out) {
                     int32x4_t v = vqrdmulhq_s32(vaddq_s32(vldrwq_s32(sums + 4 * i), base), mu);
                     v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), neg_right);
                     vstrbq_s32(o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), zo));
                 }
                 continue;
             }
-            for (int32_t i = 0; i < n; ++i, o += cs) {
+            for (int32_t i = 0; i < n; ++i, o += lane_out) {
                 vstrbq_s32(o, kb_mve_rq_lanes(vaddq_s32(vldrwq_s32(sums + 4 * i), base), mu, sh, lo, hi, zo));
             }
         }
@@ -268,9 +287,10 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     int32_t c = 0;
     /* small maps four channels at a time (no per-channel plane and set-up), the last in_c % 4 channel by channel
      * below; on maps of more than KB_DW_RING_MAX_PIXELS outputs the lanes along a channel's rows cost less */
-    if (kk == 3 && p->out_h * p->out_w <= KB_DW_RING_MAX_PIXELS && ring_ok(p, wp)) {
+    const int mode = kk == 3 ? ring_mode(p) : 0;
+    if (mode) {
         for (; c + 4 <= p->in_c; c += 4) {
-            ring_group(p, in, w, bias, mult, shift, out, scratch, c, wp);
+            ring_group(p, in, w, bias, mult, shift, out, scratch, c, mode == 1);
         }
     }
     for (; c < p->in_c; ++c) {
