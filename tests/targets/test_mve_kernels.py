@@ -133,7 +133,8 @@ def test_mve_zoo_models_equal_the_interpreter(tmp_path, name, width, res):
 
 def _add_case(rng, i):
     """One kb_add / kb_sub call: random scales (TFLite's add_params: one input at multiplier 0.5, shift 0, the other
-    shifting right), every fourth with hand-made shifts (left shifts, right shift 0) that take the general path;
+    shifting right), every other one with hand-made shifts (both inputs right, one, a left shift: every assembly copy
+    and the general path);
     pixel strides wider than c (channel slices) or 0 (a broadcast pixel); in place on the first input sometimes."""
     from kilobyte.ops import arith
     from kilobyte.ops.binary import add_int8, sub_int8
@@ -142,9 +143,10 @@ def _add_case(rng, i):
     s1, s2, so = 2.0 ** rng.uniform(-8, 0, 3)
     z1, z2, zo = (int(v) for v in rng.integers(-128, 128, 3))
     ap = arith.add_params(s1, z1, s2, z2, so, zo, ACTS[i % len(ACTS)])
-    if i % 4 == 3:
-        ap = dataclasses.replace(ap, input1_shift=int(rng.integers(-3, 2)), input2_shift=int(rng.integers(0, 2)),
-                                 output_shift=int(rng.integers(-20, -12)), left_shift=int(rng.integers(10, 21)))
+    if i % 2 == 1:  # hand-made shifts: both inputs right (the 11 assembly), one, a left shift (the general path)
+        s1, s2 = ((-2, -1), (-1, -3), (0, -2), (-1, 0), (1, 0), (0, 1))[(i // 2) % 6]
+        ap = dataclasses.replace(ap, input1_shift=s1, input2_shift=s2, output_shift=int(rng.integers(-20, -12)),
+                                 left_shift=int(rng.integers(10, 21)))
     strides = [c + int(rng.integers(0, 3)) for _ in range(3)]
     if i % 5 == 4:
         strides[1] = 0
@@ -210,7 +212,7 @@ def _add_model(root, cases):
 
 def test_mve_add_and_sub_calls_bit_exact_on_the_m55(tmp_path):
     rng = np.random.default_rng(11)
-    cases = [_add_case(rng, i) for i in range(40)]
+    cases = [_add_case(rng, i) for i in range(48)]
     model_dir, x, want = _add_model(tmp_path / "adds", cases)
     for kernels in ("mve", "portable"):
         build = build_firmware(model_dir, "cortex-m55", kernels=kernels, out_dir=tmp_path / kernels)

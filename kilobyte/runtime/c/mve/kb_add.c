@@ -4,14 +4,16 @@
  *
  * Four elements per step in int32 lanes: VLDRB.S32 widens each input, every rescale is VQRDMULH and the rounding
  * shift (kb_mve_requant.h's steps); the last step is predicated (VCTP32), the result narrowed by VSTRB.32. TFLite's
- * parameters never shift left, so the usual call takes row_fast (fewer integer-unit instructions, one copy per
- * combination of right shifts); add_row is the general case.
+ * parameters never shift left, so the usual call (the output and one input or both shifting right) runs in
+ * assembly (kb_mve_add.S: x * 2^20 + off * 2^20 in one VMLAS, no branch in the loop), the other combinations of
+ * right shifts in row_fast; add_row is the general case.
  * `out` may be `in1` or `in2` with the same stride: a step reads its four elements before it writes them.
  * kb_add_const is the portable one (kb_const_op in kb_requant.h).
  */
 #include <arm_mve.h>
 
 #include "kilobyte.h"
+#include "kb_mve_add.h"
 #include "kb_requant.h"
 #include "kb_mve_requant.h"
 
@@ -101,8 +103,35 @@ static void add_row(const kb_add_params *p, int neg, const int8_t *a, const int8
     }
 }
 
+/* The assembly for the usual parameters (kb_mve_add.h): the output shifts right and at least one input does. */
+static kb_mve_add_fn *assembly_for(const kb_add_params *p, int neg)
+{
+    if (!fast_ok(p) || p->out_shift >= 0 || (p->in1_shift == 0 && p->in2_shift == 0)) {
+        return NULL;
+    }
+    static kb_mve_add_fn *const fns[2][3] = {{kb_mve_add_11_add, kb_mve_add_01_add, kb_mve_add_10_add},
+                                             {kb_mve_add_11_sub, kb_mve_add_01_sub, kb_mve_add_10_sub}};
+    return fns[neg][p->in1_shift == 0 ? 1 : p->in2_shift == 0 ? 2 : 0];
+}
+
 static void add_or_sub(const kb_add_params *p, int neg, const int8_t *in1, const int8_t *in2, int8_t *out)
 {
+    kb_mve_add_fn *fn = assembly_for(p, neg);
+    if (fn != NULL) {
+        kb_mve_add_job job = {.base1 = (int32_t)((uint32_t)p->in1_offset << p->left_shift),
+                              .base2 = (int32_t)((uint32_t)p->in2_offset << p->left_shift),
+                              .m1 = p->in1_mult, .m2 = p->in2_mult, .mo = p->out_mult, .r1 = p->in1_shift,
+                              .r2 = p->in2_shift, .ro = p->out_shift, .zo = p->out_offset,
+                              .lo = p->act_min - p->out_offset, .hi = p->act_max - p->out_offset,
+                              .unit = (int32_t)(1u << p->left_shift)};
+        const int dense = p->in1_cstride == p->c && p->in2_cstride == p->c && p->out_cstride == p->c;
+        for (int32_t px = 0; px < (dense ? 1 : p->pixels); ++px) {
+            job.a = in1 + px * p->in1_cstride, job.b = in2 + px * p->in2_cstride, job.y = out + px * p->out_cstride;
+            job.n = dense ? p->pixels * p->c : p->c;
+            fn(&job);
+        }
+        return;
+    }
     kb_add_row *row = add_row;
     if (fast_ok(p)) {
         row = fast_rows[(p->in1_shift < 0) << 2 | (p->in2_shift < 0) << 1 | (p->out_shift < 0)];
