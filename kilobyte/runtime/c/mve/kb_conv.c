@@ -134,17 +134,17 @@ static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t of
     job->col[0] = col[0], job->col[1] = col[1], job->col[2] = col[2];
     for (int32_t c0 = 0; c0 < c->p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
         const int32_t rest = c->p->out_c - c0, n = rest < KB_MVE_DOT4_CHANNELS ? rest : KB_MVE_DOT4_CHANNELS;
-        job->w = c->w + c0 * job->k, job->at = &job->sums[0][0];
+        job->w = c->w + c0 * job->k, job->at = &job->sums[0][0], job->fb = c->bias + c0;
         job->pairs = n / 2, job->w_step = job->k;
         if (job->pairs) {
             kb_mve_dot32(job);
         }
-        if (n & 1) {
-            job->w = c->w + (c0 + n - 1) * job->k, job->pairs = 1, job->w_step = 0;
+        if (n & 1) {  /* the last channel paired with itself (its bias twice: no read past the biases) */
+            const int32_t twice[2] = {c->bias[c0 + n - 1], c->bias[c0 + n - 1]};
+            job->w = c->w + (c0 + n - 1) * job->k, job->pairs = 1, job->w_step = 0, job->fb = twice;
             kb_mve_dot32(job);
         }
-        kb_mve_requant_table(c->p, job->sums, NULL, n, npx, offs, c0, c->bias, c->mult, c->shift, c->out,
-                             c->left);
+        kb_mve_requant_table(c->p, job->sums, NULL, n, npx, offs, c0, NULL, c->mult, c->shift, c->out, c->left);
     }
 }
 

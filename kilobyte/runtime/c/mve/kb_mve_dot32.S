@@ -3,7 +3,7 @@
  *
  * Per channel pair, a tail-predicated loop (DLSTP.8 / LETP) over the k values: one VLDRB of each channel's weights
  * and of each column, one VMLADAVA per (column, channel) — 11 vector instructions for 96 MACs (the loads of a
- * column serve both channels). No weight sums: the biases come with the input offset folded in.
+ * column serve both channels). No weight sums: the sums start at the biases, the input offset folded in.
  *
  * Registers: r0, r2, r4 (channel c) and r6, r8, r10 (channel c + 1) the sums of columns 0-2 (VMLADAVA takes even
  * registers); r1, r3, r5 the columns; r7, r9 the two channels' weights; r11 the job; r12 scratch; lr the loop
@@ -23,12 +23,13 @@ FUNCTION kb_mve_dot32
     ldr r5, [r11, #KB_MVE_DOT32_COL + 8]
     ldr r9, [r11, #KB_MVE_DOT32_W_STEP]
     add r9, r7, r9
-    movs r0, #0
-    movs r2, #0
-    movs r4, #0
-    movs r6, #0
-    mov r8, #0
-    mov r10, #0
+    ldr r12, [r11, #KB_MVE_DOT32_FB]  /* the sums start at the two channels' biases */
+    ldrd r0, r6, [r12], #8
+    str r12, [r11, #KB_MVE_DOT32_FB]
+    mov r2, r0
+    mov r4, r0
+    mov r8, r6
+    mov r10, r6
     ldr lr, [r11, #KB_MVE_DOT32_K]
     dlstp.8 lr, lr
 .Ldot:  /* loads and multiplies interleaved as far as the operands allow: the two units overlap */
@@ -46,13 +47,10 @@ FUNCTION kb_mve_dot32
     letp lr, .Ldot
     ldr r12, [r11, #KB_MVE_DOT32_W_BACK]
     sub r7, r9, r12                  /* the next pair's first channel: w + 2 k */
-    ldr r12, [r11, #KB_MVE_DOT32_AT]
-    str r2, [r12, #4 * KB_MVE_DOT4_CHANNELS]
-    str r4, [r12, #8 * KB_MVE_DOT4_CHANNELS]
-    str r8, [r12, #4 * KB_MVE_DOT4_CHANNELS + 4]
-    str r10, [r12, #8 * KB_MVE_DOT4_CHANNELS + 4]
-    str r6, [r12, #4]
-    str r0, [r12], #8
+    ldr r12, [r11, #KB_MVE_DOT32_AT]  /* each column's two channels are neighbours in its row of the table */
+    strd r2, r8, [r12, #4 * KB_MVE_DOT4_CHANNELS]
+    strd r4, r10, [r12, #8 * KB_MVE_DOT4_CHANNELS]
+    strd r0, r6, [r12], #8
     str r12, [r11, #KB_MVE_DOT32_AT]
     ldr r12, [r11, #KB_MVE_DOT32_PAIRS]
     subs r12, r12, #1

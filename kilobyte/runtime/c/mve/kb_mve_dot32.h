@@ -4,9 +4,10 @@
  * kb_mve_dot32(job): for each of job->pairs channel pairs (c, c + 1) from the one at job->w (weights of channel c:
  * k bytes; of c + 1: w_step bytes on, k for a pair, 0 to repeat c) and each column j (the k int8 values at
  * job->col[j]):
- *   job->at[16 * j] = sum_i col[j][i] * w_c[i],   job->at[16 * j + 1] = the same for c + 1   (mod 2^32),
- * job->at advancing two entries a pair (a row of KB_MVE_DOT4_CHANNELS per column). No input offset: the caller's
- * biases have in_offset * sum(w) folded in. The struct's layout is the assembly's (the static asserts). */
+ *   job->at[16 * j] = fb[0] + sum_i col[j][i] * w_c[i],   job->at[16 * j + 1] = the same for c + 1 with fb[1]
+ * (mod 2^32), with fb = job->fb (the pair's biases, in_offset * sum(w) folded in), job->at and job->fb advancing two
+ * entries a pair (a row of KB_MVE_DOT4_CHANNELS per column). The struct's layout is the assembly's (the static
+ * asserts). */
 #ifndef KB_MVE_DOT32_H
 #define KB_MVE_DOT32_H
 
@@ -25,6 +26,7 @@
 #define KB_MVE_DOT32_W_STEP 16
 #define KB_MVE_DOT32_COL 20
 #define KB_MVE_DOT32_AT 32
+#define KB_MVE_DOT32_FB 36
 
 #ifndef __ASSEMBLER__
 #include <stddef.h>
@@ -37,11 +39,13 @@ typedef struct {
     int32_t w_step;  /* k, or 0 (the last channel of an odd run, paired with itself) */
     const int8_t *col[3];
     int32_t *at;     /* &sums[0][channel] (the assembly advances it) */
+    const int32_t *fb;  /* the folded biases of the pair's channels (the assembly advances it) */
     int32_t sums[4][KB_MVE_DOT4_CHANNELS];
 } kb_mve_dot32_job;
 
 _Static_assert(offsetof(kb_mve_dot32_job, col) == KB_MVE_DOT32_COL, "kb_mve_dot32_job layout");
 _Static_assert(offsetof(kb_mve_dot32_job, at) == KB_MVE_DOT32_AT, "kb_mve_dot32_job layout");
+_Static_assert(offsetof(kb_mve_dot32_job, fb) == KB_MVE_DOT32_FB, "kb_mve_dot32_job layout");
 
 void kb_mve_dot32(kb_mve_dot32_job *job);
 #endif

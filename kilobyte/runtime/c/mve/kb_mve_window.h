@@ -68,36 +68,48 @@ typedef void kb_mve_group_fn(void *ctx, const int8_t *const col[4], const uint32
 static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scratch, int direct, int32_t group,
                           kb_mve_group_fn *fn, void *ctx)
 {
-    const int32_t k = p->k_h * p->k_w * p->in_c;
+    /* the parameters in locals: the stores into offs (uint32_t) may alias *p's int32 fields for the compiler */
+    const int32_t k_h = p->k_h, k_w = p->k_w, in_c = p->in_c, cs = p->in_cstride, in_h = p->in_h, in_w = p->in_w;
+    const int32_t sh = p->stride_h, sw = p->stride_w, dh = p->dil_h, dw = p->dil_w, pad_t = p->pad_t;
+    const int32_t pad_l = p->pad_l, in_row = p->in_row, out_row = p->out_row, ocs = p->out_cstride;
+    const int32_t out_h = p->out_h, out_w = p->out_w;
+    const int32_t k = k_h * k_w * in_c, run = k_w * in_c;
     const int8_t zp = (int8_t)-p->in_offset;
-    const int rows_whole = p->dil_w == 1 && p->in_cstride == p->in_c;  /* a window row is one run */
-    const int32_t row_pitch = p->dil_h * p->in_row * p->in_cstride;
+    const int rows_whole = dw == 1 && cs == in_c;  /* a window row is one run */
+    const int32_t row_pitch = dh * in_row * cs;
+    /* the output columns whose windows lie inside the input across: ox_lo <= ox < ox_hi */
+    int32_t ox_lo = 0, ox_hi = out_w;
+    while (ox_lo < out_w && ox_lo * sw - pad_l < 0) {
+        ++ox_lo;
+    }
+    while (ox_hi > ox_lo && (ox_hi - 1) * sw - pad_l + (k_w - 1) * dw >= in_w) {
+        --ox_hi;
+    }
     const int8_t *col[4];
     uint32_t offs[4];
     int32_t n = 0;
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t iy0 = oy * p->stride_h - p->pad_t;
+    for (int32_t oy = 0; oy < out_h; ++oy) {
+        const int32_t iy0 = oy * sh - pad_t;
         int32_t ky0, ky1;
-        valid(iy0, p->k_h, p->dil_h, p->in_h, &ky0, &ky1);
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t ix0 = ox * p->stride_w - p->pad_l;
-            const int8_t *origin = in + (iy0 * p->in_row + ix0) * p->in_cstride;
+        valid(iy0, k_h, dh, in_h, &ky0, &ky1);
+        const int whole = rows_whole && ky0 == 0 && ky1 == k_h;
+        const int8_t *origin = in + (iy0 * in_row - pad_l) * cs;
+        uint32_t at = (uint32_t)(oy * out_row * ocs);
+        for (int32_t ox = 0; ox < out_w; ++ox, origin += sw * cs, at += (uint32_t)ocs) {
             if (direct) {
                 col[n] = origin;
             } else {
-                int32_t kx0 = 0, kx1 = p->k_w;
-                const int inside_x = ix0 >= 0 && ix0 + (p->k_w - 1) * p->dil_w < p->in_w;
-                col[n] = scratch + n * k;
-                if (inside_x && rows_whole && ky0 == 0 && ky1 == p->k_h) {  /* an interior window: kh runs */
-                    kb_mve_copy_rows(scratch + n * k, origin, p->k_h, p->k_w * p->in_c, row_pitch);
+                int8_t *dst = scratch + n * k;
+                col[n] = dst;
+                if (whole && ox >= ox_lo && ox < ox_hi) {  /* an interior window: kh runs */
+                    kb_mve_copy_rows(dst, origin, k_h, run, row_pitch);
                 } else {
-                    if (!inside_x) {
-                        valid(ix0, p->k_w, p->dil_w, p->in_w, &kx0, &kx1);
-                    }
-                    window_column(p, origin, ky0, ky1, kx0, kx1, zp, scratch + n * k);
+                    int32_t kx0 = 0, kx1 = k_w;
+                    valid(ox * sw - pad_l, k_w, dw, in_w, &kx0, &kx1);
+                    window_column(p, origin, ky0, ky1, kx0, kx1, zp, dst);
                 }
             }
-            offs[n++] = (uint32_t)((oy * p->out_row + ox) * p->out_cstride);
+            offs[n++] = at;
             if (n == group) {
                 fn(ctx, col, offs, group);
                 n = 0;
@@ -113,8 +125,8 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
 }
 
 /* Requantise sums (a table of KB_MVE_DOT4_CHANNELS columns) for pixels j < npx (output bytes out + offs[j]) and
- * channels c0 .. c0 + n, four channels of a pixel at a time: per-lane bias (+ in_offset * wsum when wsum is given;
- * the sparse convs' bias is folded), shifts and multipliers (kb_mve_requant.h's steps, by vector), one VSTRB.32 of
+ * channels c0 .. c0 + n, four channels of a pixel at a time: per-lane bias (NULL: the sums hold it already) (+
+ * in_offset * wsum when wsum is given; the sparse convs' bias is folded), shifts and multipliers (kb_mve_requant.h's steps, by vector), one VSTRB.32 of
  * four channels (the last four predicated). `left` (kb_mve_any_left): 1, some channel shifts left; 0, the left
  * shift is left out (TFLite's per-channel multipliers are below one: the usual case); KB_MVE_ALL_RIGHT, also the
  * ties fix-up's mask. */
@@ -134,13 +146,19 @@ static inline __attribute__((always_inline)) void requant_quads(const kb_conv_pa
         const int32x4_t sh = vldrwq_z_s32(shift + c0 + q, k);
         const int32x4_t shl = vmaxq_s32(sh, zero), neg_right = vminq_s32(sh, zero);
         const int32x4_t mu = vldrwq_z_s32(mult + c0 + q, k);
-        int32x4_t base = vldrwq_z_s32(bias + c0 + q, k);
+        int32x4_t base = vdupq_n_s32(0);
+        if (bias != NULL) {
+            base = vldrwq_z_s32(bias + c0 + q, k);
+        }
         if (wsum != NULL) {
             base = vmlaq_n_s32(base, vldrwq_s32(wsum + q), in_offset);
         }
         int8_t *o = out + c0 + q;
         for (int32_t j = 0; j < npx; ++j) {
-            int32x4_t v = vaddq_s32(vldrwq_s32(&sums[j][q]), base);
+            int32x4_t v = vldrwq_s32(&sums[j][q]);
+            if (bias != NULL || wsum != NULL) {
+                v = vaddq_s32(v, base);
+            }
             v = vqrdmulhq_s32(left ? vshlq_s32(v, shl) : v, mu);
             const int32x4_t fix = right ? vshrq_n_s32(v, 31) : vshrq_n_s32(vandq_s32(v, neg_right), 31);
             v = vrshlq_s32(vqaddq_s32(v, fix), neg_right);
