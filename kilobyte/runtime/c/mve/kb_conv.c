@@ -20,6 +20,7 @@
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
 #include "kb_mve_dot32.h"
+#include "kb_mve_dots.h"
 #include "kb_mve_requant.h"
 #include "kb_mve_window.h"
 
@@ -125,6 +126,20 @@ typedef struct {
     kb_mve_dot32_job job;
 } kb_conv_ctx;
 
+/* The table's sums, which hold their biases (kb_mve_dot32) or not (kb_mve_dots), requantised: one copy of the
+ * requantisation each (inlined), without a branch on the bias in its loops. */
+static inline __attribute__((always_inline)) void requant_sums(const kb_conv_ctx *c, int32_t n, int32_t npx,
+                                                                const uint32_t *offs, int32_t c0)
+{
+    kb_mve_requant_table(c->p, c->job.sums, NULL, n, npx, offs, c0, NULL, c->mult, c->shift, c->out, c->left);
+}
+
+static inline __attribute__((always_inline)) void requant_biased(const kb_conv_ctx *c, int32_t n, int32_t npx,
+                                                                  const uint32_t *offs, int32_t c0)
+{
+    kb_mve_requant_table(c->p, c->job.sums, NULL, n, npx, offs, c0, c->bias, c->mult, c->shift, c->out, c->left);
+}
+
 /* A group's pixels (up to three): every channel, KB_MVE_DOT4_CHANNELS at a time, in pairs (an odd last channel
  * paired with itself), then requantised (kb_mve_groups' callback). */
 static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
@@ -135,6 +150,12 @@ static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t of
     for (int32_t c0 = 0; c0 < c->p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
         const int32_t rest = c->p->out_c - c0, n = rest < KB_MVE_DOT4_CHANNELS ? rest : KB_MVE_DOT4_CHANNELS;
         job->w = c->w + c0 * job->k, job->at = &job->sums[0][0], job->fb = c->bias + c0;
+        if (job->k <= 32) {  /* short columns stay in registers: kb_mve_dots (no bias in the sums) */
+            job->pairs = n;
+            (job->k <= 16 ? kb_mve_dots16 : kb_mve_dots32)(job);
+            requant_biased(c, n, npx, offs, c0);
+            continue;
+        }
         job->pairs = n / 2, job->w_step = job->k;
         if (job->pairs) {
             kb_mve_dot32(job);
@@ -144,7 +165,7 @@ static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t of
             job->w = c->w + (c0 + n - 1) * job->k, job->pairs = 1, job->w_step = 0, job->fb = twice;
             kb_mve_dot32(job);
         }
-        kb_mve_requant_table(c->p, job->sums, NULL, n, npx, offs, c0, NULL, c->mult, c->shift, c->out, c->left);
+        requant_sums(c, n, npx, offs, c0);
     }
 }
 

@@ -168,10 +168,12 @@ static inline __attribute__((always_inline)) void requant_quads(const kb_conv_pa
     }
 }
 
-static void kb_mve_requant_table(const kb_conv_params *p, const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
-                                 const int32_t *wsum, int32_t n, int32_t npx, const uint32_t *offs, int32_t c0,
-                                 const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *out,
-                                 int left)
+static inline __attribute__((always_inline)) void kb_mve_requant_table(const kb_conv_params *p,
+                                                                       const int32_t (*sums)[KB_MVE_DOT4_CHANNELS],
+                                                                       const int32_t *wsum, int32_t n, int32_t npx,
+                                                                       const uint32_t *offs, int32_t c0,
+                                                                       const int32_t *bias, const int32_t *mult,
+                                                                       const int32_t *shift, int8_t *out, int left)
 {
     if (left == KB_MVE_ALL_RIGHT) {
         requant_quads(p, sums, wsum, n, npx, offs, c0, bias, mult, shift, out, 0, 1);
