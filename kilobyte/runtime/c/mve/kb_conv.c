@@ -140,33 +140,54 @@ static inline __attribute__((always_inline)) void requant_biased(const kb_conv_c
     kb_mve_requant_table(c->p, c->job.sums, NULL, n, npx, offs, c0, c->bias, c->mult, c->shift, c->out, c->left);
 }
 
-/* A group's pixels (up to three): every channel, KB_MVE_DOT4_CHANNELS at a time, in pairs (an odd last channel
- * paired with itself), then requantised (kb_mve_groups' callback). */
-static void columns_out(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
+/* A group's pixels (up to three, or six for a 1x1 conv read in place: two passes of three columns into the table's
+ * rows 0-2 and 3-5; `most` is the group's size, a constant per copy): every channel, KB_MVE_DOT4_CHANNELS at a time,
+ * then requantised. */
+static inline __attribute__((always_inline)) void columns(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX],
+                                                          const uint32_t offs[KB_MVE_GROUP_MAX], int32_t npx,
+                                                          int32_t most)
 {
     kb_conv_ctx *c = ctx;
     kb_mve_dot32_job *job = &c->job;
-    job->col[0] = col[0], job->col[1] = col[1], job->col[2] = col[2];
     for (int32_t c0 = 0; c0 < c->p->out_c; c0 += KB_MVE_DOT4_CHANNELS) {
         const int32_t rest = c->p->out_c - c0, n = rest < KB_MVE_DOT4_CHANNELS ? rest : KB_MVE_DOT4_CHANNELS;
-        job->w = c->w + c0 * job->k, job->at = &job->sums[0][0], job->fb = c->bias + c0;
-        if (job->k <= 32) {  /* short columns stay in registers: kb_mve_dots (no bias in the sums) */
-            job->pairs = n;
-            (job->k <= 16 ? kb_mve_dots16 : kb_mve_dots32)(job);
+        for (int32_t half = 0; half < (most == 3 ? 3 : npx); half += 3) {
+            job->col[0] = col[half], job->col[1] = col[half + 1], job->col[2] = col[half + 2];
+            job->w = c->w + c0 * job->k, job->at = &job->sums[half][0], job->fb = c->bias + c0;
+            if (job->k <= 32) {  /* short columns stay in registers: kb_mve_dots (no bias in the sums) */
+                job->pairs = n;
+                (job->k <= 16 ? kb_mve_dots16 : kb_mve_dots32)(job);
+                continue;
+            }
+            job->pairs = n / 2, job->w_step = job->k;
+            if (job->pairs) {
+                kb_mve_dot32(job);
+            }
+            if (n & 1) {  /* the last channel paired with itself (its bias twice: no read past the biases) */
+                const int32_t twice[2] = {c->bias[c0 + n - 1], c->bias[c0 + n - 1]};
+                job->w = c->w + (c0 + n - 1) * job->k, job->pairs = 1, job->w_step = 0, job->fb = twice;
+                kb_mve_dot32(job);
+            }
+        }
+        if (job->k <= 32) {
             requant_biased(c, n, npx, offs, c0);
-            continue;
+        } else {
+            requant_sums(c, n, npx, offs, c0);
         }
-        job->pairs = n / 2, job->w_step = job->k;
-        if (job->pairs) {
-            kb_mve_dot32(job);
-        }
-        if (n & 1) {  /* the last channel paired with itself (its bias twice: no read past the biases) */
-            const int32_t twice[2] = {c->bias[c0 + n - 1], c->bias[c0 + n - 1]};
-            job->w = c->w + (c0 + n - 1) * job->k, job->pairs = 1, job->w_step = 0, job->fb = twice;
-            kb_mve_dot32(job);
-        }
-        requant_sums(c, n, npx, offs, c0);
     }
+}
+
+/* kb_mve_groups' callbacks: groups of three (windows copied into the scratch) and of six (1x1, read in place). */
+static void columns_out3(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX], const uint32_t offs[KB_MVE_GROUP_MAX],
+                         int32_t npx)
+{
+    columns(ctx, col, offs, npx, 3);
+}
+
+static void columns_out6(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX], const uint32_t offs[KB_MVE_GROUP_MAX],
+                         int32_t npx)
+{
+    columns(ctx, col, offs, npx, 6);
 }
 
 /* bias[c] + in_offset * sum(w_c) for every channel (wrapping, as TFLite's int32 accumulator), into fb. */
@@ -196,7 +217,7 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
     kb_conv_ctx ctx = {.p = p, .w = w, .bias = fb, .mult = mult, .shift = shift, .out = out,
                        .left = kb_mve_any_left(shift, p->out_c)};
     ctx.job.k = k, ctx.job.w_back = ((k + 15) & ~15) - k;
-    kb_mve_groups(p, in, scratch, direct, 3, columns_out, &ctx);
+    kb_mve_groups(p, in, scratch, direct, direct ? 6 : 3, direct ? columns_out6 : columns_out3, &ctx);
 }
 
 void kb_conv_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,

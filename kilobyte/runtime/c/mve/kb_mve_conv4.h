@@ -9,7 +9,7 @@
 #ifndef KB_MVE_CONV4_H
 #define KB_MVE_CONV4_H
 
-#define KB_MVE_DOT4_CHANNELS 16  /* channels per call, at most: the sums' rows */
+#define KB_MVE_DOT4_CHANNELS 32  /* channels per call, at most: the sums' rows */
 #define KB_MVE_DOT4_W 0
 #define KB_MVE_DOT4_K 4
 #define KB_MVE_DOT4_N 8

@@ -40,7 +40,7 @@ typedef struct {
     const int8_t *col[3];
     int32_t *at;     /* &sums[0][channel] (the assembly advances it) */
     const int32_t *fb;  /* the folded biases of the pair's channels (the assembly advances it) */
-    int32_t sums[4][KB_MVE_DOT4_CHANNELS];
+    int32_t sums[6][KB_MVE_DOT4_CHANNELS];  /* rows: up to two three-column passes (a 1x1 conv's six pixels) */
 } kb_mve_dot32_job;
 
 _Static_assert(offsetof(kb_mve_dot32_job, col) == KB_MVE_DOT32_COL, "kb_mve_dot32_job layout");

@@ -58,9 +58,11 @@ static void window_column(const kb_conv_params *p, const int8_t *origin, int32_t
     kb_mve_fill(col + ky1 * row_k, zp, (p->k_h - ky1) * row_k);
 }
 
-/* What a group of up to `group` (3 or 4) output pixels hands on: their columns (k int8 values each; the unused ones
+/* What a group of up to `group` (3, 4 or 6) output pixels hands on: their columns (k int8 values each; the unused ones
  * repeat the first) and their output byte offsets. */
-typedef void kb_mve_group_fn(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx);
+#define KB_MVE_GROUP_MAX 6  /* the largest group: two three-column passes of a 1x1 conv */
+typedef void kb_mve_group_fn(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX],
+                             const uint32_t offs[KB_MVE_GROUP_MAX], int32_t npx);
 
 /* Every output pixel in raster order, `group` at a time: a 1x1 window without padding (`direct`) is the input pixel
  * itself, any other is copied into scratch (`group` columns of k = kh * kw * in_c bytes: an interior window in one
@@ -85,8 +87,8 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
     while (ox_hi > ox_lo && (ox_hi - 1) * sw - pad_l + (k_w - 1) * dw >= in_w) {
         --ox_hi;
     }
-    const int8_t *col[4];
-    uint32_t offs[4];
+    const int8_t *col[KB_MVE_GROUP_MAX];
+    uint32_t offs[KB_MVE_GROUP_MAX];
     int32_t n = 0;
     for (int32_t oy = 0; oy < out_h; ++oy) {
         const int32_t iy0 = oy * sh - pad_t;
@@ -117,7 +119,7 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
         }
     }
     if (n > 0) {
-        for (int32_t j = n; j < 4; ++j) {
+        for (int32_t j = n; j < KB_MVE_GROUP_MAX; ++j) {
             col[j] = col[0], offs[j] = offs[0];
         }
         fn(ctx, col, offs, n);

@@ -29,7 +29,8 @@ typedef struct {
     int left;  /* kb_mve_any_left */
 } kb_sparse_ctx;
 
-static void fwcs_group(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
+static void fwcs_group(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX], const uint32_t offs[KB_MVE_GROUP_MAX],
+                       int32_t npx)
 {
     const kb_sparse_ctx *c = ctx;
     const kb_conv_params *p = c->p;
@@ -45,7 +46,8 @@ static void fwcs_group(void *ctx, const int8_t *const col[4], const uint32_t off
     }
 }
 
-static void csr_group(void *ctx, const int8_t *const col[4], const uint32_t offs[4], int32_t npx)
+static void csr_group(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX], const uint32_t offs[KB_MVE_GROUP_MAX],
+                       int32_t npx)
 {
     const kb_sparse_ctx *c = ctx;
     const kb_conv_params *p = c->p;
