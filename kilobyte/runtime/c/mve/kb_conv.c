@@ -1,19 +1,20 @@
 /* Kilobyte runtime, Cortex-M55 Helium (MVE) kernels: int8 CONV_2D, bit-identical to ../kb_conv.c (same functions,
  * arguments and layouts; TFLite's reference arithmetic).
  *
- * Output pixels go four at a time through kb_mve_dot4 (assembly: the four pixels' dot products with up to 16
- * channels, 10 vector instructions per 64 MACs, into a small table on the stack), then requant_pixels turns the
- * table into bytes four channels of a pixel at a time (per-lane multipliers and shifts, one VSTRB.32). The
- * assembly reads each pixel's window as one
- * column of kh * kw * in_c int8 values: for a 1x1 window without padding that is the input pixel itself; otherwise
- * the window is copied into the scratch (KB_CONV_SCRATCH bytes: exactly four int8 columns), padding as the input's
- * zero point, which contributes nothing once in_offset * sum(w) is added (TFLite's sum of w * (x + in_offset) over
- * the taps that are not padding). A group of fewer than four pixels repeats its first column and stores only its own.
- * Stack: the table, 5 * 16 int32 (kb_mve_dot4_job).
- *
- * Without scratch (the planner gives a conv with fewer than 16 output channels none), pixels go in groups of up to
- * four that share their window's valid taps, and each valid kernel row is one contiguous run of kw * in_c input bytes
- * per pixel (dense input, dilation 1 across; else one run per tap) read straight from the input, in C.
+ * With its scratch (KB_MVE_CONV_SCRATCH, kb_mve_dot32.h; the planner's mve_conv_scratch_bytes):
+ *   - the input offset is folded into the biases once per call, bias + in_offset * sum(w), into the scratch's tail;
+ *   - output pixels go three at a time, each window an int8 column (kb_mve_window.h): a 1x1 window without padding
+ *     is the input pixel itself (and then six pixels a group, two passes), any other window is copied into the
+ *     scratch's three columns, padding as the input's zero point, which the folded bias cancels (TFLite skips
+ *     padded taps);
+ *   - kb_mve_dot32 (assembly) runs the three columns against the channels two at a time, 11 vector instructions per
+ *     96 MACs, the sums starting at the biases; short columns (k <= 32: the first layers) stay in registers
+ *     instead (kb_mve_dots), a channel's weights one or two VLDRBs;
+ *   - the sums, a table of up to 32 channels, are requantised four channels of a pixel at a time with each
+ *     channel's multiplier and shift (kb_mve_requant_table), one VSTRB.32 each.
+ * Without it (NULL, or fewer bytes), pixels go in groups of up to four that share their window's valid taps, and each
+ * valid kernel row is one contiguous run of kw * in_c input bytes per pixel (dense input, dilation 1 across; else
+ * one run per tap), read straight from the input in C with the weights' sum taken alongside (conv_runs).
  */
 #include <arm_mve.h>
 

@@ -1,62 +1,7 @@
-/* Kilobyte runtime, Cortex-M55 Helium (MVE): the dot products of four conv columns with a run of channels, and the
- * im2col's copies and fills, in Armv8.1-M assembly (GNU as). Interface and contract: kb_mve_conv4.h (used by
- * mve/kb_conv.c).
- *
- * Per channel, a tail-predicated loop (DLSTP.8 / LETP) over the k values: one VLDRB of the weights and one per
- * column, one VMLADAVA per column and one VADDVA of the weights — 10 vector instructions for 64 MACs, loads and
- * multiplies alternating so the memory and multiply units overlap. The five sums are stored (four STRs and one
- * post-indexed); requantisation is the caller's, four channels at a time.
- *
- * Registers: r0, r2, r4, r6 the four sums and r8 the weight sum (VMLADAVA / VADDVA take even registers);
- * r5, r7, r9, r11 the columns; r3 the weights (advance through the channels); r10 the job; r12 the channel;
- * r1 &sums[0][channel]; lr the loop count. AAPCS: r4-r11 and d8-d9 (q4) saved and restored.
- */
+/* Kilobyte runtime, Cortex-M55 Helium (MVE): the conv kernels' byte movers in Armv8.1-M assembly (GNU as):
+ * tail-predicated (DLSTP / LETP) copies, fills and gathers, 16 (or 4) bytes a step. Interface: kb_mve_conv4.h. */
 #include "kb_mve_conv4.h"
 #include "kb_arm_asm.h"
-
-FUNCTION kb_mve_dot4
-    push {r4-r11, lr}
-    vpush {d8-d9}
-    mov r10, r0
-    ldr r3, [r10, #KB_MVE_DOT4_W]
-    add r1, r10, #KB_MVE_DOT4_SUMS       /* &sums[0][co] */
-    movs r12, #0
-.Lchannel:
-    ldrd r5, r7, [r10, #KB_MVE_DOT4_COL]
-    ldrd r9, r11, [r10, #KB_MVE_DOT4_COL + 8]
-    ldr lr, [r10, #KB_MVE_DOT4_K]
-    movs r0, #0
-    movs r2, #0
-    movs r4, #0
-    movs r6, #0
-    mov r8, #0
-    dlstp.8 lr, lr
-.Ldot:
-    vldrb.u8 q0, [r3], #16
-    vldrb.u8 q1, [r5], #16
-    vmladava.s8 r0, q1, q0
-    vldrb.u8 q2, [r7], #16
-    vmladava.s8 r2, q2, q0
-    vldrb.u8 q3, [r9], #16
-    vmladava.s8 r4, q3, q0
-    vldrb.u8 q4, [r11], #16
-    vmladava.s8 r6, q4, q0
-    vaddva.s8 r8, q0
-    letp lr, .Ldot
-    ldr r5, [r10, #KB_MVE_DOT4_W_BACK]
-    subs r3, r3, r5
-    str r2, [r1, #4 * KB_MVE_DOT4_CHANNELS]
-    str r4, [r1, #8 * KB_MVE_DOT4_CHANNELS]
-    str r6, [r1, #12 * KB_MVE_DOT4_CHANNELS]
-    str r8, [r1, #16 * KB_MVE_DOT4_CHANNELS]  /* wsum[co]: the row after sums[3] */
-    str r0, [r1], #4
-    adds r12, r12, #1
-    ldr r5, [r10, #KB_MVE_DOT4_N]
-    cmp r12, r5
-    blt .Lchannel
-    vpop {d8-d9}
-    pop {r4-r11, pc}
-END_FUNCTION kb_mve_dot4
 
 /* kb_mve_copy(r0 dst, r1 src, r2 n): the loop count lives in lr, the return address in r12. */
 FUNCTION kb_mve_copy
