@@ -51,8 +51,9 @@ def add_plan_args(p) -> None:
                    help="disable in-place depthwise/add, conv+add fusion and aliasing")
     p.add_argument("--kernels", choices=KERNEL_SETS, default="portable",
                    help="the kernel set to plan for: portable C (default; every target), the Cortex-M DSP kernels "
-                   "(M4/M7/M55) or 'mve', the DSP kernels with the Cortex-M55 Helium ones where written (M55 only; "
-                   "so far the fully connected layer); the plan reserves exactly the scratch that set reads, and "
+                   "(M4/M7/M55) or 'mve', the DSP kernels with the Cortex-M55 Helium ones swapped in (M55 only: conv, "
+                   "depthwise, fully connected, ADD/SUB, MEAN, the sparse convs); the plan reserves exactly the "
+                   "scratch that set reads, and "
                    "firmware builds, `verify` and `bench` of the result use it by default")
     p.add_argument("--conv-columns", choices=("free", "wide"), default="free",
                    help="with --kernels dsp, the im2col columns the plan reserves for the DSP conv kernels: 'free' "
