@@ -23,8 +23,9 @@ Scratch, as the runtime's kernels read it (bytes; scratch lives in the arena at 
   (`depthwise_ring_bytes`: `24*(W+pl+pr)`) where its scratch holds one: the planner grants the ring from bytes free
   anyway where the padded channel is smaller (`extra_ring`), else the kernel runs channel by channel. Out of place
   (`kb_depthwise_3x3`) the same ring is granted from free bytes, else it reads the input directly. The Helium
-  kernels (mve) run a 3x3 stride-1 or -2 conv in place four channels at a time through a ring of three int8 rows
-  (`mve_ring_bytes`: `12*(W+pl+pr)`), granted the same way; out of place they need none.
+  kernels (mve) run a 3x3 stride-1 or -2 conv four channels at a time through a ring of three int8 rows (or
+  columns on tall maps: `mve_ring_bytes`, `12*max(W+pl+pr, H+pt+pb)`), granted the same way, in place and out of
+  place; without it out of place they read the input directly.
 - TRANSPOSE_CONV: none. TFLite Micro scatters into an int32 copy of the whole output (4 bytes per output value of
   arena); `kb_transpose_conv` gathers per output pixel instead, with the same sums.
 - Everything else streams: none.

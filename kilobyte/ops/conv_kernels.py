@@ -38,14 +38,15 @@ MVE_RING_BYTES_PER_PIXEL = 12  # runtime/c/mve/kb_depthwise.c's KB_DW_RING_BYTES
 
 
 def mve_ring_bytes(graph, node, in_place: bool = True) -> int:
-    """Bytes of the Helium in-place 3x3 depthwise conv's ring (`mve/kb_depthwise.c`): three padded input rows of
-    (W+pl+pr) pixels, four channel bytes a pixel — or at stride 1 three padded columns of (H+pt+pb) pixels, which the
-    kernel takes on maps taller than wide, whichever is larger; 0 where that path never runs (out of place, a window
-    other than 3x3, dilation, a stride other than 1x1 or 2x2, fewer than four channels). Where the padded plane
-    already holds it the kernel needs no more."""
+    """Bytes of the Helium 3x3 depthwise conv's ring (`mve/kb_depthwise.c`), in place or not (`kb_depthwise_3x3`):
+    three padded input rows of (W+pl+pr) pixels, four channel bytes a pixel — or at stride 1 three padded columns of
+    (H+pt+pb) pixels, which the kernel takes on maps taller than wide, whichever is larger; 0 where that path never
+    runs (a window other than 3x3, dilation, a stride other than 1x1 or 2x2, fewer than four channels). In place,
+    where the padded plane already holds it the kernel needs no more. `in_place` is the planner's question; the
+    answer is the same."""
     _, h, w, c = graph.tensors[node.inputs[0]].shape
     kernel = tuple(graph.tensors[node.inputs[1]].shape[1:3])
-    if (not in_place or kernel != (3, 3) or tuple(node.attrs.dilation) != (1, 1)
+    if (kernel != (3, 3) or tuple(node.attrs.dilation) != (1, 1)
             or tuple(node.attrs.stride) not in ((1, 1), (2, 2)) or c < 4):
         return 0
     t, b, left, r = node.attrs.padding

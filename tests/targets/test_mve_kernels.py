@@ -49,8 +49,9 @@ def test_mve_fully_connected_calls_bit_exact_on_the_m55(tmp_path):
     assert counts["mve"] < counts["dsp"], counts
 
 
-# (stride, padding, c, (h, w)): 3x3 depthwise convs in place with the Helium ring granted — test_dsp_kernels'
-# GROUP_CASES and maps taller than wide (KWS's 25x5: the ring runs down the columns), channels not a multiple of four
+# (stride, padding, c, (h, w)): 3x3 depthwise convs with the Helium ring granted, in place and out of place —
+# test_dsp_kernels' GROUP_CASES and maps taller than wide (KWS's 25x5: the ring runs down the columns), channels not a
+# multiple of four
 MVE_RING_CASES = (*GROUP_CASES, (1, (1,) * 4, 64, (25, 5)), (1, (1,) * 4, 10, (12, 4)), (1, (0, 2, 1, 1), 7, (9, 3)),
                   (2, (1,) * 4, 12, (11, 4)), (1, (2, 0, 0, 2), 8, (6, 2)))
 
@@ -65,6 +66,7 @@ def mve_ring_calls(rng):
         g, x = weighted_graph(rng, Op.DEPTHWISE_CONV_2D, (1, h, w, c), (1, 3, 3, c), attrs, big_bias=i % 5 == 4)
         ring = 12 * max(w + pad[2] + pad[3], h + pad[0] + pad[1])  # ops/conv_kernels.mve_ring_bytes
         calls += window_calls(rng, ["kb_depthwise_inplace_3x3"], g, x, in_place=True, ring_odds=1.0, ring_bytes=ring)
+        calls += window_calls(rng, ["kb_depthwise_3x3"], g, x, ring_odds=1.0, ring_bytes=ring)  # out of place
     return calls
 
 

@@ -350,14 +350,24 @@ void kb_depthwise_inplace(const kb_conv_params *p, const int8_t *in, const int8_
 }
 
 /* Out of place, any window: each tap's lanes that fall inside the input are read (zeroing gathers) and offset. */
+static void direct_channels(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                            const int32_t *mult, const int32_t *shift, int8_t *out, int32_t c_lo);
+
 void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                   const int32_t *mult, const int32_t *shift, int8_t *out)
+{
+    direct_channels(p, in, w, bias, mult, shift, out, 0);
+}
+
+/* Channels c_lo .. in_c, out of place, straight from the input. */
+static void direct_channels(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                            const int32_t *mult, const int32_t *shift, int8_t *out, int32_t c_lo)
 {
     const int32_t ics = p->in_cstride, ocs = p->out_cstride;
     const int32_t lo = p->act_min - p->out_offset, hi = p->act_max - p->out_offset;
     const uint32x4_t ioffs = lanes(p->stride_w * ics), ooffs = lanes(ocs);
     const int32x4_t step = vmulq_n_s32(vreinterpretq_s32_u32(vidupq_n_u32(0, 1)), p->stride_w);
-    for (int32_t c = 0; c < p->in_c; ++c) {
+    for (int32_t c = c_lo; c < p->in_c; ++c) {
         for (int32_t oy = 0; oy < p->out_h; ++oy) {
             const int32_t iy0 = oy * p->stride_h - p->pad_t;
             int8_t *o = out + oy * p->out_row * ocs + c;
@@ -387,9 +397,29 @@ void kb_depthwise(const kb_conv_params *p, const int8_t *in, const int8_t *w, co
     }
 }
 
+/* Out of place: four channels at a time through the ring where the planner granted one (mve_ring_bytes), any map
+ * size (no in-place order to keep: rows, or columns on a map taller than wide at stride 1), the last in_c % 4
+ * channels and calls without it straight from the input. */
 void kb_depthwise_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    (void)scratch;
-    kb_depthwise(p, in, w, bias, mult, shift, out);
+    const int32_t wp = p->in_w + p->pad_l + p->pad_r, hp = p->in_h + p->pad_t + p->pad_b;
+    const int s1 = p->stride_h == 1 && p->stride_w == 1, s2 = p->stride_h == 2 && p->stride_w == 2;
+    int mode = 0;
+    if (scratch != NULL && p->in_c >= 4 && (s1 || s2)) {
+        if (s1 && p->out_h > p->out_w && p->scratch_bytes >= KB_DW_RING_BYTES(hp)) {
+            mode = 2;
+        } else if (p->scratch_bytes >= KB_DW_RING_BYTES(wp)) {
+            mode = 1;
+        }
+    }
+    int32_t c = 0;
+    if (mode) {
+        for (; c + 4 <= p->in_c; c += 4) {
+            ring_group(p, in, w, bias, mult, shift, out, scratch, c, mode == 1);
+        }
+    }
+    if (c < p->in_c) {
+        direct_channels(p, in, w, bias, mult, shift, out, c);
+    }
 }
