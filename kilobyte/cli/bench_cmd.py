@@ -8,11 +8,12 @@ from __future__ import annotations
 import sys
 
 from ..errors import DoesNotFitError
+from ..targets.cortexm.toolchain import BOARDS
 from ..targets.cortexm.verify import bench_on_target, resolve_target
 from ..units import kb
 from .common import KERNEL_SETS, add_command, add_devices_file_arg, add_json_arg, add_project_dir_arg, print_json
 
-TARGET_HELP = "Cortex-M core to build for and run under QEMU: cortex-m4, cortex-m7 or cortex-m55"
+TARGET_HELP = f"Cortex-M core to build for and run under QEMU: {', '.join(BOARDS)}"
 
 
 def add_target_args(p, required: bool = False) -> None:
@@ -89,6 +90,12 @@ def format_bench(r: dict) -> str:
     lines.append(f"  instructions  {r['instructions']:,} ({r['instructions_per_mac']:.2f} per MAC)")
     layers, cycles = r["per_layer_instructions"], r["per_layer_cycles"]
     width = max((len(name) for name in layers), default=0)
+    if r["cycles"] is None:  # a core without a cycle model (cortex-m33): instructions only
+        lines.append(f"  cycles        n/a (no cycle model for {r['target']}; instructions are exact)")
+        lines.append("  per layer (instructions, share of the instructions):")
+        for name, n in layers.items():
+            lines.append(f"    {name:<{width}}  {n:>12,}  {100 * n / r['instructions']:5.1f} %")
+        return "\n".join(lines)
     model = "beat model" if r["target"] == "cortex-m55" else "modelled"
     lines.append(f"  cycles        {r['cycles']:,} ({r['cycles_per_mac']:.2f} per MAC, {model})")
     lines.append("  per layer (instructions, modelled cycles, share of the cycles):")

@@ -51,7 +51,7 @@ else
 {cpu}
 CPU := $(CPU_$(TARGET))
 ifeq ($(CPU),)
-$(error TARGET=$(TARGET): choose cortex-m4, cortex-m7 or cortex-m55)
+$(error TARGET=$(TARGET): choose {", ".join(BOARDS)})
 endif
 CROSS ?= arm-none-eabi-
 ARM_CFLAGS ?= {ARM_CFLAGS}

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from ..errors import KilobyteError
 from ..formats.project import symbol
 from ..ops.c_text import c_ident
+from ..targets.cortexm.toolchain import BOARDS
 
 DEFAULT_PREFIX = "kb"
 ARENA_ALIGN = 16  # bytes; the DSP kernels read the arena in words, the generated arena is aligned(16)
-TARGETS = ("cortex-m4", "cortex-m7", "cortex-m55")
+TARGETS = tuple(BOARDS)  # the cores a library builds for: the firmware boards (targets/cortexm/toolchain.py)
 _PREFIX = re.compile(r"[a-z][a-z0-9_]{0,31}")
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void

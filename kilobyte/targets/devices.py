@@ -64,6 +64,8 @@ ALIASES: dict[str, str] = {
     "f446re": "NUCLEO-F446RE",
     "stm32f446re": "NUCLEO-F446RE",
     "nrf52": "nRF52840",
+    "nrf53": "nRF5340",
+    "u585": "STM32U585",
     "pico": "RP2040",
     "corstone": "Corstone-300",
     "m55": "Corstone-300",

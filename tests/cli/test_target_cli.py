@@ -183,7 +183,7 @@ def test_bad_target_is_one_line(capsys, compiled, tmp_path, command):
     code, out, err = cli(capsys, command, compiled[0], "--target", "cortex-m3", *extra)
     assert code == 1 and out == "" and err.count("\n") == 1
     assert err == ("kilobyte: error: unsupported Cortex-M target 'cortex-m3': choose one of cortex-m4, cortex-m7, "
-                   "cortex-m55\n")
+                   "cortex-m33, cortex-m55\n")
 
 
 def test_device_and_target_disagree(capsys, compiled):

@@ -24,6 +24,8 @@ EXPECTED = {
     "NUCLEO-F446RE": ("cortex-m4", 128 * KB, 512 * KB, 180_000_000),
     "nRF52840": ("cortex-m4", 256 * KB, 1 * MB, 64_000_000),
     "RP2040": ("cortex-m0plus", 264 * KB, 2 * MB, 133_000_000),
+    "nRF5340": ("cortex-m33", 512 * KB, 1 * MB, 128_000_000),  # issue 31: Cortex-M33 parts
+    "STM32U585": ("cortex-m33", 786 * KB, 2 * MB, 160_000_000),
 }
 
 

@@ -32,7 +32,7 @@ from .measure import CLONE_SUFFIX, elf_symbol_values, elf_symbols
 from .qemu import as_input_bytes
 from .toolchain import get_board
 
-MAGIC_RETURN = 0x10000000  # outside every board's FLASH and RAM: kb_invoke returns here and the emulation stops
+MAGIC_RETURN = 0x0F000000  # outside every board's FLASH and RAM: kb_invoke returns here and the emulation stops
 _PAGE = 0x1000
 
 

@@ -45,6 +45,11 @@ BOARDS: dict[str, Board] = {
     "cortex-m7": Board("cortex-m7", "mps2-an500",
                        ("-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"),
                        "mps2-an500.ld", 0x00000000, 4 * MB, 0x20000000, 4 * MB, "UC_CPU_ARM_CORTEX_M7"),
+    # M33 (Armv8-M mainline with DSP): the secure aliases of the AN505's SSRAM1 (code) and SSRAM2 (data); the core
+    # boots secure from 0x10000000.
+    "cortex-m33": Board("cortex-m33", "mps2-an505",
+                        ("-mcpu=cortex-m33", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"),
+                        "mps2-an505.ld", 0x10000000, 4 * MB, 0x38000000, 2 * MB, "UC_CPU_ARM_CORTEX_M33"),
     # M55: ITCM holds code + vectors, DTCM the data; GCC 12 emits v8.1-M loops (DLS/LE) unicorn cannot run.
     "cortex-m55": Board("cortex-m55", "mps3-an547",
                         ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"),

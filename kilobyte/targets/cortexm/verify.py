@@ -21,11 +21,12 @@ from kilobyte.errors import KilobyteError
 from kilobyte.formats.project import manifest
 from kilobyte.targets.devices import Device, get_device
 
+from .cycles import cycle_model
 from .firmware import build_firmware
 from .icount import count_instructions
 from .measure import measure
 from .qemu import run_qemu
-from .toolchain import get_board
+from .toolchain import BOARDS, get_board
 
 CYCLE_MODEL_NOTE = ("modelled {target} cycles at zero wait states: each executed instruction priced by Arm's "
                     "timings plus a pipeline refill per taken branch (kilobyte/targets/cortexm/cycles.py)")
@@ -46,7 +47,7 @@ def resolve_target(target: str | None, device: str | Device | None,
     dev = get_device(device, devices_file) if isinstance(device, str) else device
     if target is None:
         if dev is None:
-            raise KilobyteError("give --target cortex-m4|cortex-m7|cortex-m55 (or a --device with one of these cores)")
+            raise KilobyteError(f"give --target {'|'.join(BOARDS)} (or a --device with one of these cores)")
         target = dev.core
     return get_board(target).core, dev
 
@@ -95,7 +96,8 @@ def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
     macs = int(m["macs"])
     instructions = counts.total if counts else run.instructions
     per_layer = dict(counts.per_layer) if counts else run.per_layer
-    cycles = counts.cycles if counts else run.cycles
+    has_model = cycle_model(build.target) is not None
+    cycles = (counts.cycles if counts else run.cycles) if has_model else None
     note = CYCLE_MODEL_NOTE if counts else BEAT_MODEL_NOTE
     return {
         "model": m.get("model"), "target": build.target, "machine": build.board.machine, "kernels": build.kernels,
@@ -105,7 +107,7 @@ def _bench_dict(m: dict, build, sizes: dict, run, counts) -> dict[str, Any]:
         "instructions_per_mac": round(instructions / macs, 3) if instructions and macs else None,
         "per_layer_instructions": per_layer,
         "cycles": cycles, "cycles_per_mac": round(cycles / macs, 3) if cycles and macs else None,
-        "per_layer_cycles": dict(counts.per_layer_cycles) if counts else run.per_layer_cycles,
+        "per_layer_cycles": (dict(counts.per_layer_cycles) if counts else run.per_layer_cycles) if has_model else None,
         "cycle_model": note.format(target=build.target) if cycles is not None else None,
         "flash": {"weights": sizes["flash_weights_bytes"], "kernels": sizes["flash_kernel_bytes"],
                   "other": sizes["flash_other_bytes"], "limit": sizes["flash_limit_bytes"]},
