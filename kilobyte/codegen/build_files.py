@@ -15,6 +15,7 @@ archives still link one copy of a kernel, since a linker takes an archive member
 from __future__ import annotations
 
 from .. import __version__
+from ..kernels import NO_DSP_CORES
 from ..targets.cortexm.toolchain import BOARDS
 from .library import LibraryOptions
 
@@ -55,11 +56,13 @@ $(error TARGET=$(TARGET): choose {", ".join(BOARDS)})
 endif
 CROSS ?= arm-none-eabi-
 ARM_CFLAGS ?= {ARM_CFLAGS}
+# cores without the DSP extension (ARMv6-M) build the portable kernels
+TARGET_KERNELS := $(if $(filter {" ".join(NO_DSP_CORES)},$(TARGET)),$(KERNELS),$(ARM_KERNELS))
 all: out/$(TARGET)/lib{p}.a
-out/$(TARGET)/lib{p}.a: $(MODEL) $(ARM_KERNELS) $(HEADERS)
+out/$(TARGET)/lib{p}.a: $(MODEL) $(TARGET_KERNELS) $(HEADERS)
 \trm -rf $(@D)/obj && mkdir -p $(@D)/obj
 \tcd $(@D)/obj && $(CROSS)gcc $(CPU) $(ARM_CFLAGS) -I$(CURDIR)/src -I$(CURDIR)/src/arm -c \\
-\t\t$(addprefix $(CURDIR)/,$(MODEL) $(ARM_KERNELS))
+\t\t$(addprefix $(CURDIR)/,$(MODEL) $(TARGET_KERNELS))
 \trm -f $@ && $(CROSS)ar rcs $@ $(@D)/obj/*.o
 endif
 

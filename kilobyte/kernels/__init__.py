@@ -22,6 +22,7 @@ from .contracts import (
     DSP_BASED,
     KB_COLS_MIN_OUT_C,
     KERNEL_SETS,
+    NO_DSP_CORES,
     WIDE_COLUMNS,
     InPlaceRule,
     KernelContract,
@@ -35,7 +36,8 @@ from .contracts import (
     layer_scratch,
 )
 
-__all__ = ["DSP_BASED", "KB_COLS_MIN_OUT_C", "KERNEL_SETS", "WIDE_COLUMNS", "InPlaceRule", "KernelContract",
+__all__ = ["DSP_BASED", "KB_COLS_MIN_OUT_C", "KERNEL_SETS", "NO_DSP_CORES", "WIDE_COLUMNS", "InPlaceRule",
+           "KernelContract",
            "check_kernel_set", "column_bytes", "contract_for", "depthwise_ring_bytes", "extra_columns", "extra_ring",
            "inplace_rule", "is_local", "is_sparse", "kernel_sets", "layer_scratch", "padded_channel_bytes",
            "sparse_scratch_bytes", "wide_column_bytes"]

@@ -59,14 +59,18 @@ KERNEL_SETS = ("portable", "dsp", "mve")
 # Helium files swapped in where one exists, so it plans the DSP set's scratch.
 DSP_BASED = ("dsp", "mve")
 MVE_CORES = ("cortex-m55",)  # the cores with Helium: the only ones that build the "mve" set
+NO_DSP_CORES = ("cortex-m0plus",)  # ARMv6-M: no DSP extension (SMLAD), so the portable kernels only
 
 
 def kernel_sets(core: str) -> tuple[str, ...]:
-    """The kernel sets firmware for `core` can be built with: portable and DSP everywhere, mve on Helium cores.
+    """The kernel sets firmware for `core` can be built with: portable everywhere, DSP where the core has the DSP
+    extension, mve on Helium cores.
 
-    >>> kernel_sets("cortex-m4"), kernel_sets("cortex-m55")
-    (('portable', 'dsp'), ('portable', 'dsp', 'mve'))
+    >>> kernel_sets("cortex-m4"), kernel_sets("cortex-m55"), kernel_sets("cortex-m0plus")
+    (('portable', 'dsp'), ('portable', 'dsp', 'mve'), ('portable',))
     """
+    if core in NO_DSP_CORES:
+        return ("portable",)
     return KERNEL_SETS if core in MVE_CORES else tuple(k for k in KERNEL_SETS if k != "mve")
 KB_COLS_MIN_OUT_C = 16  # runtime/c/arm: below this many output channels the DSP conv never widens columns
 WIDE_COLUMNS = 6  # the most columns the DSP conv reads

@@ -78,7 +78,12 @@ def test_compile_human_says_measured_or_estimate(capsys, tmp_path):
                        "--device", "stm32f412")
     assert code == 0 and "measured (cortex-m4 firmware: arena" in out and "fits STM32F412" in out
     code, out, _ = cli(capsys, "compile", "mnist-cnn", "--data", "digits", "--samples", "4", "--out", tmp_path / "b",
-                       "--device", "rp2040")  # a Cortex-M0+: no firmware target, so the plan's estimate
+                       "--device", "rp2040")  # a Cortex-M0+ (issue 31): built and measured on its own board too
+    assert code == 0 and "measured (cortex-m0plus firmware: arena" in out and "fits RP2040" in out
+    devices = tmp_path / "devices.toml"
+    devices.write_text('[device.M3PART]\ncore = "cortex-m3"\nsram_kb = 64\nflash_kb = 256\nclock_mhz = 72\n')
+    code, out, _ = cli(capsys, "compile", "mnist-cnn", "--data", "digits", "--samples", "4", "--out", tmp_path / "c",
+                       "--device", "M3PART", "--devices-file", devices)  # no firmware target: the plan's estimate
     assert code == 0 and "(estimate)" in out and "measured" not in out
 
 
@@ -182,8 +187,8 @@ def test_bad_target_is_one_line(capsys, compiled, tmp_path, command):
     np.save(tmp_path / "in.npy", np.zeros(compiled[1]["input"]["shape"], np.int8))
     code, out, err = cli(capsys, command, compiled[0], "--target", "cortex-m3", *extra)
     assert code == 1 and out == "" and err.count("\n") == 1
-    assert err == ("kilobyte: error: unsupported Cortex-M target 'cortex-m3': choose one of cortex-m4, cortex-m7, "
-                   "cortex-m33, cortex-m55\n")
+    assert err == ("kilobyte: error: unsupported Cortex-M target 'cortex-m3': choose one of cortex-m0plus, cortex-m4, "
+                   "cortex-m7, cortex-m33, cortex-m55\n")
 
 
 def test_device_and_target_disagree(capsys, compiled):

@@ -102,7 +102,7 @@ def _chunks(calls, arena_bytes: int = 120_000):
 
 def test_mve_needs_the_cortex_m55(tmp_path):
     model_dir, _ = write_call_model(tmp_path / "calls", [word_aligned(fc_calls(np.random.default_rng(1))[0])])
-    with pytest.raises(KilobyteError, match="need cortex-m55"):
+    with pytest.raises(KilobyteError, match=r"mve kernels need Helium \(cortex-m55\)"):
         build_firmware(model_dir, "cortex-m4", kernels="mve")
 
 

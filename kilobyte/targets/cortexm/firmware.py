@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kilobyte.errors import DoesNotFitError, KilobyteError
 from kilobyte.formats.project import float_call, invoke_call
-from kilobyte.kernels import check_kernel_set
+from kilobyte.kernels import check_kernel_set, kernel_sets
 from kilobyte.ops.detect_post import DETECTION_DTYPE
 from kilobyte.runtime import ARM_DIR, MVE_DIR, assembly_for
 from kilobyte.targets.devices import Device, get_device
@@ -222,11 +222,16 @@ def build_firmware(model_dir: str | Path, target: str, device: str | Device | No
     firmware and `stack_bytes` of stack) overflows the device's Flash or SRAM.
     """
     model_dir = Path(model_dir)
-    kernels = kernels or planned_kernel_set(model_dir)
     board = get_board(target)
-    if kernels == "mve" and board.core != "cortex-m55":
-        raise KilobyteError(f"{model_dir}: the mve kernels (Helium) need cortex-m55, not {board.core}; build with "
-                            "--kernels dsp")
+    usable = kernel_sets(board.core)
+    if kernels is None:  # the planned set, or the best this core runs (any set is exact; the plan's extra scratch
+        kernels = planned_kernel_set(model_dir)  # is then unused)
+        if kernels not in usable:
+            kernels = "dsp" if "dsp" in usable else "portable"
+    if kernels not in usable:
+        why = "Helium (cortex-m55)" if kernels == "mve" else "the DSP extension"
+        raise KilobyteError(f"{model_dir}: the {kernels} kernels need {why}, which {board.core} lacks; build with "
+                            f"--kernels {' or '.join(usable)}")
     dev = _resolve_device(device, board)
     sources = select_sources(_check_model_dir(model_dir), kernels)
     if stack_bytes < 256 or stack_bytes % 8:

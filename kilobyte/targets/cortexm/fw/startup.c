@@ -45,7 +45,7 @@ __attribute__((naked, noreturn)) void Reset_Handler(void)
         "ldr r2, =0xC5ACCE55\n" /* FW_STACK_PAINT */
         "1: cmp r0, r1\n"
         "bhs 2f\n"
-        "str r2, [r0], #4\n"
+        "stmia r0!, {r2}\n"   /* a post-indexed store ARMv6-M (the M0+) has too */
         "b 1b\n"
         "2:\n"
 #if defined(__ARM_ARCH_8M_MAIN__) || defined(__ARM_ARCH_8_1M_MAIN__)
@@ -58,9 +58,11 @@ __attribute__((naked, noreturn)) void Reset_Handler(void)
 
 static void fw_enable_fpu(void)
 {
+#if !defined(__ARM_ARCH_6M__) /* ARMv6-M (M0/M0+) has no FPU and no CPACR */
     volatile uint32_t *cpacr = (volatile uint32_t *)0xE000ED88u;
     *cpacr |= 0xFu << 20; /* CP10 and CP11: full access */
     __asm__ volatile("dsb\n isb" ::: "memory");
+#endif
 }
 
 /* Separate from fw_enable_fpu so no (auto-vectorised) code of these loops can run before the FPU is on. */
@@ -129,13 +131,17 @@ void fw_fault_report(const uint32_t *frame, uint32_t exc_return)
 {
     uint32_t ipsr;
     __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
-    uint32_t cfsr = *(volatile uint32_t *)0xE000ED28u;
     char line[200];
     char *p = fw_append(line, "kilobyte-fw: fault: exception ");
     p = sh_format_u32(p, ipsr & 0x1FFu, 10);
+#if defined(__ARM_ARCH_6M__) /* ARMv6-M has no fault status registers: a HardFault is all it reports */
+    const uint32_t cfsr = 0;
+#else
+    const uint32_t cfsr = *(volatile uint32_t *)0xE000ED28u;
     p = fw_append_hex(p, " CFSR=", cfsr);
     p = fw_append_hex(p, " HFSR=", *(volatile uint32_t *)0xE000ED2Cu);
     p = fw_append_hex(p, " BFAR=", *(volatile uint32_t *)0xE000ED38u);
+#endif
     p = fw_append_hex(p, " EXC_RETURN=", exc_return);
     /* The stacked frame is r0-r3, r12, lr, pc, xpsr; read it only when it lies inside the stack. */
     if (frame >= __stack_bottom && frame + 8 <= __stack_top) {
