@@ -43,12 +43,15 @@ from kilobyte.kernels import KERNEL_SETS, kernel_sets  # noqa: E402
 from kilobyte.quant import quantize  # noqa: E402
 from kilobyte.schedule.plan_types import PlanOptions  # noqa: E402
 from kilobyte.targets.cortexm import build_firmware, count_instructions, measure, run_qemu  # noqa: E402
+from kilobyte.targets.cortexm.cycles import cycle_model  # noqa: E402
 from kilobyte.targets.tflm import run_tflm, tflm_arena_bytes, tflm_invoke_latency  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mlperf.json"
 REPEATS = 15
 SOFTMAX_HEAD = ("kws-dscnn", "vww-mbv1", "ic-resnet8")
-TARGETS = ("cortex-m4", "cortex-m7", "cortex-m55")  # the M55: counted by the QEMU plugin, cycles by the beat model
+# the M55: counted by the QEMU plugin, cycles by the beat model; the M0+ (portable only) and M33 (issue 31): counted
+# by unicorn, no cycle model yet
+TARGETS = ("cortex-m0plus", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
 # Best published MLPerf Tiny closed-division latency per model (tiny_results v1.1-v1.3, as issue 29 lists them):
 # (milliseconds, clock in MHz, engine). Cycles = ms x MHz x 1000 at the board's clock.
 PUBLISHED = {
@@ -63,7 +66,10 @@ PUBLISHED = {
 TARGET_FRACTION = 0.8  # issue 29: modelled Cortex-M4 cycles (DSP kernels) <= 0.8 x the best published cycles
 
 
-def published_cycles(name: str, target: str) -> int:
+def published_cycles(name: str, target: str) -> int | None:
+    """The best published result in cycles, None for a core without one in PUBLISHED."""
+    if target not in PUBLISHED:
+        return None
     ms, mhz, _ = PUBLISHED[target][name]
     return round(ms * mhz * 1000)
 
@@ -114,8 +120,10 @@ def target_rows(name: str, q, work: Path) -> list[dict]:
             build = build_firmware(result.out_dir, target)
             if build.board.unicorn_cpu is not None:
                 count = count_instructions(build, x, timeout=600)
-                output, total, cycles = count.output, count.total, count.cycles
-                layers = per_layer(count.per_layer, count.per_layer_cycles, layer_table(result.graph))
+                modelled = cycle_model(target) is not None
+                output, total, cycles = count.output, count.total, count.cycles if modelled else None
+                layers = per_layer(count.per_layer, count.per_layer_cycles if modelled else None,
+                                   layer_table(result.graph))
             else:  # unicorn cannot run v8.1-M code: Kilobyte's QEMU plugin counts, the beat model prices
                 run = run_qemu(build, x, timeout=600, count=True)
                 output, total, cycles = run.output, run.instructions, run.cycles
@@ -127,7 +135,8 @@ def target_rows(name: str, q, work: Path) -> list[dict]:
             rows.append({"model": name, "target": target, "kernels": kernels, "instructions": total,
                          "per_mac": total / result.plan.macs, "cycles": cycles,
                          "cycles_per_mac": cycles / result.plan.macs if cycles else None, "published_cycles": best,
-                         "vs_published": cycles / best if cycles else None, "flash_bytes": sizes["flash_bytes"],
+                         "vs_published": cycles / best if cycles and best else None,
+                         "flash_bytes": sizes["flash_bytes"],
                          "flash_weights_bytes": sizes["flash_weights_bytes"],
                          "flash_kernel_bytes": sizes["flash_kernel_bytes"], "sram_bytes": sizes["sram_bytes"],
                          "arena_bytes": result.plan.arena_bytes, "layers": layers})
@@ -149,8 +158,9 @@ def markdown(host: list[dict], target: list[dict]) -> str:
         ratio = "n/a" if r["vs_published"] is None else f"{r['vs_published']:.2f}"
         if r["cycles"] is None:
             cycles += " | n/a"
+        best = "n/a" if r["published_cycles"] is None else f"{r['published_cycles']:,}"
         lines.append(f"| {r['model']} | {r['target']} | {r['kernels']} | {r['instructions']:,} | {r['per_mac']:.2f} | "
-                     f"{cycles} | {r['published_cycles']:,} | "
+                     f"{cycles} | {best} | "
                      f"{ratio} | {r['flash_bytes'] / 1024:.1f} kB "
                      f"({r['flash_weights_bytes'] / 1024:.1f} + "
                      f"{r['flash_kernel_bytes'] / 1024:.1f}) | {r['sram_bytes'] / 1024:.1f} kB |")
