@@ -207,7 +207,7 @@ def test_device_core_must_match_target(model_dir):
 
 
 def test_unknown_target_and_missing_model(tmp_path, model_dir):
-    with pytest.raises(KilobyteError, match="choose one of cortex-m4"):
+    with pytest.raises(KilobyteError, match="choose one of cortex-m0plus, cortex-m4"):
         build_firmware(model_dir, "cortex-m3")
     with pytest.raises(KilobyteError, match="not a compiled model directory"):
         build_firmware(tmp_path, "cortex-m4")
