@@ -191,21 +191,29 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
 
 
-def format_table(devices: list[Device]) -> str:
-    """Aligned text table (name, core, SRAM kB, Flash kB, clock MHz), one device per line.
+def format_table(devices: list[Device], boards: dict[str, str] | None = None) -> str:
+    """Aligned text table (name, core, SRAM kB, Flash kB, clock MHz), one device per line; with `boards` (core ->
+    QEMU machine) a last column saying where firmware for the device runs emulated ("-": nowhere yet).
 
     >>> print(format_table([get_device("f412"), get_device("rp2040")]))
     name       core           SRAM kB  Flash kB  clock MHz
     STM32F412  cortex-m4          256      1024        100
     RP2040     cortex-m0plus      264      2048        133
+    >>> print(format_table([get_device("f412")], {"cortex-m4": "mps2-an386"}))
+    name       core       SRAM kB  Flash kB  clock MHz  emulated on
+    STM32F412  cortex-m4      256      1024        100  mps2-an386
     """
     header = ("name", "core", "SRAM kB", "Flash kB", "clock MHz")
     rows = [(d.name, d.core, _number(d.sram_bytes / KB), _number(d.flash_bytes / KB), _number(d.clock_hz / MHZ))
             for d in devices]
+    if boards is not None:
+        header += ("emulated on",)
+        rows = [(*row, boards.get(d.core, "-")) for row, d in zip(rows, devices, strict=True)]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = []
     for row in [header, *rows]:
         text = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]  # text columns left, numbers right
-        text += [cell.rjust(width) for cell, width in zip(row[2:], widths[2:], strict=True)]
+        text += [cell.rjust(width) for cell, width in zip(row[2:5], widths[2:5], strict=True)]
+        text += [cell.ljust(width) for cell, width in zip(row[5:], widths[5:], strict=True)]
         lines.append("  ".join(text).rstrip())
     return "\n".join(lines)

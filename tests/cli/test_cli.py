@@ -19,6 +19,10 @@ def run(capsys, *argv):
 def test_devices_table_and_json(capsys):
     code, out, _ = run(capsys, "devices")
     assert code == 0 and "STM32F746" in out and "nRF52840" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()}
+    assert rows["name"][-2:] == ["emulated", "on"]  # where each device's firmware runs under QEMU (issue 31)
+    assert rows["RP2040"][-1] == "mps2-an385" and rows["nRF5340"][-1] == "mps2-an505"
+    assert rows["Corstone-300"][-1] == "mps3-an547" and rows["STM32F746"][-1] == "mps2-an500"
     code, out, _ = run(capsys, "devices", "--json")
     names = {d["name"] for d in json.loads(out)}
     assert {"STM32F412", "STM32H743", "RP2040"} <= names
