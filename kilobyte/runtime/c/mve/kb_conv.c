@@ -123,7 +123,7 @@ typedef struct {
     const int8_t *w;
     const int32_t *bias, *mult, *shift;  /* bias: the folded biases in the scratch */
     int8_t *out;
-    int left;  /* kb_mve_any_left */
+    int left;  /* kb_mve_shift_form */
     kb_mve_dot32_job job;
 } kb_conv_ctx;
 
@@ -216,7 +216,7 @@ void kb_conv(const kb_conv_params *p, const int8_t *in, const int8_t *w, const i
     int32_t *fb = (int32_t *)(void *)(scratch + KB_MVE_CONV_COLUMNS_BYTES(p, direct));
     fold_biases(p, w, bias, k, fb);
     kb_conv_ctx ctx = {.p = p, .w = w, .bias = fb, .mult = mult, .shift = shift, .out = out,
-                       .left = kb_mve_any_left(shift, p->out_c)};
+                       .left = kb_mve_shift_form(shift, p->out_c)};
     ctx.job.k = k, ctx.job.w_back = ((k + 15) & ~15) - k;
     kb_mve_groups(p, in, scratch, direct, direct ? 6 : 3, direct ? columns_out6 : columns_out3, &ctx);
 }

@@ -192,18 +192,25 @@ static void ring_line(const kb_conv_params *p, const int8_t *in, int32_t c, int3
     kb_mve_fill(dst, zp, 4 * hi);
 }
 
-/* How a 3x3 in-place call runs four channels at a time through a ring of three padded lines, or 0: 1, lines are rows
- * (stride 1 on the same map, or stride 2 on a map at least twice as wide: every output row is written after the
- * input rows it overwrites are in the ring); 2, lines are columns (stride 1 only, the same argument by columns),
- * chosen when the map is taller than wide (fewer, longer lines) and the scratch holds the column ring. */
-static int ring_mode(const kb_conv_params *p)
+/* How a 3x3 call runs four channels at a time through a ring of three padded lines, or 0: 1, lines are rows; 2, lines
+ * are columns (stride 1 only), chosen when the map is taller than wide (fewer, longer lines) and the scratch holds
+ * the column ring. In place it also needs every output line to be written after the input lines it overwrites are
+ * in the ring (stride 1 on the same map, or stride 2 on a map at least twice as wide), and a map of at most
+ * KB_DW_RING_MAX_PIXELS outputs (on larger ones the plane path's lanes along a channel's rows cost less). */
+static int ring_mode(const kb_conv_params *p, int in_place)
 {
     const int32_t wp = p->in_w + p->pad_l + p->pad_r, hp = p->in_h + p->pad_t + p->pad_b;
-    if (p->in_c < 4 || p->out_h * p->out_w > KB_DW_RING_MAX_PIXELS) {
+    int s1 = p->stride_h == 1 && p->stride_w == 1, s2 = p->stride_h == 2 && p->stride_w == 2;
+    if (p->in_c < 4) {
         return 0;
     }
-    const int s1 = p->stride_h == 1 && p->stride_w == 1 && p->out_row == p->in_row && p->pad_t <= 2 && p->pad_l <= 2;
-    const int s2 = p->stride_h == 2 && p->stride_w == 2 && 2 * p->out_row <= p->in_row;
+    if (in_place) {
+        if (p->out_h * p->out_w > KB_DW_RING_MAX_PIXELS) {
+            return 0;
+        }
+        s1 = s1 && p->out_row == p->in_row && p->pad_t <= 2 && p->pad_l <= 2;
+        s2 = s2 && 2 * p->out_row <= p->in_row;
+    }
     if (s1 && p->out_h > p->out_w && p->scratch_bytes >= KB_DW_RING_BYTES(hp)) {
         return 2;
     }
@@ -287,7 +294,7 @@ static inline __attribute__((always_inline)) void inplace_kxk(const kb_conv_para
     int32_t c = 0;
     /* small maps four channels at a time (no per-channel plane and set-up), the last in_c % 4 channel by channel
      * below; on maps of more than KB_DW_RING_MAX_PIXELS outputs the lanes along a channel's rows cost less */
-    const int mode = kk == 3 ? ring_mode(p) : 0;
+    const int mode = kk == 3 ? ring_mode(p, 1) : 0;
     if (mode) {
         for (; c + 4 <= p->in_c; c += 4) {
             ring_group(p, in, w, bias, mult, shift, out, scratch, c, mode == 1);
@@ -403,16 +410,7 @@ static void direct_channels(const kb_conv_params *p, const int8_t *in, const int
 void kb_depthwise_3x3(const kb_conv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, int8_t *scratch)
 {
-    const int32_t wp = p->in_w + p->pad_l + p->pad_r, hp = p->in_h + p->pad_t + p->pad_b;
-    const int s1 = p->stride_h == 1 && p->stride_w == 1, s2 = p->stride_h == 2 && p->stride_w == 2;
-    int mode = 0;
-    if (scratch != NULL && p->in_c >= 4 && (s1 || s2)) {
-        if (s1 && p->out_h > p->out_w && p->scratch_bytes >= KB_DW_RING_BYTES(hp)) {
-            mode = 2;
-        } else if (p->scratch_bytes >= KB_DW_RING_BYTES(wp)) {
-            mode = 1;
-        }
-    }
+    const int mode = scratch != NULL ? ring_mode(p, 0) : 0;
     int32_t c = 0;
     if (mode) {
         for (; c + 4 <= p->in_c; c += 4) {

@@ -9,7 +9,7 @@
 #include "kilobyte.h"
 #include "kb_mve_conv4.h"
 
-#define KB_MVE_ALL_RIGHT 2  /* kb_mve_any_left: every channel shifts right */
+#define KB_MVE_ALL_RIGHT 2  /* kb_mve_shift_form: every channel shifts right */
 
 /* The valid range [*k0, *k1) of a window axis starting at input index i0 with `k` taps `dil` apart in `size`. */
 static inline void valid(int32_t i0, int32_t k, int32_t dil, int32_t size, int32_t *k0, int32_t *k1)
@@ -129,7 +129,7 @@ static void kb_mve_groups(const kb_conv_params *p, const int8_t *in, int8_t *scr
 /* Requantise sums (a table of KB_MVE_DOT4_CHANNELS columns) for pixels j < npx (output bytes out + offs[j]) and
  * channels c0 .. c0 + n, four channels of a pixel at a time: per-lane bias (NULL: the sums hold it already) (+
  * in_offset * wsum when wsum is given; the sparse convs' bias is folded), shifts and multipliers (kb_mve_requant.h's steps, by vector), one VSTRB.32 of
- * four channels (the last four predicated). `left` (kb_mve_any_left): 1, some channel shifts left; 0, the left
+ * four channels (the last four predicated). `left` (kb_mve_shift_form): 1, some channel shifts left; 0, the left
  * shift is left out (TFLite's per-channel multipliers are below one: the usual case); KB_MVE_ALL_RIGHT, also the
  * ties fix-up's mask. */
 static inline __attribute__((always_inline)) void requant_quads(const kb_conv_params *p,
@@ -188,7 +188,7 @@ static inline __attribute__((always_inline)) void kb_mve_requant_table(const kb_
 
 /* The n channels' shifts, once per call: 1 if some shifts left, KB_MVE_ALL_RIGHT if every one shifts right
  * (shift < 0: the ties fix-up needs no mask, kb_mve_divide), else 0. */
-static int kb_mve_any_left(const int32_t *shift, int32_t n)
+static int kb_mve_shift_form(const int32_t *shift, int32_t n)
 {
     int any = 0, all_right = 1;
     for (int32_t c = 0; c < n; ++c) {

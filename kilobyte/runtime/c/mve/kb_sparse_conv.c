@@ -26,7 +26,7 @@ typedef struct {
     const int32_t *bias, *mult, *shift;
     int8_t *out, *scratch;
     int32_t k;
-    int left;  /* kb_mve_any_left */
+    int left;  /* kb_mve_shift_form */
 } kb_sparse_ctx;
 
 static void fwcs_group(void *ctx, const int8_t *const col[KB_MVE_GROUP_MAX], const uint32_t offs[KB_MVE_GROUP_MAX],
@@ -72,7 +72,7 @@ static void sparse(const kb_conv_params *p, const int8_t *in, const int8_t *arr,
                    int8_t *scratch, kb_mve_group_fn *fn)
 {
     kb_sparse_ctx ctx = {p, arr, index, fidx, bias, mult, shift, out, scratch, p->k_h * p->k_w * p->in_c,
-                         kb_mve_any_left(shift, p->out_c)};
+                         kb_mve_shift_form(shift, p->out_c)};
     kb_mve_groups(p, in, scratch, 0, 4, fn, &ctx);
 }
 
